@@ -1,0 +1,89 @@
+"""Assembles the one script a host runs: `BUNDLE = {...}` + probes/_runner.py.
+
+The probes are ordinary files of the repo (linted, tested, runnable by hand), read at send time,
+like mitogen ships its own modules. The script goes to `<python> -` on stdin: nothing touches disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from fleet.errors import UsageError
+
+RUNNER_FILE = "_runner.py"
+
+
+@dataclass(frozen=True)
+class ProbeSource:
+    name: str
+    source: str
+    summary: str
+
+
+def available_probes() -> dict[str, ProbeSource]:
+    """Every probe shipped in the `probes` package, by name, in name order."""
+    found: dict[str, ProbeSource] = {}
+    for entry in sorted(resources.files("probes").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".py") and not entry.name.startswith(("_", ".")):
+            source = entry.read_text(encoding="utf-8")
+            found[entry.name[:-3]] = ProbeSource(entry.name[:-3], source, _summary(source))
+    return found
+
+
+def _summary(source: str) -> str:
+    """The first line of the module docstring."""
+    for quote in ('"""', "'''"):
+        if quote in source:
+            return source.split(quote, 2)[1].strip().splitlines()[0]
+    return ""
+
+
+def select_probes(names: Sequence[str] | None) -> dict[str, ProbeSource]:
+    """The probes `--probes a,b` asks for (all when None); unknown names are a usage error."""
+    available = available_probes()
+    if not names:
+        return available
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise UsageError(
+            f"unknown probe {unknown[0]!r}", hint="available probes: " + ", ".join(available)
+        )
+    return {n: available[n] for n in dict.fromkeys(names)}
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """The code part of a script: the runner and the selected probes. Options vary per host."""
+
+    runner: str
+    probes: Mapping[str, ProbeSource]
+
+    @property
+    def sha256(self) -> str:
+        digest = hashlib.sha256(self.runner.encode())
+        for name, probe in self.probes.items():
+            digest.update(f"\0{name}\0".encode())
+            digest.update(probe.source.encode())
+        return digest.hexdigest()
+
+    def script(self, options: Mapping[str, Any], deadline_s: float, parallel: int = 4) -> bytes:
+        """The whole program for one host: a literal BUNDLE, then the runner."""
+        payload = {
+            "probes": {n: p.source for n, p in self.probes.items()},
+            "options": {n: dict(options.get(n) or {}) for n in self.probes},
+            "deadline_s": deadline_s,
+            "parallel": parallel,
+        }
+        # json → Python literal via json.loads: values from YAML can be dates, so normalize first.
+        literal = json.dumps(json.dumps(payload, default=str))
+        return (f"import json\nBUNDLE = json.loads({literal})\n" + self.runner).encode()
+
+
+def build_bundle(probe_names: Sequence[str] | None = None) -> Bundle:
+    runner = resources.files("probes").joinpath(RUNNER_FILE).read_text(encoding="utf-8")
+    return Bundle(runner=runner, probes=select_probes(probe_names))

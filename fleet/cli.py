@@ -1,0 +1,307 @@
+"""The `fleet` command. The only module that exits the process and maps outcomes to exit codes.
+
+Exit codes are a bitmask (see README): 0 all ok; 2 usage or inventory error (nothing contacted);
+4 some host not reached; 8 some probe failed or timed out; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from fleet import __version__
+from fleet.bundle import Bundle, available_probes, build_bundle
+from fleet.diff import diverging_facts
+from fleet.errors import FleetError, InventoryError, UsageError
+from fleet.inventory import Inventory, load_inventory, local_inventory
+from fleet.models import NOT_REACHED, PROBE_TROUBLE, Host, Run
+from fleet.render.terminal import ProgressEvents, render_run
+from fleet.runner import Events, FanOut, RunSettings
+from fleet.store import default_runs_dir, default_state_dir, save_run, write_private_json
+from fleet.transport import LocalTransport, Transport
+
+EXIT_OK, EXIT_USAGE, EXIT_UNREACHED, EXIT_PROBE_FAILED, EXIT_INTERRUPTED = 0, 2, 4, 8, 130
+
+
+def fail(error: FleetError, code: int = EXIT_USAGE) -> NoReturn:
+    click.echo(error.render(), err=True)
+    sys.exit(code)
+
+
+def exit_code(run: Run) -> int:
+    if run.interrupted:
+        return EXIT_INTERRUPTED
+    code = EXIT_OK
+    statuses = {o.status for o in run.hosts.values()}
+    if statuses & NOT_REACHED:
+        code |= EXIT_UNREACHED
+    if statuses & PROBE_TROUBLE:
+        code |= EXIT_PROBE_FAILED
+    return code
+
+
+def open_inventory(path: str | None) -> Inventory:
+    try:
+        return load_inventory(path) if path else local_inventory()
+    except InventoryError as exc:
+        fail(exc)
+
+
+def select_hosts(inventory: Inventory, limit: str | None) -> list[Host]:
+    try:
+        hosts = inventory.select(limit)
+    except UsageError as exc:
+        fail(exc)
+    if not hosts:
+        fail(UsageError("no host selected", hint="check --limit against `fleet hosts`"))
+    return hosts
+
+
+inventory_option = click.option(
+    "-i",
+    "--inventory",
+    "inventory_path",
+    type=click.Path(dir_okay=False),
+    help="Inventory YAML. Default: this machine only (like -i inventory/local.yaml).",
+)
+limit_option = click.option(
+    "-l", "--limit", help="Hosts or groups to select: globs, comma-separated, !PATTERN excludes."
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="fleet")
+def main() -> None:
+    """Probe many GPU hosts over SSH at once and show where they differ."""
+
+
+# ------------------------------------------------------------------------------------- hosts
+
+
+@main.command()
+@inventory_option
+@limit_option
+def hosts(inventory_path: str | None, limit: str | None) -> None:
+    """Print the selected hosts and their resolved settings. Contacts nothing."""
+    inventory = open_inventory(inventory_path)
+    table = Table(title=f"{inventory.path}", title_justify="left")
+    for column in ("host", "transport", "target", "python", "jump", "groups", "probe_args"):
+        table.add_column(column, overflow="fold")
+    for host in select_hosts(inventory, limit):
+        table.add_row(
+            host.name,
+            host.transport,
+            host.target(),
+            host.python,
+            host.jump or "",
+            ",".join(host.groups),
+            ", ".join(host.probe_args),
+        )
+    Console().print(table)
+
+
+@main.command("probes")
+def list_probes() -> None:
+    """List the probes a bundle can carry."""
+    for name, probe in available_probes().items():
+        click.echo(f"{name:12} {probe.summary}")
+
+
+# ------------------------------------------------------------------------------------- probe
+
+
+@main.command()
+@inventory_option
+@limit_option
+@click.option("-p", "--probes", "probe_list", help="Comma-separated probes to run (default: all).")
+@click.option("--json", "json_path", help="Write the run document here ('-' for stdout).")
+@click.option(
+    "--runs-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where runs are saved (default ~/.local/state/fleet/runs).",
+)
+@click.option("--no-save", is_flag=True, help="Do not save the run in the runs folder.")
+@click.option(
+    "-c",
+    "--concurrency",
+    type=click.IntRange(1, 10000),
+    default=64,
+    show_default=True,
+    help="Hosts probed at once.",
+)
+@click.option(
+    "-t",
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(5, 86400),
+    default=120,
+    show_default=True,
+    help="Seconds per host, connecting included.",
+)
+@click.option(
+    "--accept-new",
+    is_flag=True,
+    help="Record unknown host keys in fleet's own known_hosts (changed keys: never).",
+)
+@click.option(
+    "--import",
+    "imports",
+    multiple=True,
+    metavar="SPEC",
+    help="Import spec for the imports probe, e.g. 'mod:Name|AltName' (repeatable).",
+)
+@click.option(
+    "--dir",
+    "dir_modules",
+    multiple=True,
+    metavar="MODULE",
+    help="Module whose dir() the dir probe dumps (repeatable).",
+)
+@click.option(
+    "--allreduce/--no-allreduce",
+    default=True,
+    show_default=True,
+    help="Run the allreduce timing probe.",
+)
+@click.option("--quick", is_flag=True, help="Fewer message sizes and iterations.")
+def probe(
+    inventory_path: str | None,
+    limit: str | None,
+    probe_list: str | None,
+    json_path: str | None,
+    runs_dir: Path | None,
+    no_save: bool,
+    concurrency: int,
+    timeout_s: float,
+    accept_new: bool,
+    imports: tuple[str, ...],
+    dir_modules: tuple[str, ...],
+    allreduce: bool,
+    quick: bool,
+) -> None:
+    """Run the probes on every selected host and show where the hosts differ."""
+    inventory = open_inventory(inventory_path)
+    selected = select_hosts(inventory, limit)
+    bundle = _bundle(probe_list, allreduce)
+    settings = RunSettings(
+        concurrency=concurrency,
+        timeout_s=timeout_s,
+        cli_probe_args=cli_probe_args(imports, dir_modules, quick),
+    )
+    to_stdout = json_path == "-"
+    console = Console(stderr=to_stdout)
+    run = asyncio.run(probe_fleet(selected, bundle, settings, accept_new, console, inventory.path))
+    saved = None if no_save else _save(run, runs_dir)
+    if json_path:
+        _write_json(run, json_path)
+    render_run(console, run, diverging_facts(run.hosts.values()), str(saved) if saved else None)
+    sys.exit(exit_code(run))
+
+
+def _bundle(probe_list: str | None, allreduce: bool) -> Bundle:
+    names = [n.strip() for n in probe_list.split(",") if n.strip()] if probe_list else None
+    if names is None and not allreduce:
+        names = [n for n in available_probes() if n != "allreduce"]
+    elif names and not allreduce:
+        names = [n for n in names if n != "allreduce"]
+    try:
+        return build_bundle(names)
+    except UsageError as exc:
+        fail(exc)
+
+
+def cli_probe_args(
+    imports: Sequence[str], dir_modules: Sequence[str], quick: bool
+) -> dict[str, dict[str, Any]]:
+    """CLI flags as per-probe options; they override the inventory's probe_args."""
+    args: dict[str, dict[str, Any]] = {}
+    if imports:
+        args["imports"] = {"specs": list(imports)}
+    if dir_modules:
+        args["dir"] = {"modules": list(dir_modules)}
+    if quick:
+        args["allreduce"] = {"quick": True}
+    return args
+
+
+def make_transports(hosts: Sequence[Host], accept_new: bool) -> dict[str, Transport]:
+    transports: dict[str, Transport] = {"local": LocalTransport()}
+    if any(h.transport == "ssh" for h in hosts):
+        from fleet.transport.ssh import SSHOptions, SSHTransport  # asyncssh only when needed
+
+        options = SSHOptions(
+            accept_new=accept_new, fleet_known_hosts=default_state_dir() / "known_hosts"
+        )
+        transports["ssh"] = SSHTransport(options)
+    return transports
+
+
+async def probe_fleet(
+    hosts: Sequence[Host],
+    bundle: Bundle,
+    settings: RunSettings,
+    accept_new: bool,
+    console: Console,
+    inventory: str | None,
+) -> Run:
+    """Probe every host, with a live progress display; Ctrl-C ends pending hosts as interrupted."""
+    interrupt = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, interrupt.set)
+    transports = make_transports(hosts, accept_new)
+    started = _now()
+    events: Events
+    try:
+        with ProgressEvents(console, len(hosts)) as events:
+            outcomes = await FanOut(bundle, transports, settings, events, interrupt).run(hosts)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        for transport in transports.values():
+            await transport.close()
+    return Run(
+        fleet_version=__version__,
+        started=started,
+        finished=_now(),
+        bundle_sha256=bundle.sha256,
+        hosts=outcomes,
+        probes=tuple(bundle.probes),
+        inventory=inventory,
+        interrupted=interrupt.is_set(),
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _save(run: Run, runs_dir: Path | None) -> Path | None:
+    try:
+        return save_run(run, runs_dir or default_runs_dir())
+    except FleetError as exc:
+        click.echo(exc.render(), err=True)  # the run still shows; only saving failed
+        return None
+
+
+def _write_json(run: Run, json_path: str) -> None:
+    document: Mapping[str, Any] = run.to_dict()
+    if json_path == "-":
+        click.echo(json.dumps(document, indent=2))
+        return
+    try:
+        write_private_json(Path(json_path), dict(document))
+    except OSError as exc:
+        click.echo(f"error: cannot write {json_path}: {exc.strerror}", err=True)
+
+
+if __name__ == "__main__":
+    main()

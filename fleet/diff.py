@@ -1,0 +1,129 @@
+"""Cross-host diff: which facts are not the same on every host that reported them. Pure.
+
+A probe's data is flattened into facts: `torch.version`, `gpu.gpus.0.name`, `nccl.env.NCCL_P2P_DISABLE`.
+Lists of scalars stay one fact (a tuple); lists of objects get an index per item plus a `.len` fact.
+Each fact has a kind, chosen by the first matching pattern of FACT_KINDS:
+  - "identity": unique per host by nature (hostname, UUIDs): never divergence;
+  - "measure":  a timing or throughput: compared with tolerance by later layers, not here;
+  - "fact":     everything else: any difference is divergence.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fleet.models import NOT_REACHED, HostOutcome
+
+FACT_KINDS: tuple[tuple[str, str], ...] = (
+    ("system.hostname", "identity"),
+    ("system.python.executable", "fact"),
+    ("*.elapsed_s", "measure"),
+    ("*.uuid", "identity"),
+    ("*.pci_bus_id", "identity"),
+    ("*.serial", "identity"),
+    ("*.latency_us", "measure"),
+    ("*.algbw_gbps", "measure"),
+    ("*.busbw_gbps", "measure"),
+    ("*.temperature*", "measure"),
+    ("*.power*", "measure"),
+)
+
+Value = Any  # hashable: str, int, float, bool, None, or a tuple of those
+
+
+def fact_kind(path: str) -> str:
+    for pattern, kind in FACT_KINDS:
+        if fnmatch.fnmatchcase(path, pattern):
+            return kind
+    return "fact"
+
+
+def flatten(value: Any, prefix: str) -> dict[str, Value]:
+    """Nested JSON → {dotted path: hashable value}."""
+    if isinstance(value, Mapping):
+        facts: dict[str, Value] = {}
+        for key, item in value.items():
+            facts.update(flatten(item, f"{prefix}.{key}"))
+        return facts
+    if isinstance(value, list | tuple):
+        if value and all(isinstance(v, Mapping) for v in value):
+            facts = {f"{prefix}.len": len(value)}
+            for index, item in enumerate(value):
+                facts.update(flatten(item, f"{prefix}.{index}"))
+            return facts
+        return {prefix: tuple(_hashable(v) for v in value)}
+    return {prefix: value}
+
+
+def _hashable(value: Any) -> Value:
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _hashable(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def host_facts(outcome: HostOutcome) -> dict[str, Value]:
+    """Every comparable fact a host reported: each probe's status and its flattened data."""
+    facts: dict[str, Value] = {}
+    for probe, result in outcome.probes.items():
+        facts[f"{probe}.status"] = result.status
+        facts.update(flatten(result.data, probe))
+    return {path: v for path, v in facts.items() if fact_kind(path) == "fact"}
+
+
+@dataclass(frozen=True)
+class Divergence:
+    fact: str
+    majority: Value
+    majority_hosts: tuple[str, ...]
+    others: tuple[tuple[Value, tuple[str, ...]], ...]  # (value, hosts), most hosts first
+
+    @property
+    def differing_hosts(self) -> tuple[str, ...]:
+        return tuple(h for _, hosts in self.others for h in hosts)
+
+
+def compared_hosts(outcomes: Iterable[HostOutcome]) -> list[HostOutcome]:
+    """Hosts that reported anything: an unreachable host is an outcome, not a divergent value."""
+    return [o for o in outcomes if o.status not in NOT_REACHED and o.probes]
+
+
+def diverging_facts(outcomes: Iterable[HostOutcome]) -> list[Divergence]:
+    """Facts whose value differs between hosts that reported them, in fact-path order."""
+    per_host = {o.name: host_facts(o) for o in compared_hosts(outcomes)}
+    paths = sorted({p for facts in per_host.values() for p in facts})
+    found = []
+    for path in paths:
+        values = {host: facts[path] for host, facts in per_host.items() if path in facts}
+        if len(set(values.values())) > 1:
+            found.append(_divergence(path, values))
+    return found
+
+
+def _divergence(path: str, values: Mapping[str, Value]) -> Divergence:
+    counts = Counter(values.values())
+    # most hosts first; ties broken by the value's text so the output is stable
+    ranked = sorted(counts, key=lambda v: (-counts[v], repr(v)))
+    groups = [(v, tuple(sorted(h for h, hv in values.items() if hv == v))) for v in ranked]
+    (majority, majority_hosts), *others = groups
+    return Divergence(path, majority, majority_hosts, tuple(others))
+
+
+def list_delta(majority: Value, other: Value, limit: int = 6) -> str | None:
+    """For list facts (dir() names, arch lists): `+added −removed` relative to the majority."""
+    if not isinstance(majority, tuple) or not isinstance(other, tuple):
+        return None
+    added = [str(v) for v in other if v not in set(majority)]
+    removed = [str(v) for v in majority if v not in set(other)]
+    parts = [f"+{v}" for v in added[:limit]] + [f"−{v}" for v in removed[:limit]]
+    hidden = max(0, len(added) - limit) + max(0, len(removed) - limit)
+    return (
+        " ".join(parts) + (f" (+{hidden} more)" if hidden else "")
+        if parts
+        else "same items, other order"
+    )

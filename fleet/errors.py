@@ -1,0 +1,74 @@
+"""The errors fleet raises, each with a message, the context it happened in, and a hint to fix it.
+
+    FleetError                     anything fleet reports to a user
+    ├── UsageError                 a bad command line (exit code 2, nothing contacted)
+    ├── InventoryError             a bad inventory file: names file:line and the value (exit code 2)
+    ├── StoreError                 a saved run that cannot be read or written
+    └── HostError                  one host failed; carries the host status it ends with
+        ├── UnreachableError       status "unreachable": refused, timed out connecting, no route, DNS
+        ├── AuthError              status "auth_failed"
+        ├── HostKeyUnknownError    status "hostkey_unknown": not in known_hosts (fingerprint given)
+        ├── HostKeyChangedError    status "hostkey_changed": differs from known_hosts
+        └── NoPythonError          status "no_python": the interpreter is missing or too old
+
+HostErrors never escape the runner: each becomes the HostOutcome of its host.
+"""
+
+from __future__ import annotations
+
+
+class FleetError(Exception):
+    """Base class: `message` says what happened, `context` where, `hint` what to try."""
+
+    def __init__(self, message: str, *, context: str = "", hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.context = context
+        self.hint = hint
+
+    def render(self) -> str:
+        """pip-style text: error, ╰─> context, hint."""
+        lines = [f"error: {self.message}"]
+        if self.context:
+            lines.append(f"╰─> {self.context}")
+        if self.hint:
+            lines.append(f"hint: {self.hint}")
+        return "\n".join(lines)
+
+
+class UsageError(FleetError):
+    """The command line asks for something that cannot be done."""
+
+
+class InventoryError(FleetError):
+    """The inventory is not valid; the message starts with FILE:LINE."""
+
+
+class StoreError(FleetError):
+    """A run could not be saved or loaded."""
+
+
+class HostError(FleetError):
+    """One host failed before it could report; `status` is the outcome it ends with."""
+
+    status = "unreachable"
+
+
+class UnreachableError(HostError):
+    status = "unreachable"
+
+
+class AuthError(HostError):
+    status = "auth_failed"
+
+
+class HostKeyUnknownError(HostError):
+    status = "hostkey_unknown"
+
+
+class HostKeyChangedError(HostError):
+    status = "hostkey_changed"
+
+
+class NoPythonError(HostError):
+    status = "no_python"

@@ -1,0 +1,480 @@
+"""Inventory YAML → validated hosts. Every error names file:line and the offending value.
+
+Nothing here touches the network: an inventory is fully checked before any host is contacted.
+Precedence of settings: host > group vars (later groups win) > defaults.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleet.errors import InventoryError, UsageError
+from fleet.models import Host
+
+SETTINGS = (
+    "address",
+    "user",
+    "port",
+    "identity_file",
+    "known_hosts",
+    "python",
+    "jump",
+    "connect_timeout",
+    "transport",
+    "probe_args",
+)
+TOP_LEVEL = ("defaults", "hosts", "groups")
+GROUP_KEYS = ("hosts", "vars")
+TRANSPORTS = ("ssh", "local")
+NULLABLE = ("jump", "user", "identity_file")  # `jump: null` on the bastion undoes a default
+
+# Conservative on purpose: these values reach an SSH command line or a socket, never a shell,
+# but a name like `-oProxyCommand=…` or `a;rm` is a mistake or an attack either way.
+NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,252}$")
+USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
+ADDRESS_RE = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9._-]{0,252}|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.%]*)$")
+PYTHON_RE = re.compile(r"^[A-Za-z0-9_./+~][A-Za-z0-9_./+~-]*$")
+JUMP_RE = re.compile(
+    r"^(?:(?P<user>[^@:]+)@)?(?P<host>[^@:\[\]]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>\d+))?$"
+)
+RANGE_RE = re.compile(r"\[([^\[\]]*)\]")
+MAX_RANGE_HOSTS = 100_000
+
+
+class LocatedDict(dict[Any, Any]):
+    """A YAML mapping that remembers the line of each key (1-based)."""
+
+    line: int = 0
+    key_lines: dict[Any, int]
+
+
+@dataclass(frozen=True)
+class Inventory:
+    path: str
+    hosts: Mapping[str, Host]
+    groups: Mapping[str, tuple[str, ...]]
+
+    def select(self, limit: str | None) -> list[Host]:
+        """The hosts that `--limit` selects, in inventory order."""
+        names = select_names(list(self.hosts), self.groups, limit)
+        return [self.hosts[n] for n in names]
+
+
+# ---------------------------------------------------------------------------------------- loading
+
+
+def load_inventory(path: str | os.PathLike[str]) -> Inventory:
+    path = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InventoryError(
+            f"inventory file {path} does not exist",
+            hint="pass an existing file with -i, e.g. -i inventory/local.yaml",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InventoryError(f"cannot read inventory {path}: {exc}") from None
+    return parse_inventory(text, path)
+
+
+def parse_inventory(text: str, path: str = "<inventory>") -> Inventory:
+    document = _parse_yaml(text, path)
+    if document is None:
+        raise InventoryError(f"{path}:1: the inventory is empty", hint="add a 'hosts:' mapping")
+    where = _Locator(path)
+    _require_mapping(document, where, "the inventory")
+    _check_keys(document, TOP_LEVEL, where, "top level")
+    defaults = document.get("defaults") or LocatedDict()
+    _require_mapping(defaults, where.at(document, "defaults"), "defaults")
+    _check_settings(defaults, where)
+    raw_hosts = _expand_hosts(document, where)
+    groups, group_vars = _parse_groups(document, raw_hosts, where)
+    hosts = {
+        name: _resolve_host(name, raw, defaults, groups, group_vars, where)
+        for name, raw in raw_hosts.items()
+    }
+    _check_jumps(hosts, where, raw_hosts)
+    hosts = {name: _with_jump_host(host, hosts) for name, host in hosts.items()}
+    return Inventory(path=path, hosts=hosts, groups=groups)
+
+
+def _parse_yaml(text: str, path: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_make_loader(path))
+    except InventoryError:
+        raise
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InventoryError(
+            f"{path}:{line}: not valid YAML: {problem}",
+            hint="check the indentation and quoting near that line",
+        ) from None
+
+
+def _make_loader(path: str) -> type[yaml.SafeLoader]:
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> LocatedDict:
+        loader.flatten_mapping(node)
+        mapping = LocatedDict()
+        mapping.line = node.start_mark.line + 1
+        mapping.key_lines = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in mapping:
+                raise InventoryError(
+                    f"{path}:{line}: duplicate key {key!r}",
+                    hint=f"it is already set on line {mapping.key_lines[key]}",
+                )
+            mapping[key] = loader.construct_object(value_node, deep=True)
+            mapping.key_lines[key] = line
+        return mapping
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return Loader
+
+
+class _Locator:
+    """Builds `file:line:` prefixes from the LocatedDicts the loader made."""
+
+    def __init__(self, path: str, line: int = 1) -> None:
+        self.path, self.line = path, line
+
+    def at(self, mapping: Any, key: Any = None) -> _Locator:
+        if isinstance(mapping, LocatedDict):
+            line = mapping.key_lines.get(key, mapping.line) if key is not None else mapping.line
+            return _Locator(self.path, line)
+        return self
+
+    def error(self, message: str, hint: str = "") -> InventoryError:
+        return InventoryError(f"{self.path}:{self.line}: {message}", hint=hint)
+
+
+# ------------------------------------------------------------------------------------- structure
+
+
+def _require_mapping(value: Any, where: _Locator, what: str) -> None:
+    if not isinstance(value, dict):
+        raise where.error(f"{what} must be a mapping (key: value), not {type(value).__name__}")
+
+
+def _check_keys(mapping: LocatedDict, allowed: Iterable[str], where: _Locator, what: str) -> None:
+    allowed = tuple(allowed)
+    for key in mapping:
+        if key not in allowed:
+            raise where.at(mapping, key).error(
+                f"unknown key {key!r} in {what}", hint="valid keys: " + ", ".join(allowed)
+            )
+
+
+def _expand_hosts(document: LocatedDict, where: _Locator) -> dict[str, LocatedDict]:
+    raw = document.get("hosts")
+    if not raw:
+        raise where.at(document, "hosts").error("no hosts defined", hint="add a 'hosts:' mapping")
+    _require_mapping(raw, where.at(document, "hosts"), "hosts")
+    hosts: dict[str, LocatedDict] = {}
+    for pattern, settings in raw.items():
+        here = where.at(raw, pattern)
+        settings = LocatedDict() if settings is None else settings
+        _require_mapping(settings, here, f"host {pattern!r}")
+        _check_settings(settings, where)
+        for name in expand_hostlist(str(pattern), here):
+            if name in hosts:
+                raise here.error(f"host {name!r} is defined twice")
+            check_name(name, here, "host")
+            hosts[name] = settings
+    return hosts
+
+
+def _parse_groups(
+    document: LocatedDict, hosts: Mapping[str, Any], where: _Locator
+) -> tuple[dict[str, tuple[str, ...]], dict[str, LocatedDict]]:
+    raw = document.get("groups") or LocatedDict()
+    _require_mapping(raw, where.at(document, "groups"), "groups")
+    members: dict[str, tuple[str, ...]] = {}
+    group_vars: dict[str, LocatedDict] = {}
+    for group, spec in raw.items():
+        here = where.at(raw, group)
+        check_name(str(group), here, "group")
+        if str(group) in hosts:
+            raise here.error(f"group {group!r} has the name of a host", hint="rename one of them")
+        spec = LocatedDict() if spec is None else spec
+        _require_mapping(spec, here, f"group {group!r}")
+        _check_keys(spec, GROUP_KEYS, where, f"group {group!r}")
+        members[str(group)] = _group_members(str(group), spec, hosts, where)
+        group_vars[str(group)] = spec.get("vars") or LocatedDict()
+        _require_mapping(group_vars[str(group)], where.at(spec, "vars"), f"vars of group {group!r}")
+        _check_settings(group_vars[str(group)], where)
+    return members, group_vars
+
+
+def _group_members(
+    group: str, spec: LocatedDict, hosts: Mapping[str, Any], where: _Locator
+) -> tuple[str, ...]:
+    here = where.at(spec, "hosts")
+    patterns = spec.get("hosts") or []
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    if not isinstance(patterns, list):
+        raise here.error(f"'hosts' of group {group!r} must be a list of host names")
+    names: list[str] = []
+    for pattern in patterns:
+        for name in expand_hostlist(str(pattern), here):
+            if name not in hosts:
+                raise here.error(
+                    f"group {group!r} lists host {name!r}, which is not under hosts:",
+                    hint="define the host under 'hosts:' first",
+                )
+            names.append(name)
+    return tuple(dict.fromkeys(names))
+
+
+# --------------------------------------------------------------------------------------- settings
+
+
+def _check_settings(settings: LocatedDict, where: _Locator) -> None:
+    _check_keys(settings, SETTINGS, where, "host settings")
+    for key, value in settings.items():
+        _check_setting(key, value, where.at(settings, key))
+
+
+def _check_setting(key: str, value: Any, here: _Locator) -> None:
+    if value is None and key in NULLABLE:
+        return
+    if key == "port":
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+            raise here.error(f"port {value!r} is outside 1–65535")
+    elif key == "connect_timeout":
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise here.error(f"connect_timeout {value!r} must be a positive number of seconds")
+    elif key == "transport":
+        if value not in TRANSPORTS:
+            raise here.error(f"transport {value!r} is not one of: {', '.join(TRANSPORTS)}")
+    elif key == "probe_args":
+        if not isinstance(value, dict):
+            raise here.error("probe_args must map probe names to their options")
+    else:
+        _check_text_setting(key, value, here)
+
+
+def _check_text_setting(key: str, value: Any, here: _Locator) -> None:
+    if not isinstance(value, str) or not value:
+        raise here.error(f"{key} must be a non-empty string, not {value!r}")
+    if key == "user":
+        check_name(value, here, "user", USER_RE)
+    elif key == "address":
+        check_name(value, here, "address", ADDRESS_RE)
+    elif key == "python":
+        check_name(
+            value,
+            here,
+            "python",
+            PYTHON_RE,
+            allowed="letters, digits, '/', '.', '_', '+', '~', '-'",
+        )
+    elif key == "jump":
+        if not JUMP_RE.match(value) or _unsafe(value):
+            raise here.error(f"jump {value!r} is not a host of this inventory or user@host:port")
+    elif _unsafe(value):
+        raise here.error(f"{key} {value!r} contains control characters")
+
+
+def _unsafe(value: str) -> bool:
+    return value.startswith("-") or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value)
+
+
+def check_name(
+    value: str,
+    here: _Locator,
+    what: str,
+    pattern: re.Pattern[str] = NAME_RE,
+    allowed: str = "letters, digits, '.', '-', '_' only; not starting with '-'",
+) -> None:
+    if not pattern.match(value) or _unsafe(value):
+        raise here.error(f"{what} {value!r} is not a valid {what} name ({allowed})")
+
+
+def _merge(defaults: Mapping[str, Any], *layers: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(defaults)
+    args = dict(defaults.get("probe_args") or {})
+    for layer in layers:
+        merged.update(layer)
+        merged = {k: v for k, v in merged.items() if v is not None}
+        for probe, options in (layer.get("probe_args") or {}).items():
+            args[probe] = {**(args.get(probe) or {}), **(options or {})}
+    merged["probe_args"] = args
+    return merged
+
+
+def _resolve_host(
+    name: str,
+    raw: LocatedDict,
+    defaults: LocatedDict,
+    groups: Mapping[str, tuple[str, ...]],
+    group_vars: Mapping[str, LocatedDict],
+    where: _Locator,
+) -> Host:
+    member_of = tuple(g for g, members in groups.items() if name in members)
+    settings = _merge(defaults, *(group_vars[g] for g in member_of), raw)
+    transport = settings.get("transport", "ssh")
+    return Host(
+        name=name,
+        address=settings.get("address", name),
+        port=settings.get("port", 22),
+        user=settings.get("user"),
+        identity_file=_expand_path(settings.get("identity_file")),
+        known_hosts=_expand_path(settings.get("known_hosts")),
+        python=settings.get("python", "python3"),
+        jump=settings.get("jump"),
+        connect_timeout=float(settings.get("connect_timeout", 10)),
+        transport=transport,
+        groups=member_of,
+        probe_args=settings["probe_args"],
+    )
+
+
+def _expand_path(value: str | None) -> str | None:
+    return os.path.expanduser(value) if value else None
+
+
+def _check_jumps(
+    hosts: Mapping[str, Host], where: _Locator, raw: Mapping[str, LocatedDict]
+) -> None:
+    for host in hosts.values():
+        if not host.jump:
+            continue
+        if host.jump == host.name:
+            raise where.at(raw[host.name]).error(f"host {host.name!r} uses itself as jump host")
+        if host.jump in hosts:
+            if hosts[host.jump].jump:
+                raise where.at(raw[host.name]).error(
+                    f"jump host {host.jump!r} of {host.name!r} has a jump host of its own",
+                    hint="fleet tunnels through one bastion; chain jumps in ~/.ssh/config instead",
+                )
+            continue
+        if "@" not in host.jump and ":" not in host.jump:
+            raise where.at(raw[host.name]).error(
+                f"jump host {host.jump!r} of {host.name!r} is not a host of this inventory",
+                hint="define it under hosts:, or write it as user@host:port",
+            )
+
+
+def _with_jump_host(host: Host, hosts: Mapping[str, Host]) -> Host:
+    if not host.jump:
+        return host
+    bastion = hosts.get(host.jump) or jump_spec_host(host.jump, host)
+    return replace(host, jump_host=bastion)
+
+
+def jump_spec_host(jump: str, target: Host) -> Host:
+    """A `user@host:port` jump spec as a Host; credentials default to the target's."""
+    match = JUMP_RE.match(jump)
+    assert match, jump  # validated by _check_text_setting
+    return Host(
+        name=jump,
+        address=match["host"].strip("[]"),
+        port=int(match["port"] or 22),
+        user=match["user"] or target.user,
+        identity_file=target.identity_file,
+        known_hosts=target.known_hosts,
+        connect_timeout=target.connect_timeout,
+    )
+
+
+# -------------------------------------------------------------------------------------- hostlists
+
+
+def expand_hostlist(pattern: str, here: _Locator | None = None) -> list[str]:
+    """`gpu-[01-03,07]` → gpu-01 gpu-02 gpu-03 gpu-07; several brackets multiply out."""
+    match = RANGE_RE.search(pattern)
+    if not match:
+        if "[" in pattern or "]" in pattern:
+            raise _range_error(pattern, "unbalanced brackets", here)
+        return [pattern]
+    head, tail = pattern[: match.start()], pattern[match.end() :]
+    names = []
+    for item in _expand_range(match.group(1), pattern, here):
+        names.extend(expand_hostlist(head + item + tail, here))
+        if len(names) > MAX_RANGE_HOSTS:
+            raise _range_error(pattern, f"expands to more than {MAX_RANGE_HOSTS} hosts", here)
+    return names
+
+
+def _expand_range(body: str, pattern: str, here: _Locator | None) -> list[str]:
+    items: list[str] = []
+    for part in body.split(","):
+        start, dash, end = part.strip().partition("-")
+        if not start.isdigit() or (dash and not end.isdigit()):
+            raise _range_error(pattern, f"{part!r} is not N or N-M", here)
+        if not dash:
+            items.append(start)
+            continue
+        if int(end) < int(start):
+            raise _range_error(pattern, f"range {part!r} runs backwards", here)
+        width = len(start) if start.startswith("0") else 0
+        items.extend(str(i).zfill(width) for i in range(int(start), int(end) + 1))
+    return items
+
+
+def _range_error(pattern: str, why: str, here: _Locator | None) -> InventoryError:
+    message = f"host range {pattern!r}: {why}"
+    hint = "write ranges like gpu-[01-08] or node[1,3,5-7]"
+    return here.error(message, hint) if here else InventoryError(message, hint=hint)
+
+
+# ---------------------------------------------------------------------------------------- --limit
+
+
+def select_names(
+    hosts: list[str], groups: Mapping[str, tuple[str, ...]], limit: str | None
+) -> list[str]:
+    """Apply `--limit`: comma-separated globs over host and group names, `!` excludes."""
+    if not limit:
+        return list(hosts)
+    patterns = [p.strip() for p in limit.split(",") if p.strip()]
+    include = [p for p in patterns if not p.startswith("!")]
+    exclude = [p[1:] for p in patterns if p.startswith("!")]
+    chosen = set(hosts) if not include else set()
+    for pattern in include:
+        chosen |= _match(pattern, hosts, groups)
+    for pattern in exclude:
+        chosen -= _match(pattern, hosts, groups)
+    return [h for h in hosts if h in chosen]
+
+
+def _match(pattern: str, hosts: list[str], groups: Mapping[str, tuple[str, ...]]) -> set[str]:
+    matched = {h for h in hosts if fnmatch.fnmatchcase(h, pattern)}
+    for group, members in groups.items():
+        if fnmatch.fnmatchcase(group, pattern):
+            matched |= set(members)
+    if not matched:
+        known = ", ".join(list(groups) + hosts[:10]) + (" …" if len(hosts) > 10 else "")
+        raise UsageError(
+            f"--limit pattern {pattern!r} matches no host or group",
+            hint=f"groups and hosts: {known}",
+        )
+    return matched
+
+
+LOCAL_INVENTORY = """\
+# This machine, probed through a local subprocess: no SSH.
+hosts:
+  local: {transport: local}
+"""
+
+
+def local_inventory() -> Inventory:
+    """What `fleet probe` without -i probes: the same as -i inventory/local.yaml."""
+    return parse_inventory(LOCAL_INVENTORY, "<built-in local inventory>")

@@ -1,0 +1,165 @@
+"""The data that flows through fleet: hosts in, outcomes and runs out. Frozen, JSON-friendly."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+RUN_SCHEMA = "fleet.run/1"
+
+# Every host ends with exactly one of these.
+HOST_STATUSES = (
+    "ok",
+    "partial",
+    "unreachable",
+    "timeout",
+    "auth_failed",
+    "hostkey_unknown",
+    "hostkey_changed",
+    "no_python",
+    "output_truncated",
+    "interrupted",
+)
+NOT_REACHED = frozenset(
+    {"unreachable", "auth_failed", "hostkey_unknown", "hostkey_changed", "no_python"}
+)
+PROBE_TROUBLE = frozenset({"partial", "timeout", "output_truncated"})
+
+# Every probe ends with one of these: "absent" is a fact (no nvidia-smi), not a failure.
+PROBE_STATUSES = ("ok", "absent", "failed", "timeout")
+
+
+@dataclass(frozen=True)
+class Host:
+    """One host of the inventory, every setting resolved (host > group vars > defaults)."""
+
+    name: str
+    address: str
+    port: int = 22
+    user: str | None = None
+    identity_file: str | None = None
+    known_hosts: str | None = None
+    python: str = "python3"
+    jump: str | None = None
+    connect_timeout: float = 10.0
+    transport: str = "ssh"
+    groups: tuple[str, ...] = ()
+    probe_args: Mapping[str, Any] = field(default_factory=dict)
+    jump_host: Host | None = None  # `jump` resolved: an inventory host, or user@host:port
+
+    def target(self) -> str:
+        """user@address:port as a person would type it."""
+        user = f"{self.user}@" if self.user else ""
+        return f"{user}{self.address}:{self.port}" if self.transport == "ssh" else "local"
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    status: str
+    ok: bool
+    data: Mapping[str, Any]
+    error: str | None
+    elapsed_s: float
+    output_tail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "ok": self.ok,
+            "data": self.data,
+            "error": self.error,
+            "elapsed_s": self.elapsed_s,
+            "output_tail": self.output_tail,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> ProbeResult:
+        return cls(
+            status=raw.get("status") or ("ok" if raw.get("ok") else "failed"),
+            ok=bool(raw.get("ok")),
+            data=raw.get("data") or {},
+            error=raw.get("error"),
+            elapsed_s=float(raw.get("elapsed_s") or 0.0),
+            output_tail=raw.get("output_tail") or "",
+        )
+
+
+@dataclass(frozen=True)
+class HostOutcome:
+    name: str
+    status: str
+    address: str
+    error: str | None = None
+    hint: str | None = None
+    elapsed_s: float = 0.0
+    python: str | None = None
+    probes: Mapping[str, ProbeResult] = field(default_factory=dict)
+
+    @property
+    def failed_probes(self) -> list[str]:
+        return [n for n, r in self.probes.items() if r.status in ("failed", "timeout")]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "error": self.error,
+            "hint": self.hint,
+            "address": self.address,
+            "elapsed_s": self.elapsed_s,
+            "python": self.python,
+            "probes": {n: r.to_dict() for n, r in self.probes.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, name: str, raw: Mapping[str, Any]) -> HostOutcome:
+        probes = {n: ProbeResult.from_dict(r) for n, r in (raw.get("probes") or {}).items()}
+        return cls(
+            name=name,
+            status=raw["status"],
+            address=raw.get("address") or "",
+            error=raw.get("error"),
+            hint=raw.get("hint"),
+            elapsed_s=float(raw.get("elapsed_s") or 0.0),
+            python=raw.get("python"),
+            probes=probes,
+        )
+
+
+@dataclass(frozen=True)
+class Run:
+    fleet_version: str
+    started: str
+    finished: str
+    bundle_sha256: str
+    hosts: Mapping[str, HostOutcome]
+    probes: tuple[str, ...] = ()
+    inventory: str | None = None
+    interrupted: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": RUN_SCHEMA,
+            "fleet_version": self.fleet_version,
+            "started": self.started,
+            "finished": self.finished,
+            "bundle_sha256": self.bundle_sha256,
+            "inventory": self.inventory,
+            "probes": list(self.probes),
+            "interrupted": self.interrupted,
+            "hosts": {n: o.to_dict() for n, o in self.hosts.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Run:
+        hosts = {n: HostOutcome.from_dict(n, o) for n, o in raw["hosts"].items()}
+        return cls(
+            fleet_version=raw.get("fleet_version", "?"),
+            started=raw["started"],
+            finished=raw.get("finished", ""),
+            bundle_sha256=raw.get("bundle_sha256", ""),
+            hosts=hosts,
+            probes=tuple(raw.get("probes") or ()),
+            inventory=raw.get("inventory"),
+            interrupted=bool(raw.get("interrupted")),
+        )

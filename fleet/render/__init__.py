@@ -1,0 +1,1 @@
+"""Turn runs into things people read: terminal tables (rich), JSON."""

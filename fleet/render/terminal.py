@@ -1,0 +1,233 @@
+"""The terminal view: live progress while hosts run, then a status table and the cross-host diff."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from fleet.diff import Divergence, flatten, list_delta
+from fleet.models import NOT_REACHED, PROBE_TROUBLE, Host, HostOutcome, Run
+from fleet.runner import Events
+
+STATUS_STYLE = {"ok": "green", "partial": "yellow", "interrupted": "magenta"}
+MAX_VALUE_CHARS = 60
+MAX_HOSTS_SHOWN = 8
+MAX_HOST_COLUMNS = 6
+SYMMETRIC_MEMORY_SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
+
+# The facts an operator looks at first, as (label, fact path). Missing facts print as "—".
+KEY_FACTS: tuple[tuple[str, str], ...] = (
+    ("OS", "system.os"),
+    ("kernel", "system.kernel"),
+    ("CPUs / memory GiB", "system.cpu_count|system.memory_gib"),
+    ("python", "system.python.version"),
+    ("torch (installed)", "packages.packages.torch"),
+    ("GPU driver / CUDA", "gpu.driver_version|gpu.cuda_driver_version"),
+    ("GPUs", "gpu.gpus.len|gpu.gpus.0.name"),
+    ("compute capability", "gpu.gpus.0.compute_capability"),
+    ("interconnect", "gpu.interconnect"),
+    ("torch / CUDA", "torch.version|torch.cuda"),
+    ("torch arch list", "torch.arch_list"),
+    ("GPU0 arch supported", "torch.devices.0.arch_supported"),
+    ("SymmetricMemory", f"imports.results.{SYMMETRIC_MEMORY_SPEC}.resolved"),
+    ("NCCL (torch)", "nccl.torch_nccl_version"),
+    ("NCCL_* set", "nccl.env"),
+)
+
+
+def status_style(status: str) -> str:
+    if status in NOT_REACHED:
+        return "bold red"
+    if status in PROBE_TROUBLE:
+        return "yellow"
+    return STATUS_STYLE.get(status, "white")
+
+
+class ProgressEvents(Events):
+    """Feeds a rich Progress bar: done/total and the failures so far."""
+
+    def __init__(self, console: Console, total: int) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]probing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[failures]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.task = self.progress.add_task("hosts", total=total, failures="")
+        self.failures: Counter[str] = Counter()
+
+    def __enter__(self) -> ProgressEvents:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def host_finished(self, outcome: HostOutcome) -> None:
+        if outcome.status != "ok":
+            self.failures[outcome.status] += 1
+        text = ", ".join(f"{n} {s}" for s, n in self.failures.most_common())
+        self.progress.update(self.task, advance=1, failures=f"[yellow]{text}" if text else "")
+
+    def host_started(self, host: Host) -> None:
+        return None
+
+
+def render_run(
+    console: Console, run: Run, divergences: Sequence[Divergence], saved_to: str | None = None
+) -> None:
+    console.print(status_table(run.hosts.values()))
+    facts = key_facts_table(run.hosts.values())
+    if facts is not None:
+        console.print(facts)
+    failed_probes = probe_failures(run.hosts.values())
+    if failed_probes:
+        console.print(failed_probes)
+    console.print(divergence_view(divergences, len(run.hosts)))
+    console.print(summary_line(run, saved_to))
+
+
+def status_table(outcomes: Iterable[HostOutcome]) -> Table:
+    table = Table(title="hosts", title_justify="left", expand=False)
+    table.add_column("host", style="bold")
+    table.add_column("status")
+    table.add_column("elapsed", justify="right")
+    table.add_column("probes", justify="right")
+    table.add_column("error / hint", overflow="fold")
+    for outcome in outcomes:
+        good = sum(1 for r in outcome.probes.values() if r.status in ("ok", "absent"))
+        note = Text(outcome.error or "")
+        if outcome.hint:
+            note.append(f"\nhint: {outcome.hint}", style="dim")
+        table.add_row(
+            outcome.name,
+            Text(outcome.status, style=status_style(outcome.status)),
+            f"{outcome.elapsed_s:.1f}s",
+            f"{good}/{len(outcome.probes)}",
+            note,
+        )
+    return table
+
+
+def key_facts_table(outcomes: Iterable[HostOutcome]) -> Table | None:
+    """The first facts an operator reads: one column per host, or value counts for big fleets."""
+    reporting = [o for o in outcomes if o.probes]
+    if not reporting:
+        return None
+    facts = {o.name: _all_facts(o) for o in reporting}
+    per_host = len(reporting) <= MAX_HOST_COLUMNS
+    table = Table(title="key facts", title_justify="left")
+    table.add_column("fact", style="bold")
+    for name in facts if per_host else ["values (hosts)"]:
+        table.add_column(name, overflow="fold")
+    for label, paths in KEY_FACTS:
+        cells = [_fact_text(facts[o.name], paths) for o in reporting]
+        if all(c == "—" for c in cells):
+            continue
+        table.add_row(label, *(cells if per_host else [_value_counts(cells)]))
+    return table
+
+
+def _all_facts(outcome: HostOutcome) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    for probe, result in outcome.probes.items():
+        if result.status != "ok":
+            facts[probe] = f"{result.status}: {result.error or ''}".strip(": ")
+        facts.update(flatten(result.data, probe))
+    return facts
+
+
+def _fact_text(facts: dict[str, Any], paths: str) -> str:
+    values = []
+    for path in paths.split("|"):
+        probe = path.split(".", 1)[0]
+        value = facts.get(path, facts.get(probe) if probe in facts else None)
+        if isinstance(value, tuple) and value and isinstance(value[0], tuple):
+            value = ", ".join(f"{k}={v}" for k, v in value)  # a flattened mapping (NCCL env)
+        values.append("—" if value is None or value == () else short(value))
+    unique = list(dict.fromkeys(values))
+    return " / ".join(unique)
+
+
+def _value_counts(cells: list[str]) -> str:
+    counts = Counter(cells)
+    return " · ".join(f"{value} ({n})" for value, n in counts.most_common())
+
+
+def probe_failures(outcomes: Iterable[HostOutcome]) -> Table | None:
+    """One row per probe that crashed or timed out: which host, and why."""
+    rows = [
+        (o.name, name, r)
+        for o in outcomes
+        for name, r in o.probes.items()
+        if r.status in ("failed", "timeout")
+    ]
+    if not rows:
+        return None
+    table = Table(title="failed probes", title_justify="left")
+    for column in ("host", "probe", "status", "why", "last output"):
+        table.add_column(column, overflow="fold")
+    for host, probe, result in rows:
+        tail = result.output_tail.strip().splitlines()[-2:]
+        table.add_row(
+            host,
+            probe,
+            Text(result.status, style="yellow"),
+            result.error or "",
+            Text("\n".join(tail), style="dim"),
+        )
+    return table
+
+
+def divergence_view(divergences: Sequence[Divergence], host_count: int) -> Table | Text:
+    if not divergences:
+        return Text(
+            "no divergence: every fact is the same on every host that reported it", style="green"
+        )
+    table = Table(title=f"divergence ({len(divergences)} facts differ)", title_justify="left")
+    table.add_column("fact", style="bold", overflow="fold")
+    table.add_column("majority", overflow="fold")
+    table.add_column("differs on", overflow="fold")
+    for item in divergences:
+        table.add_row(
+            item.fact,
+            f"{short(item.majority)}  [dim]({len(item.majority_hosts)} hosts)[/dim]",
+            _others_text(item),
+        )
+    return table
+
+
+def _others_text(item: Divergence) -> Text:
+    text = Text()
+    for value, hosts in item.others:
+        shown = ", ".join(hosts[:MAX_HOSTS_SHOWN]) + (" …" if len(hosts) > MAX_HOSTS_SHOWN else "")
+        delta = list_delta(item.majority, value)
+        text.append(f"{shown}: ", style="yellow")
+        text.append(f"{delta if delta else short(value)}\n")
+    text.rstrip()
+    return text
+
+
+def short(value: Any) -> str:
+    if isinstance(value, tuple) and len(value) > 4:
+        return f"[{len(value)} items]"
+    text = "null" if value is None else str(value)
+    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
+
+
+def summary_line(run: Run, saved_to: str | None) -> Text:
+    counts = Counter(o.status for o in run.hosts.values())
+    text = Text(f"{len(run.hosts)} hosts: ")
+    text.append(", ".join(f"{n} {s}" for s, n in counts.most_common()))
+    if saved_to:
+        text.append(f"\nsaved {saved_to}", style="dim")
+    return text

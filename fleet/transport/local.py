@@ -1,0 +1,77 @@
+"""Runs the bundle in a local subprocess: `fleet probe` on this machine, no SSH."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+
+from fleet.errors import NoPythonError
+from fleet.models import Host
+from fleet.protocol import ExecResult
+from fleet.transport.base import OutputSink, finish_reading, pump, read_tail
+
+
+class LocalTransport:
+    async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
+        python = os.path.expanduser(host.python)
+        try:
+            process = await asyncio.create_subprocess_exec(
+                python,
+                "-",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except (FileNotFoundError, PermissionError) as exc:
+            raise NoPythonError(
+                f"{python} cannot be started here: {exc.strerror}",
+                hint="set python: in the inventory to a Python 3.8+ interpreter",
+            ) from None
+        try:
+            return await self._talk(process, script, sink)
+        finally:
+            await _stop(process)
+
+    async def _talk(
+        self, process: asyncio.subprocess.Process, script: bytes, sink: OutputSink
+    ) -> ExecResult:
+        assert process.stdin and process.stdout and process.stderr
+        stderr_task = asyncio.ensure_future(read_tail(process.stderr))
+        process.stdin.write(script)
+        try:
+            await process.stdin.drain()
+            process.stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # it died at once; its exit status and stderr say why
+        if not await pump(process.stdout, sink):
+            _kill_group(process)
+        status = await process.wait()
+        stderr = await finish_reading(stderr_task)
+        if status < 0:
+            return ExecResult(
+                exit_status=None, exit_signal=signal.Signals(-status).name, stderr_tail=stderr
+            )
+        return ExecResult(exit_status=status, stderr_tail=stderr)
+
+    async def close(self) -> None:
+        return None
+
+
+async def _stop(process: asyncio.subprocess.Process, grace_s: float = 1.0) -> None:
+    """SIGTERM lets the runner kill its probes' process groups; SIGKILL if it does not exit."""
+    if process.returncode is not None:
+        return
+    _kill_group(process, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(process.wait(), grace_s)
+    except TimeoutError:
+        _kill_group(process, signal.SIGKILL)
+
+
+def _kill_group(process: asyncio.subprocess.Process, signum: int = signal.SIGKILL) -> None:
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signum)

@@ -1,0 +1,307 @@
+"""SSH transport (asyncssh). The one place where asyncssh and socket errors become fleet outcomes.
+
+Per run, not per connection: private keys and known_hosts files are read once, and each bastion
+gets one shared connection that every target behind it tunnels through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import shlex
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from fleet.errors import (
+    AuthError,
+    HostError,
+    HostKeyChangedError,
+    HostKeyUnknownError,
+    UnreachableError,
+)
+from fleet.models import Host
+from fleet.protocol import ExecResult
+from fleet.transport.base import OutputSink, finish_reading, pump, read_tail
+
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+KEEPALIVE_S = 15
+KEEPALIVE_COUNT = 3
+HANDSHAKE_RETRIES = 4
+
+
+@dataclass
+class SSHOptions:
+    accept_new: bool = False  # record unknown (never changed) keys
+    fleet_known_hosts: Path | None = None  # fleet's own file, where --accept-new writes
+    handshake_retries: int = HANDSHAKE_RETRIES
+    keepalive_s: float = KEEPALIVE_S
+
+
+class HostKeyPolicy(asyncssh.SSHClient):
+    """Called by asyncssh only for a key that known_hosts does not trust: remember it, and accept
+    it only under --accept-new when known_hosts has no key at all for this host."""
+
+    def __init__(
+        self,
+        known: asyncssh.SSHKnownHosts,
+        accept_new: bool,
+        on_accept: Callable[[str, int, asyncssh.SSHKey], None],
+    ) -> None:
+        self.known, self.accept_new, self.on_accept = known, accept_new, on_accept
+        self.offered: asyncssh.SSHKey | None = None
+        self.has_other_key = False
+
+    def validate_host_public_key(
+        self, host: str, addr: str, port: int, key: asyncssh.SSHKey
+    ) -> bool:
+        self.offered = key
+        trusted, _ca, revoked, *_ = self.known.match(host, addr, port)
+        self.has_other_key = bool(trusted) or bool(revoked)
+        if self.accept_new and not self.has_other_key:
+            self.on_accept(host, port, key)
+            return True
+        return False
+
+
+class SSHTransport:
+    def __init__(self, options: SSHOptions | None = None) -> None:
+        self.options = options or SSHOptions()
+        self._keys: dict[str, Sequence[asyncssh.SSHKeyPair]] = {}
+        self._known: dict[str | None, asyncssh.SSHKnownHosts] = {}
+        self._bastions: dict[
+            tuple[str, int, str | None], asyncio.Task[asyncssh.SSHClientConnection]
+        ] = {}
+        self._accepted: list[str] = []
+
+    # ------------------------------------------------------------------------------ execute
+
+    async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
+        conn = await self.connect(host)
+        try:
+            return await self._run_script(conn, host, script, sink)
+        finally:
+            conn.abort()  # abort, not close: a hung remote must not hold us up
+
+    async def _run_script(
+        self, conn: asyncssh.SSHClientConnection, host: Host, script: bytes, sink: OutputSink
+    ) -> ExecResult:
+        process = await conn.create_process(remote_command(host.python), encoding=None)
+        stderr_task = asyncio.ensure_future(read_tail(process.stderr))
+        try:
+            process.stdin.write(script)
+            process.stdin.write_eof()
+            if not await pump(process.stdout, sink):
+                _stop_remote(process)
+            await process.wait_closed()
+        except asyncio.CancelledError:
+            _stop_remote(process)  # deadline or Ctrl-C: the bundle's own alarm is the backstop
+            stderr_task.cancel()
+            raise
+        stderr = await finish_reading(stderr_task)
+        return ExecResult(
+            exit_status=process.exit_status, exit_signal=_signal_of(process), stderr_tail=stderr
+        )
+
+    # ------------------------------------------------------------------------------ connect
+
+    async def connect(
+        self, host: Host, *, via_bastion: bool = True
+    ) -> asyncssh.SSHClientConnection:
+        tunnel = await self._bastion_for(host) if via_bastion and host.jump_host else None
+        known = self._known_hosts(host.known_hosts)
+        policy = HostKeyPolicy(known, self.options.accept_new, self._record_key)
+        try:
+            return await self._connect_with_retries(host, known, policy, tunnel)
+        except HostError:
+            raise
+        except Exception as exc:
+            raise classify(exc, host, policy) from None
+
+    async def _connect_with_retries(
+        self,
+        host: Host,
+        known: asyncssh.SSHKnownHosts,
+        policy: HostKeyPolicy,
+        tunnel: asyncssh.SSHClientConnection | None,
+    ) -> asyncssh.SSHClientConnection:
+        for attempt in range(self.options.handshake_retries + 1):
+            try:
+                conn, _ = await asyncssh.create_connection(
+                    lambda: policy,
+                    host.address,
+                    port=host.port,
+                    tunnel=tunnel,
+                    username=host.user or _local_user(),
+                    known_hosts=known,
+                    client_keys=self._client_keys(host.identity_file),
+                    connect_timeout=host.connect_timeout,
+                    config=None,
+                    keepalive_interval=self.options.keepalive_s,
+                    keepalive_count_max=KEEPALIVE_COUNT,
+                )
+                return conn
+            except (ConnectionResetError, asyncssh.ConnectionLost, BrokenPipeError):
+                # sshd's MaxStartups drops handshakes beyond its limit: back off and try again
+                if attempt == self.options.handshake_retries:
+                    raise
+                await asyncio.sleep(random.uniform(0.1, 0.4) * 2**attempt)
+        raise AssertionError("unreachable")
+
+    async def _bastion_for(self, host: Host) -> asyncssh.SSHClientConnection:
+        assert host.jump_host
+        bastion = host.jump_host
+        key = (bastion.address, bastion.port, bastion.user)
+        if key not in self._bastions:
+            self._bastions[key] = asyncio.ensure_future(self.connect(bastion, via_bastion=False))
+        try:
+            return await asyncio.shield(self._bastions[key])
+        except HostError as exc:
+            raise type(exc)(f"jump host {host.jump}: {exc.message}", hint=exc.hint) from None
+
+    # ------------------------------------------------------------------- loaded once per run
+
+    def _client_keys(self, path: str | None) -> Sequence[asyncssh.SSHKeyPair]:
+        if not path:
+            return ()  # asyncssh's defaults: ~/.ssh/id_* and the agent
+        if path not in self._keys:
+            try:
+                self._keys[path] = asyncssh.load_keypairs(path)
+            except (OSError, asyncssh.KeyImportError) as exc:
+                raise AuthError(
+                    f"cannot load identity_file {path}: {exc}",
+                    hint="an encrypted key must be loaded into ssh-agent instead",
+                ) from None
+        return self._keys[path]
+
+    def _known_hosts(self, path: str | None) -> asyncssh.SSHKnownHosts:
+        if path not in self._known:
+            files = [os.path.expanduser(path or DEFAULT_KNOWN_HOSTS)]
+            if self.options.fleet_known_hosts:
+                files.append(str(self.options.fleet_known_hosts))
+            self._known[path] = asyncssh.import_known_hosts("".join(_read(f) for f in files))
+        return self._known[path]
+
+    def _record_key(self, host: str, port: int, key: asyncssh.SSHKey) -> None:
+        target = self.options.fleet_known_hosts
+        if target is None:
+            return
+        name = host if port == 22 else f"[{host}]:{port}"
+        line = f"{name} {key.export_public_key().decode().strip()}\n"
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a") as handle:
+            handle.write(line)
+        self._accepted.append(name)
+
+    @property
+    def accepted_keys(self) -> list[str]:
+        return list(self._accepted)
+
+    async def close(self) -> None:
+        for task in self._bastions.values():
+            if task.done() and not task.cancelled() and task.exception() is None:
+                task.result().abort()
+            else:
+                task.cancel()
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def remote_command(python: str) -> str:
+    """`<python> -`, quoted. A leading ~/ means the remote user's home, so expand it there."""
+    if python.startswith("~/"):
+        return f'"$HOME"/{shlex.quote(python[2:])} -'
+    return f"{shlex.quote(python)} -"
+
+
+def _stop_remote(process: asyncssh.SSHClientProcess[bytes]) -> None:
+    with contextlib.suppress(
+        Exception
+    ):  # sshd may refuse signals (root sessions before OpenSSH 10)
+        process.send_signal("KILL")
+    process.close()
+
+
+def _signal_of(process: asyncssh.SSHClientProcess[bytes]) -> str | None:
+    exit_signal = process.exit_signal
+    return f"SIG{exit_signal[0]}" if exit_signal else None
+
+
+def _local_user() -> str:
+    import getpass
+
+    return getpass.getuser()
+
+
+def _read(path: str) -> str:
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return text if text.endswith("\n") or not text else text + "\n"
+
+
+def classify(exc: BaseException, host: Host, policy: HostKeyPolicy) -> HostError:
+    """Map an asyncssh or socket exception to the HostError (and so the status) a user sees."""
+    where = f"{host.name} ({host.target()})"
+    try_ssh = f"ssh -p {host.port} {host.user + '@' if host.user else ''}{host.address} true"
+    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        return _host_key_error(host, where, policy)
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return AuthError(
+            f"{where} refused our key: permission denied",
+            context=f"user {host.user or _local_user()}, "
+            f"identity {host.identity_file or 'ssh defaults'}",
+            hint=f"check identity_file and the host's authorized_keys; try: {try_ssh}",
+        )
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return UnreachableError(
+            f"cannot connect to {where}",
+            context=f"no answer within {host.connect_timeout:g} s",
+            hint=f"is the host up and the port open? try: {try_ssh}",
+        )
+    if isinstance(exc, socket.gaierror):
+        return UnreachableError(
+            f"cannot resolve {host.address} ({host.name})",
+            context=str(exc.strerror),
+            hint="check the address in the inventory and DNS",
+        )
+    if isinstance(exc, ConnectionRefusedError):
+        return UnreachableError(
+            f"cannot connect to {where}",
+            context="connection refused",
+            hint=f"is sshd listening there? try: {try_ssh}",
+        )
+    reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+    return UnreachableError(
+        f"cannot connect to {where}", context=str(reason), hint=f"try: {try_ssh}"
+    )
+
+
+def _host_key_error(host: Host, where: str, policy: HostKeyPolicy) -> HostError:
+    fingerprint = policy.offered.get_fingerprint("sha256") if policy.offered else "unknown"
+    known = host.known_hosts or DEFAULT_KNOWN_HOSTS
+    if policy.has_other_key:
+        return HostKeyChangedError(
+            f"host key of {where} has CHANGED: it now offers {fingerprint}",
+            context=f"{known} holds a different key for it: this may be an attack",
+            hint="if the host was reinstalled, remove its old line: "
+            f"ssh-keygen -R {_known_name(host)} -f {known}",
+        )
+    return HostKeyUnknownError(
+        f"host key of {where} is not known: {fingerprint}",
+        context=f"no entry for it in {known}",
+        hint="check the fingerprint on the host (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub),"
+        " then run with --accept-new, or add it with ssh-keyscan",
+    )
+
+
+def _known_name(host: Host) -> str:
+    return host.address if host.port == 22 else f"'[{host.address}]:{host.port}'"

@@ -1,0 +1,376 @@
+"""The remote runner: executes the probes of one bundle on one host, one forked child per probe.
+
+The controller (fleet/bundle.py) sends this file, prefixed with a `BUNDLE = {...}` literal holding the
+probe sources and options, to `<python> -` on the host. Nothing is written to disk.
+
+Protocol, one JSON object per line on stdout:
+    {"type": "hello", "protocol": 1, "python": "3.12.3", "executable": ..., "pid": ...}
+    {"type": "tick"}                              every second, so a closed channel is noticed (EPIPE)
+    {"type": "probe", "name", "status", "ok", "data", "error", "elapsed_s", "output_tail"}
+    {"type": "done", "elapsed_s": ...}
+
+Why a fork per probe: a probe that segfaults, hangs, floods stdout or prints non-UTF-8 bytes must cost
+only itself. Each child gets its own process group (so its subprocesses die with it), its stdout and
+stderr go to a pipe whose tail is kept, and its result comes back on a separate pipe.
+
+Run by hand (`python3 probes/_runner.py`) it runs every probe file beside it, as a bundle would.
+Stdlib only, Python 3.8+.
+"""
+
+import contextlib
+import json
+import os
+import re
+import selectors
+import signal
+import sys
+import time
+import traceback
+
+PROTOCOL = 1
+HEARTBEAT_S = 1.0
+DEFAULT_PROBE_TIMEOUT_S = 60.0
+DEFAULT_PARALLEL = 4
+RESULT_LIMIT_BYTES = 8 * 1024 * 1024
+OUTPUT_TAIL_BYTES = 2048
+READ_CHUNK = 65536
+PROBE_STATUSES = ("ok", "absent", "failed", "timeout")
+
+# Token-shaped strings never leave the host. The controller imports this list to mask again.
+SECRET_PATTERNS = (
+    re.compile(r"\bhf_[A-Za-z0-9]{20,}"),
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
+    re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
+    re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"),
+    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),
+)
+MASK = "***"
+
+
+def mask_secrets(value):
+    """Return `value` (any JSON-like structure) with every token-shaped substring replaced by ***."""
+    if isinstance(value, str):
+        for pattern in SECRET_PATTERNS:
+            value = pattern.sub(MASK, value)
+        return value
+    if isinstance(value, dict):
+        return {mask_secrets(k): mask_secrets(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_secrets(v) for v in value]
+    return value
+
+
+def emit(message):
+    """Write one protocol line; a closed channel (EPIPE) ends the run and kills every probe."""
+    line = (json.dumps(message, sort_keys=True, default=repr) + "\n").encode("ascii")
+    try:
+        while line:
+            written = os.write(1, line)
+            line = line[written:]
+    except OSError:
+        raise ChannelClosed() from None
+
+
+class ChannelClosed(Exception):
+    """The controller went away: nobody reads our output any more."""
+
+
+class Deadline(Exception):
+    """The bundle's own deadline fired (signal.alarm), or the controller sent a signal."""
+
+
+def read_run_alone(source):
+    return re.search(r"^RUN_ALONE\s*=\s*True\b", source, re.MULTILINE) is not None
+
+
+def read_timeout(source):
+    match = re.search(r"^TIMEOUT_S\s*=\s*([0-9.]+)", source, re.MULTILINE)
+    return float(match.group(1)) if match else DEFAULT_PROBE_TIMEOUT_S
+
+
+# ---------------------------------------------------------------------------------------- the child
+
+
+def child_main(name, source, options, result_fd, output_fd):
+    """In the forked child: run the probe, write its JSON result to result_fd, never return."""
+    try:
+        os.setpgid(0, 0)
+        die_with_parent()
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
+            signal.signal(signum, signal.SIG_DFL)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(output_fd, 1)
+        os.dup2(output_fd, 2)
+        payload = run_probe_source(name, source, options)
+    except BaseException:  # the probe's failure is data for the report, whatever it was
+        payload = {"crash": traceback.format_exc()[-OUTPUT_TAIL_BYTES:]}
+    write_all(result_fd, json.dumps(payload, default=repr).encode("utf-8", "surrogateescape"))
+    os._exit(0)
+
+
+def die_with_parent():
+    """If the runner is SIGKILLed, take this probe down too (Linux prctl PR_SET_PDEATHSIG)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+    except Exception:  # not Linux, or no libc: the runner's own cleanup still applies
+        pass
+
+
+def run_probe_source(name, source, options):
+    namespace = {"__name__": "fleet_probe_" + name, "__file__": "probes/%s.py" % name}
+    exec(compile(source, "probes/%s.py" % name, "exec"), namespace)
+    return {"result": namespace["collect"](options)}
+
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.close(fd)
+
+
+# --------------------------------------------------------------------------------------- the parent
+
+
+class ProbeProcess:
+    """A running probe seen from the parent: its pid, its pipes and what they have said so far."""
+
+    def __init__(self, name, source, options):
+        self.name = name
+        self.started = time.monotonic()
+        self.deadline = self.started + float(options.get("timeout_s") or read_timeout(source))
+        result_r, result_w = os.pipe()
+        output_r, output_w = os.pipe()
+        sys.stdout.flush()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(result_r)
+            os.close(output_r)
+            child_main(name, source, options, result_w, output_w)
+        os.close(result_w)
+        os.close(output_w)
+        self.result_fd, self.output_fd = result_r, output_r
+        self.result = bytearray()
+        self.result_overflow = False
+        self.output_tail = b""
+        self.exit_status = None
+
+    def on_readable(self, fd):
+        """Read one chunk; return False at end of file."""
+        chunk = os.read(fd, READ_CHUNK)
+        if not chunk:
+            return False
+        if fd == self.output_fd:
+            self.output_tail = (self.output_tail + chunk)[-OUTPUT_TAIL_BYTES:]
+        elif len(self.result) + len(chunk) > RESULT_LIMIT_BYTES:
+            self.result_overflow = True
+        else:
+            self.result.extend(chunk)
+        return True
+
+    def poll_exit(self):
+        if self.exit_status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.exit_status = status
+        return self.exit_status is not None
+
+    def kill(self):
+        """Kill the probe and everything it started (its process group), then reap it."""
+        for target in (lambda: os.killpg(self.pid, signal.SIGKILL), lambda: os.kill(self.pid, 9)):
+            with contextlib.suppress(OSError):
+                target()
+        if self.exit_status is None:
+            try:
+                self.exit_status = os.waitpid(self.pid, 0)[1]
+            except OSError:
+                self.exit_status = 0
+
+    def report(self, timed_out=False):
+        elapsed = round(time.monotonic() - self.started, 3)
+        status, ok, data, error = judge(self, timed_out)
+        return {
+            "type": "probe",
+            "name": self.name,
+            "status": status,
+            "ok": ok,
+            "data": mask_secrets(data),
+            "error": mask_secrets(error),
+            "elapsed_s": elapsed,
+            "output_tail": mask_secrets(self.output_tail.decode("utf-8", "replace")),
+        }
+
+
+def judge(proc, timed_out):
+    """Turn what a child left behind into (status, ok, data, error)."""
+    if timed_out:
+        return "timeout", False, {}, "probe timed out after %.0f s" % (proc.deadline - proc.started)
+    status = proc.exit_status or 0
+    if os.WIFSIGNALED(status):
+        return "failed", False, {}, "probe killed by signal %s" % signal_name(os.WTERMSIG(status))
+    if os.WEXITSTATUS(status) != 0:
+        return "failed", False, {}, "probe exited with code %d" % os.WEXITSTATUS(status)
+    if proc.result_overflow:
+        return "failed", False, {}, "probe result larger than %d bytes" % RESULT_LIMIT_BYTES
+    return judge_payload(bytes(proc.result))
+
+
+def judge_payload(raw):
+    try:
+        payload = json.loads(raw.decode("utf-8", "replace"))
+    except ValueError:
+        return "failed", False, {}, "probe ended without a result"
+    if "crash" in payload:
+        lines = payload["crash"].strip().splitlines()
+        return "failed", False, {}, "probe raised " + (lines[-1] if lines else "an exception")
+    result = payload.get("result")
+    if not isinstance(result, dict) or not isinstance(result.get("ok"), bool):
+        return (
+            "failed",
+            False,
+            {},
+            "probe returned %.80r, not {'ok': bool, 'data': ...}" % (result,),
+        )
+    data = result.get("data") if isinstance(result.get("data"), dict) else {}
+    error = result.get("error")
+    return ("ok" if result["ok"] else "absent"), result["ok"], data, error
+
+
+def signal_name(number):
+    try:
+        return "%d (%s)" % (number, signal.Signals(number).name)
+    except ValueError:
+        return str(number)
+
+
+class Scheduler:
+    """Runs the probes, `parallel` at a time; RUN_ALONE probes last and one by one."""
+
+    def __init__(self, probes, options, parallel):
+        shared = [n for n in probes if not read_run_alone(probes[n])]
+        alone = [n for n in probes if read_run_alone(probes[n])]
+        self.queue = shared + alone
+        self.alone = set(alone)
+        self.probes, self.options, self.parallel = probes, options, max(1, parallel)
+        self.running = {}
+        self.selector = selectors.DefaultSelector()
+
+    def start_ready(self):
+        while self.queue and len(self.running) < self.parallel:
+            name = self.queue[0]
+            if self.running and (name in self.alone or self.alone & set(self.running)):
+                return
+            self.queue.pop(0)
+            self.start(name)
+
+    def start(self, name):
+        proc = ProbeProcess(name, self.probes[name], self.options.get(name) or {})
+        self.running[name] = proc
+        self.selector.register(proc.result_fd, selectors.EVENT_READ, proc)
+        self.selector.register(proc.output_fd, selectors.EVENT_READ, proc)
+
+    def finish(self, proc, timed_out=False):
+        if timed_out:
+            proc.kill()
+        for fd in (proc.result_fd, proc.output_fd):
+            self.drain(proc, fd, final=not timed_out)
+        proc.kill()  # reap, and take down anything it left running in its group
+        del self.running[proc.name]
+        emit(proc.report(timed_out))
+
+    def drain(self, proc, fd, final):
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(fd)
+        if final and fd == proc.result_fd:
+            while proc.on_readable(fd):
+                pass
+        os.close(fd)
+
+    def step(self, wait_s):
+        for key, _ in self.selector.select(timeout=wait_s):
+            proc = key.data
+            if not proc.on_readable(key.fd):
+                self.selector.unregister(key.fd)
+        now = time.monotonic()
+        for proc in list(self.running.values()):
+            if proc.poll_exit():
+                self.finish(proc)
+            elif now >= proc.deadline:
+                self.finish(proc, timed_out=True)
+
+    def kill_all(self):
+        for proc in self.running.values():
+            proc.kill()
+
+
+def run_bundle(bundle):
+    started = time.monotonic()
+    install_deadline(float(bundle.get("deadline_s") or 300))
+    emit(
+        {
+            "type": "hello",
+            "protocol": PROTOCOL,
+            "python": "%d.%d.%d" % sys.version_info[:3],
+            "executable": sys.executable,
+            "pid": os.getpid(),
+        }
+    )
+    scheduler = Scheduler(
+        bundle["probes"],
+        bundle.get("options") or {},
+        int(bundle.get("parallel") or DEFAULT_PARALLEL),
+    )
+    last_tick = started
+    try:
+        while scheduler.queue or scheduler.running:
+            scheduler.start_ready()
+            scheduler.step(HEARTBEAT_S / 4)
+            if time.monotonic() - last_tick >= HEARTBEAT_S:
+                emit({"type": "tick"})
+                last_tick = time.monotonic()
+    except (ChannelClosed, Deadline) as exc:
+        scheduler.kill_all()
+        if isinstance(exc, Deadline):
+            try_emit({"type": "deadline", "pending": sorted(scheduler.running) + scheduler.queue})
+        return 124
+    emit({"type": "done", "elapsed_s": round(time.monotonic() - started, 3)})
+    return 0
+
+
+def try_emit(message):
+    with contextlib.suppress(ChannelClosed):
+        emit(message)
+
+
+def install_deadline(seconds):
+    """Our own deadline: sshd may refuse to signal us, and a closed channel alone would not stop us."""
+
+    def on_signal(signum, frame):
+        raise Deadline()
+
+    for signum in (signal.SIGALRM, signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, on_signal)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed channel shows up as EPIPE in emit()
+    signal.alarm(max(1, int(seconds + 0.999)))
+
+
+def bundle_from_directory(directory):
+    """By hand: every probe file beside this one, with default options."""
+    names = sorted(f[:-3] for f in os.listdir(directory) if f.endswith(".py") and f[0] not in "_.")
+    probes = {}
+    for name in names:
+        with open(os.path.join(directory, name + ".py")) as handle:
+            probes[name] = handle.read()
+    return {"probes": probes, "options": {}, "deadline_s": 600}
+
+
+if __name__ == "__main__":
+    if "BUNDLE" not in globals():
+        BUNDLE = bundle_from_directory(os.path.dirname(os.path.abspath(__file__)))
+    sys.exit(run_bundle(BUNDLE))

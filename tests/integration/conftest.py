@@ -1,0 +1,106 @@
+"""Integration fixtures: a farm of real sshd hosts, and a way to run `fleet` against them."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from tests.integration.sshd import SshdFarm, find_sshd, free_port
+
+
+@pytest.fixture(scope="session")
+def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdFarm]:
+    sshd = find_sshd()
+    if sshd is None:
+        if os.environ.get("CI"):
+            pytest.fail("sshd is missing in CI: .ci/run must apt-get install openssh-server")
+        pytest.skip("no sshd here: apt-get install -y openssh-server")
+    started = SshdFarm(tmp_path_factory.mktemp("sshd"), sshd)
+    yield started
+    started.stop()
+
+
+def closed_port() -> int:
+    """A loopback port with nothing listening: connecting to it is refused."""
+    return free_port("127.0.0.1")
+
+
+@dataclass
+class FleetResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    run: dict[str, Any] | None
+    state_dir: Path
+
+    @property
+    def document(self) -> dict[str, Any]:
+        assert self.run is not None, f"no run document; stderr: {self.stderr}"
+        return self.run
+
+    def host(self, name: str) -> dict[str, Any]:
+        return dict(self.document["hosts"][name])
+
+    def status(self, name: str) -> str:
+        return str(self.host(name)["status"])
+
+
+def write_inventory(
+    path: Path,
+    farm: SshdFarm,
+    hosts: Mapping[str, Mapping[str, Any]],
+    known_hosts: Path,
+    **defaults: Any,
+) -> Path:
+    document = {
+        "defaults": {
+            "user": getpass.getuser(),
+            "identity_file": str(farm.client_key),
+            "known_hosts": str(known_hosts),
+            "python": sys.executable,
+            "connect_timeout": 5,
+            **defaults,
+        },
+        "hosts": {name: dict(settings) for name, settings in hosts.items()},
+    }
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def ssh_host(farm: SshdFarm, name: str, **extra: Any) -> dict[str, Any]:
+    host = farm.hosts[name]
+    return {"address": host.address, "port": host.port, **extra}
+
+
+def run_fleet(
+    tmp_path: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 180
+) -> FleetResult:
+    """`python -m fleet ARGS` as a user would run it, with its own state folder."""
+    state = tmp_path / "state"
+    json_out = tmp_path / "run.json"
+    full_env = {
+        **os.environ,
+        "XDG_STATE_HOME": str(state),
+        "COLUMNS": "200",
+        "PYTHONPATH": str(ROOT),
+        **(env or {}),
+    }
+    command = [sys.executable, "-m", "fleet", *args]
+    if args and args[0] == "probe":
+        command += ["--json", str(json_out)]
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=ROOT
+    )
+    run = json.loads(json_out.read_text()) if json_out.exists() else None
+    return FleetResult(done.returncode, done.stdout, done.stderr, run, state)

@@ -1,0 +1,207 @@
+"""`fleet probe` end to end against real sshd hosts on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAKES
+from tests.integration.conftest import (
+    FleetResult,
+    closed_port,
+    run_fleet,
+    ssh_host,
+    write_inventory,
+)
+from tests.integration.sshd import SshdFarm
+
+pytestmark = pytest.mark.integration
+
+STUB_OLD_TORCH = FAKES / "stubs" / "torch_sm120_noarch"
+CHEAP_PROBES = "system,packages"
+
+
+def test_eight_hosts_two_divergent_one_unreachable(farm: SshdFarm, tmp_path: Path) -> None:
+    names = [f"node-{i}" for i in range(1, 9)]
+    for index, name in enumerate(names):
+        env = {"PYTHONPATH": str(STUB_OLD_TORCH)} if name in ("node-3", "node-7") else {}
+        farm.start(name, f"127.0.0.{index + 2}", env)
+    hosts = {n: ssh_host(farm, n) for n in names}
+    hosts["node-dead"] = {"address": "127.0.0.1", "port": closed_port()}
+    inventory = write_inventory(
+        tmp_path / "inv.yaml", farm, hosts, farm.known_hosts(tmp_path / "known_hosts", names)
+    )
+
+    result = run_fleet(tmp_path, "probe", "-i", str(inventory), "--probes", CHEAP_PROBES)
+
+    assert result.returncode & 4, result.stderr
+    assert result.status("node-dead") == "unreachable"
+    assert "connection refused" in result.host("node-dead")["error"]
+    assert all(result.status(n) == "ok" for n in names), result.stdout
+    torch_row = next(
+        line for line in result.stdout.splitlines() if line.startswith("│ packages.packages.torch")
+    )
+    assert "node-3, node-7" in torch_row
+    versions = {n: result.host(n)["probes"]["packages"]["data"]["packages"]["torch"] for n in names}
+    assert versions["node-3"] == versions["node-7"] != versions["node-1"]
+
+
+@pytest.fixture
+def lone_host(farm: SshdFarm, request: pytest.FixtureRequest) -> str:
+    """A fresh sshd host per test, on its own address."""
+    name = request.node.name.replace("test_", "")[:40].replace("_", "-")
+    farm.start(name, f"127.0.1.{len(farm.hosts) + 1}")
+    return name
+
+
+def probe_one(
+    farm: SshdFarm,
+    tmp_path: Path,
+    name: str,
+    *extra: str,
+    known: list[str] | None = None,
+    **settings: object,
+) -> FleetResult:
+    known_hosts = farm.known_hosts(tmp_path / "known_hosts", known if known is not None else [name])
+    inventory = write_inventory(
+        tmp_path / "inv.yaml", farm, {name: ssh_host(farm, name, **settings)}, known_hosts
+    )
+    return run_fleet(tmp_path, "probe", "-i", str(inventory), "--probes", "system", *extra)
+
+
+def test_unknown_host_key_is_refused_with_its_fingerprint(
+    farm: SshdFarm, tmp_path: Path, lone_host: str
+) -> None:
+    result = probe_one(farm, tmp_path, lone_host, known=[])
+    assert result.returncode == 4
+    assert result.status(lone_host) == "hostkey_unknown"
+    error = result.host(lone_host)["error"]
+    assert "SHA256:" in error
+
+
+def test_changed_host_key_is_refused_and_never_accepted(
+    farm: SshdFarm, tmp_path: Path, lone_host: str
+) -> None:
+    host = farm.hosts[lone_host]
+    other_key = next(
+        h.host_key_pub for h in farm.hosts.values() if h.host_key_pub != host.host_key_pub
+    )
+    (tmp_path / "known_hosts").write_text(f"[{host.address}]:{host.port} {other_key}\n")
+    inventory = write_inventory(
+        tmp_path / "inv.yaml",
+        farm,
+        {lone_host: ssh_host(farm, lone_host)},
+        tmp_path / "known_hosts",
+    )
+    result = run_fleet(tmp_path, "probe", "-i", str(inventory), "-p", "system", "--accept-new")
+    assert result.status(lone_host) == "hostkey_changed"
+    assert not (result.state_dir / "fleet" / "known_hosts").exists()
+
+
+def test_accept_new_records_unknown_key_then_verifies_it(
+    farm: SshdFarm, tmp_path: Path, lone_host: str
+) -> None:
+    first = probe_one(farm, tmp_path, lone_host, "--accept-new", known=[])
+    assert first.status(lone_host) == "ok"
+    recorded = first.state_dir / "fleet" / "known_hosts"
+    assert farm.hosts[lone_host].host_key_pub.split()[1] in recorded.read_text()
+    assert oct(recorded.stat().st_mode & 0o777) == "0o600"
+    second = probe_one(
+        farm, tmp_path, lone_host, known=[]
+    )  # no --accept-new: fleet's file trusts it
+    assert second.status(lone_host) == "ok"
+
+
+def test_wrong_client_key_is_auth_failed(farm: SshdFarm, tmp_path: Path, lone_host: str) -> None:
+    result = probe_one(farm, tmp_path, lone_host, identity_file=str(farm.wrong_key))
+    assert result.status(lone_host) == "auth_failed"
+    assert result.returncode == 4
+
+
+def test_missing_interpreter_is_no_python(farm: SshdFarm, tmp_path: Path, lone_host: str) -> None:
+    result = probe_one(farm, tmp_path, lone_host, python="/nonexistent/bin/python3")
+    assert result.status(lone_host) == "no_python"
+    assert "/nonexistent/bin/python3" in result.host(lone_host)["error"]
+
+
+def test_nothing_is_left_on_the_host(farm: SshdFarm, tmp_path: Path, lone_host: str) -> None:
+    home = farm.hosts[lone_host].home  # the session's HOME and TMPDIR
+    result = probe_one(farm, tmp_path, lone_host)
+    assert result.status(lone_host) == "ok"
+    assert list(home.iterdir()) == []
+
+
+def test_jump_host_tunnels_to_target(farm: SshdFarm, tmp_path: Path) -> None:
+    bastion = farm.start("bastion-1", "127.0.2.1", log_level="DEBUG1")
+    target = farm.start("behind-1", "127.0.2.2")
+    known = farm.known_hosts(tmp_path / "known_hosts", ["bastion-1", "behind-1"])
+    hosts = {
+        "bastion-1": {"address": bastion.address, "port": bastion.port},
+        "behind-1": {"address": target.address, "port": target.port, "jump": "bastion-1"},
+    }
+    inventory = write_inventory(tmp_path / "inv.yaml", farm, hosts, known)
+    result = run_fleet(tmp_path, "probe", "-i", str(inventory), "-p", "system")
+    assert result.status("behind-1") == "ok", result.stdout
+    assert result.status("bastion-1") == "ok"
+    log = (farm.root / "bastion-1" / "sshd.log").read_text()
+    assert "direct-tcpip" in log and f"to {target.address} port {target.port}" in log
+
+
+def test_saved_run_is_private_and_json_matches_schema(
+    farm: SshdFarm, tmp_path: Path, lone_host: str
+) -> None:
+    result = probe_one(farm, tmp_path, lone_host)
+    runs = list((result.state_dir / "fleet" / "runs").glob("*.json"))
+    assert len(runs) == 1
+    assert oct(runs[0].stat().st_mode & 0o777) == "0o600"
+    assert oct(runs[0].parent.stat().st_mode & 0o777) == "0o700"
+    saved = json.loads(runs[0].read_text())
+    assert saved["schema"] == "fleet.run/1"
+    assert set(saved) >= {"fleet_version", "started", "finished", "bundle_sha256", "hosts"}
+    probe = saved["hosts"][lone_host]["probes"]["system"]
+    assert set(probe) >= {"ok", "data", "error", "elapsed_s"}
+    assert probe["data"]["python"]["version"]
+
+
+def test_secret_canary_never_leaves_the_host(farm: SshdFarm, tmp_path: Path) -> None:
+    canary = "hf_CANARY" + "x7" * 15
+    farm.start(
+        "canary-1",
+        "127.0.3.1",
+        {"HF_TOKEN": canary, "NCCL_CANARY_TOKEN": canary, "NCCL_DEBUG": "INFO"},
+    )
+    known = farm.known_hosts(tmp_path / "known_hosts", ["canary-1"])
+    inventory = write_inventory(
+        tmp_path / "inv.yaml", farm, {"canary-1": ssh_host(farm, "canary-1")}, known
+    )
+    result = run_fleet(tmp_path, "probe", "-i", str(inventory), "-p", "system,packages,nccl")
+    assert result.status("canary-1") == "ok", result.stdout
+    assert result.host("canary-1")["probes"]["nccl"]["data"]["env"]["NCCL_DEBUG"] == "INFO"
+    everything = [result.stdout, result.stderr, json.dumps(result.document)]
+    everything += [p.read_text() for p in result.state_dir.rglob("*") if p.is_file()]
+    assert not any(canary in text for text in everything)
+    assert "NCCL_CANARY_TOKEN" in json.dumps(
+        result.document
+    )  # the name is a fact, the value masked
+
+
+def test_hostile_inventory_is_rejected_before_connecting(
+    farm: SshdFarm, tmp_path: Path, lone_host: str
+) -> None:
+    log = farm.hosts[lone_host].log
+    assert log is not None
+    before = log.read_text()
+    inventory = write_inventory(
+        tmp_path / "inv.yaml",
+        farm,
+        {lone_host: ssh_host(farm, lone_host), "evil": {"address": "127.0.0.1;touch /tmp/pwned"}},
+        tmp_path / "known_hosts",
+    )
+    result = run_fleet(tmp_path, "probe", "-i", str(inventory))
+    assert result.returncode == 2
+    assert "inv.yaml:" in result.stderr and "127.0.0.1;touch /tmp/pwned" in result.stderr
+    assert log.read_text() == before  # no connection was even attempted
+    assert not os.path.exists("/tmp/pwned")
