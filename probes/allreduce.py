@@ -99,7 +99,7 @@ def iterations_for(estimate_s, budget_s, min_iters, max_iters):
     """As many timed iterations as fit the budget, at least min_iters, at most max_iters."""
     if estimate_s <= 0:
         return max_iters
-    return int(max(min_iters, min(max_iters, budget_s // estimate_s)))
+    return int(max(min_iters, min(max_iters, budget_s / estimate_s)))
 
 
 def graph_plan(iterations, max_captured=10, max_replays=5):
@@ -120,7 +120,6 @@ def plan_functions() -> Dict[str, Any]:
 # ---------------------------------------------------------------- the worker (one per rank)
 WORKER_SOURCE = r'''
 import datetime
-import contextlib
 import json
 import os
 import signal
@@ -191,17 +190,22 @@ class Bench:
     def eager(self, buf, budget_s):
         run = lambda: self.dist.all_reduce(buf)
         self.timed(run, self.cfg["warmup"])
-        estimate, now = self.agree_max([self.timed(run, 1), time.time()])
+        estimate = self.agree_max([self.timed(run, 1)])[0]
         iters = iterations_for(estimate, budget_s, self.cfg["min_iters"], self.cfg["max_iters"])
         self.sync()
         seconds = self.agree_max([self.timed(run, iters)])[0] / iters
         return {"mode": "eager", "seconds": seconds, "iterations": iters,
-                "correct": self.sum_is_correct(buf, run)}, estimate
+                "correct": self.sum_is_correct(buf, run)}
 
     def capture(self, buf, count):
         torch = self.torch
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        try:
+            # thread_local: NCCL's watchdog thread may query events while this thread captures
+            context = torch.cuda.graph(graph, capture_error_mode="thread_local")
+        except TypeError:  # torch < 2.0 has no capture_error_mode
+            context = torch.cuda.graph(graph)
+        with context:
             for _ in range(count):
                 self.dist.all_reduce(buf)
         return graph
@@ -241,10 +245,9 @@ class Bench:
         buf = self.torch.ones(numel, dtype=self.dtype, device=self.device)
         modes = 2 if self.graph_ok else 1
         budget_s = size_budget_s(remaining_s, sizes_left, modes)
-        record, _ = self.eager(buf, budget_s)
-        records = [record]
+        records = [self.eager(buf, budget_s)]
         if self.graph_ok:
-            records.append(self.graph(buf, record["iterations"]))
+            records.append(self.graph(buf, records[0]["iterations"]))
         for r in records:
             r["bytes"] = numel * elem
         return records
@@ -451,6 +454,7 @@ class Workers:
 
     def __init__(self, procs: List[subprocess.Popen]) -> None:
         self.procs = procs
+        self.failed_rank: Optional[int] = None
         self.records: List[Dict[str, Any]] = []
         self.tails: List[Deque[str]] = [deque(maxlen=STDERR_TAIL_LINES) for _ in procs]
         self.threads = [threading.Thread(target=self._read_records, daemon=True)]
@@ -479,7 +483,9 @@ class Workers:
         """"finished", "failed" (a rank exited non-zero: the others would hang) or "deadline"."""
         while True:
             codes = [p.poll() for p in self.procs]
-            if any(code not in (None, 0) for code in codes):
+            failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
+            if failed:
+                self.failed_rank = failed[0]  # before kill() gives every rank a non-zero code
                 return "failed"
             if all(code == 0 for code in codes):
                 return "finished"
@@ -498,11 +504,11 @@ class Workers:
 
     def failure(self) -> str:
         """The first failed rank's exit code and the end of its stderr."""
-        for rank, proc in enumerate(self.procs):
-            if proc.returncode not in (None, 0):
-                tail = "\n".join(self.tails[rank])[-MAX_ERROR_CHARS:]
-                return "rank %d exited with code %s: %s" % (rank, proc.returncode, tail)
-        return "workers failed"
+        if self.failed_rank is None:
+            return "workers failed"
+        rank = self.failed_rank
+        tail = "\n".join(self.tails[rank])[-MAX_ERROR_CHARS:]
+        return "rank %d exited with code %s: %s" % (rank, self.procs[rank].returncode, tail)
 
 
 def start_workers(world_size: int, env: Dict[str, str], cfg: Dict[str, Any]) -> Workers:

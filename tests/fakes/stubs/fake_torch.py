@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any, Dict
+from typing import Any
 
 
 def _module(name: str, **attributes: Any) -> types.ModuleType:
@@ -21,7 +21,7 @@ def _module(name: str, **attributes: Any) -> types.ModuleType:
     return module
 
 
-def _cuda(spec: Dict[str, Any]) -> types.ModuleType:
+def _cuda(spec: dict[str, Any]) -> types.ModuleType:
     devices = spec["devices"]
     nccl = _module("torch.cuda.nccl", version=lambda: tuple(spec["nccl"]),
                    is_available=lambda tensors=None: True)
@@ -41,7 +41,7 @@ class _SymmetricMemory:
     """Stands in for torch's pybind class; only its presence under a name matters."""
 
 
-def _distributed(spec: Dict[str, Any]) -> types.ModuleType:
+def _distributed(spec: dict[str, Any]) -> types.ModuleType:
     symm = _module("torch.distributed._symmetric_memory", _SymmetricMemory=_SymmetricMemory,
                    is_nvshmem_available=lambda: bool(spec["nvshmem"]))
     if spec["public_symmetric_memory"]:
@@ -49,7 +49,7 @@ def _distributed(spec: Dict[str, Any]) -> types.ModuleType:
     return _module("torch.distributed", _symmetric_memory=symm, is_available=lambda: True)
 
 
-def install(package: Dict[str, Any], spec: Dict[str, Any]) -> None:
+def install(package: dict[str, Any], spec: dict[str, Any]) -> None:
     """Fill the stub package's namespace (its globals()) from `spec`."""
     version = _module("torch.version", cuda=spec["cuda"], hip=None, git_version="stub")
     cudnn = _module("torch.backends.cudnn", version=lambda: spec["cudnn"])

@@ -1,0 +1,130 @@
+"""The `fleet` command as a user runs it: exit codes, errors, Ctrl-C, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import FAKES, ROOT
+
+
+def fleet(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "fleet", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+def local_inventory(tmp_path: Path, **hosts: dict) -> str:
+    path = tmp_path / "inv.yaml"
+    path.write_text(yaml.safe_dump({"hosts": hosts}))
+    return str(path)
+
+
+def test_local_probe_prints_real_facts_and_exits_zero(tmp_path: Path) -> None:
+    done = fleet(
+        tmp_path, "probe", "-i", str(ROOT / "inventory" / "local.yaml"), "-p", "system,packages"
+    )
+    assert done.returncode == 0, done.stderr
+    assert os.uname().release in done.stdout  # the kernel, read on this machine
+    assert "local" in done.stdout and "ok" in done.stdout
+
+
+def test_json_to_stdout_is_the_run_document(tmp_path: Path) -> None:
+    inventory = local_inventory(tmp_path, here={"transport": "local", "python": sys.executable})
+    done = fleet(tmp_path, "probe", "-i", inventory, "-p", "system", "--json", "-")
+    document = json.loads(done.stdout)
+    assert document["schema"] == "fleet.run/1"
+    assert document["hosts"]["here"]["probes"]["system"]["ok"] is True
+
+
+def test_bad_inventory_exits_2_naming_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("hosts:\n  good: {}\n  bad: {port: 99999}\n")
+    done = fleet(tmp_path, "probe", "-i", str(path))
+    assert done.returncode == 2
+    assert f"{path}:3: port 99999 is outside 1–65535" in done.stderr
+
+
+def test_unknown_probe_exits_2_listing_the_valid_ones(tmp_path: Path) -> None:
+    done = fleet(tmp_path, "probe", "-p", "sytem")
+    assert done.returncode == 2
+    assert "unknown probe 'sytem'" in done.stderr and "system" in done.stderr
+
+
+def test_missing_inventory_file_exits_2(tmp_path: Path) -> None:
+    done = fleet(tmp_path, "probe", "-i", str(tmp_path / "nope.yaml"))
+    assert done.returncode == 2 and "does not exist" in done.stderr
+
+
+def test_hosts_prints_resolved_settings_without_contacting(tmp_path: Path) -> None:
+    done = fleet(
+        tmp_path,
+        "hosts",
+        "-i",
+        str(ROOT / "inventory" / "blackwell.yaml"),
+        "-l",
+        "blackwell,!gpu-0[2-8]",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ops@gpu-01:22" in done.stdout and "gpu-02" not in done.stdout
+
+
+def test_host_timeout_sets_bit_8_and_unreached_host_bit_4(tmp_path: Path) -> None:
+    inventory = local_inventory(
+        tmp_path,
+        slow={"transport": "local", "python": str(FAKES / "bin" / "slow-python")},
+        gone={"transport": "local", "python": "/nonexistent/python3"},
+    )
+    done = fleet(tmp_path, "probe", "-i", inventory, "-p", "system", "--timeout", "5")
+    assert done.returncode == 4 | 8
+    assert "timeout" in done.stdout and "no_python" in done.stdout
+
+
+def test_ctrl_c_saves_finished_hosts_and_exits_130(tmp_path: Path) -> None:
+    inventory = local_inventory(
+        tmp_path,
+        fast={"transport": "local", "python": sys.executable},
+        slow={"transport": "local", "python": str(FAKES / "bin" / "slow-python")},
+    )
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fleet",
+            "probe",
+            "-i",
+            inventory,
+            "-p",
+            "system",
+            "--json",
+            str(tmp_path / "run.json"),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(4)
+    sent = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    process.wait(10)
+    assert time.monotonic() - sent < 2.5
+    assert process.returncode == 130
+    document = json.loads((tmp_path / "run.json").read_text())
+    assert document["hosts"]["fast"]["status"] == "ok"
+    assert document["hosts"]["slow"]["status"] == "interrupted"
+    assert list((tmp_path / "state" / "fleet" / "runs").glob("*.json"))

@@ -1,0 +1,286 @@
+"""The `allreduce` probe: nccl-tests math, planning, options, environment policy, supervision,
+skips against stubs and CPU torch, and a real gloo run on CPU."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PROBE = REPO / "probes" / "allreduce.py"
+STUBS = REPO / "tests" / "fakes" / "stubs"
+MiB = 1 << 20
+
+
+def load_probe():
+    spec = importlib.util.spec_from_file_location("fleet_probe_allreduce", PROBE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+probe = load_probe()
+plan = probe.plan_functions()
+
+
+def run_by_hand(options=None, pythonpath=None):
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = str(pythonpath)
+    argv = [sys.executable, str(PROBE)] + ([json.dumps(options)] if options is not None else [])
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+# ------------------------------------------------------------------ pure math
+def test_bandwidths_follow_nccl_tests():
+    algbw = probe.algbw_gbps(2_000_000_000, 2.0)
+    assert algbw == 1.0
+    assert probe.busbw_gbps(algbw, 2) == 1.0
+    assert probe.busbw_gbps(algbw, 8) == 1.75
+    assert probe.busbw_gbps(algbw, 4) == 1.5
+
+
+def test_size_ladder_full_doubles_from_8_bytes_to_256_mib():
+    sizes = probe.size_ladder(256 * MiB, quick=False)
+    assert sizes[0] == 8 and sizes[-1] == 256 * MiB and len(sizes) == 26
+    assert all(b == 2 * a for a, b in itertools.pairwise(sizes))
+
+
+def test_size_ladder_quick_is_shorter_and_still_ends_at_max():
+    assert probe.size_ladder(256 * MiB, quick=True) == [
+        8, 64, 512, 4096, 32768, 262144, 2 * MiB, 16 * MiB, 128 * MiB, 256 * MiB]
+    assert probe.size_ladder(1000, quick=True) == [8, 64, 512, 1000]
+    assert probe.size_ladder(8, quick=False) == [8]
+
+
+def test_result_row_computes_bandwidth_from_the_time():
+    row = probe.result_row({"mode": "graph", "bytes": 256 * MiB, "seconds": 893.76e-6,
+                            "correct": True, "iterations": 20}, world_size=2)
+    assert row["latency_us"] == 893.76
+    assert row["algbw_gbps"] == pytest.approx(300.35, abs=0.01)  # the H200 reference capture
+    assert row["busbw_gbps"] == row["algbw_gbps"]
+    row8 = probe.result_row({"mode": "eager", "bytes": 8, "seconds": 1e-3, "correct": True}, 8)
+    assert row8["algbw_gbps"] == 8e-6  # significant digits, not decimals: tiny values survive
+    assert row8["busbw_gbps"] == pytest.approx(8e-6 * 1.75)
+
+
+@pytest.mark.parametrize("record", [
+    {"mode": "bogus", "bytes": 8, "seconds": 1.0},
+    {"mode": "eager", "bytes": "8", "seconds": 1.0},
+    {"mode": "eager", "bytes": 8, "seconds": 0},
+    {"mode": "graph", "error": "capture failed"},
+    {"started": True},
+])
+def test_result_row_rejects_malformed_records(record):
+    assert probe.result_row(record, 2) is None
+
+
+# ------------------------------------------------------------------ planning (runs in the workers)
+def test_size_budget_shares_the_remaining_time():
+    assert plan["size_budget_s"](10.0, 5, 2) == 1.0
+    assert plan["size_budget_s"](-3.0, 5, 1) == 0.0
+    assert plan["size_budget_s"](4.0, 0, 0) == 4.0
+
+
+@pytest.mark.parametrize(("estimate", "budget", "expected"), [
+    (1e-5, 1.0, 50),  # fast: capped at max
+    (0.1, 1.0, 10),
+    (1.0, 0.5, 2),  # slow: at least min
+    (0.0, 1.0, 50),
+])
+def test_iterations_for(estimate, budget, expected):
+    assert plan["iterations_for"](estimate, budget, 2, 50) == expected
+
+
+@pytest.mark.parametrize(("iterations", "expected"), [(50, (10, 5)), (20, (10, 2)), (7, (7, 1)),
+                                                      (1, (1, 1)), (500, (10, 5))])
+def test_graph_plan(iterations, expected):
+    assert plan["graph_plan"](iterations) == expected
+
+
+def test_worker_source_compiles():
+    compile(probe.PLAN_SOURCE + probe.WORKER_SOURCE, "<worker>", "exec")
+
+
+# ------------------------------------------------------------------ options and environment
+def test_option_defaults():
+    nccl = probe.parse_options({})
+    assert (nccl.enabled, nccl.backend, nccl.world_size, nccl.max_bytes, nccl.dtype,
+            nccl.time_budget_s, nccl.env) == (True, "nccl", None, 256 * MiB, "bfloat16", 30.0, {})
+    assert probe.parse_options({"backend": "gloo"}).max_bytes == 4 * MiB
+    assert probe.parse_options({"backend": "gloo", "quick": True}).max_bytes == MiB
+
+
+@pytest.mark.parametrize(("options", "quoted"), [
+    ({"backend": "mpi"}, "'mpi'"),
+    ({"dtype": "int4"}, "'int4'"),
+    ({"world_size": 1}, "1"),
+    ({"world_size": True}, "True"),
+    ({"max_bytes": 4}, "4"),
+    ({"time_budget_s": 0}, "0"),
+    ({"time_budget_s": 10_000}, "10000"),
+    ({"env": {"HF_TOKEN": "x"}}, "HF_TOKEN"),
+    ({"env": ["NCCL_ALGO"]}, "NCCL_ALGO"),
+])
+def test_bad_options_name_the_bad_value(options, quoted):
+    with pytest.raises(ValueError, match=quoted):
+        probe.parse_options(options)
+    result = probe.collect(options)
+    assert result["ok"] is False and result["error"].startswith("invalid options")
+
+
+def test_host_policy_variables_are_never_changed():
+    base = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "PATH": "/bin"}
+    requested = {"NCCL_NVLS_ENABLE": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0",
+                 "NVSHMEM_DISABLE_NVLS": "0", "NCCL_ALGO": "Ring"}
+    env, refused = probe.worker_environment(base, requested)
+    assert refused == ["NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST"]
+    assert env["NCCL_NVLS_ENABLE"] == "0" and env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+    assert env["NVSHMEM_DISABLE_NVLS"] == "0"  # not set by the host: options may set it
+    assert env["NCCL_ALGO"] == "Ring" and env["PATH"] == "/bin"
+
+
+def test_host_policy_variables_pass_through_untouched():
+    base = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1"}
+    env, refused = probe.worker_environment(base, {})
+    assert env == base and refused == []
+
+
+def test_reported_environment_is_an_allow_list():
+    env = {"NCCL_P2P_DISABLE": "1", "TORCH_NCCL_BLOCKING_WAIT": "1", "CUDA_VISIBLE_DEVICES": "0,1",
+           "HF_TOKEN": "hf_CANARY", "AWS_SECRET_ACCESS_KEY": "x", "PATH": "/bin"}
+    assert probe.reported_environment(env) == {
+        "CUDA_VISIBLE_DEVICES": "0,1", "NCCL_P2P_DISABLE": "1", "TORCH_NCCL_BLOCKING_WAIT": "1"}
+
+
+def test_rank_environment_points_at_loopback():
+    env = probe.rank_environment({"A": "1"}, rank=1, world_size=4, port=29500)
+    assert env == {"A": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "RANK": "1",
+                   "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4"}
+
+
+def test_worker_config_leaves_room_before_the_hard_deadline():
+    config = probe.parse_options({"time_budget_s": 30, "quick": True})
+    cfg = probe.worker_config(config, started_wall=1000.0, world_size=2)
+    assert 1000.0 + 25 <= cfg["deadline"] < 1000.0 + 30
+    assert cfg["graph"] is True and cfg["max_iters"] == 20
+    assert probe.worker_config(probe.parse_options({"backend": "gloo"}), 0.0, 2)["graph"] is False
+
+
+# ------------------------------------------------------------------ supervision of workers
+def sleeper(code):
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, universal_newlines=True,
+                            start_new_session=True)
+
+
+def test_workers_are_killed_at_the_deadline():
+    workers = probe.Workers([sleeper("import time; time.sleep(60)") for _ in range(2)])
+    assert workers.wait(time.monotonic() + 0.5) == "deadline"
+    workers.kill()
+    assert [p.returncode for p in workers.procs] == [-signal.SIGKILL] * 2
+
+
+def test_a_failed_rank_ends_the_wait_and_names_itself():
+    workers = probe.Workers([
+        sleeper("import time; time.sleep(60)"),
+        sleeper("import sys; sys.stderr.write('NCCL WARN boom\\n'); sys.exit(7)"),
+    ])
+    assert workers.wait(time.monotonic() + 30) == "failed"
+    workers.kill()
+    assert workers.failure() == "rank 1 exited with code 7: NCCL WARN boom"
+
+
+def test_rank_zero_records_are_picked_out_of_other_output():
+    marker = repr(probe.MARKER)
+    code = (f"print('NCCL INFO chatter'); print({marker} + '{{\"mode\": \"eager\"}}'); "
+            f"print({marker} + 'not json')")
+    workers = probe.Workers([sleeper(code)])
+    assert workers.wait(time.monotonic() + 30) == "finished"
+    workers.kill()
+    assert workers.records == [{"mode": "eager"}]
+
+
+# ------------------------------------------------------------------ skips
+def test_disabled():
+    result = probe.collect({"enabled": False})
+    assert result == {"ok": False, "data": {"backend": "nccl", "dtype": "bfloat16", "results": []},
+                      "error": "allreduce disabled by options"}
+
+
+def test_without_torch(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` fail
+    result = probe.collect({})
+    assert result["ok"] is False and result["error"].startswith("torch not importable")
+
+
+@pytest.mark.parametrize("stub", ["torch_sm120_noarch", "torch_sm120_ok", "torch_h200"])
+@pytest.mark.parametrize("backend", ["nccl", "gloo"])
+def test_stub_torch_skips_cleanly_without_starting_workers(stub, backend):
+    result = run_by_hand({"backend": backend}, pythonpath=STUBS / stub)
+    assert result["ok"] is False
+    assert "init_process_group" in result["error"]
+    assert result["data"]["results"] == []
+
+
+def test_cpu_torch_with_nccl_skips_for_lack_of_cuda():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this test describes a machine without CUDA")
+    result = run_by_hand({})
+    assert result["ok"] is False and result["error"].startswith("CUDA not available")
+
+
+# ------------------------------------------------------------------ a real run, gloo on CPU
+def check_rows(data, world_size):
+    assert data["world_size"] == world_size and data["backend"] == "gloo"
+    assert data["results"] and data["all_correct"] is True
+    for row in data["results"]:
+        assert row["mode"] == "eager" and row["correct"] is True
+        assert row["latency_us"] > 0
+        assert row["algbw_gbps"] == pytest.approx(row["bytes"] / (row["latency_us"] * 1e-6) / 1e9,
+                                                  rel=1e-4)
+        assert row["busbw_gbps"] == pytest.approx(
+            row["algbw_gbps"] * 2 * (world_size - 1) / world_size, rel=1e-4)
+
+
+def test_gloo_world_size_2_quick(monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")  # host policy: must reach the workers unchanged
+    result = probe.collect({"backend": "gloo", "quick": True,
+                            "env": {"NCCL_NVLS_ENABLE": "1", "NCCL_DEBUG": "WARN"}})
+    assert result["ok"] is True, result["error"]
+    data = result["data"]
+    check_rows(data, 2)
+    assert [row["bytes"] for row in data["results"]] == data["sizes_planned"][:len(data["results"])]
+    assert data["env_refused"] == ["NCCL_NVLS_ENABLE"]
+    assert data["env_overrides"]["NCCL_NVLS_ENABLE"] == "0"
+    assert data["env_overrides"]["NCCL_DEBUG"] == "WARN"
+    assert data["nccl_version"] is None
+
+
+def test_gloo_world_size_3_bus_bandwidth():
+    pytest.importorskip("torch")
+    result = probe.collect({"backend": "gloo", "quick": True, "world_size": 3, "max_bytes": 4096})
+    assert result["ok"] is True, result["error"]
+    check_rows(result["data"], 3)
+
+
+def test_module_level_imports_are_stdlib_only():
+    tree = ast.parse(PROBE.read_text())
+    top = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import)
+           for alias in node.names}
+    top |= {node.module.split(".")[0] for node in tree.body
+            if isinstance(node, ast.ImportFrom) and node.module}
+    assert top <= set(sys.stdlib_module_names) | {"__future__"}

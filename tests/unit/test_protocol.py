@@ -1,0 +1,90 @@
+"""The runner's line protocol and how a host's one status is concluded."""
+
+from __future__ import annotations
+
+import json
+
+from fleet.protocol import ExecResult, StreamDecoder, conclude
+
+
+def lines(*messages: dict) -> bytes:
+    return b"".join(json.dumps(m).encode() + b"\n" for m in messages)
+
+
+HELLO = {"type": "hello", "protocol": 1, "python": "3.12.3"}
+DONE = {"type": "done"}
+
+
+def probe(name: str, status: str = "ok", **extra: object) -> dict:
+    return {"type": "probe", "name": name, "status": status, "data": {}, "elapsed_s": 0.1, **extra}
+
+
+def test_messages_split_across_chunks_are_reassembled() -> None:
+    decoder = StreamDecoder()
+    raw = lines(HELLO, probe("system"), DONE)
+    for i in range(0, len(raw), 7):
+        decoder.feed(raw[i : i + 7])
+    assert decoder.hello and decoder.done and list(decoder.probes) == ["system"]
+
+
+def test_noise_lines_are_kept_aside_not_fatal() -> None:
+    decoder = StreamDecoder()
+    decoder.feed(b"Welcome to the bastion!\n\xff\xfe\n" + lines(HELLO, DONE))
+    assert decoder.done and "Welcome" in decoder.noise
+
+
+def test_output_cap_sets_truncated() -> None:
+    decoder = StreamDecoder(limit_bytes=100)
+    decoder.feed(b"x" * 101)
+    assert decoder.truncated
+
+
+def test_secrets_are_masked_again_on_the_controller() -> None:
+    decoder = StreamDecoder()
+    token = "hf_" + "A" * 34
+    decoder.feed(lines(probe("nccl", data={"env": {"NCCL_X": token}}, error=f"Bearer {token}")))
+    result = decoder.probes["nccl"]
+    assert token not in json.dumps(result.to_dict())
+
+
+def conclude_from(raw: bytes, result: ExecResult | None, expected: list[str], **kw: object):
+    decoder = StreamDecoder()
+    decoder.feed(raw)
+    return conclude(decoder, result, expected, python="python3", **kw)  # type: ignore[arg-type]
+
+
+def test_all_probes_ok_or_absent_is_ok() -> None:
+    verdict = conclude_from(
+        lines(HELLO, probe("a"), probe("b", "absent"), DONE), ExecResult(0), ["a", "b"]
+    )
+    assert verdict.status == "ok"
+
+
+def test_failed_probe_makes_the_host_partial() -> None:
+    verdict = conclude_from(
+        lines(HELLO, probe("a"), probe("b", "failed"), DONE), ExecResult(0), ["a", "b"]
+    )
+    assert verdict.status == "partial" and "b" in (verdict.error or "")
+
+
+def test_runner_dying_midway_keeps_finished_probes_and_is_partial() -> None:
+    verdict = conclude_from(lines(HELLO, probe("a")), ExecResult(None, "SIGKILL"), ["a", "b"])
+    assert verdict.status == "partial" and "b" in (verdict.error or "")
+
+
+def test_interpreter_not_found_is_no_python() -> None:
+    verdict = conclude_from(
+        b"", ExecResult(127, None, "sh: 1: /opt/venv/bin/python: not found"), ["a"]
+    )
+    assert verdict.status == "no_python" and "python3 not found" in (verdict.error or "")
+
+
+def test_python2_is_no_python_with_the_reason() -> None:
+    verdict = conclude_from(b"", ExecResult(1, None, "SyntaxError: invalid syntax"), ["a"])
+    assert verdict.status == "no_python" and "SyntaxError" in (verdict.error or "")
+
+
+def test_remote_deadline_is_timeout_naming_pending_probes() -> None:
+    raw = lines(HELLO, probe("a"), {"type": "deadline", "pending": ["allreduce"]})
+    verdict = conclude_from(raw, ExecResult(124), ["a", "allreduce"], timeout_s=60)
+    assert verdict.status == "timeout" and "allreduce" in (verdict.error or "")
