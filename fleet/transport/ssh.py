@@ -32,7 +32,8 @@ from fleet.transport.base import OutputSink, finish_reading, pump, read_tail
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 KEEPALIVE_S = 15
 KEEPALIVE_COUNT = 3
-HANDSHAKE_RETRIES = 4
+HANDSHAKE_RETRIES = 6
+MAX_BACKOFF_S = 5.0
 
 
 @dataclass
@@ -150,7 +151,7 @@ class SSHTransport:
                 # sshd's MaxStartups drops handshakes beyond its limit: back off and try again
                 if attempt == self.options.handshake_retries:
                     raise
-                await asyncio.sleep(random.uniform(0.1, 0.4) * 2**attempt)
+                await asyncio.sleep(min(MAX_BACKOFF_S, random.uniform(0.1, 0.4) * 2**attempt))
         raise AssertionError("unreachable")
 
     async def _bastion_for(self, host: Host) -> asyncssh.SSHClientConnection:

@@ -83,8 +83,9 @@ class SshdFarm:
         name: str,
         address: str,
         set_env: Mapping[str, str] | None = None,
-        log_level: str = "VERBOSE",
+        **options: str,
     ) -> SshdHost:
+        """Start one sshd; `options` override sshd_config keywords, e.g. MaxStartups="1:100:1"."""
         hostdir = self.root / name
         hostdir.mkdir()
         host_key = hostdir / "host_key"
@@ -96,7 +97,7 @@ class SshdFarm:
         config = hostdir / "sshd_config"
         config.write_text(
             sshd_config(
-                address, port, host_key, self.authorized_keys, env, hostdir / "sshd.pid", log_level
+                address, port, host_key, self.authorized_keys, env, hostdir / "sshd.pid", options
             )
         )
         log = hostdir / "sshd.log"
@@ -129,9 +130,11 @@ def sshd_config(
     authorized_keys: Path,
     env: Mapping[str, str],
     pid_file: Path,
-    log_level: str,
+    options: Mapping[str, str],
 ) -> str:
+    settings = {"MaxStartups": "100:30:200", "LogLevel": "VERBOSE", **options}
     set_env = " ".join(f'"{k}={v}"' for k, v in env.items())
+    extra = "".join(f"{key} {value}\n" for key, value in settings.items())
     return f"""\
 ListenAddress {address}:{port}
 HostKey {host_key}
@@ -143,10 +146,8 @@ PubkeyAuthentication yes
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 PermitRootLogin yes
-MaxStartups 100:30:200
-LogLevel {log_level}
 SetEnv {set_env}
-"""
+{extra}"""
 
 
 def wait_listening(host: SshdHost, timeout_s: float = 10.0) -> None:

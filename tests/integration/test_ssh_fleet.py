@@ -135,7 +135,7 @@ def test_nothing_is_left_on_the_host(farm: SshdFarm, tmp_path: Path, lone_host: 
 
 
 def test_jump_host_tunnels_to_target(farm: SshdFarm, tmp_path: Path) -> None:
-    bastion = farm.start("bastion-1", "127.0.2.1", log_level="DEBUG1")
+    bastion = farm.start("bastion-1", "127.0.2.1", LogLevel="DEBUG1")
     target = farm.start("behind-1", "127.0.2.2")
     known = farm.known_hosts(tmp_path / "known_hosts", ["bastion-1", "behind-1"])
     hosts = {
@@ -205,3 +205,15 @@ def test_hostile_inventory_is_rejected_before_connecting(
     assert "inv.yaml:" in result.stderr and "127.0.0.1;touch /tmp/pwned" in result.stderr
     assert log.read_text() == before  # no connection was even attempted
     assert not os.path.exists("/tmp/pwned")
+
+
+def test_handshakes_dropped_by_maxstartups_are_retried(farm: SshdFarm, tmp_path: Path) -> None:
+    """sshd drops unauthenticated connections beyond MaxStartups; fleet backs off and retries."""
+    server = farm.start("throttled-1", "127.0.5.1", MaxStartups="1:100:1")
+    names = [f"alias-{i}" for i in range(8)]
+    (tmp_path / "known_hosts").write_text(server.known_hosts_line() + "\n")
+    hosts = {n: {"address": server.address, "port": server.port} for n in names}
+    inventory = write_inventory(tmp_path / "inv.yaml", farm, hosts, tmp_path / "known_hosts")
+    result = run_fleet(tmp_path, "probe", "-i", str(inventory), "-p", "system")
+    assert [result.status(n) for n in names] == ["ok"] * len(names), result.stdout
+    assert "MaxStartups" in (farm.root / "throttled-1" / "sshd.log").read_text()
