@@ -94,12 +94,21 @@ def compared_hosts(outcomes: Iterable[HostOutcome]) -> list[HostOutcome]:
 
 
 def diverging_facts(outcomes: Iterable[HostOutcome]) -> list[Divergence]:
-    """Facts whose value differs between hosts that reported them, in fact-path order."""
-    per_host = {o.name: host_facts(o) for o in compared_hosts(outcomes)}
+    """Facts whose value differs between hosts that reported them, in fact-path order.
+
+    A host whose probe ran fine but has no value at a path (NCCL_P2P_DISABLE unset, a 2-GPU host
+    beside 8-GPU ones) counts as `None` there: unset is a value. A host whose probe did not run
+    or found its subject absent is left out of that probe's facts (its `.status` shows why).
+    """
+    hosts = compared_hosts(outcomes)
+    per_host = {o.name: host_facts(o) for o in hosts}
+    ran_ok = {o.name: {p for p, r in o.probes.items() if r.status == "ok"} for o in hosts}
     paths = sorted({p for facts in per_host.values() for p in facts})
     found = []
     for path in paths:
-        values = {host: facts[path] for host, facts in per_host.items() if path in facts}
+        probe = path.split(".", 1)[0]
+        values = {host: facts.get(path) for host, facts in per_host.items()
+                  if path in facts or probe in ran_ok[host]}
         if len(set(values.values())) > 1:
             found.append(_divergence(path, values))
     return found
@@ -112,6 +121,44 @@ def _divergence(path: str, values: Mapping[str, Value]) -> Divergence:
     groups = [(v, tuple(sorted(h for h, hv in values.items() if hv == v))) for v in ranked]
     (majority, majority_hosts), *others = groups
     return Divergence(path, majority, majority_hosts, tuple(others))
+
+
+@dataclass(frozen=True)
+class DivergenceGroup:
+    """Several facts under one parent that split the hosts the same way (an 8×8 P2P matrix on
+    8-GPU hosts beside 2-GPU ones): shown as one row instead of 56."""
+
+    parent: str
+    items: tuple[Divergence, ...]
+
+    @property
+    def differing_hosts(self) -> tuple[str, ...]:
+        return tuple(sorted({h for item in self.items for h in item.differing_hosts}))
+
+
+COLLAPSE_AT = 4
+
+
+def group_divergences(divergences: Iterable[Divergence]) -> list[Divergence | DivergenceGroup]:
+    """Collapse runs of ≥ COLLAPSE_AT facts that share a parent and the same split of hosts."""
+    buckets: dict[tuple[str, Any], list[Divergence]] = {}
+    for item in divergences:
+        buckets.setdefault((_parent(item.fact), _host_split(item)), []).append(item)
+    shown: list[Divergence | DivergenceGroup] = []
+    for (parent, _), items in buckets.items():
+        if len(items) >= COLLAPSE_AT:
+            shown.append(DivergenceGroup(parent, tuple(items)))
+        else:
+            shown.extend(items)
+    return sorted(shown, key=lambda d: d.fact if isinstance(d, Divergence) else d.parent)
+
+
+def _parent(path: str) -> str:
+    return ".".join(path.split(".")[:2])
+
+
+def _host_split(item: Divergence) -> frozenset[tuple[str, ...]]:
+    return frozenset([item.majority_hosts, *(hosts for _, hosts in item.others)])
 
 
 def list_delta(majority: Value, other: Value, limit: int = 6) -> str | None:

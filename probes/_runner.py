@@ -309,6 +309,13 @@ class Scheduler:
             proc.kill()
 
 
+def clean_sys_path(script_dir=None):
+    """Drop the current folder ('' under `python -`) and this script's folder from sys.path, so a
+    `torch/` in the login folder, or probes/torch.py itself when run by hand, never shadows the
+    real package the probes are looking at."""
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", script_dir)]
+
+
 def run_bundle(bundle):
     started = time.monotonic()
     install_deadline(float(bundle.get("deadline_s") or 300))
@@ -373,4 +380,7 @@ def bundle_from_directory(directory):
 if __name__ == "__main__":
     if "BUNDLE" not in globals():
         BUNDLE = bundle_from_directory(os.path.dirname(os.path.abspath(__file__)))
+        clean_sys_path(os.path.dirname(os.path.abspath(__file__)))
+    else:
+        clean_sys_path()
     sys.exit(run_bundle(BUNDLE))

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from fleet.diff import Divergence, flatten, list_delta
+from fleet.diff import Divergence, DivergenceGroup, flatten, group_divergences, list_delta
 from fleet.models import NOT_REACHED, PROBE_TROUBLE, Host, HostOutcome, Run
 from fleet.runner import Events
 
@@ -220,7 +220,7 @@ def _others_text(item: Divergence) -> Text:
 def short(value: Any) -> str:
     if isinstance(value, tuple) and len(value) > 4:
         return f"[{len(value)} items]"
-    text = "null" if value is None else str(value)
+    text = "(unset)" if value is None else str(value)
     return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
 
 

@@ -92,7 +92,7 @@ def run_fleet(
     full_env = {
         **os.environ,
         "XDG_STATE_HOME": str(state),
-        "COLUMNS": "200",
+        "COLUMNS": "300",
         "PYTHONPATH": str(ROOT),
         **(env or {}),
     }

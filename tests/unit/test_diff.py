@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.diff import diverging_facts, flatten, list_delta
+from fleet.diff import DivergenceGroup, diverging_facts, flatten, group_divergences, list_delta
 from fleet.models import HostOutcome, ProbeResult
 
 
@@ -74,3 +74,24 @@ def test_probe_status_difference_is_divergence() -> None:
 def test_list_delta_names_added_and_removed_items() -> None:
     assert list_delta(("a", "b", "c"), ("a", "c", "d")) == "+d −b"
     assert list_delta("x", "y") is None
+
+
+def test_unset_on_some_hosts_is_divergence_when_the_probe_ran() -> None:
+    outcomes = [host("a", nccl={"env": {}}), host("b", nccl={"env": {}}),
+                host("c", nccl={"env": {"NCCL_P2P_DISABLE": "1"}})]
+    [divergence] = diverging_facts(outcomes)
+    assert divergence.fact == "nccl.env.NCCL_P2P_DISABLE"
+    assert divergence.majority is None and divergence.others == (("1", ("c",)),)
+
+
+def test_facts_splitting_hosts_alike_collapse_into_one_group() -> None:
+    matrix8 = {str(i): {str(j): False for j in range(8) if j != i} for i in range(8)}
+    matrix2 = {"0": {"1": True}, "1": {"0": True}}
+    outcomes = [host("a", torch={"p2p_access": matrix2, "version": "2.9"}),
+                host("b", torch={"p2p_access": matrix2, "version": "2.9"}),
+                host("c", torch={"p2p_access": matrix8, "version": "2.7"})]
+    shown = group_divergences(diverging_facts(outcomes))
+    groups = [d for d in shown if isinstance(d, DivergenceGroup)]
+    assert len(groups) == 1 and groups[0].parent == "torch.p2p_access"
+    assert len(groups[0].items) == 56 and groups[0].differing_hosts == ("c",)
+    assert [d.fact for d in shown if not isinstance(d, DivergenceGroup)] == ["torch.version"]

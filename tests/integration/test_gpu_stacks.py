@@ -1,0 +1,103 @@
+"""Issue 3's scenario: loopback hosts with different fake GPU stacks, one run, every divergence shown.
+
+Each host is a real sshd whose SetEnv gives it a fake `nvidia-smi` replaying a real capture
+(tests/probes/golden/gpu/…) and a stub `torch` (tests/fakes/stubs/…).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAKES, ROOT
+from tests.integration.conftest import run_fleet, ssh_host, write_inventory
+from tests.integration.sshd import SshdFarm
+
+pytestmark = pytest.mark.integration
+
+GOLDEN_GPU = ROOT / "tests" / "probes" / "golden" / "gpu"
+CANARY = "hf_CANARY" + "Zq" * 16
+SYMM_SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
+
+# host → (nvidia-smi capture, torch stub, extra environment)
+STACKS = {
+    "nvl-1": ("h200x2_nvlink", "torch_h200_symm", {}),
+    "nvl-2": ("h200x2_nvlink", "torch_h200_symm", {}),
+    "nvl-3": ("h200x2_nvlink", "torch_h200_symm", {}),
+    "symm-old": ("h200x2_nvlink", "torch_h200", {}),
+    "p2p-off": ("h200x2_nvlink", "torch_h200_symm", {"NCCL_P2P_DISABLE": "1"}),
+    "bw-pcie": ("rtxpro6000x8_pcie", "torch_sm120_ok", {}),
+    "bw-noarch": ("rtxpro6000x8_pcie", "torch_sm120_noarch", {}),
+}
+
+
+def host_env(capture: str, stub: str, extra: dict[str, str]) -> dict[str, str]:
+    return {"PATH": f"{FAKES / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "FLEET_FAKE_GPU_DIR": str(GOLDEN_GPU / capture),
+            "PYTHONPATH": str(FAKES / "stubs" / stub), "HF_TOKEN": CANARY, **extra}
+
+
+@pytest.fixture(scope="module")
+def stack_run(farm: SshdFarm, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    tmp_path = tmp_path_factory.mktemp("stacks")
+    for index, (name, (capture, stub, extra)) in enumerate(STACKS.items()):
+        farm.start(name, f"127.0.6.{index + 1}", host_env(capture, stub, extra))
+    known = farm.known_hosts(tmp_path / "known_hosts", list(STACKS))
+    hosts = {name: ssh_host(farm, name) for name in STACKS}
+    inventory = write_inventory(tmp_path / "inv.yaml", farm, hosts, known)
+    return run_fleet(tmp_path, "probe", "-i", str(inventory), "--quick")
+
+
+def data(result, host: str, probe: str) -> dict:  # noqa: ANN001
+    return dict(result.host(host)["probes"][probe]["data"])
+
+
+def divergence_row(stdout: str, fact: str) -> str:
+    rows = [line for line in stdout.splitlines() if line.startswith(f"│ {fact} ")]
+    assert rows, f"no divergence row for {fact}:\n{stdout}"
+    return rows[0]
+
+
+def test_every_host_is_reached_and_reports(stack_run) -> None:  # noqa: ANN001
+    assert {stack_run.status(h) for h in STACKS} == {"ok"}, stack_run.stdout
+
+
+def test_torch_without_sm120_is_shown(stack_run) -> None:  # noqa: ANN001
+    devices = data(stack_run, "bw-noarch", "torch")["devices"]
+    assert devices[0]["capability"] == "12.0" and devices[0]["arch_supported"] is False
+    assert data(stack_run, "bw-pcie", "torch")["devices"][0]["arch_supported"] is True
+    assert "bw-noarch" in divergence_row(stack_run.stdout, "torch.devices.0.arch_supported")
+
+
+def test_host_where_only_private_symmetric_memory_resolves_is_shown(stack_run) -> None:  # noqa: ANN001
+    resolved = {h: data(stack_run, h, "imports")["results"][SYMM_SPEC]["resolved"] for h in STACKS}
+    assert resolved["symm-old"] == "torch.distributed._symmetric_memory:_SymmetricMemory"
+    assert resolved["nvl-1"] == "torch.distributed._symmetric_memory:SymmetricMemory"
+    row = divergence_row(stack_run.stdout, f"imports.results.{SYMM_SPEC}.resolved")
+    assert "symm-old" in row and "nvl-1" not in row
+
+
+def test_pcie_host_among_nvlink_hosts_is_shown(stack_run) -> None:  # noqa: ANN001
+    assert data(stack_run, "nvl-1", "gpu")["interconnect"] == "nvlink"
+    assert data(stack_run, "bw-pcie", "gpu")["interconnect"] == "pcie"
+    row = divergence_row(stack_run.stdout, "gpu.interconnect")
+    assert "nvlink" in row and "bw-pcie" in row and "pcie" in row
+
+
+def test_nccl_p2p_disable_host_is_shown(stack_run) -> None:  # noqa: ANN001
+    assert data(stack_run, "p2p-off", "nccl")["env"]["NCCL_P2P_DISABLE"] == "1"
+    row = divergence_row(stack_run.stdout, "nccl.env.NCCL_P2P_DISABLE")
+    assert "p2p-off" in row and "(unset)" in row
+
+
+def test_canary_is_nowhere(stack_run) -> None:  # noqa: ANN001
+    texts = [stack_run.stdout, stack_run.stderr, json.dumps(stack_run.document)]
+    texts += [p.read_text() for p in Path(stack_run.state_dir).rglob("*") if p.is_file()]
+    assert not any(CANARY in text for text in texts)
+
+
+def test_allreduce_skips_cleanly_on_stub_torch(stack_run) -> None:  # noqa: ANN001
+    allreduce = stack_run.host("nvl-1")["probes"]["allreduce"]
+    assert allreduce["status"] == "absent" and allreduce["error"]
