@@ -11,6 +11,7 @@ Each fact has a kind, chosen by the first matching pattern of FACT_KINDS:
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -125,8 +126,8 @@ def _divergence(path: str, values: Mapping[str, Value]) -> Divergence:
 
 @dataclass(frozen=True)
 class DivergenceGroup:
-    """Several facts under one parent that split the hosts the same way (an 8×8 P2P matrix on
-    8-GPU hosts beside 2-GPU ones): shown as one row instead of 56."""
+    """The same fact across devices (`torch.p2p_access.*.*` of 8-GPU hosts beside 2-GPU ones),
+    splitting the hosts the same way: shown as one row instead of 56."""
 
     parent: str
     items: tuple[Divergence, ...]
@@ -140,10 +141,10 @@ COLLAPSE_AT = 4
 
 
 def group_divergences(divergences: Iterable[Divergence]) -> list[Divergence | DivergenceGroup]:
-    """Collapse runs of ≥ COLLAPSE_AT facts that share a parent and the same split of hosts."""
+    """Collapse ≥ COLLAPSE_AT facts that differ only in a device index and split hosts alike."""
     buckets: dict[tuple[str, Any], list[Divergence]] = {}
     for item in divergences:
-        buckets.setdefault((_parent(item.fact), _host_split(item)), []).append(item)
+        buckets.setdefault((_shape(item.fact), _host_split(item)), []).append(item)
     shown: list[Divergence | DivergenceGroup] = []
     for (parent, _), items in buckets.items():
         if len(items) >= COLLAPSE_AT:
@@ -153,8 +154,12 @@ def group_divergences(divergences: Iterable[Divergence]) -> list[Divergence | Di
     return sorted(shown, key=lambda d: d.fact if isinstance(d, Divergence) else d.parent)
 
 
-def _parent(path: str) -> str:
-    return ".".join(path.split(".")[:2])
+DEVICE_INDEX = re.compile(r"(?:GPU|NIC|mlx5_)?\d+")
+
+
+def _shape(path: str) -> str:
+    """`torch.p2p_access.5.7` → `torch.p2p_access.*.*`; `gpu.gpus.3.name` → `gpu.gpus.*.name`."""
+    return ".".join("*" if DEVICE_INDEX.fullmatch(part) else part for part in path.split("."))
 
 
 def _host_split(item: Divergence) -> frozenset[tuple[str, ...]]:

@@ -197,7 +197,14 @@ def divergence_view(divergences: Sequence[Divergence], host_count: int) -> Table
     table.add_column("fact", style="bold", overflow="fold")
     table.add_column("majority", overflow="fold")
     table.add_column("differs on", overflow="fold")
-    for item in divergences:
+    for item in group_divergences(divergences):
+        if isinstance(item, DivergenceGroup):
+            table.add_row(
+                f"{item.parent} ({len(item.items)} facts)",
+                "[dim](varies)[/dim]",
+                Text(", ".join(item.differing_hosts), style="yellow"),
+            )
+            continue
         table.add_row(
             item.fact,
             f"{short(item.majority)}  [dim]({len(item.majority_hosts)} hosts)[/dim]",

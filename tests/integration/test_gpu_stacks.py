@@ -40,7 +40,7 @@ def host_env(capture: str, stub: str, extra: dict[str, str]) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def stack_run(farm: SshdFarm, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def stack_run(farm: SshdFarm, tmp_path_factory: pytest.TempPathFactory):
     tmp_path = tmp_path_factory.mktemp("stacks")
     for index, (name, (capture, stub, extra)) in enumerate(STACKS.items()):
         farm.start(name, f"127.0.6.{index + 1}", host_env(capture, stub, extra))
@@ -50,7 +50,7 @@ def stack_run(farm: SshdFarm, tmp_path_factory: pytest.TempPathFactory):  # noqa
     return run_fleet(tmp_path, "probe", "-i", str(inventory), "--quick")
 
 
-def data(result, host: str, probe: str) -> dict:  # noqa: ANN001
+def data(result, host: str, probe: str) -> dict:
     return dict(result.host(host)["probes"][probe]["data"])
 
 
@@ -60,18 +60,18 @@ def divergence_row(stdout: str, fact: str) -> str:
     return rows[0]
 
 
-def test_every_host_is_reached_and_reports(stack_run) -> None:  # noqa: ANN001
+def test_every_host_is_reached_and_reports(stack_run) -> None:
     assert {stack_run.status(h) for h in STACKS} == {"ok"}, stack_run.stdout
 
 
-def test_torch_without_sm120_is_shown(stack_run) -> None:  # noqa: ANN001
+def test_torch_without_sm120_is_shown(stack_run) -> None:
     devices = data(stack_run, "bw-noarch", "torch")["devices"]
     assert devices[0]["capability"] == "12.0" and devices[0]["arch_supported"] is False
     assert data(stack_run, "bw-pcie", "torch")["devices"][0]["arch_supported"] is True
     assert "bw-noarch" in divergence_row(stack_run.stdout, "torch.devices.0.arch_supported")
 
 
-def test_host_where_only_private_symmetric_memory_resolves_is_shown(stack_run) -> None:  # noqa: ANN001
+def test_host_where_only_private_symmetric_memory_resolves_is_shown(stack_run) -> None:
     resolved = {h: data(stack_run, h, "imports")["results"][SYMM_SPEC]["resolved"] for h in STACKS}
     assert resolved["symm-old"] == "torch.distributed._symmetric_memory:_SymmetricMemory"
     assert resolved["nvl-1"] == "torch.distributed._symmetric_memory:SymmetricMemory"
@@ -79,25 +79,25 @@ def test_host_where_only_private_symmetric_memory_resolves_is_shown(stack_run) -
     assert "symm-old" in row and "nvl-1" not in row
 
 
-def test_pcie_host_among_nvlink_hosts_is_shown(stack_run) -> None:  # noqa: ANN001
+def test_pcie_host_among_nvlink_hosts_is_shown(stack_run) -> None:
     assert data(stack_run, "nvl-1", "gpu")["interconnect"] == "nvlink"
     assert data(stack_run, "bw-pcie", "gpu")["interconnect"] == "pcie"
     row = divergence_row(stack_run.stdout, "gpu.interconnect")
     assert "nvlink" in row and "bw-pcie" in row and "pcie" in row
 
 
-def test_nccl_p2p_disable_host_is_shown(stack_run) -> None:  # noqa: ANN001
+def test_nccl_p2p_disable_host_is_shown(stack_run) -> None:
     assert data(stack_run, "p2p-off", "nccl")["env"]["NCCL_P2P_DISABLE"] == "1"
     row = divergence_row(stack_run.stdout, "nccl.env.NCCL_P2P_DISABLE")
     assert "p2p-off" in row and "(unset)" in row
 
 
-def test_canary_is_nowhere(stack_run) -> None:  # noqa: ANN001
+def test_canary_is_nowhere(stack_run) -> None:
     texts = [stack_run.stdout, stack_run.stderr, json.dumps(stack_run.document)]
     texts += [p.read_text() for p in Path(stack_run.state_dir).rglob("*") if p.is_file()]
     assert not any(CANARY in text for text in texts)
 
 
-def test_allreduce_skips_cleanly_on_stub_torch(stack_run) -> None:  # noqa: ANN001
+def test_allreduce_skips_cleanly_on_stub_torch(stack_run) -> None:
     allreduce = stack_run.host("nvl-1")["probes"]["allreduce"]
     assert allreduce["status"] == "absent" and allreduce["error"]
