@@ -21,16 +21,16 @@ nvidia-smi topo -p2p r >"$cap/nvidia-smi_topo_-p2p_r.txt"
 nvidia-smi >"$cap/nvidia-smi.txt"
 ldconfig -p | grep -i nccl >"$cap/ldconfig_nccl.txt"
 
+TIMEFORMAT="%R s"
 for probe in system packages imports dir gpu torch nccl allreduce; do
-    start=$(date +%s.%N)
-    timeout 150 python3 "probes/$probe.py" >"$cap/probe_$probe.json" 2>"$cap/probe_$probe.err"
-    echo "probe $probe by hand: rc=$? $(echo "$(date +%s.%N) - $start" | bc) s"
+    echo -n "probe $probe by hand: "
+    time timeout 150 python3 "probes/$probe.py" >"$cap/probe_$probe.json" 2>"$cap/probe_$probe.err"
 done
 
-start=$(date +%s.%N)
-python3 -m fleet probe -i inventory/local.yaml --json "$cap/run.json" --runs-dir /tmp/fleet-runs \
-    >"$cap/fleet_probe.txt" 2>&1
-echo "fleet probe: rc=$? $(echo "$(date +%s.%N) - $start" | bc) s"
+echo -n "fleet probe -i inventory/local.yaml: "
+time python3 -m fleet probe -i inventory/local.yaml --json "$cap/run.json" \
+    --runs-dir /tmp/fleet-runs >"$cap/fleet_probe.txt" 2>&1
+echo "exit code $?"
 cat "$cap/fleet_probe.txt"
 
 python3 bench/allreduce_reference.py --json "$cap/reference.json" 2>"$cap/reference.err"
