@@ -27,6 +27,7 @@ FACT_KINDS: tuple[tuple[str, str], ...] = (
     ("*.pci_bus_id", "identity"),
     ("*.serial", "identity"),
     ("*.latency_us", "measure"),
+    ("*.iterations", "measure"),
     ("*.algbw_gbps", "measure"),
     ("*.busbw_gbps", "measure"),
     ("*.temperature*", "measure"),

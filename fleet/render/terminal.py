@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from fleet.diff import Divergence, DivergenceGroup, flatten, group_divergences, list_delta
+from fleet.diff import Divergence, DivergenceGroup, group_divergences, list_delta
 from fleet.models import NOT_REACHED, PROBE_TROUBLE, Host, HostOutcome, Run
 from fleet.runner import Events
 
@@ -21,23 +21,25 @@ MAX_HOSTS_SHOWN = 8
 MAX_HOST_COLUMNS = 6
 SYMMETRIC_MEMORY_SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
 
-# The facts an operator looks at first, as (label, fact path). Missing facts print as "—".
-KEY_FACTS: tuple[tuple[str, str], ...] = (
-    ("OS", "system.os"),
-    ("kernel", "system.kernel"),
-    ("CPUs / memory GiB", "system.cpu_count|system.memory_gib"),
-    ("python", "system.python.version"),
-    ("torch (installed)", "packages.packages.torch"),
-    ("GPU driver / CUDA", "gpu.driver_version|gpu.cuda_driver_version"),
-    ("GPUs", "gpu.gpus.len|gpu.gpus.0.name"),
-    ("compute capability", "gpu.gpus.0.compute_capability"),
-    ("interconnect", "gpu.interconnect"),
-    ("torch / CUDA", "torch.version|torch.cuda"),
-    ("torch arch list", "torch.arch_list"),
-    ("GPU0 arch supported", "torch.devices.0.arch_supported"),
-    ("SymmetricMemory", f"imports.results.{SYMMETRIC_MEMORY_SPEC}.resolved"),
-    ("NCCL (torch)", "nccl.torch_nccl_version"),
-    ("NCCL_* set", "nccl.env"),
+# The facts an operator looks at first: (label, paths into the probes' data). Shown joined by " / ";
+# a missing fact prints as "—". Paths are key tuples because keys such as import specs hold dots.
+KEY_FACTS: tuple[tuple[str, tuple[tuple[str | int, ...], ...]], ...] = (
+    ("OS", (("system", "os"),)),
+    ("kernel", (("system", "kernel"),)),
+    ("CPUs / memory GiB", (("system", "cpu_count"), ("system", "memory_gib"))),
+    ("python", (("system", "python", "version"),)),
+    ("torch (installed)", (("packages", "packages", "torch"),)),
+    ("GPU driver / CUDA", (("gpu", "driver_version"), ("gpu", "cuda_driver_version"))),
+    ("GPUs", (("gpu", "gpu_count"), ("gpu", "gpus", 0, "name"))),
+    ("compute capability", (("gpu", "gpus", 0, "compute_capability"),)),
+    ("interconnect", (("gpu", "interconnect"),)),
+    ("torch / CUDA", (("torch", "version"), ("torch", "cuda"))),
+    ("torch arch list", (("torch", "arch_list"),)),
+    ("GPU0 arch supported", (("torch", "devices", 0, "arch_supported"),)),
+    ("SymmetricMemory", (("imports", "results", SYMMETRIC_MEMORY_SPEC, "resolved"),)),
+    ("NCCL (torch / libraries)", (("nccl", "torch_nccl_version"), ("nccl", "libraries"))),
+    ("NCCL_* set", (("nccl", "env"),)),
+    ("allreduce busbw max GB/s", (("allreduce", "results"),)),
 )
 
 
@@ -123,39 +125,54 @@ def key_facts_table(outcomes: Iterable[HostOutcome]) -> Table | None:
     reporting = [o for o in outcomes if o.probes]
     if not reporting:
         return None
-    facts = {o.name: _all_facts(o) for o in reporting}
     per_host = len(reporting) <= MAX_HOST_COLUMNS
     table = Table(title="key facts", title_justify="left")
     table.add_column("fact", style="bold")
-    for name in facts if per_host else ["values (hosts)"]:
+    for name in [o.name for o in reporting] if per_host else ["values (hosts)"]:
         table.add_column(name, overflow="fold")
     for label, paths in KEY_FACTS:
-        cells = [_fact_text(facts[o.name], paths) for o in reporting]
+        cells = [_fact_text(o, paths) for o in reporting]
         if all(c == "—" for c in cells):
             continue
         table.add_row(label, *(cells if per_host else [_value_counts(cells)]))
     return table
 
 
-def _all_facts(outcome: HostOutcome) -> dict[str, Any]:
-    facts: dict[str, Any] = {}
-    for probe, result in outcome.probes.items():
-        if result.status != "ok":
-            facts[probe] = f"{result.status}: {result.error or ''}".strip(": ")
-        facts.update(flatten(result.data, probe))
-    return facts
+def _fact_text(outcome: HostOutcome, paths: tuple[tuple[Any, ...], ...]) -> str:
+    result = outcome.probes.get(paths[0][0])
+    if result is None:
+        return "—"
+    if result.status != "ok":
+        return f"{result.status}: {result.error or ''}".rstrip(": ")
+    values = [_describe(_lookup(outcome.probes[p[0]].data, p[1:])) for p in paths
+              if p[0] in outcome.probes]
+    return " / ".join(dict.fromkeys(values))
 
 
-def _fact_text(facts: dict[str, Any], paths: str) -> str:
-    values = []
-    for path in paths.split("|"):
-        probe = path.split(".", 1)[0]
-        value = facts.get(path, facts.get(probe) if probe in facts else None)
-        if isinstance(value, tuple) and value and isinstance(value[0], tuple):
-            value = ", ".join(f"{k}={v}" for k, v in value)  # a flattened mapping (NCCL env)
-        values.append("—" if value is None or value == () else short(value))
-    unique = list(dict.fromkeys(values))
-    return " / ".join(unique)
+def _lookup(data: Any, keys: tuple[Any, ...]) -> Any:
+    for key in keys:
+        if isinstance(data, dict):
+            data = data.get(key)
+        elif isinstance(data, list) and isinstance(key, int) and key < len(data):
+            data = data[key]
+        else:
+            return None
+    return data
+
+
+def _describe(value: Any) -> str:
+    """Short text for a key fact; lists of results and libraries get their telling summary."""
+    if value is None or value == {} or value == []:
+        return "—"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in sorted(value.items()))
+    if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        if any("busbw_gbps" in v for v in value):
+            return f"{max(float(v.get('busbw_gbps') or 0) for v in value):.1f}"
+        return ", ".join(sorted({str(v.get("version")) for v in value}))
+    if isinstance(value, list) and len(value) > 4:
+        return f"{value[0]} … {value[-1]} ({len(value)})"
+    return short(tuple(value) if isinstance(value, list) else value)
 
 
 def _value_counts(cells: list[str]) -> str:
