@@ -3,11 +3,7 @@ skips against stubs and CPU torch, and a real gloo run on CPU."""
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 import itertools
-import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,30 +12,25 @@ from pathlib import Path
 
 import pytest
 
+from tests.probes import handrun
+from tests.probes.handrun import load_probe
+
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "probes" / "allreduce.py"
 STUBS = REPO / "tests" / "fakes" / "stubs"
 MiB = 1 << 20
 
 
-def load_probe():
-    spec = importlib.util.spec_from_file_location("fleet_probe_allreduce", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-probe = load_probe()
+probe = load_probe("allreduce")
+
+
+def run_by_hand(options=None, pythonpath=None, cwd=None):
+    return handrun.run_by_hand("allreduce", options, pythonpath, cwd)
 plan = probe.plan_functions()
 
 
-def run_by_hand(options=None, pythonpath=None):
-    env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = str(pythonpath)
-    argv = [sys.executable, str(PROBE)] + ([json.dumps(options)] if options is not None else [])
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=True)
-    return json.loads(done.stdout)
 
 
 # ------------------------------------------------------------------ pure math
@@ -277,10 +268,3 @@ def test_gloo_world_size_3_bus_bandwidth():
     check_rows(result["data"], 3)
 
 
-def test_module_level_imports_are_stdlib_only():
-    tree = ast.parse(PROBE.read_text())
-    top = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import)
-           for alias in node.names}
-    top |= {node.module.split(".")[0] for node in tree.body
-            if isinstance(node, ast.ImportFrom) and node.module}
-    assert top <= set(sys.stdlib_module_names) | {"__future__"}

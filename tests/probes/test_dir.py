@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import importlib.util
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.probes import handrun
+from tests.probes.handrun import load_probe
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "probes" / "dir.py"
@@ -19,23 +18,15 @@ STUBS = REPO / "tests" / "fakes" / "stubs"
 SYMM = "torch.distributed._symmetric_memory"
 
 
-def load_probe():
-    spec = importlib.util.spec_from_file_location("fleet_probe_dir", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-probe = load_probe()
+probe = load_probe("dir")
 
 
-def run_by_hand(options=None, pythonpath=None):
-    env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = str(pythonpath)
-    argv = [sys.executable, str(PROBE)] + ([json.dumps(options)] if options is not None else [])
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=True)
-    return json.loads(done.stdout)
+def run_by_hand(options=None, pythonpath=None, cwd=None):
+    return handrun.run_by_hand("dir", options, pythonpath, cwd)
+
+
 
 
 def test_digest_is_sha256_of_the_names_joined_by_newlines():
@@ -112,10 +103,3 @@ def test_real_torch_distributed_and_op_namespaces():
         assert "importing sgl_kernel failed" in error
 
 
-def test_module_level_imports_are_stdlib_only():
-    tree = ast.parse(PROBE.read_text())
-    top = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import)
-           for alias in node.names}
-    top |= {node.module.split(".")[0] for node in tree.body
-            if isinstance(node, ast.ImportFrom) and node.module}
-    assert top <= set(sys.stdlib_module_names) | {"__future__"}

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import ast
-import importlib.util
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.probes import handrun
+from tests.probes.handrun import load_probe
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "probes" / "imports.py"
@@ -18,23 +15,15 @@ STUBS = REPO / "tests" / "fakes" / "stubs"
 SYMM = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
 
 
-def load_probe():
-    spec = importlib.util.spec_from_file_location("fleet_probe_imports", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-probe = load_probe()
+probe = load_probe("imports")
 
 
-def run_by_hand(options=None, pythonpath=None):
-    env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = str(pythonpath)
-    argv = [sys.executable, str(PROBE)] + ([json.dumps(options)] if options is not None else [])
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=True)
-    return json.loads(done.stdout)
+def run_by_hand(options=None, pythonpath=None, cwd=None):
+    return handrun.run_by_hand("imports", options, pythonpath, cwd)
+
+
 
 
 @pytest.mark.parametrize(
@@ -168,10 +157,3 @@ def test_real_torch_symmetric_memory_resolves_to_the_name_that_exists():
     assert result["version"] == str(torch.__version__)
 
 
-def test_module_level_imports_are_stdlib_only():
-    tree = ast.parse(PROBE.read_text())
-    top = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import)
-           for alias in node.names}
-    top |= {node.module.split(".")[0] for node in tree.body
-            if isinstance(node, ast.ImportFrom) and node.module}
-    assert top <= set(sys.stdlib_module_names) | {"__future__"}

@@ -1,0 +1,38 @@
+"""Load a probe file as a module, or run it by hand as an operator would: shared by the probe tests."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+PROBES = REPO / "probes"
+STUBS = REPO / "tests" / "fakes" / "stubs"
+
+
+def load_probe(name: str) -> ModuleType:
+    """The probe's module, loaded from its file the way the runner sees it (not as probes.NAME)."""
+    spec = importlib.util.spec_from_file_location(f"fleet_probe_{name}", PROBES / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_by_hand(name: str, options: Any = None, pythonpath: Any = None, cwd: Any = None,
+                env: dict[str, str] | None = None) -> dict[str, Any]:
+    """`python3 probes/NAME.py ['{options}']`; returns the JSON it printed."""
+    full_env = {**os.environ, **(env or {})}
+    if pythonpath:
+        full_env["PYTHONPATH"] = str(pythonpath)
+    argv = [sys.executable, str(PROBES / f"{name}.py")]
+    argv += [json.dumps(options)] if options is not None else []
+    done = subprocess.run(argv, capture_output=True, text=True, env=full_env, timeout=120,
+                          check=True, cwd=cwd)
+    return dict(json.loads(done.stdout))
