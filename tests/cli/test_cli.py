@@ -128,3 +128,40 @@ def test_ctrl_c_saves_finished_hosts_and_exits_130(tmp_path: Path) -> None:
     assert document["hosts"]["fast"]["status"] == "ok"
     assert document["hosts"]["slow"]["status"] == "interrupted"
     assert list((tmp_path / "state" / "fleet" / "runs").glob("*.json"))
+
+
+def test_import_and_dir_flags_reach_their_probes(tmp_path: Path) -> None:
+    inventory = local_inventory(tmp_path, here={"transport": "local", "python": sys.executable})
+    done = fleet(tmp_path, "probe", "-i", inventory, "-p", "imports,dir", "--json", "-",
+                 "--import", "json:NoSuchName|dumps", "--import", "no_such_module|os.path",
+                 "--dir", "json")
+    probes = json.loads(done.stdout)["hosts"]["here"]["probes"]
+    results = probes["imports"]["data"]["results"]
+    assert results["json:NoSuchName|dumps"]["resolved"] == "json:dumps"
+    assert "NoSuchName" in results["json:NoSuchName|dumps"]["tried"][0]["error"]
+    assert results["no_such_module|os.path"]["resolved"] == "os.path"
+    assert list(probes["dir"]["data"]["modules"]) == ["json"]
+    assert "dumps" in probes["dir"]["data"]["modules"]["json"]["names"]
+
+
+def test_inventory_probe_args_apply_per_host_and_the_cli_wins(tmp_path: Path) -> None:
+    inventory = local_inventory(
+        tmp_path,
+        a={"transport": "local", "python": sys.executable,
+           "probe_args": {"dir": {"modules": ["json"]}}},
+        b={"transport": "local", "python": sys.executable,
+           "probe_args": {"dir": {"modules": ["os"]}}})
+    done = fleet(tmp_path, "probe", "-i", inventory, "-p", "dir", "--json", "-")
+    hosts = json.loads(done.stdout)["hosts"]
+    assert list(hosts["a"]["probes"]["dir"]["data"]["modules"]) == ["json"]
+    assert list(hosts["b"]["probes"]["dir"]["data"]["modules"]) == ["os"]
+    done = fleet(tmp_path, "probe", "-i", inventory, "-p", "dir", "--json", "-", "--dir", "re")
+    hosts = json.loads(done.stdout)["hosts"]
+    assert {next(iter(h["probes"]["dir"]["data"]["modules"])) for h in hosts.values()} == {"re"}
+
+
+def test_no_allreduce_leaves_the_probe_out(tmp_path: Path) -> None:
+    inventory = local_inventory(tmp_path, here={"transport": "local", "python": sys.executable})
+    done = fleet(tmp_path, "probe", "-i", inventory, "-p", "system,allreduce", "--no-allreduce",
+                 "--json", "-")
+    assert list(json.loads(done.stdout)["hosts"]["here"]["probes"]) == ["system"]
