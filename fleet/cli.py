@@ -7,10 +7,12 @@ Exit codes are a bitmask (see README): 0 all ok; 2 usage or inventory error (not
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import json
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -119,91 +121,126 @@ def list_probes() -> None:
 
 # ------------------------------------------------------------------------------------- probe
 
+# The options of every command that probes hosts (probe, check): connection, selection, probes.
+PROBE_OPTIONS = (
+    inventory_option,
+    limit_option,
+    click.option(
+        "-p", "--probes", "probe_list", help="Comma-separated probes to run (default: all)."
+    ),
+    click.option("--json", "json_path", help="Write the run document here ('-' for stdout)."),
+    click.option(
+        "--runs-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Where runs are saved (default ~/.local/state/fleet/runs).",
+    ),
+    click.option("--no-save", is_flag=True, help="Do not save the run in the runs folder."),
+    click.option(
+        "-c",
+        "--concurrency",
+        type=click.IntRange(1, 10000),
+        default=64,
+        show_default=True,
+        help="Hosts probed at once.",
+    ),
+    click.option(
+        "-t",
+        "--timeout",
+        "timeout_s",
+        type=click.FloatRange(5, 86400),
+        default=120,
+        show_default=True,
+        help="Seconds per host, connecting included.",
+    ),
+    click.option(
+        "--accept-new",
+        is_flag=True,
+        help="Record unknown host keys in fleet's own known_hosts (changed keys: never).",
+    ),
+    click.option(
+        "--import",
+        "imports",
+        multiple=True,
+        metavar="SPEC",
+        help="Import spec for the imports probe, e.g. 'mod:Name|AltName' (repeatable).",
+    ),
+    click.option(
+        "--dir",
+        "dir_modules",
+        multiple=True,
+        metavar="MODULE",
+        help="Module whose dir() the dir probe dumps (repeatable).",
+    ),
+    click.option(
+        "--allreduce/--no-allreduce",
+        default=True,
+        show_default=True,
+        help="Run the allreduce timing probe.",
+    ),
+    click.option("--quick", is_flag=True, help="Fewer message sizes and iterations."),
+)
+
+
+def probe_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a command with PROBE_OPTIONS; it receives them as a ProbeRequest `request`."""
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        fields = {f.name for f in dataclasses.fields(ProbeRequest)}
+        request = ProbeRequest(**{k: kwargs.pop(k) for k in list(kwargs) if k in fields})
+        return command(request=request, **kwargs)
+
+    for option in reversed(PROBE_OPTIONS):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeRequest:
+    inventory_path: str | None
+    limit: str | None
+    probe_list: str | None
+    json_path: str | None
+    runs_dir: Path | None
+    no_save: bool
+    concurrency: int
+    timeout_s: float
+    accept_new: bool
+    imports: tuple[str, ...]
+    dir_modules: tuple[str, ...]
+    allreduce: bool
+    quick: bool
+
+    def console(self) -> Console:
+        """Tables go to stdout, unless the run document does (--json -)."""
+        return Console(stderr=self.json_path == "-")
+
+
+def execute_probe(request: ProbeRequest, console: Console) -> tuple[Run, Path | None]:
+    """Probe the selected hosts, save the run and write --json: what every probing command shares."""
+    inventory = open_inventory(request.inventory_path)
+    selected = select_hosts(inventory, request.limit)
+    bundle = _bundle(request.probe_list, request.allreduce)
+    settings = RunSettings(
+        concurrency=request.concurrency,
+        timeout_s=request.timeout_s,
+        cli_probe_args=cli_probe_args(request.imports, request.dir_modules, request.quick),
+    )
+    run = asyncio.run(
+        probe_fleet(selected, bundle, settings, request.accept_new, console, inventory.path)
+    )
+    saved = None if request.no_save else _save(run, request.runs_dir)
+    if request.json_path:
+        _write_json(run, request.json_path)
+    return run, saved
+
 
 @main.command()
-@inventory_option
-@limit_option
-@click.option("-p", "--probes", "probe_list", help="Comma-separated probes to run (default: all).")
-@click.option("--json", "json_path", help="Write the run document here ('-' for stdout).")
-@click.option(
-    "--runs-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Where runs are saved (default ~/.local/state/fleet/runs).",
-)
-@click.option("--no-save", is_flag=True, help="Do not save the run in the runs folder.")
-@click.option(
-    "-c",
-    "--concurrency",
-    type=click.IntRange(1, 10000),
-    default=64,
-    show_default=True,
-    help="Hosts probed at once.",
-)
-@click.option(
-    "-t",
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(5, 86400),
-    default=120,
-    show_default=True,
-    help="Seconds per host, connecting included.",
-)
-@click.option(
-    "--accept-new",
-    is_flag=True,
-    help="Record unknown host keys in fleet's own known_hosts (changed keys: never).",
-)
-@click.option(
-    "--import",
-    "imports",
-    multiple=True,
-    metavar="SPEC",
-    help="Import spec for the imports probe, e.g. 'mod:Name|AltName' (repeatable).",
-)
-@click.option(
-    "--dir",
-    "dir_modules",
-    multiple=True,
-    metavar="MODULE",
-    help="Module whose dir() the dir probe dumps (repeatable).",
-)
-@click.option(
-    "--allreduce/--no-allreduce",
-    default=True,
-    show_default=True,
-    help="Run the allreduce timing probe.",
-)
-@click.option("--quick", is_flag=True, help="Fewer message sizes and iterations.")
-def probe(
-    inventory_path: str | None,
-    limit: str | None,
-    probe_list: str | None,
-    json_path: str | None,
-    runs_dir: Path | None,
-    no_save: bool,
-    concurrency: int,
-    timeout_s: float,
-    accept_new: bool,
-    imports: tuple[str, ...],
-    dir_modules: tuple[str, ...],
-    allreduce: bool,
-    quick: bool,
-) -> None:
+@probe_options
+def probe(request: ProbeRequest) -> None:
     """Run the probes on every selected host and show where the hosts differ."""
-    inventory = open_inventory(inventory_path)
-    selected = select_hosts(inventory, limit)
-    bundle = _bundle(probe_list, allreduce)
-    settings = RunSettings(
-        concurrency=concurrency,
-        timeout_s=timeout_s,
-        cli_probe_args=cli_probe_args(imports, dir_modules, quick),
-    )
-    to_stdout = json_path == "-"
-    console = Console(stderr=to_stdout)
-    run = asyncio.run(probe_fleet(selected, bundle, settings, accept_new, console, inventory.path))
-    saved = None if no_save else _save(run, runs_dir)
-    if json_path:
-        _write_json(run, json_path)
+    console = request.console()
+    run, saved = execute_probe(request, console)
     render_run(console, run, diverging_facts(run.hosts.values()), str(saved) if saved else None)
     sys.exit(exit_code(run))
 
