@@ -12,6 +12,7 @@ import functools
 import json
 import signal
 import sys
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,16 +24,34 @@ from rich.table import Table
 
 from fleet import __version__
 from fleet.bundle import Bundle, available_probes, build_bundle
-from fleet.diff import diverging_facts
-from fleet.errors import FleetError, InventoryError, UsageError
+from fleet.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
+from fleet.drift import Drift, compare_runs
+from fleet.errors import FleetError, InventoryError, StoreError, UsageError
+from fleet.facts import declared_facts
 from fleet.inventory import Inventory, load_inventory, local_inventory
 from fleet.models import NOT_REACHED, PROBE_TROUBLE, Host, Run
+from fleet.render.diffview import drift_view, fleet_diff_view
+from fleet.render.documents import (
+    drift_document,
+    drift_markdown,
+    fleet_diff_document,
+    fleet_diff_markdown,
+)
 from fleet.render.terminal import ProgressEvents, render_run
 from fleet.runner import Events, FanOut, RunSettings
-from fleet.store import default_runs_dir, default_state_dir, save_run, write_private_json
+from fleet.store import (
+    default_runs_dir,
+    default_state_dir,
+    list_runs,
+    load_run,
+    resolve_run,
+    save_run,
+    write_private_json,
+)
 from fleet.transport import LocalTransport, Transport
 
-EXIT_OK, EXIT_USAGE, EXIT_UNREACHED, EXIT_PROBE_FAILED, EXIT_INTERRUPTED = 0, 2, 4, 8, 130
+EXIT_OK, EXIT_USAGE, EXIT_UNREACHED, EXIT_PROBE_FAILED, EXIT_DRIFT = 0, 2, 4, 8, 16
+EXIT_INTERRUPTED = 130
 
 
 def fail(error: FleetError, code: int = EXIT_USAGE) -> NoReturn:
@@ -235,14 +254,146 @@ def execute_probe(request: ProbeRequest, console: Console) -> tuple[Run, Path | 
     return run, saved
 
 
+tolerance_option = click.option(
+    "--tolerance",
+    type=click.FloatRange(0.01, 100),
+    default=DEFAULT_TOLERANCE,
+    show_default=True,
+    help="Relative tolerance for measurements (allreduce latency, busbw) against the cohort median.",
+)
+format_option = click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["terminal", "json", "markdown"]),
+    default="terminal",
+    show_default=True,
+    help="How to print the diff.",
+)
+
+
 @main.command()
 @probe_options
-def probe(request: ProbeRequest) -> None:
+@tolerance_option
+@click.option(
+    "--baseline",
+    metavar="RUN",
+    help="Also report drift against this saved run (latest, previous, a path or id).",
+)
+def probe(request: ProbeRequest, tolerance: float, baseline: str | None) -> None:
     """Run the probes on every selected host and show where the hosts differ."""
+    runs_dir = request.runs_dir or default_runs_dir()
+    old = open_run(baseline, runs_dir) if baseline else None  # a bad baseline fails before probing
     console = request.console()
     run, saved = execute_probe(request, console)
-    render_run(console, run, diverging_facts(run.hosts.values()), str(saved) if saved else None)
-    sys.exit(exit_code(run))
+    render_run(
+        console,
+        run,
+        compare_hosts(run.hosts.values(), declared_facts(), tolerance),
+        str(saved) if saved else None,
+    )
+    code = exit_code(run)
+    if old is not None:
+        drift = compare_runs(old, run, declared_facts(), tolerance)
+        console.print(drift_view(drift))
+        code = code if code == EXIT_INTERRUPTED else code | (EXIT_DRIFT if drift.found else 0)
+    sys.exit(code)
+
+
+def open_run(ref: str, runs_dir: Path) -> Run:
+    try:
+        return load_run(resolve_run(ref, runs_dir))
+    except StoreError as exc:
+        fail(exc)
+
+
+runs_dir_option = click.option(
+    "--runs-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where runs are saved (default ~/.local/state/fleet/runs).",
+)
+
+
+@main.command()
+@click.argument("old")
+@click.argument("new", required=False)
+@runs_dir_option
+@tolerance_option
+@format_option
+def diff(
+    old: str, new: str | None, runs_dir: Path | None, tolerance: float, output_format: str
+) -> None:
+    """Drift between two saved runs (OLD NEW), or the cross-host diff of one run (OLD).
+
+    Runs are files, names from the runs folder, `latest` or `previous`. Exit code 16 when drift is
+    found, 0 when none."""
+    folder = runs_dir or default_runs_dir()
+    first = open_run(old, folder)
+    if new is None:
+        print_fleet_diff(
+            compare_hosts(first.hosts.values(), declared_facts(), tolerance), output_format
+        )
+        return
+    drift = compare_runs(first, open_run(new, folder), declared_facts(), tolerance)
+    print_drift(drift, output_format)
+    sys.exit(EXIT_DRIFT if drift.found else EXIT_OK)
+
+
+def print_fleet_diff(result: FleetDiff, output_format: str) -> None:
+    if output_format == "json":
+        click.echo(json.dumps(fleet_diff_document(result), indent=2, default=str))
+    elif output_format == "markdown":
+        click.echo(fleet_diff_markdown(result), nl=False)
+    else:
+        Console().print(fleet_diff_view(result))
+
+
+def print_drift(drift: Drift, output_format: str) -> None:
+    if output_format == "json":
+        click.echo(json.dumps(drift_document(drift), indent=2, default=str))
+    elif output_format == "markdown":
+        click.echo(drift_markdown(drift), nl=False)
+    else:
+        Console().print(drift_view(drift))
+
+
+@main.command()
+@runs_dir_option
+def runs(runs_dir: Path | None) -> None:
+    """List the saved runs: when, which inventory, how many hosts, their statuses."""
+    folder = runs_dir or default_runs_dir()
+    table = Table(title=str(folder), title_justify="left")
+    for column in ("run", "started", "inventory", "hosts", "statuses"):
+        table.add_column(column, overflow="fold")
+    for path in list_runs(folder):
+        try:
+            run = load_run(path)
+        except StoreError as exc:
+            table.add_row(path.name, "", "", "", f"[red]{exc.message}")
+            continue
+        statuses = Counter(o.status for o in run.hosts.values())
+        table.add_row(
+            path.stem,
+            run.started,
+            run.inventory or "",
+            str(len(run.hosts)),
+            ", ".join(f"{n} {s}" for s, n in statuses.most_common()),
+        )
+    Console().print(table)
+
+
+@main.command()
+@click.argument("run_ref", metavar="RUN", default="latest")
+@runs_dir_option
+@tolerance_option
+@format_option
+def show(run_ref: str, runs_dir: Path | None, tolerance: float, output_format: str) -> None:
+    """Render a saved run again (default: the latest)."""
+    run = open_run(run_ref, runs_dir or default_runs_dir())
+    result = compare_hosts(run.hosts.values(), declared_facts(), tolerance)
+    if output_format != "terminal":
+        print_fleet_diff(result, output_format)
+        return
+    render_run(Console(), run, result)
 
 
 def _bundle(probe_list: str | None, allreduce: bool) -> Bundle:

@@ -1,182 +1,351 @@
-"""Cross-host diff: which facts are not the same on every host that reported them. Pure.
+"""Cross-host diff: what is not the same on every host, and who the odd hosts are. Pure.
 
-A probe's data is flattened into facts: `torch.version`, `gpu.gpus.0.name`, `nccl.env.NCCL_P2P_DISABLE`.
-Lists of scalars stay one fact (a tuple); lists of objects get an index per item plus a `.len` fact.
-Each fact has a kind, chosen by the first matching pattern of FACT_KINDS:
-  - "identity": unique per host by nature (hostname, UUIDs): never divergence;
-  - "measure":  a timing or throughput: compared with tolerance by later layers, not here;
-  - "fact":     everything else: any difference is divergence.
+Three kinds of comparison (fleet/facts.py says which fact is which):
+  - plain values: hosts grouped by value, the majority value and the outliers;
+  - name sets (dir() dumps, arch lists): item by item against the majority ("_SymmetricMemory
+    missing on gpu-[07-08]"), not two unreadable lists;
+  - measurements (allreduce latency, busbw): within cohorts (same GPU model, count, interconnect)
+    against the cohort median, slow outliers flagged with their factor.
+Hosts that were not reached or lack a probe are listed as such, never silently dropped.
+
+Work is done once per distinct payload: hosts whose facts are identical (the usual case in a big
+fleet) share one flattened copy, so a 1,000-host diff costs little more than a 10-host one.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import re
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.facts import HostFacts, ProbeFacts, Value, host_facts, median, slowness
 from fleet.models import NOT_REACHED, HostOutcome
 
-FACT_KINDS: tuple[tuple[str, str], ...] = (
-    ("system.hostname", "identity"),
-    ("system.python.executable", "fact"),
-    ("*.elapsed_s", "measure"),
-    ("*.uuid", "identity"),
-    ("*.pci_bus_id", "identity"),
-    ("*.serial", "identity"),
-    ("*.latency_us", "measure"),
-    ("*.iterations", "measure"),
-    ("*.algbw_gbps", "measure"),
-    ("*.busbw_gbps", "measure"),
-    ("*.temperature*", "measure"),
-    ("*.power*", "measure"),
-)
-
-Value = Any  # hashable: str, int, float, bool, None, or a tuple of those
-
-
-def fact_kind(path: str) -> str:
-    for pattern, kind in FACT_KINDS:
-        if fnmatch.fnmatchcase(path, pattern):
-            return kind
-    return "fact"
-
-
-def flatten(value: Any, prefix: str) -> dict[str, Value]:
-    """Nested JSON → {dotted path: hashable value}."""
-    if isinstance(value, Mapping):
-        facts: dict[str, Value] = {}
-        for key, item in value.items():
-            facts.update(flatten(item, f"{prefix}.{key}"))
-        return facts
-    if isinstance(value, list | tuple):
-        if value and all(isinstance(v, Mapping) for v in value):
-            facts = {f"{prefix}.len": len(value)}
-            for index, item in enumerate(value):
-                facts.update(flatten(item, f"{prefix}.{index}"))
-            return facts
-        return {prefix: tuple(_hashable(v) for v in value)}
-    return {prefix: value}
-
-
-def _hashable(value: Any) -> Value:
-    if isinstance(value, Mapping):
-        return tuple(sorted((str(k), _hashable(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return tuple(_hashable(v) for v in value)
-    return value
-
-
-def host_facts(outcome: HostOutcome) -> dict[str, Value]:
-    """Every comparable fact a host reported: each probe's status and its flattened data."""
-    facts: dict[str, Value] = {}
-    for probe, result in outcome.probes.items():
-        facts[f"{probe}.status"] = result.status
-        facts.update(flatten(result.data, probe))
-    return {path: v for path, v in facts.items() if fact_kind(path) == "fact"}
+DEFAULT_TOLERANCE = 0.25
+COLLAPSE_AT = 4
 
 
 @dataclass(frozen=True)
 class Divergence:
+    """A plain value that differs: hosts grouped by value, most hosts first."""
+
     fact: str
     majority: Value
     majority_hosts: tuple[str, ...]
-    others: tuple[tuple[Value, tuple[str, ...]], ...]  # (value, hosts), most hosts first
+    others: tuple[tuple[Value, tuple[str, ...]], ...]
 
     @property
     def differing_hosts(self) -> tuple[str, ...]:
-        return tuple(h for _, hosts in self.others for h in hosts)
+        return tuple(sorted(h for _, hosts in self.others for h in hosts))
 
 
-def compared_hosts(outcomes: Iterable[HostOutcome]) -> list[HostOutcome]:
-    """Hosts that reported anything: an unreachable host is an outcome, not a divergent value."""
-    return [o for o in outcomes if o.status not in NOT_REACHED and o.probes]
+@dataclass(frozen=True)
+class SetDivergence:
+    """A name set that differs: items of the majority missing somewhere, items only some have."""
+
+    fact: str
+    hosts: tuple[str, ...]  # every host that reported the set
+    missing: tuple[tuple[str, tuple[str, ...]], ...]  # (item, hosts without it)
+    extra: tuple[tuple[str, tuple[str, ...]], ...]  # (item, the few hosts with it)
+
+    @property
+    def differing_hosts(self) -> tuple[str, ...]:
+        hosts = {h for _, hs in self.missing for h in hs} | {h for _, hs in self.extra for h in hs}
+        return tuple(sorted(hosts))
 
 
-def diverging_facts(outcomes: Iterable[HostOutcome]) -> list[Divergence]:
-    """Facts whose value differs between hosts that reported them, in fact-path order.
-
-    A host whose probe ran fine but has no value at a path (NCCL_P2P_DISABLE unset, a 2-GPU host
-    beside 8-GPU ones) counts as `None` there: unset is a value. A host whose probe did not run
-    or found its subject absent is left out of that probe's facts (its `.status` shows why).
-    """
-    hosts = compared_hosts(outcomes)
-    per_host = {o.name: host_facts(o) for o in hosts}
-    ran_ok = {o.name: {p for p, r in o.probes.items() if r.status == "ok"} for o in hosts}
-    paths = sorted({p for facts in per_host.values() for p in facts})
-    found = []
-    for path in paths:
-        probe = path.split(".", 1)[0]
-        values = {host: facts.get(path) for host, facts in per_host.items()
-                  if path in facts or probe in ran_ok[host]}
-        if len(set(values.values())) > 1:
-            found.append(_divergence(path, values))
-    return found
+@dataclass(frozen=True)
+class Cohort:
+    name: str  # "2× NVIDIA H200 · nvlink"
+    hosts: tuple[str, ...]
 
 
-def _divergence(path: str, values: Mapping[str, Value]) -> Divergence:
-    counts = Counter(values.values())
+@dataclass(frozen=True)
+class Outlier:
+    measure: str
+    host: str
+    value: float
+    median: float
+    factor: float  # how many times worse than the cohort median
+    cohort: str
+
+
+@dataclass(frozen=True)
+class Unreported:
+    host: str
+    probe: str | None  # None: the whole host
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class FleetDiff:
+    hosts: tuple[str, ...]
+    values: tuple[Divergence, ...]
+    sets: tuple[SetDivergence, ...]
+    cohorts: tuple[Cohort, ...]
+    outliers: tuple[Outlier, ...]
+    unreported: tuple[Unreported, ...]
+    tolerance: float
+
+    @property
+    def odd_hosts(self) -> tuple[str, ...]:
+        odd = {h for item in self.values for h in item.differing_hosts}
+        odd |= {h for item in self.sets for h in item.differing_hosts}
+        odd |= {o.host for o in self.outliers}
+        return tuple(sorted(odd))
+
+    @property
+    def clean(self) -> bool:
+        return not (self.values or self.sets or self.outliers)
+
+
+# --------------------------------------------------------------------------------- comparing
+
+
+def compare_hosts(
+    outcomes: Iterable[HostOutcome],
+    declarations: Mapping[str, ProbeFacts],
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> FleetDiff:
+    outcomes = list(outcomes)
+    reporting = [o for o in outcomes if o.status not in NOT_REACHED and o.probes]
+    groups = FactGroups(reporting, declarations)
+    cohorts = find_cohorts(reporting, groups)
+    return FleetDiff(
+        hosts=tuple(o.name for o in outcomes),
+        values=tuple(groups.value_divergences()),
+        sets=tuple(groups.set_divergences()),
+        cohorts=tuple(cohorts),
+        outliers=tuple(measure_outliers(groups, cohorts, tolerance)),
+        unreported=tuple(unreported(outcomes)),
+        tolerance=tolerance,
+    )
+
+
+def diverging_facts(
+    outcomes: Iterable[HostOutcome], declarations: Mapping[str, ProbeFacts] | None = None
+) -> list[Divergence]:
+    """Only the plain-value divergences (the first cut of the diff; kept for callers that want it)."""
+    return list(compare_hosts(outcomes, declarations or {}).values)
+
+
+class FactGroups:
+    """Hosts grouped by identical facts: comparisons run once per distinct group."""
+
+    def __init__(
+        self, outcomes: Sequence[HostOutcome], declarations: Mapping[str, ProbeFacts]
+    ) -> None:
+        self.ran_ok: dict[str, set[str]] = {}
+        self.measures: dict[str, dict[str, float]] = {}
+        members: dict[Any, list[str]] = defaultdict(list)
+        self.facts_of: dict[Any, HostFacts] = {}
+        cache: dict[Any, tuple[Any, HostFacts]] = {}
+        for outcome in outcomes:
+            key, facts = self._signature(outcome, declarations, cache)
+            members[key].append(outcome.name)
+            self.facts_of.setdefault(key, facts)
+            self.ran_ok[outcome.name] = {p for p, r in outcome.probes.items() if r.status == "ok"}
+        self.members = {k: tuple(v) for k, v in members.items()}
+
+    def _signature(
+        self,
+        outcome: HostOutcome,
+        declarations: Mapping[str, ProbeFacts],
+        cache: dict[Any, tuple[Any, HostFacts]],
+    ) -> tuple[Any, HostFacts]:
+        """Per probe payload, flatten once (identical payloads are often the same object)."""
+        parts = []
+        merged = HostFacts()
+        for probe, result in sorted(outcome.probes.items()):
+            payload = (probe, result.status, id(result.data))
+            if payload not in cache:
+                single = HostOutcome(name="", status="ok", address="", probes={probe: result})
+                facts = host_facts(single, declarations)
+                content = (probe, frozenset(facts.values.items()), frozenset(facts.sets.items()))
+                cache[payload] = (hash(content), facts)
+            part_key, facts = cache[payload]
+            parts.append(part_key)
+            merged.values.update(facts.values)
+            merged.sets.update(facts.sets)
+            self.measures.setdefault(outcome.name, {}).update(facts.measures)
+        return tuple(parts), merged
+
+    def _reporters(self, path: str, field: str) -> dict[Any, tuple[str, ...]]:
+        """group key → its hosts, for groups that report `path` or whose probe ran fine without it."""
+        probe = path.split(".", 1)[0].split("[", 1)[0]
+        found = {}
+        for key, hosts in self.members.items():
+            if path in getattr(self.facts_of[key], field) or probe in self.ran_ok[hosts[0]]:
+                found[key] = hosts
+        return found
+
+    def paths(self, field: str) -> list[str]:
+        return sorted({p for facts in self.facts_of.values() for p in getattr(facts, field)})
+
+    def value_divergences(self) -> list[Divergence]:
+        found = []
+        for path in self.paths("values"):
+            by_value: dict[Value, list[str]] = defaultdict(list)
+            for key, hosts in self._reporters(path, "values").items():
+                by_value[self.facts_of[key].values.get(path)].extend(hosts)
+            if len(by_value) > 1:
+                found.append(_divergence(path, by_value))
+        return found
+
+    def set_divergences(self) -> list[SetDivergence]:
+        found = []
+        for path in self.paths("sets"):
+            by_set: dict[frozenset[str], list[str]] = defaultdict(list)
+            for key, hosts in self.members.items():
+                if path in self.facts_of[key].sets:
+                    by_set[self.facts_of[key].sets[path]].extend(hosts)
+            if len(by_set) > 1:
+                found.append(_set_divergence(path, {s: tuple(h) for s, h in by_set.items()}))
+        return found
+
+
+def _divergence(path: str, by_value: Mapping[Value, list[str]]) -> Divergence:
     # most hosts first; ties broken by the value's text so the output is stable
-    ranked = sorted(counts, key=lambda v: (-counts[v], repr(v)))
-    groups = [(v, tuple(sorted(h for h, hv in values.items() if hv == v))) for v in ranked]
+    ranked = sorted(by_value, key=lambda v: (-len(by_value[v]), repr(v)))
+    groups = [(v, tuple(sorted(by_value[v]))) for v in ranked]
     (majority, majority_hosts), *others = groups
     return Divergence(path, majority, majority_hosts, tuple(others))
 
 
+def _set_divergence(path: str, sets: Mapping[frozenset[str], tuple[str, ...]]) -> SetDivergence:
+    hosts = tuple(sorted(h for hs in sets.values() for h in hs))
+    presence: Counter[str] = Counter()
+    for items, members in sets.items():
+        for item in items:
+            presence[item] += len(members)
+    majority_items = {i for i, n in presence.items() if n * 2 > len(hosts)}
+    missing, extra = [], []
+    for item in sorted(presence):
+        holders = tuple(sorted(h for s, hs in sets.items() if item in s for h in hs))
+        if item in majority_items and len(holders) < len(hosts):
+            missing.append((item, tuple(sorted(set(hosts) - set(holders)))))
+        elif item not in majority_items:
+            extra.append((item, holders))
+    return SetDivergence(path, hosts, tuple(missing), tuple(extra))
+
+
+# ------------------------------------------------------------------------------ measurements
+
+
+def cohort_name(facts: HostFacts) -> str:
+    values = facts.values
+    model = values.get("gpu.gpus[0].name")
+    if model is None:
+        return "no GPU data"
+    count = values.get("gpu.gpu_count", values.get("gpu.gpus.len", "?"))
+    return f"{count}× {model} · {values.get('gpu.interconnect', '?')}"
+
+
+def find_cohorts(outcomes: Sequence[HostOutcome], groups: FactGroups) -> list[Cohort]:
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for key, hosts in groups.members.items():
+        by_name[cohort_name(groups.facts_of[key])].extend(hosts)
+    return [Cohort(name, tuple(sorted(hosts))) for name, hosts in sorted(by_name.items())]
+
+
+def measure_outliers(
+    groups: FactGroups, cohorts: Sequence[Cohort], tolerance: float
+) -> list[Outlier]:
+    found = []
+    for cohort in cohorts:
+        measures = {h: groups.measures.get(h, {}) for h in cohort.hosts}
+        for name in sorted({m for values in measures.values() for m in values}):
+            values = {h: v[name] for h, v in measures.items() if name in v}
+            if len(values) < 2:
+                continue  # alone in its cohort: nothing to compare with
+            middle = median(list(values.values()))
+            for host, value in sorted(values.items()):
+                factor = slowness(name, value, middle)
+                if factor > 1 + tolerance:
+                    found.append(Outlier(name, host, value, middle, round(factor, 2), cohort.name))
+    return found
+
+
+def unreported(outcomes: Sequence[HostOutcome]) -> list[Unreported]:
+    """Hosts not compared at all, and probes that did not report on some host."""
+    found = []
+    for outcome in outcomes:
+        if outcome.status in NOT_REACHED or not outcome.probes:
+            found.append(Unreported(outcome.name, None, outcome.status, outcome.error or ""))
+            continue
+        for probe, result in outcome.probes.items():
+            if result.status != "ok":
+                found.append(Unreported(outcome.name, probe, result.status, result.error or ""))
+    return found
+
+
+# ----------------------------------------------------------------------------- presentation
+
+
 @dataclass(frozen=True)
 class DivergenceGroup:
-    """The same fact across devices (`torch.p2p_access.*.*` of 8-GPU hosts beside 2-GPU ones),
-    splitting the hosts the same way: shown as one row instead of 56."""
+    """The same fact across devices (`gpu.gpus[*].mig_mode`, `torch.p2p_access[*][*]`) splitting
+    the hosts the same way: one block instead of one per GPU or GPU pair. When every item has the
+    same values (`uniform`), the block shows them; otherwise only which hosts differ."""
 
     parent: str
     items: tuple[Divergence, ...]
+
+    @property
+    def uniform(self) -> bool:
+        first = self.items[0]
+        return all((d.majority, d.others) == (first.majority, first.others) for d in self.items)
 
     @property
     def differing_hosts(self) -> tuple[str, ...]:
         return tuple(sorted({h for item in self.items for h in item.differing_hosts}))
 
 
-COLLAPSE_AT = 4
+DEVICE_INDEX = re.compile(r'\[\d+\]|\["?(?:GPU|NIC|mlx5_)?\d+"?\]|\.(?:GPU|NIC)\d+')
+
+
+def shape(path: str) -> str:
+    """`gpu.gpus[3].name` → `gpu.gpus[*].name`; `torch.p2p_access["5"]["7"]` → `…[*][*]`."""
+    return DEVICE_INDEX.sub(lambda m: ".*" if m.group(0).startswith(".") else "[*]", path)
 
 
 def group_divergences(divergences: Iterable[Divergence]) -> list[Divergence | DivergenceGroup]:
-    """Collapse ≥ COLLAPSE_AT facts that differ only in a device index and split hosts alike."""
-    buckets: dict[tuple[str, Any], list[Divergence]] = {}
+    """Collapse facts that differ only in a device index: ≥ 2 with the very same values, or
+    ≥ COLLAPSE_AT that at least split the hosts alike. Widest impact first."""
+    same_values: dict[tuple[str, Any], list[Divergence]] = defaultdict(list)
     for item in divergences:
-        buckets.setdefault((_shape(item.fact), _host_split(item)), []).append(item)
+        same_values[(shape(item.fact), (item.majority, item.majority_hosts, item.others))].append(item)
     shown: list[Divergence | DivergenceGroup] = []
-    for (parent, _), items in buckets.items():
+    same_split: dict[tuple[str, Any], list[Divergence]] = defaultdict(list)
+    for (parent, _), items in same_values.items():
+        if len(items) >= 2:
+            shown.append(DivergenceGroup(parent, tuple(items)))
+            continue
+        item = items[0]
+        split = frozenset([item.majority_hosts, *(hosts for _, hosts in item.others)])
+        same_split[(parent, split)].append(item)
+    for (parent, _), items in same_split.items():
         if len(items) >= COLLAPSE_AT:
             shown.append(DivergenceGroup(parent, tuple(items)))
         else:
             shown.extend(items)
-    return sorted(shown, key=lambda d: d.fact if isinstance(d, Divergence) else d.parent)
-
-
-DEVICE_INDEX = re.compile(r"(?:GPU|NIC|mlx5_)?\d+")
-
-
-def _shape(path: str) -> str:
-    """`torch.p2p_access.5.7` → `torch.p2p_access.*.*`; `gpu.gpus.3.name` → `gpu.gpus.*.name`."""
-    return ".".join("*" if DEVICE_INDEX.fullmatch(part) else part for part in path.split("."))
-
-
-def _host_split(item: Divergence) -> frozenset[tuple[str, ...]]:
-    return frozenset([item.majority_hosts, *(hosts for _, hosts in item.others)])
+    return sorted(shown, key=lambda d: (-len(d.differing_hosts),
+                                        d.fact if isinstance(d, Divergence) else d.parent))
 
 
 def list_delta(majority: Value, other: Value, limit: int = 6) -> str | None:
-    """For list facts (dir() names, arch lists): `+added −removed` relative to the majority."""
+    """For lists of names: `+added −removed` relative to the majority (not for nested lists)."""
     if not isinstance(majority, tuple) or not isinstance(other, tuple):
+        return None
+    if any(isinstance(v, tuple) for v in (*majority, *other)):
         return None
     added = [str(v) for v in other if v not in set(majority)]
     removed = [str(v) for v in majority if v not in set(other)]
     parts = [f"+{v}" for v in added[:limit]] + [f"−{v}" for v in removed[:limit]]
     hidden = max(0, len(added) - limit) + max(0, len(removed) - limit)
-    return (
-        " ".join(parts) + (f" (+{hidden} more)" if hidden else "")
-        if parts
-        else "same items, other order"
-    )
+    if not parts:
+        return "same items, other order"
+    return " ".join(parts) + (f" (+{hidden} more)" if hidden else "")

@@ -434,6 +434,41 @@ def _range_error(pattern: str, why: str, here: _Locator | None) -> InventoryErro
     return here.error(message, hint) if here else InventoryError(message, hint=hint)
 
 
+NUMBERED = re.compile(r"^(.*?)(\d+)(\D*)$")
+
+
+def compact_hosts(names: Iterable[str]) -> str:
+    """The inverse of expand_hostlist: gpu-01 gpu-02 gpu-03 gpu-05 h200-a → `gpu-[01-03,05], h200-a`."""
+    series: dict[tuple[str, int, str], list[int]] = {}
+    plain: list[str] = []
+    for name in sorted(set(names)):
+        match = NUMBERED.match(name)
+        if match:
+            prefix, digits, suffix = match.groups()
+            width = len(digits) if digits.startswith("0") else 0
+            series.setdefault((prefix, width, suffix), []).append(int(digits))
+        else:
+            plain.append(name)
+    parts = [_compact_series(key, numbers) for key, numbers in sorted(series.items())]
+    return ", ".join(sorted(parts + plain))
+
+
+def _compact_series(key: tuple[str, int, str], numbers: list[int]) -> str:
+    prefix, width, suffix = key
+    if len(numbers) == 1:
+        return f"{prefix}{str(numbers[0]).zfill(width)}{suffix}"
+    runs: list[list[int]] = []
+    for number in sorted(numbers):
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    text = ",".join(
+        str(r[0]).zfill(width) + (f"-{str(r[-1]).zfill(width)}" if len(r) > 1 else "") for r in runs
+    )
+    return f"{prefix}[{text}]{suffix}"
+
+
 # ---------------------------------------------------------------------------------------- --limit
 
 

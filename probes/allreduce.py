@@ -16,6 +16,9 @@ from typing import Any, Deque, Dict, List, NamedTuple, Optional, Tuple
 
 RUN_ALONE = True  # it owns every GPU of the host while it runs
 TIMEOUT_S = 120  # backstop only: the probe ends itself at `time_budget_s` (30 s by default)
+# How the controller compares this probe's fields across hosts (see fleet/facts.py): the timing
+# rows are measurements (compared within cohorts, fleet/diff.py), never plain divergence.
+FACTS = {"measure": ["results"], "volatile": ["elapsed_s"]}
 
 MARKER = "FLEET_ALLREDUCE "  # rank 0's result lines; NCCL_DEBUG output shares that stdout
 KiB, MiB = 1 << 10, 1 << 20
@@ -330,8 +333,9 @@ def parse_options(options: Dict[str, Any]) -> Config:
     )
 
 
-def _int_option(options: Dict[str, Any], key: str, default: Optional[int], low: int,
-                high: int) -> Optional[int]:
+def _int_option(
+    options: Dict[str, Any], key: str, default: Optional[int], low: int, high: int
+) -> Optional[int]:
     value = options.get(key, default)
     if value is None:
         return None
@@ -340,8 +344,9 @@ def _int_option(options: Dict[str, Any], key: str, default: Optional[int], low: 
     return value
 
 
-def _number_option(options: Dict[str, Any], key: str, default: float, low: float,
-                   high: float) -> float:
+def _number_option(
+    options: Dict[str, Any], key: str, default: float, low: float, high: float
+) -> float:
     value = options.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         raise ValueError("%s must be a number from %g to %g, got %r" % (key, low, high, value))
@@ -353,13 +358,16 @@ def _env_option(env: Any) -> Dict[str, str]:
         raise ValueError("env must be an object of NCCL_*/TORCH_* variables, got %r" % (env,))
     for key, value in env.items():
         if not str(key).startswith(OPTION_ENV_PREFIXES) or not isinstance(value, (str, int)):
-            raise ValueError("env may only set %s variables to strings, got %r=%r"
-                             % ("/".join(p + "*" for p in OPTION_ENV_PREFIXES), key, value))
+            raise ValueError(
+                "env may only set %s variables to strings, got %r=%r"
+                % ("/".join(p + "*" for p in OPTION_ENV_PREFIXES), key, value)
+            )
     return {str(k): str(v) for k, v in env.items()}
 
 
-def worker_environment(base: Dict[str, str], requested: Dict[str, str]
-                       ) -> Tuple[Dict[str, str], List[str]]:
+def worker_environment(
+    base: Dict[str, str], requested: Dict[str, str]
+) -> Tuple[Dict[str, str], List[str]]:
     """The host's environment plus the options' variables; the host's policy variables win.
 
     Returns (environment, names refused because the host already sets them).
@@ -375,12 +383,16 @@ def reported_environment(env: Dict[str, str]) -> Dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if k.startswith(REPORTED_ENV_PREFIXES)}
 
 
-def rank_environment(env: Dict[str, str], rank: int, world_size: int, port: int
-                     ) -> Dict[str, str]:
+def rank_environment(env: Dict[str, str], rank: int, world_size: int, port: int) -> Dict[str, str]:
     ranked = dict(env)
-    ranked.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                  LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
-                  LOCAL_WORLD_SIZE=str(world_size))
+    ranked.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(world_size),
+    )
     return ranked
 
 
@@ -416,7 +428,8 @@ def _distributed_problem(torch: Any, backend: str) -> Optional[str]:
         return "torch.distributed not importable: " + describe_error(exc)
     if not callable(getattr(dist, "init_process_group", None)):
         return "torch.distributed has no init_process_group (torch %s is incomplete or a stub)" % (
-            getattr(torch, "__version__", "?"),)
+            getattr(torch, "__version__", "?"),
+        )
     check = getattr(dist, "is_%s_available" % backend, None)
     try:
         available = bool(dist.is_available() and check is not None and check())
@@ -458,8 +471,10 @@ class Workers:
         self.records: List[Dict[str, Any]] = []
         self.tails: List[Deque[str]] = [deque(maxlen=STDERR_TAIL_LINES) for _ in procs]
         self.threads = [threading.Thread(target=self._read_records, daemon=True)]
-        self.threads += [threading.Thread(target=self._read_tail, args=(i,), daemon=True)
-                         for i in range(len(procs))]
+        self.threads += [
+            threading.Thread(target=self._read_tail, args=(i,), daemon=True)
+            for i in range(len(procs))
+        ]
         for thread in self.threads:
             thread.start()
 
@@ -469,7 +484,7 @@ class Workers:
         for line in stream:
             if line.startswith(MARKER):
                 try:
-                    self.records.append(json.loads(line[len(MARKER):]))
+                    self.records.append(json.loads(line[len(MARKER) :]))
                 except ValueError:
                     continue
 
@@ -480,7 +495,7 @@ class Workers:
             self.tails[index].append(line.rstrip()[:500])
 
     def wait(self, deadline: float) -> str:
-        """"finished", "failed" (a rank exited non-zero: the others would hang) or "deadline"."""
+        """ "finished", "failed" (a rank exited non-zero: the others would hang) or "deadline"."""
         while True:
             codes = [p.poll() for p in self.procs]
             failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
@@ -517,15 +532,17 @@ def start_workers(world_size: int, env: Dict[str, str], cfg: Dict[str, Any]) -> 
     procs = []
     try:
         for rank in range(world_size):
-            procs.append(subprocess.Popen(
-                [sys.executable, "-c", source, json.dumps(cfg)],
-                env=rank_environment(env, rank, world_size, port),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                universal_newlines=True,
-                start_new_session=True,
-            ))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", source, json.dumps(cfg)],
+                    env=rank_environment(env, rank, world_size, port),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    universal_newlines=True,
+                    start_new_session=True,
+                )
+            )
     except BaseException:
         for proc in procs:  # a rank that could not start: the others would wait for it forever
             kill_group(proc)
@@ -603,17 +620,26 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
         return skipped(reason, base)
     world_size = default_world_size(config, facts)
     env, refused = worker_environment(dict(os.environ), config.env)
-    base.update(world_size=world_size, env_overrides=reported_environment(env),
-                env_from_options=config.env, env_refused=refused,
-                time_budget_s=config.time_budget_s, quick=config.quick)
+    base.update(
+        world_size=world_size,
+        env_overrides=reported_environment(env),
+        env_from_options=config.env,
+        env_refused=refused,
+        time_budget_s=config.time_budget_s,
+        quick=config.quick,
+    )
     cfg = worker_config(config, started_wall, world_size)
     workers = start_workers(world_size, env, cfg)
     try:
         status = workers.wait(started + config.time_budget_s)
     finally:
         workers.kill()
-    base.update(summarize(workers.records, world_size), sizes_planned=cfg["sizes"],
-                timed_out=status == "deadline", elapsed_s=round(time.monotonic() - started, 3))
+    base.update(
+        summarize(workers.records, world_size),
+        sizes_planned=cfg["sizes"],
+        timed_out=status == "deadline",
+        elapsed_s=round(time.monotonic() - started, 3),
+    )
     return outcome(status, workers, base)
 
 
@@ -622,5 +648,8 @@ if __name__ == "__main__":
     import sys
 
     del sys.path[0]  # so `import torch` never finds probes/torch.py itself
-    print(json.dumps(collect(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}),
-                     indent=2, sort_keys=True))
+    print(
+        json.dumps(
+            collect(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}), indent=2, sort_keys=True
+        )
+    )

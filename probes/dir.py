@@ -9,6 +9,9 @@ import sys
 from typing import Any, Dict, List, Optional
 
 TIMEOUT_S = 120  # importing torch, flashinfer and sgl_kernel cold can take tens of seconds
+# How the controller compares this probe's fields across hosts (see fleet/facts.py).
+# count and sha256 follow from names, which are compared name by name.
+FACTS = {"sets": ["modules.*.names"], "volatile": ["modules.*.sha256", "modules.*.count"]}
 
 DEFAULT_MODULES = [
     "torch.distributed._symmetric_memory",
@@ -40,7 +43,7 @@ def bound_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     lines = text.rstrip().splitlines()
     if len(lines) < 2:
         return text[: limit - 1] + "…"
-    tail = lines[-1][-(limit // 2):]
+    tail = lines[-1][-(limit // 2) :]
     return text[: limit - len(tail) - 3] + " … " + tail
 
 
@@ -55,8 +58,7 @@ def names_digest(names: List[str]) -> str:
 
 def listing(names: List[str]) -> Dict[str, Any]:
     ordered = sorted(set(names))
-    return {"names": ordered, "count": len(ordered), "sha256": names_digest(ordered),
-            "error": None}
+    return {"names": ordered, "count": len(ordered), "sha256": names_digest(ordered), "error": None}
 
 
 def failure(message: str) -> Dict[str, Any]:
@@ -66,8 +68,9 @@ def failure(message: str) -> Dict[str, Any]:
 def op_names_in_namespace(all_op_names: List[str], namespace: str) -> List[str]:
     """`ns::op.overload` qualified names → the op names of `namespace`, overloads folded."""
     prefix = namespace + "::"
-    return sorted({name[len(prefix):].split(".")[0] for name in all_op_names
-                   if name.startswith(prefix)})
+    return sorted(
+        {name[len(prefix) :].split(".")[0] for name in all_op_names if name.startswith(prefix)}
+    )
 
 
 @contextlib.contextmanager
@@ -112,8 +115,11 @@ def _registered_op_names(torch: Any, namespace: str) -> Optional[List[str]]:
 def _accessed_op_names(torch: Any, namespace: str) -> List[str]:
     """Fallback: the names an `_OpNamespace` has resolved so far (dunders left out)."""
     ops_namespace = getattr(torch.ops, namespace)
-    return [name for name in dir(ops_namespace)
-            if not name.startswith("__") and name not in ("_dir", "name")]
+    return [
+        name
+        for name in dir(ops_namespace)
+        if not name.startswith("__") and name not in ("_dir", "name")
+    ]
 
 
 def dir_of_op_namespace(namespace: str) -> Dict[str, Any]:
@@ -135,7 +141,7 @@ def dir_of_op_namespace(namespace: str) -> Dict[str, Any]:
 
 def dir_of(target: str) -> Dict[str, Any]:
     if target.startswith(OPS_PREFIX):
-        return dir_of_op_namespace(target[len(OPS_PREFIX):])
+        return dir_of_op_namespace(target[len(OPS_PREFIX) :])
     return dir_of_module(target)
 
 
@@ -156,8 +162,11 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
         modules = modules_from_options(options)
     except ValueError as exc:
         return {"ok": False, "data": {"modules": {}}, "error": str(exc)}
-    return {"ok": True, "data": {"modules": {name: dir_of(name) for name in modules}},
-            "error": None}
+    return {
+        "ok": True,
+        "data": {"modules": {name: dir_of(name) for name in modules}},
+        "error": None,
+    }
 
 
 if __name__ == "__main__":
@@ -165,5 +174,8 @@ if __name__ == "__main__":
     import sys
 
     del sys.path[0]  # so `import torch` never finds probes/torch.py itself
-    print(json.dumps(collect(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}),
-                     indent=2, sort_keys=True))
+    print(
+        json.dumps(
+            collect(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}), indent=2, sort_keys=True
+        )
+    )

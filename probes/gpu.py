@@ -8,6 +8,12 @@ import subprocess
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 TIMEOUT_S = 60
+# How the controller compares this probe's fields across hosts (see fleet/facts.py).
+# The current PCIe link generation drops at idle (power saving), so only the maximum is a fact.
+FACTS = {
+    "identity": ["gpus[*].uuid", "gpus[*].pci_bus_id", "gpus[*].serial"],
+    "volatile": ["gpus[*].pcie_gen", "command_errors"],
+}
 COMMAND_TIMEOUT_S = 15.0
 
 # The fields asked of `--query-gpu`, in order. The parser reads columns by header name, so an

@@ -9,6 +9,9 @@ import sys
 from typing import Any, Dict, List, NamedTuple, Optional
 
 TIMEOUT_S = 120  # importing torch, vllm and sglang cold can take tens of seconds
+# How the controller compares this probe's fields across hosts (see fleet/facts.py): what was tried
+# explains `resolved`, which is the fact; the attempts and their messages are detail.
+FACTS = {"volatile": ["results.*.tried"]}
 
 DEFAULT_SPECS = [
     "torch",

@@ -18,6 +18,8 @@ import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 TIMEOUT_S = 90
+# How the controller compares this probe's fields across hosts (see fleet/facts.py).
+FACTS = {"volatile": ["conf_errors", "torch_error"]}
 LDCONFIG_TIMEOUT_S = 10.0
 TORCH_TIMEOUT_S = 60.0
 # Reading a 200-400 MB libnccl to find its version string is bounded in bytes and in time.

@@ -8,6 +8,10 @@ import socket
 import sys
 
 
+# How the controller compares this probe's fields across hosts (see fleet/facts.py).
+FACTS = {"identity": ["hostname"]}
+
+
 def parse_os_release(text: str) -> dict:
     """`/etc/os-release` KEY="value" lines → dict (quotes stripped, comments skipped)."""
     fields = {}

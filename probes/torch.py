@@ -6,6 +6,8 @@ import re
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 TIMEOUT_S = 120  # `import torch` takes ~4 s cold on a GPU host, far more on a busy NFS home
+# How the controller compares this probe's fields across hosts (see fleet/facts.py).
+FACTS = {"sets": ["arch_list"], "volatile": ["query_errors"]}
 
 MAX_ERROR_CHARS = 500
 
@@ -75,7 +77,7 @@ def bound_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     lines = text.rstrip().splitlines()
     if len(lines) < 2:
         return text[: limit - 1] + "…"
-    tail = lines[-1][-(limit // 2):]
+    tail = lines[-1][-(limit // 2) :]
     return text[: limit - len(tail) - 3] + " … " + tail
 
 
@@ -102,16 +104,26 @@ def version_text(version: Any) -> Optional[str]:
 
 
 def _device_facts(torch: Any, index: int, arch_list: List[str], errors: Dict[str, str]) -> Dict:
-    capability = _safely(lambda: tuple(torch.cuda.get_device_capability(index)), errors,
-                         "device_%d" % index)
+    capability = _safely(
+        lambda: tuple(torch.cuda.get_device_capability(index)), errors, "device_%d" % index
+    )
     name = _safely(lambda: torch.cuda.get_device_name(index), errors, "device_%d_name" % index)
-    device: Dict[str, Any] = {"index": index, "name": name, "capability": None,
-                              "arch_supported": None, "ptx_fallback": None, "arch_matched": None}
+    device: Dict[str, Any] = {
+        "index": index,
+        "name": name,
+        "capability": None,
+        "arch_supported": None,
+        "ptx_fallback": None,
+        "arch_matched": None,
+    }
     if capability is not None:
         judgement = judge_arch(arch_list, (int(capability[0]), int(capability[1])))
-        device.update(capability=capability_text(capability),
-                      arch_supported=judgement.arch_supported,
-                      ptx_fallback=judgement.ptx_fallback, arch_matched=judgement.matched)
+        device.update(
+            capability=capability_text(capability),
+            arch_supported=judgement.arch_supported,
+            ptx_fallback=judgement.ptx_fallback,
+            arch_matched=judgement.matched,
+        )
     return device
 
 
@@ -126,23 +138,31 @@ def _peer_access(torch: Any, count: int, errors: Dict[str, str]) -> Dict[str, Di
 
 
 def _can_access_peer(torch: Any, src: int, dst: int, errors: Dict[str, str]) -> Any:
-    return _safely(lambda: bool(torch.cuda.can_device_access_peer(src, dst)), errors,
-                   "p2p_%d_%d" % (src, dst))
+    return _safely(
+        lambda: bool(torch.cuda.can_device_access_peer(src, dst)), errors, "p2p_%d_%d" % (src, dst)
+    )
 
 
 def _symmetric_memory(errors: Dict[str, str]) -> Dict[str, Any]:
-    facts: Dict[str, Any] = {"module_importable": False, "class_name": None,
-                             "nvshmem_available": None}
+    facts: Dict[str, Any] = {
+        "module_importable": False,
+        "class_name": None,
+        "nvshmem_available": None,
+    }
     import importlib
 
-    module = _safely(lambda: importlib.import_module("torch.distributed._symmetric_memory"),
-                     errors, "symmetric_memory")
+    module = _safely(
+        lambda: importlib.import_module("torch.distributed._symmetric_memory"),
+        errors,
+        "symmetric_memory",
+    )
     if module is None:
         return facts
     facts["module_importable"] = True
     # torch renamed the class back and forth; the public name wins when both exist.
     facts["class_name"] = next(
-        (n for n in ("SymmetricMemory", "_SymmetricMemory") if hasattr(module, n)), None)
+        (n for n in ("SymmetricMemory", "_SymmetricMemory") if hasattr(module, n)), None
+    )
     is_nvshmem = getattr(module, "is_nvshmem_available", None)
     if is_nvshmem is not None:
         facts["nvshmem_available"] = _safely(lambda: bool(is_nvshmem()), errors, "nvshmem")
@@ -207,5 +227,8 @@ if __name__ == "__main__":
     import sys
 
     del sys.path[0]  # so `import torch` never finds probes/torch.py itself
-    print(json.dumps(collect(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}),
-                     indent=2, sort_keys=True))
+    print(
+        json.dumps(
+            collect(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}), indent=2, sort_keys=True
+        )
+    )

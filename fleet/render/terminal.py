@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
@@ -11,13 +11,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from fleet.diff import Divergence, DivergenceGroup, group_divergences, list_delta
+from fleet.diff import FleetDiff
 from fleet.models import NOT_REACHED, PROBE_TROUBLE, Host, HostOutcome, Run
+from fleet.render.diffview import fleet_diff_view, short
 from fleet.runner import Events
 
 STATUS_STYLE = {"ok": "green", "partial": "yellow", "interrupted": "magenta"}
-MAX_VALUE_CHARS = 60
-MAX_HOSTS_SHOWN = 8
 MAX_HOST_COLUMNS = 6
 SYMMETRIC_MEMORY_SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
 
@@ -84,9 +83,7 @@ class ProgressEvents(Events):
         return None
 
 
-def render_run(
-    console: Console, run: Run, divergences: Sequence[Divergence], saved_to: str | None = None
-) -> None:
+def render_run(console: Console, run: Run, diff: FleetDiff, saved_to: str | None = None) -> None:
     console.print(status_table(run.hosts.values()))
     facts = key_facts_table(run.hosts.values())
     if facts is not None:
@@ -94,7 +91,7 @@ def render_run(
     failed_probes = probe_failures(run.hosts.values())
     if failed_probes:
         console.print(failed_probes)
-    console.print(divergence_view(divergences, len(run.hosts)))
+    console.print(fleet_diff_view(diff))
     console.print(summary_line(run, saved_to))
 
 
@@ -144,8 +141,11 @@ def _fact_text(outcome: HostOutcome, paths: tuple[tuple[Any, ...], ...]) -> str:
         return "—"
     if result.status != "ok":
         return f"{result.status}: {result.error or ''}".rstrip(": ")
-    values = [_describe(_lookup(outcome.probes[p[0]].data, p[1:])) for p in paths
-              if p[0] in outcome.probes]
+    values = [
+        _describe(_lookup(outcome.probes[p[0]].data, p[1:]))
+        for p in paths
+        if p[0] in outcome.probes
+    ]
     return " / ".join(dict.fromkeys(values))
 
 
@@ -203,49 +203,6 @@ def probe_failures(outcomes: Iterable[HostOutcome]) -> Table | None:
             Text("\n".join(tail), style="dim"),
         )
     return table
-
-
-def divergence_view(divergences: Sequence[Divergence], host_count: int) -> Table | Text:
-    if not divergences:
-        return Text(
-            "no divergence: every fact is the same on every host that reported it", style="green"
-        )
-    table = Table(title=f"divergence ({len(divergences)} facts differ)", title_justify="left")
-    table.add_column("fact", style="bold", overflow="fold")
-    table.add_column("majority", overflow="fold")
-    table.add_column("differs on", overflow="fold")
-    for item in group_divergences(divergences):
-        if isinstance(item, DivergenceGroup):
-            table.add_row(
-                f"{item.parent} ({len(item.items)} facts)",
-                "[dim](varies)[/dim]",
-                Text(", ".join(item.differing_hosts), style="yellow"),
-            )
-            continue
-        table.add_row(
-            item.fact,
-            f"{short(item.majority)}  [dim]({len(item.majority_hosts)} hosts)[/dim]",
-            _others_text(item),
-        )
-    return table
-
-
-def _others_text(item: Divergence) -> Text:
-    text = Text()
-    for value, hosts in item.others:
-        shown = ", ".join(hosts[:MAX_HOSTS_SHOWN]) + (" …" if len(hosts) > MAX_HOSTS_SHOWN else "")
-        delta = list_delta(item.majority, value)
-        text.append(f"{shown}: ", style="yellow")
-        text.append(f"{delta if delta else short(value)}\n")
-    text.rstrip()
-    return text
-
-
-def short(value: Any) -> str:
-    if isinstance(value, tuple) and len(value) > 4:
-        return f"[{len(value)} items]"
-    text = "(unset)" if value is None else str(value)
-    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
 
 
 def summary_line(run: Run, saved_to: str | None) -> Text:

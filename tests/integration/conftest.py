@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,24 +83,56 @@ def ssh_host(farm: SshdFarm, name: str, **extra: Any) -> dict[str, Any]:
     return {"address": host.address, "port": host.port, **extra}
 
 
-def run_fleet(
-    tmp_path: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 180
-) -> FleetResult:
-    """`python -m fleet ARGS` as a user would run it, with its own state folder."""
-    state = tmp_path / "state"
-    json_out = tmp_path / "run.json"
+def fleet_invocation(
+    tmp_path: Path, args: Sequence[str], env: Mapping[str, str] | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of `python -m fleet ARGS`, with its own state folder;
+    `probe` also writes its run document to tmp_path/run.json."""
     full_env = {
         **os.environ,
-        "XDG_STATE_HOME": str(state),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
         "COLUMNS": "300",
         "PYTHONPATH": str(ROOT),
         **(env or {}),
     }
     command = [sys.executable, "-m", "fleet", *args]
     if args and args[0] == "probe":
-        command += ["--json", str(json_out)]
+        command += ["--json", str(tmp_path / "run.json")]
+    return command, full_env
+
+
+def fleet_result(tmp_path: Path, returncode: int, stdout: str, stderr: str) -> FleetResult:
+    json_out = tmp_path / "run.json"
+    run = json.loads(json_out.read_text()) if json_out.exists() else None
+    return FleetResult(returncode, stdout, stderr, run, tmp_path / "state")
+
+
+def run_fleet(
+    tmp_path: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 180
+) -> FleetResult:
+    """`python -m fleet ARGS` as a user would run it, with its own state folder."""
+    command, full_env = fleet_invocation(tmp_path, args, env)
     done = subprocess.run(
         command, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=ROOT
     )
-    run = json.loads(json_out.read_text()) if json_out.exists() else None
-    return FleetResult(done.returncode, done.stdout, done.stderr, run, state)
+    return fleet_result(tmp_path, done.returncode, done.stdout, done.stderr)
+
+
+def divergence_block(stdout: str, fact: str) -> str:
+    """The diff's block for `fact`: its line and the indented lines under it."""
+    lines = stdout.splitlines()
+    for index, line in enumerate(lines):
+        if line == f"  {fact}" or line.startswith(f"  {fact}  "):
+            block = [line]
+            block += [x for x in _takewhile_indented(lines[index + 1:])]
+            return "\n".join(block)
+    raise AssertionError(f"no divergence block for {fact}:\n{stdout}")
+
+
+def _takewhile_indented(lines: list[str]) -> list[str]:
+    taken = []
+    for line in lines:
+        if not line.startswith("      "):
+            break
+        taken.append(line)
+    return taken

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FAKES, ROOT
-from tests.integration.conftest import run_fleet, ssh_host, write_inventory
+from tests.integration.conftest import divergence_block, run_fleet, ssh_host, write_inventory
 from tests.integration.sshd import SshdFarm
 
 pytestmark = pytest.mark.integration
@@ -54,12 +54,6 @@ def data(result, host: str, probe: str) -> dict:
     return dict(result.host(host)["probes"][probe]["data"])
 
 
-def divergence_row(stdout: str, fact: str) -> str:
-    rows = [line for line in stdout.splitlines() if line.startswith(f"│ {fact} ")]
-    assert rows, f"no divergence row for {fact}:\n{stdout}"
-    return rows[0]
-
-
 def test_every_host_is_reached_and_reports(stack_run) -> None:
     assert {stack_run.status(h) for h in STACKS} == {"ok"}, stack_run.stdout
 
@@ -68,27 +62,27 @@ def test_torch_without_sm120_is_shown(stack_run) -> None:
     devices = data(stack_run, "bw-noarch", "torch")["devices"]
     assert devices[0]["capability"] == "12.0" and devices[0]["arch_supported"] is False
     assert data(stack_run, "bw-pcie", "torch")["devices"][0]["arch_supported"] is True
-    assert "bw-noarch" in divergence_row(stack_run.stdout, "torch.devices.0.arch_supported")
+    assert "bw-noarch" in divergence_block(stack_run.stdout, "torch.devices[0].arch_supported")
 
 
 def test_host_where_only_private_symmetric_memory_resolves_is_shown(stack_run) -> None:
     resolved = {h: data(stack_run, h, "imports")["results"][SYMM_SPEC]["resolved"] for h in STACKS}
     assert resolved["symm-old"] == "torch.distributed._symmetric_memory:_SymmetricMemory"
     assert resolved["nvl-1"] == "torch.distributed._symmetric_memory:SymmetricMemory"
-    row = divergence_row(stack_run.stdout, f"imports.results.{SYMM_SPEC}.resolved")
+    row = divergence_block(stack_run.stdout, f'imports.results["{SYMM_SPEC}"].resolved')
     assert "symm-old" in row and "nvl-1" not in row
 
 
 def test_pcie_host_among_nvlink_hosts_is_shown(stack_run) -> None:
     assert data(stack_run, "nvl-1", "gpu")["interconnect"] == "nvlink"
     assert data(stack_run, "bw-pcie", "gpu")["interconnect"] == "pcie"
-    row = divergence_row(stack_run.stdout, "gpu.interconnect")
+    row = divergence_block(stack_run.stdout, "gpu.interconnect")
     assert "nvlink" in row and "bw-pcie" in row and "pcie" in row
 
 
 def test_nccl_p2p_disable_host_is_shown(stack_run) -> None:
     assert data(stack_run, "p2p-off", "nccl")["env"]["NCCL_P2P_DISABLE"] == "1"
-    row = divergence_row(stack_run.stdout, "nccl.env.NCCL_P2P_DISABLE")
+    row = divergence_block(stack_run.stdout, "nccl.env.NCCL_P2P_DISABLE")
     assert "p2p-off" in row and "(unset)" in row
 
 

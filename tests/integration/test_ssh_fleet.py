@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import FAKES
 from tests.integration.conftest import (
+    divergence_block,
     FleetResult,
     closed_port,
     run_fleet,
@@ -41,10 +42,8 @@ def test_eight_hosts_two_divergent_one_unreachable(farm: SshdFarm, tmp_path: Pat
     assert result.status("node-dead") == "unreachable"
     assert "connection refused" in result.host("node-dead")["error"]
     assert all(result.status(n) == "ok" for n in names), result.stdout
-    torch_row = next(
-        line for line in result.stdout.splitlines() if line.startswith("│ packages.packages.torch")
-    )
-    assert "node-3, node-7" in torch_row
+    block = divergence_block(result.stdout, "packages.packages.torch")
+    assert "node-[3,7]" in block and "node-1" not in block
     versions = {n: result.host(n)["probes"]["packages"]["data"]["packages"]["torch"] for n in names}
     assert versions["node-3"] == versions["node-7"] != versions["node-1"]
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from fleet.diff import diverging_facts
+from fleet.diff import compare_hosts
+from fleet.facts import declared_facts
 from fleet.models import Run
 from tests.conftest import ROOT
 
@@ -84,14 +85,16 @@ def test_identical_twin_hosts_show_no_divergence() -> None:
     document = real_document()
     document["hosts"]["twin"] = twin(document)
     run = Run.from_dict(document)
-    assert diverging_facts(run.hosts.values()) == []
+    assert compare_hosts(run.hosts.values(), declared_facts()).clean
 
 
 def test_a_changed_torch_on_the_twin_is_the_one_divergence() -> None:
     document = real_document()
     document["hosts"]["twin"] = twin(document)
     document["hosts"]["twin"]["probes"]["torch"]["data"]["version"] = "2.9.1+cu128"
-    [divergence] = diverging_facts(Run.from_dict(document).hosts.values())
+    diff = compare_hosts(Run.from_dict(document).hosts.values(), declared_facts())
+    [divergence] = diff.values
+    assert diff.sets == () and diff.outliers == ()
     assert divergence.fact == "torch.version" and divergence.others[0][1] in (("twin",), ("local",))
 
 

@@ -1,0 +1,213 @@
+"""Facts: a host's probe data flattened into addressable, comparable values. Pure.
+
+Paths read like the data: `torch.version`, `gpu.gpus[0].compute_capability`,
+`imports.results["torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"].resolved`.
+
+Each probe declares in its file (a `FACTS = {...}` literal, read with `ast`, never run) which of its
+fields are
+  - "identity": unique per host by nature (hostname, UUIDs, bus ids): never divergence;
+  - "volatile": changes run to run (elapsed times, raw timing rows, derived hashes): never compared;
+  - "measure":  numbers compared within cohorts with a tolerance, not for equality;
+  - "sets":     name lists (dir() dumps, arch lists) compared item by item, not as one value.
+Patterns are globs over the path inside the probe's data, with `[*]` for list items.
+Everything else is a plain fact: any difference between hosts is divergence.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import re
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from fleet.models import HostOutcome
+
+KINDS = ("identity", "volatile", "measure", "sets")
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+Value = Any  # hashable: str, int, float, bool, None, or a tuple of those
+
+
+@dataclass(frozen=True)
+class ProbeFacts:
+    """What one probe declares about its data fields."""
+
+    identity: tuple[str, ...] = ()
+    volatile: tuple[str, ...] = ()
+    measure: tuple[str, ...] = ()
+    sets: tuple[str, ...] = ()
+
+    def kind_of(self, match_path: str) -> str:
+        for kind in KINDS:
+            patterns = (p.replace("[*]", ".#") for p in getattr(self, kind))
+            if any(fnmatch.fnmatchcase(match_path, p) for p in patterns):
+                return kind
+        return "fact"
+
+
+# Fields that are never comparable whatever the probe says (the runner's own bookkeeping).
+UNIVERSAL = ProbeFacts(volatile=("elapsed_s", "*.elapsed_s"))
+
+
+def declared_facts() -> dict[str, ProbeFacts]:
+    """Every shipped probe's FACTS declaration, read from its source without running it."""
+    found = {}
+    for entry in resources.files("probes").iterdir():
+        if entry.name.endswith(".py") and not entry.name.startswith("_"):
+            found[entry.name[:-3]] = parse_declaration(entry.read_text(encoding="utf-8"))
+    return found
+
+
+def parse_declaration(source: str) -> ProbeFacts:
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "FACTS" for t in node.targets
+        ):
+            raw = ast.literal_eval(node.value)
+            return ProbeFacts(**{k: tuple(raw.get(k, ())) for k in KINDS})
+    return ProbeFacts()
+
+
+# ------------------------------------------------------------------------------------ flatten
+
+
+@dataclass
+class HostFacts:
+    """One host's comparable facts: plain values, name sets, and measurements."""
+
+    values: dict[str, Value] = field(default_factory=dict)
+    sets: dict[str, frozenset[str]] = field(default_factory=dict)
+    measures: dict[str, float] = field(default_factory=dict)
+
+
+def display_path(segments: tuple[Any, ...]) -> str:
+    text = ""
+    for segment in segments:
+        if isinstance(segment, int):
+            text += f"[{segment}]"
+        elif IDENTIFIER.match(str(segment)):
+            text += f".{segment}" if text else str(segment)
+        else:
+            text += f'["{segment}"]'
+    return text
+
+
+def match_path(segments: tuple[Any, ...]) -> str:
+    """What FACTS patterns match against: keys joined by '.', list indices as '.#' (a pattern's
+    `[*]` is rewritten to '.#' too: fnmatch would read `[*]` as a character class)."""
+    text = ""
+    for segment in segments:
+        text += ".#" if isinstance(segment, int) else (f".{segment}" if text else str(segment))
+    return text
+
+
+def host_facts(outcome: HostOutcome, declarations: Mapping[str, ProbeFacts]) -> HostFacts:
+    """Every comparable fact a host reported: each probe's status, then its classified data."""
+    facts = HostFacts()
+    for probe, result in outcome.probes.items():
+        facts.values[f"{probe}.status"] = result.status
+        declared = declarations.get(probe, ProbeFacts())
+        _walk(result.data, (), probe, declared, facts)
+        for name, value in measurements(probe, result.data).items():
+            facts.measures[name] = value
+    return facts
+
+
+def _walk(
+    value: Any, segments: tuple[Any, ...], probe: str, declared: ProbeFacts, facts: HostFacts
+) -> None:
+    kind = declared.kind_of(match_path(segments)) if segments else "fact"
+    if kind == "fact" and segments:
+        kind = UNIVERSAL.kind_of(match_path(segments))
+    if kind in ("identity", "volatile", "measure"):
+        return
+    where = display_path((probe, *segments))
+    if kind == "sets" and isinstance(value, list | tuple):
+        facts.sets[where] = frozenset(str(v) for v in value)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _walk(item, (*segments, str(key)), probe, declared, facts)
+    elif isinstance(value, list | tuple) and not value:
+        facts.values[f"{where}.len"] = 0  # the same path an empty list of objects would get
+    elif isinstance(value, list | tuple) and all(isinstance(v, Mapping) for v in value):
+        facts.values[f"{where}.len"] = len(value)
+        for index, item in enumerate(value):
+            _walk(item, (*segments, index), probe, declared, facts)
+    else:
+        facts.values[where] = hashable(value)
+
+
+def hashable(value: Any) -> Value:
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), hashable(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(hashable(v) for v in value)
+    return value
+
+
+def flatten(value: Any, prefix: str) -> dict[str, Value]:
+    """Nested JSON → {path: hashable value}, every field kept (for display, not comparison)."""
+    facts = HostFacts()
+    _walk(value, (), prefix, ProbeFacts(), facts)
+    return facts.values
+
+
+# ------------------------------------------------------------------------------- measurements
+
+# Measurements worth comparing across hosts, per probe: name → value. Lower is better unless the
+# name ends in one of HIGHER_IS_BETTER. Headline figures only: the smallest message's latency and
+# the largest message's bus bandwidth per mode, where run-to-run noise is small relative to 25%.
+HIGHER_IS_BETTER = ("busbw_gbps", "algbw_gbps")
+
+
+def allreduce_headlines(data: Mapping[str, Any]) -> dict[str, float]:
+    rows = [r for r in data.get("results") or [] if isinstance(r, Mapping) and r.get("bytes")]
+    found: dict[str, float] = {}
+    for mode in sorted({str(r.get("mode")) for r in rows}):
+        in_mode = [r for r in rows if str(r.get("mode")) == mode]
+        small = min(in_mode, key=lambda r: r["bytes"])
+        large = max(in_mode, key=lambda r: r["bytes"])
+        if isinstance(small.get("latency_us"), int | float):
+            found[f"allreduce {mode} {human_bytes(small['bytes'])} latency_us"] = small[
+                "latency_us"
+            ]
+        if isinstance(large.get("busbw_gbps"), int | float):
+            found[f"allreduce {mode} {human_bytes(large['bytes'])} busbw_gbps"] = large[
+                "busbw_gbps"
+            ]
+    return found
+
+
+MEASUREMENTS: dict[str, Callable[[Mapping[str, Any]], dict[str, float]]] = {
+    "allreduce": allreduce_headlines,
+}
+
+
+def measurements(probe: str, data: Mapping[str, Any]) -> dict[str, float]:
+    extract = MEASUREMENTS.get(probe)
+    return extract(data) if extract else {}
+
+
+def human_bytes(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def higher_is_better(measure: str) -> bool:
+    return measure.endswith(HIGHER_IS_BETTER)
+
+
+def slowness(measure: str, value: float, median: float) -> float:
+    """How many times worse than the median (1.0 = as good; > 1 = worse)."""
+    if value <= 0 or median <= 0:
+        return 1.0
+    return median / value if higher_is_better(measure) else value / median
+
+
+def median(values: list[float]) -> float:
+    return float(statistics.median(values))

@@ -1,0 +1,191 @@
+"""Terminal views of a cross-host diff and of drift between runs (rich). Summary first, then one
+compact block per divergent fact, widest impact first; plain indented text so it reads at 80
+columns as well as at 200."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Group
+from rich.text import Text
+
+from fleet.diff import (
+    Divergence,
+    DivergenceGroup,
+    FleetDiff,
+    Outlier,
+    SetDivergence,
+    Unreported,
+    group_divergences,
+    list_delta,
+)
+from fleet.drift import Change, Drift
+from fleet.inventory import compact_hosts
+
+MAX_VALUE_CHARS = 60
+MAX_ITEMS = 8
+
+
+def short(value: Any) -> str:
+    if isinstance(value, tuple) and len(value) > 4:
+        return f"[{len(value)} items]"
+    text = "(unset)" if value is None else str(value)
+    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
+
+
+def hosts_text(hosts: Iterable[str]) -> str:
+    return compact_hosts(hosts)
+
+
+# --------------------------------------------------------------------------------- fleet diff
+
+
+def fleet_diff_view(diff: FleetDiff) -> Group:
+    parts: list[Any] = [diff_summary(diff)]
+    blocks = sorted(
+        [*group_divergences(diff.values), *diff.sets],
+        key=lambda d: (-len(d.differing_hosts), _name(d)),
+    )
+    parts += [_block(item) for item in blocks]
+    if diff.outliers:
+        parts.append(outliers_view(diff.outliers, diff.tolerance))
+    if len(diff.cohorts) > 1 or diff.outliers:
+        parts.append(cohorts_line(diff))
+    if diff.unreported:
+        parts.append(unreported_view(diff.unreported))
+    return Group(*parts)
+
+
+def _name(item: Divergence | DivergenceGroup | SetDivergence) -> str:
+    return item.parent if isinstance(item, DivergenceGroup) else item.fact
+
+
+def diff_summary(diff: FleetDiff) -> Text:
+    facts = len(diff.values) + len(diff.sets)
+    text = Text("divergence: ", style="bold")
+    if diff.clean:
+        text.append(
+            "none — every compared fact is the same on every host that reported it", style="green"
+        )
+        return text
+    text.append(f"{len(diff.hosts)} hosts · ")
+    text.append(f"odd: {hosts_text(diff.odd_hosts)}", style="bold yellow")
+    text.append(f" · {facts} fact(s) differ")
+    if diff.outliers:
+        text.append(f" · {len({o.host for o in diff.outliers})} slow host(s)")
+    return text
+
+
+def _block(item: Divergence | DivergenceGroup | SetDivergence) -> Text:
+    if isinstance(item, DivergenceGroup):
+        return _group_block(item)
+    if isinstance(item, SetDivergence):
+        return _set_block(item)
+    return _value_block(item)
+
+
+def _value_block(item: Divergence) -> Text:
+    text = Text("  ")
+    text.append(item.fact, style="bold")
+    text.append(f"\n      {short(item.majority)}", style="green")
+    text.append(f"  majority, {len(item.majority_hosts)} host(s)", style="dim")
+    for value, hosts in item.others:
+        delta = list_delta(item.majority, value)
+        text.append(f"\n      {delta or short(value)}", style="yellow")
+        text.append(f"  {hosts_text(hosts)}")
+    return text
+
+
+def _group_block(item: DivergenceGroup) -> Text:
+    if item.uniform:
+        text = _value_block(dataclasses.replace(item.items[0], fact=item.parent))
+        text.append(f"\n      ({len(item.items)} devices alike)", style="dim")
+        return text
+    text = Text("  ")
+    text.append(f"{item.parent}", style="bold")
+    text.append(f"  ({len(item.items)} facts, by device, values vary)", style="dim")
+    text.append(f"\n      differ on  {hosts_text(item.differing_hosts)}", style="yellow")
+    return text
+
+
+def _set_block(item: SetDivergence) -> Text:
+    text = Text("  ")
+    text.append(item.fact, style="bold")
+    text.append(f"  (names, {len(item.hosts)} hosts)", style="dim")
+    for name, hosts in item.missing[:MAX_ITEMS]:
+        text.append(f"\n      {name}", style="yellow")
+        text.append(
+            f"  present on {len(item.hosts) - len(hosts)} host(s), missing on {hosts_text(hosts)}"
+        )
+    for name, hosts in item.extra[:MAX_ITEMS]:
+        text.append(f"\n      {name}", style="yellow")
+        text.append(f"  present only on {hosts_text(hosts)}")
+    hidden = max(0, len(item.missing) - MAX_ITEMS) + max(0, len(item.extra) - MAX_ITEMS)
+    if hidden:
+        text.append(f"\n      … and {hidden} more name(s)", style="dim")
+    return text
+
+
+def outliers_view(outliers: Iterable[Outlier], tolerance: float) -> Text:
+    text = Text(
+        f"slow outliers (more than {tolerance:.0%} worse than their cohort's median):", style="bold"
+    )
+    for o in outliers:
+        text.append(f"\n  {o.measure}  ", style="bold")
+        text.append(f"{o.host} {o.value:g}", style="yellow")
+        text.append(f" = {o.factor:g}× the cohort median {o.median:g} ({o.cohort})")
+    return text
+
+
+def cohorts_line(diff: FleetDiff) -> Text:
+    text = Text("cohorts: ", style="bold")
+    text.append(" · ".join(f"{c.name}: {hosts_text(c.hosts)}" for c in diff.cohorts))
+    return text
+
+
+def unreported_view(items: Iterable[Unreported]) -> Text:
+    text = Text("not compared:", style="bold")
+    for item in items:
+        what = f"{item.host}" + (f" {item.probe}" if item.probe else "")
+        text.append(f"\n  {what}", style="magenta")
+        text.append(f"  {item.status}{': ' + item.reason if item.reason else ''}")
+    return text
+
+
+# -------------------------------------------------------------------------------------- drift
+
+
+def drift_view(drift: Drift) -> Group:
+    parts: list[Any] = [drift_summary(drift)]
+    if drift.added_hosts:
+        parts.append(Text(f"  new hosts: {hosts_text(drift.added_hosts)}", style="cyan"))
+    if drift.removed_hosts:
+        parts.append(Text(f"  hosts gone: {hosts_text(drift.removed_hosts)}", style="magenta"))
+    parts += [change_line(c) for c in drift.changes]
+    return Group(*parts)
+
+
+def drift_summary(drift: Drift) -> Text:
+    text = Text(f"drift from {drift.old_started} to {drift.new_started}: ", style="bold")
+    if not drift.found:
+        text.append("none", style="green")
+        return text
+    text.append(
+        f"{len(drift.changes)} change(s) on {len(drift.changed_hosts)} host(s)", style="yellow"
+    )
+    return text
+
+
+def change_line(change: Change) -> Text:
+    text = Text("  ")
+    text.append(change.fact, style="bold")
+    if change.kind == "added":
+        text.append(f"  + {change.new}", style="green")
+    elif change.kind == "removed":
+        text.append(f"  − {change.old}", style="red")
+    else:
+        text.append(f"  {short(change.old)} → {short(change.new)}", style="yellow")
+    text.append(f"  {hosts_text(change.hosts)}")
+    return text

@@ -1,0 +1,56 @@
+"""Drift between two runs: what changed per host, and hosts that came or went."""
+
+from __future__ import annotations
+
+from fleet.drift import compare_runs
+from fleet.facts import declared_facts
+from fleet.models import Run
+from tests.unit.test_diff import allreduce, gpu, host
+
+DECLARED = declared_facts()
+
+
+def run(*outcomes, started: str = "2026-11-30T01:00:00Z") -> Run:  # noqa: ANN002
+    return Run("0.1.0", started, started, "ab" * 32, {o.name: o for o in outcomes})
+
+
+def test_no_change_is_no_drift() -> None:
+    old = run(host("a", torch={"version": "2.9.1"}))
+    new = run(host("a", torch={"version": "2.9.1"}, system={"hostname": "a"}))
+    drift = compare_runs(old, new, DECLARED)
+    assert [c.fact for c in drift.changes] == ["system.status"]  # a probe that was not run before
+
+
+def test_version_change_on_some_hosts_is_reported_once_with_the_hosts() -> None:
+    old = run(*(host(f"gpu-0{i}", torch={"version": "2.9.1"}) for i in range(1, 5)))
+    new = run(*(host(f"gpu-0{i}", torch={"version": "2.11.0" if i < 3 else "2.9.1"})
+                for i in range(1, 5)))
+    [change] = compare_runs(old, new, DECLARED).changes
+    assert (change.fact, change.old, change.new, change.hosts) == (
+        "torch.version", "2.9.1", "2.11.0", ("gpu-01", "gpu-02"))
+
+
+def test_added_and_removed_names_and_hosts() -> None:
+    modules = lambda names: {"modules": {"m": {"names": names}}}  # noqa: E731
+    old = run(host("a", dir=modules(["x", "y"])), host("gone", dir=modules([])))
+    new = run(host("a", dir=modules(["y", "z"])), host("new", dir=modules([])))
+    drift = compare_runs(old, new, DECLARED)
+    assert drift.added_hosts == ("new",) and drift.removed_hosts == ("gone",)
+    assert {(c.kind, c.old, c.new) for c in drift.changes} == {("added", None, "z"),
+                                                               ("removed", "x", None)}
+
+
+def test_measurements_drift_only_beyond_tolerance() -> None:
+    old = run(host("a", gpu=gpu(), allreduce=allreduce(10.0, 300.0)))
+    same = run(host("a", gpu=gpu(), allreduce=allreduce(11.0, 280.0)))
+    slower = run(host("a", gpu=gpu(), allreduce=allreduce(30.0, 300.0)))
+    assert not compare_runs(old, same, DECLARED).found
+    [change] = compare_runs(old, slower, DECLARED).changes
+    assert change.kind == "measure" and change.fact == "allreduce eager 8 B latency_us"
+
+
+def test_host_status_change_is_drift() -> None:
+    old = run(host("a", torch={"version": "1"}))
+    dead = host("a", status="unreachable")
+    drift = compare_runs(old, run(dead), DECLARED)
+    assert ("host.status", "ok", "unreachable") in {(c.fact, c.old, c.new) for c in drift.changes}
