@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.facts import HostFacts, ProbeFacts, Value, host_facts, median, slowness
+from fleet.facts import FactCache, HostFacts, ProbeFacts, Value, median, slowness
 from fleet.models import NOT_REACHED, HostOutcome
 
 DEFAULT_TOLERANCE = 0.25
@@ -142,31 +142,19 @@ class FactGroups:
         self.measures: dict[str, dict[str, float]] = {}
         members: dict[Any, list[str]] = defaultdict(list)
         self.facts_of: dict[Any, HostFacts] = {}
-        cache: dict[Any, tuple[Any, HostFacts]] = {}
+        cache = FactCache(declarations)
         for outcome in outcomes:
-            key, facts = self._signature(outcome, declarations, cache)
+            key, facts = self._signature(outcome, cache)
             members[key].append(outcome.name)
             self.facts_of.setdefault(key, facts)
             self.ran_ok[outcome.name] = {p for p, r in outcome.probes.items() if r.status == "ok"}
         self.members = {k: tuple(v) for k, v in members.items()}
 
-    def _signature(
-        self,
-        outcome: HostOutcome,
-        declarations: Mapping[str, ProbeFacts],
-        cache: dict[Any, tuple[Any, HostFacts]],
-    ) -> tuple[Any, HostFacts]:
-        """Per probe payload, flatten once (identical payloads are often the same object)."""
+    def _signature(self, outcome: HostOutcome, cache: FactCache) -> tuple[Any, HostFacts]:
         parts = []
         merged = HostFacts()
         for probe, result in sorted(outcome.probes.items()):
-            payload = (probe, result.status, id(result.data))
-            if payload not in cache:
-                single = HostOutcome(name="", status="ok", address="", probes={probe: result})
-                facts = host_facts(single, declarations)
-                content = (probe, frozenset(facts.values.items()), frozenset(facts.sets.items()))
-                cache[payload] = (hash(content), facts)
-            part_key, facts = cache[payload]
+            part_key, facts = cache.part(probe, result)
             parts.append(part_key)
             merged.values.update(facts.values)
             merged.sets.update(facts.sets)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from fleet.diff import DEFAULT_TOLERANCE
-from fleet.facts import HostFacts, ProbeFacts, Value, host_facts, slowness
+from fleet.facts import FactCache, HostFacts, ProbeFacts, Value, slowness
 from fleet.models import HostOutcome, Run
 
 
@@ -48,10 +48,11 @@ class Drift:
 def compare_runs(
     old: Run, new: Run, declarations: Mapping[str, ProbeFacts], tolerance: float = DEFAULT_TOLERANCE
 ) -> Drift:
+    cache = FactCache(declarations)
     common = [h for h in new.hosts if h in old.hosts]
     per_host: dict[tuple[str, str, Value, Value], list[str]] = defaultdict(list)
     for host in common:
-        for change in host_changes(old.hosts[host], new.hosts[host], declarations, tolerance):
+        for change in host_changes(old.hosts[host], new.hosts[host], cache, tolerance):
             per_host[change].append(host)
     changes = [
         Change(fact, kind, a, b, tuple(sorted(hosts)))
@@ -68,14 +69,24 @@ def compare_runs(
 
 
 def host_changes(
-    old: HostOutcome, new: HostOutcome, declarations: Mapping[str, ProbeFacts], tolerance: float
+    old: HostOutcome, new: HostOutcome, cache: FactCache, tolerance: float
 ) -> Iterable[tuple[str, str, Value, Value]]:
     if old.status != new.status:
         yield ("host.status", "status", old.status, new.status)
-    before, after = host_facts(old, declarations), host_facts(new, declarations)
-    yield from _value_changes(before, after, _probes_ok(old) & _probes_ok(new))
-    yield from _set_changes(before, after)
-    yield from _measure_changes(before, after, tolerance)
+    ran_both = _probes_ok(old) & _probes_ok(new)
+    for probe in sorted(set(old.probes) | set(new.probes)):
+        before = _part(cache, probe, old)
+        after = _part(cache, probe, new)
+        if before[0] is None or before[0] != after[0]:  # equal content: nothing changed there
+            yield from _value_changes(before[1], after[1], ran_both)
+            yield from _set_changes(before[1], after[1])
+        yield from _measure_changes(before[1], after[1], tolerance)
+
+
+def _part(cache: FactCache, probe: str, outcome: HostOutcome) -> tuple[int | None, HostFacts]:
+    if probe not in outcome.probes:
+        return None, HostFacts()
+    return cache.part(probe, outcome.probes[probe])
 
 
 def _probes_ok(outcome: HostOutcome) -> set[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import re
 import statistics
 from collections.abc import Callable, Mapping
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from fleet.models import HostOutcome
+from fleet.models import HostOutcome, ProbeResult
 
 KINDS = ("identity", "volatile", "measure", "sets")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -41,11 +42,17 @@ class ProbeFacts:
     sets: tuple[str, ...] = ()
 
     def kind_of(self, match_path: str) -> str:
-        for kind in KINDS:
-            patterns = (p.replace("[*]", ".#") for p in getattr(self, kind))
-            if any(fnmatch.fnmatchcase(match_path, p) for p in patterns):
-                return kind
-        return "fact"
+        return _kind_of(self, match_path)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _kind_of(declared: ProbeFacts, match_path: str) -> str:
+    """Cached: a 1,000-host diff asks about the same few thousand paths over and over."""
+    for kind in KINDS:
+        patterns = (p.replace("[*]", ".#") for p in getattr(declared, kind))
+        if any(fnmatch.fnmatchcase(match_path, p) for p in patterns):
+            return kind
+    return "fact"
 
 
 # Fields that are never comparable whatever the probe says (the runner's own bookkeeping).
@@ -138,6 +145,25 @@ def _walk(
             _walk(item, (*segments, index), probe, declared, facts)
     else:
         facts.values[where] = hashable(value)
+
+
+class FactCache:
+    """Flattens each distinct probe payload once. Runs loaded from the store share one object per
+    identical payload, so in a big fleet most hosts cost a dictionary lookup, not a flatten."""
+
+    def __init__(self, declarations: Mapping[str, ProbeFacts]) -> None:
+        self.declarations = declarations
+        self._parts: dict[tuple[str, str, int], tuple[int, HostFacts]] = {}
+
+    def part(self, probe: str, result: ProbeResult) -> tuple[int, HostFacts]:
+        """(content key, facts) of one probe's result; equal keys mean equal facts."""
+        payload = (probe, result.status, id(result.data))
+        if payload not in self._parts:
+            single = HostOutcome(name="", status="ok", address="", probes={probe: result})
+            facts = host_facts(single, self.declarations)
+            content = (probe, frozenset(facts.values.items()), frozenset(facts.sets.items()))
+            self._parts[payload] = (hash(content), facts)
+        return self._parts[payload]
 
 
 def hashable(value: Any) -> Value:

@@ -47,13 +47,26 @@ SECRET_PATTERNS = (
     re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"),
     re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),
 )
+# For each pattern, substrings of the lower-cased text without which it cannot match: a plain
+# substring test is ~100x faster than the regex, so most strings are never searched at all.
+SECRET_ANCHORS = (
+    ("hf_",), ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), ("github_pat_",), ("akia", "asia"),
+    ("sk-",), ("xox",), ("bearer",), ("://",),
+)
 MASK = "***"
+
+
+def secret_patterns_in(text):
+    """The patterns whose anchor occurs in `text` (the only ones worth running)."""
+    lowered = text.lower()
+    return [p for p, anchors in zip(SECRET_PATTERNS, SECRET_ANCHORS)  # noqa: B905 - py3.8
+            if any(a in lowered for a in anchors)]
 
 
 def mask_secrets(value):
     """Return `value` (any JSON-like structure) with every token-shaped substring replaced by ***."""
     if isinstance(value, str):
-        for pattern in SECRET_PATTERNS:
+        for pattern in secret_patterns_in(value):
             value = pattern.sub(MASK, value)
         return value
     if isinstance(value, dict):

@@ -7,7 +7,6 @@ import platform
 import socket
 import sys
 
-
 # How the controller compares this probe's fields across hosts (see fleet/facts.py).
 FACTS = {"identity": ["hostname"]}
 

@@ -44,3 +44,18 @@ def test_latest_and_previous(tmp_path: Path) -> None:
 def test_missing_previous_run_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no previous run"):
         resolve_run("previous", tmp_path)
+
+
+def test_identical_payloads_are_stored_once_and_shared_when_loaded(tmp_path: Path) -> None:
+    import json
+
+    probe = ProbeResult("ok", True, {"modules": {"torch": {"names": ["a"] * 500}}}, None, 0.5)
+    hosts = {f"h{i}": HostOutcome(name=f"h{i}", status="ok", address="x", probes={"dir": probe})
+             for i in range(50)}
+    run = Run("0.1.0", "2026-11-30T01:00:00.000Z", "", "cd" * 32, hosts, ("dir",))
+    path = save_run(run, tmp_path)
+    saved = json.loads(path.read_text())
+    assert len(saved["payloads"]) == 1
+    loaded = load_run(path)
+    datas = {id(o.probes["dir"].data) for o in loaded.hosts.values()}
+    assert len(datas) == 1 and loaded.hosts["h7"].probes["dir"].data == probe.data
