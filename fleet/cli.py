@@ -454,6 +454,8 @@ async def probe_fleet(
             outcomes = await FanOut(bundle, transports, settings, events, interrupt).run(hosts)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
+        if interrupt.is_set():  # closing and saving take a moment: a second Ctrl-C waits for them
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         for transport in transports.values():
             await transport.close()
     return Run(
@@ -490,6 +492,10 @@ def _write_json(run: Run, json_path: str) -> None:
     except OSError as exc:
         click.echo(f"error: cannot write {json_path}: {exc.strerror}", err=True)
 
+
+from fleet.check_command import check  # noqa: E402
+
+main.add_command(check)
 
 if __name__ == "__main__":
     main()

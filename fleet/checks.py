@@ -1,0 +1,777 @@
+"""Pre-flight rules: load and validate a rules file, evaluate it on a run. Pure: no network, no terminal.
+
+A rules file (YAML) holds `rules:`, a list of rules; each rule has
+
+    id:          letters, digits, '.', '_', '-'; unique across every file given
+    description: one line saying what must hold
+    severity:    error (fails the check: exit bit 32) | warn (reported, exit unchanged)
+    check:       a JMESPath condition over ONE host's document: true pass, false fail, null unknown
+    uniform:     or a JMESPath value that must be the same on every host of a cohort
+    cohort:      (uniform only) JMESPath naming a host's cohort; default: the whole fleet
+    expected:    (uniform only) JMESPath giving the value a host must have; when it is null
+                 there, the cohort's majority value is expected
+    when:        optional JMESPath: the rule applies only where it is true (else "n/a")
+    observed:    optional JMESPath: the value shown, quoted by `{observed}` in `fix`, and
+                 readable as `_observed` in `check:`
+    fix:         what to do; `{EXPR}` quotes a JMESPath value of the host, `{observed}` and
+                 `{expected}` the rule's own; `{{` and `}}` are literal braces
+
+A host's document is `{probe: data}` for every probe it ran, plus helpers (names start with "_"):
+
+    _status     {probe: "ok" | "absent" | "failed" | "timeout"}
+    _host       {"name", "status"}
+    _args       the host's probe_args from the inventory (e.g. _args.gpu.expected_count)
+    _allreduce  from the allreduce probe: small_bytes, small_latency_us.{eager,graph},
+                large_bytes, large_busbw_gbps (the best mode's busbw at the largest size)
+
+JMESPath functions added to the standard ones:
+
+    every(array, value)    true if every item equals value; null if the array is empty or has null
+    none(array, value)     true if no item equals value; null if the array is empty or has null
+    unique(array)          the items without repeats, in order
+    pairs_not(matrix, v)   ["GPU0→GPU1: NS", …] for the cells of {row: {col: status}} not equal to v
+
+Verdicts per rule and host, never a silent pass:
+
+    pass, fail
+    unknown   the host did not report the facts the rule reads (null, or a shape it cannot read)
+    skipped   a probe the rule reads did not succeed there, or the host was not reached
+    n/a       `when:` is false there
+
+Why JMESPath: a well-kept, specified query language with no access to Python (nothing is eval'd).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jmespath
+import yaml
+from jmespath import exceptions as jmespath_errors
+from jmespath import functions as jmespath_functions
+
+from fleet.errors import UsageError
+from fleet.inventory import LocatedDict
+from fleet.models import NOT_REACHED, HostOutcome, Run
+
+CHECK_SCHEMA = "fleet.check/1"
+SEVERITIES = ("error", "warn")
+# Worst first: a rule's overall verdict is the worst of its hosts'.
+VERDICTS = ("fail", "unknown", "skipped", "pass", "n/a")
+RULE_KEYS = (
+    "id",
+    "description",
+    "severity",
+    "check",
+    "uniform",
+    "cohort",
+    "expected",
+    "when",
+    "observed",
+    "fix",
+)
+EXPRESSION_KEYS = ("check", "uniform", "cohort", "expected", "when", "observed")
+# Helpers in a host's document: the probe whose success each needs (None: always there).
+HELPERS: Mapping[str, str | None] = {
+    "_status": None,
+    "_host": None,
+    "_args": None,
+    "_allreduce": "allreduce",
+}
+RULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+NOT_REPORTED = "(not reported)"
+
+
+class RuleFileError(UsageError):
+    """A rules file that cannot be used; the message starts with FILE:LINE (exit code 2)."""
+
+
+# ------------------------------------------------------------------------ JMESPath functions
+
+
+class _FleetFunctions(jmespath_functions.Functions):
+    """The documented additions to JMESPath (see the module docstring)."""
+
+    @jmespath_functions.signature({"types": ["array", "null"]}, {"types": []})
+    def _func_every(self, items: list[Any] | None, value: Any) -> bool | None:
+        if not items or any(item is None for item in items):
+            return None
+        return all(item == value for item in items)
+
+    @jmespath_functions.signature({"types": ["array", "null"]}, {"types": []})
+    def _func_none(self, items: list[Any] | None, value: Any) -> bool | None:
+        if not items or any(item is None for item in items):
+            return None
+        return all(item != value for item in items)
+
+    @jmespath_functions.signature({"types": ["array"]})
+    def _func_unique(self, items: list[Any]) -> list[Any]:
+        seen: list[Any] = []
+        for item in items:
+            if item not in seen:
+                seen.append(item)
+        return seen
+
+    @jmespath_functions.signature({"types": ["object"]}, {"types": []})
+    def _func_pairs_not(self, matrix: Mapping[str, Any], value: Any) -> list[str]:
+        return [
+            f"{row}→{column}: {cell}"
+            for row, cells in matrix.items()
+            if isinstance(cells, Mapping)
+            for column, cell in cells.items()
+            if cell != value
+        ]
+
+
+# Nodes whose first child reads the current node and whose other children read its result (or
+# each item of it): only the first child can name a root.
+SCOPING_NODES = (
+    "subexpression",
+    "index_expression",
+    "projection",
+    "value_projection",
+    "filter_projection",
+    "pipe",
+)
+_OPTIONS = jmespath.Options(custom_functions=_FleetFunctions())
+
+
+class EvaluationError(Exception):
+    """An expression could not be evaluated on this host's data (a shape it cannot read)."""
+
+
+@dataclass(frozen=True)
+class Expression:
+    text: str
+    parsed: Any = field(repr=False, compare=False)
+
+    def search(self, document: Mapping[str, Any]) -> Any:
+        try:
+            return self.parsed.search(document, options=_OPTIONS)
+        except jmespath_errors.JMESPathError as exc:
+            raise EvaluationError(f"{self.text}: {exc}") from None
+
+    def roots(self) -> set[str]:
+        """The top-level names it reads from a host's document (probes and helpers)."""
+        return set(_root_fields(self.parsed.parsed, at_root=True))
+
+
+def _root_fields(node: Mapping[str, Any], at_root: bool) -> Iterator[str]:
+    """Walk a JMESPath AST; a field is a root only where the current node is the document."""
+    kind, children = node.get("type"), node.get("children") or []
+    if kind == "field":
+        if at_root:
+            yield node["value"]
+        return
+    if kind in SCOPING_NODES:
+        yield from _root_fields(children[0], at_root)
+        for child in children[1:]:
+            yield from _root_fields(child, False)
+    elif kind == "expref":
+        yield from _root_fields(children[0], False)  # applied to items, not the document
+    else:
+        for child in children:
+            if isinstance(child, Mapping):
+                yield from _root_fields(child, at_root)
+
+
+# ------------------------------------------------------------------------------------ rules
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    description: str
+    severity: str
+    fix: str
+    source: str  # FILE:LINE of the rule, for messages and reports
+    check: Expression | None = None
+    uniform: Expression | None = None
+    cohort: Expression | None = None
+    expected: Expression | None = None
+    when: Expression | None = None
+    observed: Expression | None = None
+    needs: tuple[str, ...] = ()  # probes that must have succeeded for the rule to judge a host
+    fix_expressions: Mapping[str, Expression] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return "uniform" if self.uniform is not None else "check"
+
+    def expressions(self) -> Iterator[Expression]:
+        for key in EXPRESSION_KEYS:
+            expression = getattr(self, key)
+            if expression is not None:
+                yield expression
+
+
+@dataclass(frozen=True)
+class _Where:
+    """A `file:line:` prefix for errors."""
+
+    path: str
+    line: int = 1
+    rule: str | None = None
+
+    def at(self, mapping: Any, key: Any = None) -> _Where:
+        if not isinstance(mapping, LocatedDict):
+            return self
+        line = mapping.key_lines.get(key, mapping.line) if key is not None else mapping.line
+        return _Where(self.path, line, self.rule)
+
+    def error(self, message: str, context: str = "", hint: str = "") -> RuleFileError:
+        rule = f"rule {self.rule!r}: " if self.rule else ""
+        return RuleFileError(
+            f"{self.path}:{self.line}: {rule}{message}", context=context, hint=hint
+        )
+
+
+def load_rules(path: str | Path, probes: Iterable[str]) -> list[Rule]:
+    """Read and validate one rules file; `probes` are the names a rule may read."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RuleFileError(
+            f"rules file {path} does not exist", hint="pass an existing file with --rules"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleFileError(f"cannot read rules file {path}: {exc}") from None
+    return parse_rules(text, str(path), probes)
+
+
+def parse_rules(text: str, path: str, probes: Iterable[str]) -> list[Rule]:
+    where = _Where(path)
+    document = _parse_yaml(text, path)
+    if not isinstance(document, dict) or "rules" not in document:
+        raise where.error("a rules file is a mapping with a 'rules:' list", hint=_EXAMPLE_HINT)
+    unknown = [k for k in document if k not in ("rules", "description")]
+    if unknown:
+        raise where.at(document, unknown[0]).error(
+            f"unknown key {unknown[0]!r} at the top level", hint="allowed: rules, description"
+        )
+    raw_rules = document["rules"]
+    if not isinstance(raw_rules, list) or not raw_rules:
+        raise where.at(document, "rules").error("'rules:' must be a non-empty list of rules")
+    names = frozenset(probes)
+    rules = [_parse_rule(raw, where.at(document, "rules"), names) for raw in raw_rules]
+    check_unique_ids(rules)
+    return rules
+
+
+_EXAMPLE_HINT = (
+    "e.g. rules: [{id: torch-arch, severity: error, "
+    "check: 'every(map(&arch_supported, torch.devices), `true`)', fix: 'install …'}]"
+)
+
+
+def check_unique_ids(rules: Sequence[Rule]) -> None:
+    """Rule ids name JUnit test cases and report entries: two rules may not share one."""
+    first: dict[str, Rule] = {}
+    for rule in rules:
+        if rule.id in first:
+            raise RuleFileError(
+                f"{rule.source}: rule id {rule.id!r} is used twice",
+                context=f"first defined at {first[rule.id].source}",
+                hint="rename one of them (copy a pack and edit it rather than adding to it)",
+            )
+        first[rule.id] = rule
+
+
+def _parse_yaml(text: str, path: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_located_loader(path))
+    except RuleFileError:
+        raise
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise RuleFileError(
+            f"{path}:{line}: not valid YAML: {problem}",
+            hint="check the indentation and quoting near that line (quote JMESPath expressions)",
+        ) from None
+
+
+def _located_loader(path: str) -> type[yaml.SafeLoader]:
+    """A SafeLoader whose mappings remember their lines (inventory.LocatedDict)."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> LocatedDict:
+        loader.flatten_mapping(node)
+        mapping = LocatedDict()
+        mapping.line, mapping.key_lines = node.start_mark.line + 1, {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in mapping:
+                raise RuleFileError(f"{path}:{line}: duplicate key {key!r}")
+            mapping[key] = loader.construct_object(value_node, deep=True)
+            mapping.key_lines[key] = line
+        return mapping
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return Loader
+
+
+def _parse_rule(raw: Any, where: _Where, probes: frozenset[str]) -> Rule:
+    if not isinstance(raw, dict):
+        raise where.error(f"each rule is a mapping (id: …, check: …), not {type(raw).__name__}")
+    where = where.at(raw)
+    rule_id = _rule_id(raw, where)
+    where = _Where(where.path, where.line, rule_id)
+    unknown = [k for k in raw if k not in RULE_KEYS]
+    if unknown:
+        raise where.at(raw, unknown[0]).error(
+            f"unknown key {unknown[0]!r}", hint=f"a rule's keys: {', '.join(RULE_KEYS)}"
+        )
+    _check_shape(raw, where)
+    expressions = {k: _expression(raw, k, where, probes) for k in EXPRESSION_KEYS if k in raw}
+    fix = _text(raw, "fix", where)
+    fix_expressions = _fix_expressions(fix, where.at(raw, "fix"), probes)
+    needs = _needed_probes(expressions.values())
+    return Rule(
+        id=rule_id,
+        description=_text(raw, "description", where, required=False),
+        severity=_severity(raw, where),
+        fix=fix,
+        source=f"{where.path}:{where.line}",
+        needs=needs,
+        fix_expressions=fix_expressions,
+        **expressions,
+    )
+
+
+def _rule_id(raw: dict[Any, Any], where: _Where) -> str:
+    rule_id = raw.get("id")
+    if not isinstance(rule_id, str) or not RULE_ID.match(rule_id):
+        raise where.at(raw, "id").error(
+            f"rule id {rule_id!r} is missing or not valid",
+            hint="letters, digits, '.', '_', '-'; e.g. id: torch-arch-supported",
+        )
+    return rule_id
+
+
+def _check_shape(raw: dict[Any, Any], where: _Where) -> None:
+    if ("check" in raw) == ("uniform" in raw):
+        raise where.error(
+            "a rule has exactly one of 'check:' (per host) or 'uniform:' (across hosts)"
+        )
+    for key in ("cohort", "expected"):
+        if key in raw and "uniform" not in raw:
+            raise where.at(raw, key).error(f"'{key}:' only goes with 'uniform:'")
+
+
+def _severity(raw: dict[Any, Any], where: _Where) -> str:
+    severity = raw.get("severity", "error")
+    if severity not in SEVERITIES:
+        raise where.at(raw, "severity").error(
+            f"severity {severity!r} is not one of: {', '.join(SEVERITIES)}"
+        )
+    return str(severity)
+
+
+def _text(raw: dict[Any, Any], key: str, where: _Where, required: bool = True) -> str:
+    value = raw.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or not value.strip():
+        raise where.at(raw, key).error(f"'{key}:' must be a non-empty text")
+    return value.strip()
+
+
+def _expression(raw: dict[Any, Any], key: str, where: _Where, probes: frozenset[str]) -> Expression:
+    here = where.at(raw, key)
+    text = raw[key]
+    if not isinstance(text, str) or not text.strip():
+        raise here.error(f"'{key}:' must be a JMESPath expression in a string, not {text!r}")
+    expression = compile_expression(text.strip(), here, key)
+    _check_roots(expression, here, key, probes)
+    return expression
+
+
+def compile_expression(text: str, where: _Where, key: str) -> Expression:
+    try:
+        return Expression(text, jmespath.compile(text))
+    except jmespath_errors.JMESPathError as exc:
+        problem = str(exc).splitlines()[0]
+        raise where.error(
+            f"'{key}:' is not a valid JMESPath expression: {problem}",
+            context=text,
+            hint="see https://jmespath.org/specification.html; quote literals as `1` or 'text'",
+        ) from None
+
+
+def _check_roots(expression: Expression, where: _Where, key: str, probes: frozenset[str]) -> None:
+    unknown = sorted(expression.roots() - probes - set(HELPERS) - {"_observed"})
+    if unknown:
+        raise where.error(
+            f"'{key}:' reads {unknown[0]!r}, which is neither a probe nor a helper",
+            context=expression.text,
+            hint=f"probes: {', '.join(sorted(probes))}; helpers: {', '.join(HELPERS)}",
+        )
+
+
+def _fix_expressions(fix: str, where: _Where, probes: frozenset[str]) -> dict[str, Expression]:
+    """`{EXPR}` placeholders of a fix text, compiled and checked like the rule's expressions."""
+    found: dict[str, Expression] = {}
+    for match in PLACEHOLDER.finditer(fix):
+        text = match.group(1)
+        if text is None or text.strip() in ("observed", "expected"):
+            continue
+        expression = compile_expression(text.strip(), where, "fix")
+        _check_roots(expression, where, "fix", probes)
+        found[text] = expression
+    return found
+
+
+def _needed_probes(expressions: Iterable[Expression]) -> tuple[str, ...]:
+    needs: set[str] = set()
+    for expression in expressions:
+        for root in expression.roots():
+            probe = HELPERS[root] if root in HELPERS else (None if root.startswith("_") else root)
+            if probe:
+                needs.add(probe)
+    return tuple(sorted(needs))
+
+
+# ------------------------------------------------------------------------ host documents
+
+
+def host_document(outcome: HostOutcome, probe_args: Mapping[str, Any] | None = None) -> dict:
+    """What rules read about one host: `{probe: data}` plus the helpers."""
+    document: dict[str, Any] = {name: _plain(r.data) for name, r in outcome.probes.items()}
+    document["_status"] = {name: r.status for name, r in outcome.probes.items()}
+    document["_host"] = {"name": outcome.name, "status": outcome.status}
+    document["_args"] = _plain(probe_args or {})
+    allreduce = outcome.probes.get("allreduce")
+    if allreduce is not None and allreduce.status == "ok":
+        document["_allreduce"] = allreduce_summary(allreduce.data)
+    return document
+
+
+def _plain(value: Any) -> Any:
+    """Plain dicts and lists (JMESPath's type checks want them), through a JSON round trip."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def allreduce_summary(data: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The two numbers bands judge: latency at the smallest size, busbw at the largest."""
+    rows = [
+        r
+        for r in data.get("results") or []
+        if isinstance(r, Mapping) and isinstance(r.get("bytes"), int) and r.get("mode")
+    ]
+    if not rows:
+        return None
+    small, large = min(r["bytes"] for r in rows), max(r["bytes"] for r in rows)
+    busbw = [r.get("busbw_gbps") for r in rows if r["bytes"] == large]
+    numbers = [b for b in busbw if isinstance(b, int | float)]
+    return {
+        "small_bytes": small,
+        "small_latency_us": {r["mode"]: r.get("latency_us") for r in rows if r["bytes"] == small},
+        "large_bytes": large,
+        "large_busbw_gbps": max(numbers) if numbers else None,
+    }
+
+
+# ------------------------------------------------------------------------------ verdicts
+
+
+@dataclass(frozen=True)
+class Verdict:
+    host: str
+    status: str  # one of VERDICTS
+    observed: Any = None
+    expected: Any = None
+    fix: str | None = None
+    reason: str = ""
+    cohort: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.status,
+            "observed": self.observed,
+            "expected": self.expected,
+            "cohort": self.cohort,
+            "fix": self.fix,
+            "reason": self.reason or None,
+        }
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    rule: Rule
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def status(self) -> str:
+        present = {v.status for v in self.verdicts}
+        return next((s for s in VERDICTS if s in present), "n/a")
+
+    @property
+    def failures(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.status == "fail"]
+
+    def to_dict(self) -> dict[str, Any]:
+        rule = self.rule
+        return {
+            "id": rule.id,
+            "description": rule.description,
+            "severity": rule.severity,
+            "kind": rule.kind,
+            "source": rule.source,
+            "verdict": self.status,
+            "hosts": {v.host: v.to_dict() for v in self.verdicts},
+        }
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    results: tuple[RuleResult, ...]
+    hosts: tuple[str, ...]
+
+    def failures(self, severity: str) -> list[tuple[Rule, Verdict]]:
+        return [
+            (r.rule, v) for r in self.results if r.rule.severity == severity for v in r.failures
+        ]
+
+    @property
+    def failed(self) -> bool:
+        """An error-severity rule failed somewhere: the check fails (warnings do not count)."""
+        return bool(self.failures("error"))
+
+    def counts(self) -> dict[str, int]:
+        """Verdicts over every (rule, host) pair."""
+        tally = Counter(v.status for r in self.results for v in r.verdicts)
+        return {status: tally.get(status, 0) for status in VERDICTS}
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = self.counts()
+        return {
+            "schema": CHECK_SCHEMA,
+            "passed": not self.failed,
+            "hosts": list(self.hosts),
+            "summary": {
+                **counts,
+                "failed_error": len(self.failures("error")),
+                "failed_warn": len(self.failures("warn")),
+            },
+            "rules": [r.to_dict() for r in self.results],
+        }
+
+
+def evaluate(
+    rules: Sequence[Rule],
+    run: Run,
+    probe_args: Mapping[str, Mapping[str, Any]] | None = None,
+) -> CheckReport:
+    """Judge every rule on every host of `run`; `probe_args` per host name, from the inventory."""
+    args = probe_args or {}
+    documents = {
+        name: host_document(outcome, args.get(name)) for name, outcome in run.hosts.items()
+    }
+    results = tuple(RuleResult(rule, _judge(rule, run.hosts, documents)) for rule in rules)
+    return CheckReport(results, tuple(run.hosts))
+
+
+def _judge(
+    rule: Rule, hosts: Mapping[str, HostOutcome], documents: Mapping[str, dict[str, Any]]
+) -> tuple[Verdict, ...]:
+    pending: dict[str, dict[str, Any]] = {}
+    settled: dict[str, Verdict] = {}
+    for name, outcome in hosts.items():
+        verdict = _precondition(rule, outcome, documents[name])
+        if verdict is None:
+            pending[name] = documents[name]
+        else:
+            settled[name] = verdict
+    judged = _judge_uniform(rule, pending) if rule.uniform else _judge_each(rule, pending)
+    settled.update(judged)
+    return tuple(settled[name] for name in hosts)
+
+
+def _precondition(rule: Rule, outcome: HostOutcome, document: dict[str, Any]) -> Verdict | None:
+    """skipped (host not reached, probe not ok) or n/a (`when:` false); None: go on judging."""
+    name = outcome.name
+    if outcome.status in NOT_REACHED or outcome.status == "interrupted" or not outcome.probes:
+        return Verdict(name, "skipped", reason=f"host {outcome.status}: {outcome.error or ''}")
+    for probe in rule.needs:
+        result = outcome.probes.get(probe)
+        if result is None:
+            return Verdict(name, "skipped", reason=f"probe {probe} was not run")
+        if result.status != "ok":
+            why = f": {result.error}" if result.error else ""
+            return Verdict(name, "skipped", reason=f"probe {probe} {result.status}{why}")
+    if rule.when is None:
+        return None
+    try:
+        applies = rule.when.search(document)
+    except EvaluationError as exc:
+        return Verdict(name, "unknown", reason=f"when: {exc}")
+    if applies is None:
+        return Verdict(name, "unknown", reason=f"when: {rule.when.text} is not reported")
+    return None if truthy(applies) else Verdict(name, "n/a", reason=f"not {rule.when.text}")
+
+
+def truthy(value: Any) -> bool:
+    """JMESPath's truth: false, null, '', [] and {} are false; 0 is true."""
+    return not (value is None or value is False or value in ("", [], {}))
+
+
+def _judge_each(rule: Rule, documents: Mapping[str, dict[str, Any]]) -> dict[str, Verdict]:
+    assert rule.check is not None
+    verdicts = {}
+    for name, document in documents.items():
+        observed = _observe(rule, document)
+        try:
+            value = rule.check.search({**document, "_observed": observed})
+        except EvaluationError as exc:
+            verdicts[name] = Verdict(name, "unknown", observed, reason=str(exc))
+            continue
+        verdicts[name] = _verdict(rule, name, document, value, observed)
+    return verdicts
+
+
+def _verdict(rule: Rule, name: str, document: dict[str, Any], value: Any, observed: Any) -> Verdict:
+    if value is None:
+        return Verdict(name, "unknown", observed, reason=_unreported(rule, observed))
+    if truthy(value):
+        return Verdict(name, "pass", observed)
+    fix = render_fix(rule, document, observed, None)
+    return Verdict(name, "fail", observed, fix=fix)
+
+
+def _unreported(rule: Rule, observed: Any) -> str:
+    if rule.observed is not None:
+        return f"not reported here ({rule.observed.text} = {format_value(observed)})"
+    return f"not reported here ({rule.check.text if rule.check else 'check'} gives null)"
+
+
+def _observe(rule: Rule, document: dict[str, Any]) -> Any:
+    if rule.observed is None:
+        return None
+    try:
+        return rule.observed.search(document)
+    except EvaluationError:
+        return None
+
+
+def _judge_uniform(rule: Rule, documents: Mapping[str, dict[str, Any]]) -> dict[str, Verdict]:
+    assert rule.uniform is not None
+    verdicts: dict[str, Verdict] = {}
+    values: dict[str, Any] = {}
+    cohorts: dict[str, Any] = {}
+    for name, document in documents.items():
+        try:
+            value = rule.uniform.search(document)
+            cohort = rule.cohort.search(document) if rule.cohort else None
+        except EvaluationError as exc:
+            verdicts[name] = Verdict(name, "unknown", reason=str(exc))
+            continue
+        if value is None or (rule.cohort is not None and cohort is None):
+            what = rule.uniform.text if value is None else f"cohort {rule.cohort.text}"  # type: ignore[union-attr]
+            verdicts[name] = Verdict(name, "unknown", reason=f"{what} is not reported")
+            continue
+        values[name], cohorts[name] = value, cohort
+    majorities = _majorities(values, cohorts)
+    for name, value in values.items():
+        document = documents[name]
+        expected = _expected_value(rule, document)
+        reference, why = (expected, "") if expected is not None else majorities[_key(cohorts[name])]
+        verdicts[name] = _uniform_verdict(
+            rule, name, document, value, reference, why, cohorts[name]
+        )
+    return verdicts
+
+
+def _uniform_verdict(
+    rule: Rule,
+    name: str,
+    document: dict[str, Any],
+    value: Any,
+    reference: Any,
+    why: str,
+    cohort: Any,
+) -> Verdict:
+    if reference is not None and _key(value) == _key(reference):
+        return Verdict(name, "pass", value, reference, cohort=cohort)
+    fix = render_fix(rule, document, value, reference)
+    return Verdict(name, "fail", value, reference, fix=fix, reason=why, cohort=cohort)
+
+
+def _expected_value(rule: Rule, document: dict[str, Any]) -> Any:
+    if rule.expected is None:
+        return None
+    try:
+        return rule.expected.search(document)
+    except EvaluationError:
+        return None
+
+
+def _majorities(
+    values: Mapping[str, Any], cohorts: Mapping[str, Any]
+) -> dict[str, tuple[Any, str]]:
+    """Per cohort: (the value most hosts report, "") or (None, why) when no value leads."""
+    by_cohort: dict[str, list[Any]] = {}
+    for name, value in values.items():
+        by_cohort.setdefault(_key(cohorts[name]), []).append(value)
+    return {cohort: _majority(reported) for cohort, reported in by_cohort.items()}
+
+
+def _majority(values: list[Any]) -> tuple[Any, str]:
+    tally = Counter(_key(v) for v in values)
+    ranked = tally.most_common()
+    if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
+        split = "; ".join(f"{json.loads(k)!r} on {n}" for k, n in ranked)
+        return None, f"no majority value to compare with ({split})"
+    return json.loads(ranked[0][0]), ""
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+# ------------------------------------------------------------------------------ fix texts
+
+
+def render_fix(rule: Rule, document: Mapping[str, Any], observed: Any, expected: Any) -> str:
+    """The rule's fix with `{…}` placeholders replaced by what this host reported."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) in ("{{", "}}"):
+            return match.group(0)[0]
+        text = match.group(1)
+        if text.strip() == "observed":
+            return format_value(observed)
+        if text.strip() == "expected":
+            return format_value(expected)
+        try:
+            return format_value(rule.fix_expressions[text].search(document))
+        except EvaluationError:
+            return NOT_REPORTED
+
+    return PLACEHOLDER.sub(replace, rule.fix)
+
+
+def format_value(value: Any) -> str:
+    """A fact as a person reads it: lists joined, null as '(not reported)', floats short."""
+    if value is None:
+        return NOT_REPORTED
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return ", ".join(format_value(v) for v in value) if value else "(none)"
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return str(value)

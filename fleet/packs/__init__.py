@@ -1,0 +1,29 @@
+"""Built-in rule packs: YAML rules files shipped with fleet (`fleet check --pack NAME`).
+
+Each pack is an ordinary rules file; copy one and pass the copy with `--rules` to change it.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from fleet.errors import UsageError
+
+
+def available_packs() -> list[str]:
+    return sorted(
+        entry.name[: -len(".yaml")]
+        for entry in resources.files(__name__).iterdir()
+        if entry.name.endswith(".yaml")
+    )
+
+
+def pack_path(name: str) -> Path:
+    """The file of pack `name`; UsageError listing the packs when there is none by that name."""
+    if name in available_packs():
+        return Path(str(resources.files(__name__) / f"{name}.yaml"))
+    raise UsageError(
+        f"there is no rule pack {name!r}",
+        hint=f"packs: {', '.join(available_packs())}; or pass your own file with --rules",
+    )

@@ -1,0 +1,93 @@
+"""JUnit XML for CI: one test suite per rule, one test case per rule and host.
+
+fail → <failure type="error|warn"> (the fix in its text); unknown, skipped, n/a → <skipped>;
+pass → an empty test case. CI tools count failures; the gate itself is the exit code (bit 32 for
+error-severity failures only), so a warning shows as a failed test without failing the pipeline.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from fleet.checks import CheckReport, RuleResult, Verdict, format_value
+
+SUITES_NAME = "fleet check"
+
+
+def junit_tree(report: CheckReport, timestamp: str = "") -> ET.ElementTree:
+    root = ET.Element("testsuites", name=SUITES_NAME)
+    for result in report.results:
+        root.append(_suite(result, timestamp))
+    _count(root, root.findall("testsuite"))
+    return ET.ElementTree(root)
+
+
+def _suite(result: RuleResult, timestamp: str) -> ET.Element:
+    rule = result.rule
+    suite = ET.Element("testsuite", name=rule.id)
+    if timestamp:
+        suite.set("timestamp", timestamp)
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (
+        ("severity", rule.severity),
+        ("source", rule.source),
+        ("description", rule.description),
+    ):
+        ET.SubElement(properties, "property", name=name, value=value)
+    for verdict in result.verdicts:
+        suite.append(_case(result, verdict))
+    _count(suite, suite.findall("testcase"))
+    return suite
+
+
+def _case(result: RuleResult, verdict: Verdict) -> ET.Element:
+    rule = result.rule
+    case = ET.Element("testcase", classname=f"fleet.check.{rule.id}", name=verdict.host)
+    case.set("time", "0")
+    if verdict.status == "fail":
+        failure = ET.SubElement(
+            case, "failure", type=rule.severity, message=_failure_message(result, verdict)
+        )
+        failure.text = "\n".join(
+            line
+            for line in (
+                f"observed: {format_value(verdict.observed)}",
+                f"expected: {format_value(verdict.expected)}" if rule.uniform else "",
+                verdict.reason,
+                f"fix: {verdict.fix}" if verdict.fix else "",
+                f"rule: {rule.source}",
+            )
+            if line
+        )
+    elif verdict.status != "pass":
+        ET.SubElement(case, "skipped", message=f"{verdict.status}: {verdict.reason}".strip())
+    return case
+
+
+def _failure_message(result: RuleResult, verdict: Verdict) -> str:
+    return (
+        f"{result.rule.description or result.rule.id} (observed {format_value(verdict.observed)})"
+    )
+
+
+def _count(element: ET.Element, children: list[ET.Element]) -> None:
+    """tests / failures / skipped / errors attributes, summed from test cases or suites."""
+    if element.tag == "testsuite":
+        tests = len(children)
+        failures = sum(1 for c in children if c.find("failure") is not None)
+        skipped = sum(1 for c in children if c.find("skipped") is not None)
+    else:
+        tests = sum(int(c.get("tests", "0")) for c in children)
+        failures = sum(int(c.get("failures", "0")) for c in children)
+        skipped = sum(int(c.get("skipped", "0")) for c in children)
+    element.set("tests", str(tests))
+    element.set("failures", str(failures))
+    element.set("errors", "0")
+    element.set("skipped", str(skipped))
+
+
+def write_junit(report: CheckReport, path: Path, timestamp: str = "") -> None:
+    tree = junit_tree(report, timestamp)
+    ET.indent(tree)
+    tree.write(path, encoding="utf-8", xml_declaration=True)

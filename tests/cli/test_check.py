@@ -1,0 +1,90 @@
+"""`fleet check` as a user runs it: saved runs, verdicts, JUnit, JSON, exit codes, bad rules."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from tests.cli.test_cli import fleet, local_inventory
+from tests.unit.test_checks import REAL_RUN, variant_fleet
+
+
+def saved_variant_run(tmp_path: Path) -> Path:
+    path = tmp_path / "variants.json"
+    path.write_text(json.dumps(variant_fleet().to_dict()))
+    return path
+
+
+def test_saved_run_with_broken_hosts_exits_32_with_fixes_and_junit(tmp_path: Path) -> None:
+    junit = tmp_path / "check.xml"
+    done = fleet(
+        tmp_path, "check", "--run", str(saved_variant_run(tmp_path)), "--junit", str(junit)
+    )
+    assert done.returncode == 32, done.stderr
+    assert "fix: torch 2.7.0+cu126 has no kernels for compute capability 12.0" in done.stdout
+    assert "fix: NCCL_P2P_DISABLE=1 on an NVLink host" in done.stdout
+    assert "✗ check failed: 4 error failure(s)" in done.stdout
+    root = ET.parse(junit).getroot()
+    assert root.get("failures") == "4"
+    assert len(root.findall("testsuite/testcase/failure")) == 4
+
+
+def test_clean_saved_run_exits_0(tmp_path: Path) -> None:
+    done = fleet(tmp_path, "check", "--run", str(REAL_RUN), "--pack", "inference")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "✓ check passed" in done.stdout
+
+
+def test_json_format_is_a_check_document(tmp_path: Path) -> None:
+    done = fleet(tmp_path, "check", "--run", str(saved_variant_run(tmp_path)), "--format", "json")
+    assert done.returncode == 32
+    document = json.loads(done.stdout)
+    assert document["schema"] == "fleet.check/1" and document["passed"] is False
+    arch = next(r for r in document["rules"] if r["id"] == "torch-arch-supported")
+    assert arch["hosts"]["sm120"]["verdict"] == "fail"
+    assert arch["hosts"]["h200-a"]["verdict"] == "pass"
+
+
+def test_warnings_alone_do_not_set_bit_32(tmp_path: Path) -> None:
+    rules = tmp_path / "warn.yaml"
+    rules.write_text('rules:\n  - {id: w, severity: warn, check: "`false`", fix: "just so"}\n')
+    done = fleet(tmp_path, "check", "--run", str(REAL_RUN), "--rules", str(rules))
+    assert done.returncode == 0, done.stdout
+    assert "! warn w" in done.stdout and "fix: just so" in done.stdout
+
+
+def test_bad_rules_file_exits_2_before_probing(tmp_path: Path) -> None:
+    rules = tmp_path / "bad.yaml"
+    rules.write_text("rules:\n  - id: a\n    check: torhc.version\n    fix: f\n")
+    inventory = local_inventory(tmp_path, here={"transport": "local", "python": sys.executable})
+    done = fleet(tmp_path, "check", "-i", inventory, "--rules", str(rules))
+    assert done.returncode == 2
+    assert f"{rules}:3: rule 'a': 'check:' reads 'torhc'" in done.stderr
+    assert not (tmp_path / "state").exists()  # nothing probed, nothing saved
+
+
+def test_unknown_pack_and_missing_run_exit_2(tmp_path: Path) -> None:
+    done = fleet(tmp_path, "check", "--run", str(REAL_RUN), "--pack", "training")
+    assert done.returncode == 2 and "packs: inference" in done.stderr
+    done = fleet(tmp_path, "check", "--run", "latest")
+    assert done.returncode == 2 and "no latest run" in done.stderr
+
+
+def test_probing_check_saves_the_run_and_judges_it(tmp_path: Path) -> None:
+    rules = tmp_path / "mine.yaml"
+    rules.write_text(
+        "rules:\n"
+        '  - {id: has-cpus, check: "system.cpu_count > `0`", fix: none}\n'
+        '  - {id: many-cpus, check: "system.cpu_count > `100000`",'
+        ' observed: system.cpu_count, fix: "only {observed} CPUs"}\n'
+    )
+    inventory = local_inventory(tmp_path, here={"transport": "local", "python": sys.executable})
+    done = fleet(tmp_path, "check", "-i", inventory, "-p", "system", "--rules", str(rules))
+    assert done.returncode == 32, done.stdout + done.stderr
+    assert "✓ pass has-cpus" in done.stdout and "fix: only " in done.stdout
+    saved = list((tmp_path / "state" / "fleet" / "runs").glob("*.json"))
+    assert len(saved) == 1
+    again = fleet(tmp_path, "check", "--run", "latest", "--rules", str(rules))
+    assert again.returncode == 32 and "✗ fail many-cpus" in again.stdout
