@@ -52,13 +52,12 @@ from pathlib import Path
 from typing import Any
 
 import jmespath
-import yaml
 from jmespath import exceptions as jmespath_errors
 from jmespath import functions as jmespath_functions
 
 from fleet.errors import UsageError
-from fleet.inventory import LocatedDict
 from fleet.models import NOT_REACHED, HostOutcome, Run
+from fleet.yamlfile import LocatedDict, load_located
 
 CHECK_SCHEMA = "fleet.check/1"
 SEVERITIES = ("error", "warn")
@@ -285,41 +284,9 @@ def check_unique_ids(rules: Sequence[Rule]) -> None:
 
 
 def _parse_yaml(text: str, path: str) -> Any:
-    try:
-        return yaml.load(text, Loader=_located_loader(path))
-    except RuleFileError:
-        raise
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else 1
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise RuleFileError(
-            f"{path}:{line}: not valid YAML: {problem}",
-            hint="check the indentation and quoting near that line (quote JMESPath expressions)",
-        ) from None
-
-
-def _located_loader(path: str) -> type[yaml.SafeLoader]:
-    """A SafeLoader whose mappings remember their lines (inventory.LocatedDict)."""
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> LocatedDict:
-        loader.flatten_mapping(node)
-        mapping = LocatedDict()
-        mapping.line, mapping.key_lines = node.start_mark.line + 1, {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if key in mapping:
-                raise RuleFileError(f"{path}:{line}: duplicate key {key!r}")
-            mapping[key] = loader.construct_object(value_node, deep=True)
-            mapping.key_lines[key] = line
-        return mapping
-
-    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-    return Loader
+    return load_located(
+        text, path, RuleFileError,
+        hint="check the indentation and quoting near that line (quote JMESPath expressions)")
 
 
 def _parse_rule(raw: Any, where: _Where, probes: frozenset[str]) -> Rule:

@@ -14,10 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fleet.errors import InventoryError, UsageError
 from fleet.models import Host
+from fleet.yamlfile import LocatedDict, load_located
 
 SETTINGS = (
     "address",
@@ -47,13 +46,6 @@ JUMP_RE = re.compile(
 )
 RANGE_RE = re.compile(r"\[([^\[\]]*)\]")
 MAX_RANGE_HOSTS = 100_000
-
-
-class LocatedDict(dict[Any, Any]):
-    """A YAML mapping that remembers the line of each key (1-based)."""
-
-    line: int = 0
-    key_lines: dict[Any, int]
 
 
 @dataclass(frozen=True)
@@ -107,43 +99,8 @@ def parse_inventory(text: str, path: str = "<inventory>") -> Inventory:
 
 
 def _parse_yaml(text: str, path: str) -> Any:
-    try:
-        return yaml.load(text, Loader=_make_loader(path))
-    except InventoryError:
-        raise
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else 1
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InventoryError(
-            f"{path}:{line}: not valid YAML: {problem}",
-            hint="check the indentation and quoting near that line",
-        ) from None
-
-
-def _make_loader(path: str) -> type[yaml.SafeLoader]:
-    class Loader(yaml.SafeLoader):
-        pass
-
-    def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> LocatedDict:
-        loader.flatten_mapping(node)
-        mapping = LocatedDict()
-        mapping.line = node.start_mark.line + 1
-        mapping.key_lines = {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if key in mapping:
-                raise InventoryError(
-                    f"{path}:{line}: duplicate key {key!r}",
-                    hint=f"it is already set on line {mapping.key_lines[key]}",
-                )
-            mapping[key] = loader.construct_object(value_node, deep=True)
-            mapping.key_lines[key] = line
-        return mapping
-
-    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-    return Loader
+    return load_located(text, path, InventoryError,
+                        hint="check the indentation and quoting near that line")
 
 
 class _Locator:
