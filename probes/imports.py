@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import re
 import sys
@@ -153,12 +154,24 @@ def _metadata_version(top_level: str) -> Optional[str]:
     return None
 
 
-def _distribution_candidates(metadata: Any, top_level: str) -> List[str]:
-    candidates: List[str] = []
+@functools.lru_cache(maxsize=1)
+def _packages_distributions() -> Dict[str, List[str]]:
+    """Top-level module → distributions. Cached: it reads every installed package's metadata
+    (~0.4 s in a big venv), and a run asks for it once per spec."""
+    try:
+        from importlib import metadata
+    except ImportError:  # pragma: no cover
+        return {}
     packages_distributions = getattr(metadata, "packages_distributions", None)  # Python 3.10+
-    if packages_distributions is not None:
-        with contextlib.suppress(Exception):
-            candidates.extend(packages_distributions().get(top_level, []))
+    if packages_distributions is None:
+        return {}
+    with contextlib.suppress(Exception):
+        return dict(packages_distributions())
+    return {}
+
+
+def _distribution_candidates(metadata: Any, top_level: str) -> List[str]:
+    candidates: List[str] = list(_packages_distributions().get(top_level, []))
     candidates.extend(_KNOWN_DISTRIBUTIONS.get(top_level, []))
     candidates.extend([top_level, top_level.replace("_", "-")])
     return list(dict.fromkeys(candidates))
