@@ -125,13 +125,6 @@ def compare_hosts(
     )
 
 
-def diverging_facts(
-    outcomes: Iterable[HostOutcome], declarations: Mapping[str, ProbeFacts] | None = None
-) -> list[Divergence]:
-    """Only the plain-value divergences (the first cut of the diff; kept for callers that want it)."""
-    return list(compare_hosts(outcomes, declarations or {}).values)
-
-
 class FactGroups:
     """Hosts grouped by identical facts: comparisons run once per distinct group."""
 
