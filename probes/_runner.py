@@ -54,6 +54,19 @@ SECRET_ANCHORS = (
     ("sk-",), ("xox",), ("bearer",), ("://",),
 )
 MASK = "***"
+# Secrets with no telltale shape (WANDB_API_KEY, AWS_SECRET_ACCESS_KEY are plain hex/base64): the
+# values of variables named like secrets are masked wherever they show up (an error message, a
+# config dump), on the host that knows them.
+SECRET_NAME = re.compile(r"(?i)(TOKEN|SECRET|PASSW|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)")
+
+
+def environment_secrets(environ):
+    """Values of the variables named like secrets, longest first (8 characters or more)."""
+    found = set(v for k, v in environ.items() if SECRET_NAME.search(k) and len(v) >= 8)
+    return sorted(found, key=len, reverse=True)
+
+
+ENV_SECRETS = environment_secrets(os.environ)
 
 
 def secret_patterns_in(text):
@@ -66,6 +79,9 @@ def secret_patterns_in(text):
 def mask_secrets(value):
     """Return `value` (any JSON-like structure) with every token-shaped substring replaced by ***."""
     if isinstance(value, str):
+        for secret in ENV_SECRETS:
+            if secret in value:
+                value = value.replace(secret, MASK)
         for pattern in secret_patterns_in(value):
             value = pattern.sub(MASK, value)
         return value
@@ -97,6 +113,12 @@ class Deadline(Exception):
 
 def read_run_alone(source):
     return re.search(r"^RUN_ALONE\s*=\s*True\b", source, re.MULTILINE) is not None
+
+
+def read_preload(source):
+    """The modules a probe declares with `PRELOAD = ("torch",)`."""
+    match = re.search(r"^PRELOAD\s*=\s*\(([^)]*)\)", source, re.MULTILINE)
+    return re.findall(r"[\"']([A-Za-z0-9_.]+)[\"']", match.group(1)) if match else []
 
 
 def read_timeout(source):
@@ -154,21 +176,28 @@ def write_all(fd, data):
 class ProbeProcess:
     """A running probe seen from the parent: its pid, its pipes and what they have said so far."""
 
-    def __init__(self, name, source, options):
-        self.name = name
+    def __init__(self, name, source, options, fork=True):
+        self.name, self.source, self.options = name, source, options
         self.started = time.monotonic()
         self.deadline = self.started + float(options.get("timeout_s") or read_timeout(source))
         result_r, result_w = os.pipe()
         output_r, output_w = os.pipe()
-        sys.stdout.flush()
-        self.pid = os.fork()
-        if self.pid == 0:
-            os.close(result_r)
-            os.close(output_r)
-            child_main(name, source, options, result_w, output_w)
-        os.close(result_w)
-        os.close(output_w)
         self.result_fd, self.output_fd = result_r, output_r
+        self.write_fds = (result_w, output_w)
+        self.pid = None  # without fork: the Preloader forks it and says its pid later
+        if fork:
+            sys.stdout.flush()
+            self.pid = os.fork()
+            if self.pid == 0:
+                os.close(result_r)
+                os.close(output_r)
+                child_main(name, source, options, result_w, output_w)
+            self.close_write_ends()
+
+    def close_write_ends(self):
+        for fd in self.write_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         self.result = bytearray()
         self.result_overflow = False
         self.output_tail = b""
@@ -188,14 +217,19 @@ class ProbeProcess:
         return True
 
     def poll_exit(self):
-        if self.exit_status is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        if self.exit_status is None and self.pid is not None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # a preloaded probe not yet adopted by us
+                return False
             if pid:
                 self.exit_status = status
         return self.exit_status is not None
 
     def kill(self):
         """Kill the probe and everything it started (its process group), then reap it."""
+        if self.pid is None:
+            return  # never started: the Preloader that would have forked it is killed instead
         for target in (lambda: os.killpg(self.pid, signal.SIGKILL), lambda: os.kill(self.pid, 9)):
             with contextlib.suppress(OSError):
                 target()
@@ -262,10 +296,115 @@ def signal_name(number):
         return str(number)
 
 
+# ------------------------------------------------------------------------------- preloading
+
+
+class Preloader:
+    """A fork server for the probes that declare `PRELOAD = ("torch",)`.
+
+    Four probes importing torch each cost four cold imports (~3–5 s of CPU apiece on a GPU host).
+    Instead one child imports the modules once, then forks each of those probes from that warm
+    state. The runner becomes their subreaper (PR_SET_CHILD_SUBREAPER), so the probes end up its
+    own children and are watched, timed and killed like any other. The preloader never runs probe
+    code itself; if it dies (a crash inside `import torch`), its probes are started the ordinary
+    way and each reports its own failure: a failed preload costs time, never results.
+    """
+
+    def __init__(self, procs, modules):
+        self.procs = {p.name: p for p in procs}
+        status_r, status_w = os.pipe()
+        runner_pid = os.getpid()
+        sys.stdout.flush()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(status_r)
+            preloader_main(list(procs), modules, status_w, runner_pid)
+        os.close(status_w)
+        for proc in procs:
+            proc.close_write_ends()
+        self.status_fd = status_r
+        self.pending = set(self.procs)
+        self._buffer = b""
+
+    def on_readable(self):
+        """Read pid announcements; return False at end of file (the preloader is done or dead)."""
+        chunk = os.read(self.status_fd, 4096)
+        self._buffer += chunk
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for line in lines:
+            name, _, pid = line.decode("ascii", "replace").partition(" ")
+            if name in self.pending and pid.isdigit():
+                self.procs[name].pid = int(pid)
+                self.pending.discard(name)
+        return bool(chunk)
+
+    def stop(self):
+        with contextlib.suppress(OSError):
+            os.killpg(self.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(self.pid, 0)
+        with contextlib.suppress(OSError):
+            os.close(self.status_fd)
+
+
+def become_subreaper():
+    """Orphaned descendants get re-parented to us (Linux PR_SET_CHILD_SUBREAPER)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0
+    except Exception:  # not Linux, or no libc: probes are then forked the ordinary way
+        return False
+
+
+def preloader_main(procs, modules, status_w, runner_pid):
+    """In the preloader: import `modules` once, fork each probe from here, never return."""
+    try:
+        os.setpgid(0, 0)
+        die_with_parent()
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # whatever an import prints must not reach the channel
+            os.dup2(devnull, fd)
+        for proc in procs:
+            os.close(proc.result_fd)
+            os.close(proc.output_fd)
+        for module in modules:
+            try:
+                __import__(module)
+            except BaseException:  # the probes will meet the same error and report it
+                pass
+        for proc in procs:
+            fork_adopted_probe(proc, procs, status_w, runner_pid)
+    finally:
+        os._exit(0)
+
+
+def fork_adopted_probe(proc, procs, status_w, runner_pid):
+    """Double fork: the middle process exits at once, so the probe is re-parented to the runner."""
+    middle = os.fork()
+    if middle:
+        os.waitpid(middle, 0)
+        proc.close_write_ends()
+        return
+    probe_pid = os.fork()
+    if probe_pid:
+        os.write(status_w, ("%s %d\n" % (proc.name, probe_pid)).encode("ascii"))
+        os._exit(0)
+    os.setpgid(0, 0)  # at once: stopping the preloader kills its group, and this is not in it
+    os.close(status_w)
+    for other in procs:
+        if other is not proc:
+            other.close_write_ends()  # or other probes' pipes would never see end-of-file
+    deadline = time.monotonic() + 2.0
+    while os.getppid() != runner_pid and time.monotonic() < deadline:
+        time.sleep(0.001)
+    child_main(proc.name, proc.source, proc.options, *proc.write_fds)
+
+
 class Scheduler:
     """Runs the probes, `parallel` at a time; RUN_ALONE probes last and one by one."""
 
-    def __init__(self, probes, options, parallel):
+    def __init__(self, probes, options, parallel, preload=True):
         shared = [n for n in probes if not read_run_alone(probes[n])]
         alone = [n for n in probes if read_run_alone(probes[n])]
         self.queue = shared + alone
@@ -273,9 +412,41 @@ class Scheduler:
         self.probes, self.options, self.parallel = probes, options, max(1, parallel)
         self.running = {}
         self.selector = selectors.DefaultSelector()
+        self.preloader = None
+        self.adopted = set()  # preloaded probes: they do not count against `parallel`
+        if preload:
+            self.start_preloaded([n for n in shared if read_preload(probes[n])])
+
+    def start_preloaded(self, names):
+        """Hand the probes that share heavy imports to a Preloader (when we can adopt them)."""
+        modules = sorted({m for n in names for m in read_preload(self.probes[n])})
+        if len(names) < 2 or not become_subreaper():
+            return  # one probe gains nothing from it
+        procs = [ProbeProcess(n, self.probes[n], self.options.get(n) or {}, fork=False)
+                 for n in names]
+        self.preloader = Preloader(procs, modules)
+        self.adopted = set(names)
+        self.selector.register(self.preloader.status_fd, selectors.EVENT_READ, self.preloader)
+        for proc in procs:
+            self.queue.remove(proc.name)
+            self.running[proc.name] = proc
+            self.selector.register(proc.result_fd, selectors.EVENT_READ, proc)
+            self.selector.register(proc.output_fd, selectors.EVENT_READ, proc)
+
+    def preloader_finished(self):
+        """Probes the preloader never forked (it died) start again, the ordinary way, first."""
+        preloader, self.preloader = self.preloader, None
+        self.selector.unregister(preloader.status_fd)
+        preloader.stop()
+        for name in sorted(preloader.pending, reverse=True):
+            proc = self.running.pop(name)
+            self.adopted.discard(name)
+            for fd in (proc.result_fd, proc.output_fd):
+                self.drain(proc, fd, final=False)
+            self.queue.insert(0, name)
 
     def start_ready(self):
-        while self.queue and len(self.running) < self.parallel:
+        while self.queue and len(set(self.running) - self.adopted) < self.parallel:
             name = self.queue[0]
             if self.running and (name in self.alone or self.alone & set(self.running)):
                 return
@@ -307,17 +478,30 @@ class Scheduler:
 
     def step(self, wait_s):
         for key, _ in self.selector.select(timeout=wait_s):
+            if key.data is self.preloader:
+                if not self.preloader.on_readable():
+                    self.preloader_finished()
+                continue
             proc = key.data
+            if self.running.get(proc.name) is not proc:
+                continue  # its pipes were closed earlier in this round (handed back to the queue)
             if not proc.on_readable(key.fd):
                 self.selector.unregister(key.fd)
         now = time.monotonic()
         for proc in list(self.running.values()):
+            if self.running.get(proc.name) is not proc:
+                continue  # handed back to the queue while we went round
             if proc.poll_exit():
                 self.finish(proc)
             elif now >= proc.deadline:
+                if proc.pid is None and self.preloader is not None:
+                    self.preloader.pending.discard(proc.name)
+                    self.preloader_finished()  # its import hangs: stop it, restart the others
                 self.finish(proc, timed_out=True)
 
     def kill_all(self):
+        if self.preloader is not None:
+            self.preloader.stop()
         for proc in self.running.values():
             proc.kill()
 
@@ -345,6 +529,7 @@ def run_bundle(bundle):
         bundle["probes"],
         bundle.get("options") or {},
         int(bundle.get("parallel") or DEFAULT_PARALLEL),
+        preload=bundle.get("preload", True),
     )
     last_tick = started
     try:

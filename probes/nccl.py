@@ -18,6 +18,7 @@ import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 TIMEOUT_S = 90
+PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_runner.py)
 # How the controller compares this probe's fields across hosts (see fleet/facts.py).
 FACTS = {"volatile": ["conf_errors", "torch_error"]}
 LDCONFIG_TIMEOUT_S = 10.0
@@ -237,7 +238,13 @@ def find_libraries(ldconfig_timeout_s: float) -> List[Dict[str, Any]]:
 
 
 def torch_reported_version(timeout_s: float) -> Tuple[Optional[str], Optional[str]]:
-    """(version torch reports, why there is none) from a child interpreter."""
+    """(version torch reports, why there is none): asked in-process when torch is already imported
+    (the runner preloads it), else from a child interpreter, so this probe never pays for it."""
+    if "torch" in sys.modules:
+        try:
+            return torch_nccl_version(sys.modules["torch"].cuda.nccl.version()), None
+        except Exception as exc:  # a CPU build has no NCCL: a fact, reported as such
+            return None, "%s: %s" % (type(exc).__name__, exc)
     try:
         completed = subprocess.run(
             [sys.executable, "-c", TORCH_NCCL_SOURCE],
