@@ -4,7 +4,11 @@
 #   OUT=/tmp/out bash bench/device_bundle_cost.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
+# Dependencies the image lacks travel as wheels in .whl (jmespath); click, yaml, rich are there.
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+fi
+export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/fleet-out}
 mkdir -p "$OUT"
 TIMEFORMAT="%R"
