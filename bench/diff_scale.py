@@ -11,6 +11,7 @@ two hosts are odd (another torch, NCCL_P2P_DISABLE=1) and one is 3× slow. Print
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import random
 import resource
@@ -52,7 +53,7 @@ def synthetic_document(count: int, seed: int = 1) -> dict:
     return {**real, "hosts": hosts}
 
 
-def timed(label: str, action):  # noqa: ANN001, ANN201
+def timed(label: str, action):
     started = time.perf_counter()
     result = action()
     print(f"{label:38s} {time.perf_counter() - started:7.3f} s")
@@ -65,7 +66,8 @@ def main() -> int:
     document = synthetic_document(count)
     run = Run.from_dict(document)
     with tempfile.TemporaryDirectory() as tmp:
-        path = timed(f"save {count} hosts (content-addressed)", lambda: save_run(run, Path(tmp)))
+        path = timed(f"save {count} hosts (content-addressed)",
+                     functools.partial(save_run, run, Path(tmp)))
         plain = len(json.dumps(document))
         print(f"{'run file size':38s} {path.stat().st_size / 1e6:7.2f} MB "
               f"(plain JSON {plain / 1e6:.1f} MB)")

@@ -11,7 +11,6 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from fleet.errors import InventoryError, UsageError
@@ -66,15 +65,36 @@ class Inventory:
 def load_inventory(path: str | os.PathLike[str]) -> Inventory:
     path = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = _read_text(path)
     except FileNotFoundError:
         raise InventoryError(
             f"inventory file {path} does not exist",
             hint="pass an existing file with -i, e.g. -i inventory/local.yaml",
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InventoryError(f"cannot read inventory {path}: {exc}") from None
+    except OSError as exc:
+        raise InventoryError(f"cannot read inventory {path}: {exc.strerror}") from None
     return parse_inventory(text, path)
+
+
+MAX_INVENTORY_BYTES = 8 * 1024 * 1024  # 100,000 hosts fit; YAML parsing 50 MB would take minutes
+
+
+def _read_text(path: str) -> str:
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_INVENTORY_BYTES + 1)
+    if len(data) > MAX_INVENTORY_BYTES:
+        raise InventoryError(
+            f"{path}:1: the inventory is larger than {MAX_INVENTORY_BYTES // (1024 * 1024)} MB",
+            hint="is it the right file? host ranges (gpu-[001-999]) keep big fleets short",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InventoryError(
+            f"{path}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8 text",
+            hint="save the inventory as UTF-8",
+        ) from None
 
 
 def parse_inventory(text: str, path: str = "<inventory>") -> Inventory:
@@ -144,6 +164,7 @@ def _expand_hosts(document: LocatedDict, where: _Locator) -> dict[str, LocatedDi
     hosts: dict[str, LocatedDict] = {}
     for pattern, settings in raw.items():
         here = where.at(raw, pattern)
+        _check_key_is_text(pattern, here, "host")
         settings = LocatedDict() if settings is None else settings
         _require_mapping(settings, here, f"host {pattern!r}")
         _check_settings(settings, where)
@@ -164,6 +185,7 @@ def _parse_groups(
     group_vars: dict[str, LocatedDict] = {}
     for group, spec in raw.items():
         here = where.at(raw, group)
+        _check_key_is_text(group, here, "group")
         check_name(str(group), here, "group")
         if str(group) in hosts:
             raise here.error(f"group {group!r} has the name of a host", hint="rename one of them")
@@ -222,6 +244,11 @@ def _check_setting(key: str, value: Any, here: _Locator) -> None:
     elif key == "probe_args":
         if not isinstance(value, dict):
             raise here.error("probe_args must map probe names to their options")
+        for probe, options in value.items():
+            if options is not None and not isinstance(options, dict):
+                raise here.error(
+                    f"probe_args of {probe!r} must map option names to values, not {options!r}"
+                )
     else:
         _check_text_setting(key, value, here)
 
@@ -242,10 +269,27 @@ def _check_text_setting(key: str, value: Any, here: _Locator) -> None:
             allowed="letters, digits, '/', '.', '_', '+', '~', '-'",
         )
     elif key == "jump":
-        if not JUMP_RE.match(value) or _unsafe(value):
+        match = JUMP_RE.match(value)
+        user, host = (match["user"], match["host"].strip("[]")) if match else (None, "")
+        if (
+            not match
+            or _unsafe(value)
+            or (user and not USER_RE.match(user))
+            or not ADDRESS_RE.match(host)
+            or _unsafe(host)
+        ):
             raise here.error(f"jump {value!r} is not a host of this inventory or user@host:port")
     elif _unsafe(value):
         raise here.error(f"{key} {value!r} contains control characters")
+
+
+def _check_key_is_text(key: Any, here: _Locator, what: str) -> None:
+    """YAML reads unquoted on/off/yes/no/true/false/null as values: `on:` would be host True."""
+    if isinstance(key, bool) or not isinstance(key, str | int):
+        raise here.error(
+            f"{what} name {key!r} is not text: YAML reads it as {type(key).__name__}",
+            hint="quote the name, e.g. 'on': {} or 'no': {}",
+        )
 
 
 def _unsafe(value: str) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.models import HostOutcome, ProbeResult
-from fleet.redact import mask_secrets
+from fleet.redact import mask_secrets, secret_patterns_in
 
 DEFAULT_OUTPUT_LIMIT = 16 * 1024 * 1024
 NOISE_TAIL_CHARS = 2000
@@ -37,6 +37,7 @@ class StreamDecoder:
     deadline_pending: list[str] | None = None
     probes: dict[str, ProbeResult] = field(default_factory=dict)
     noise: str = ""
+    expected: frozenset[str] | None = None  # the probes we sent: a host cannot add others
     _partial: bytes = b""
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
@@ -56,7 +57,7 @@ class StreamDecoder:
         if not text:
             return None
         try:
-            message = json.loads(text)
+            message = json.loads(text, parse_constant=_not_json)  # NaN, Infinity: no JSON
         except ValueError:
             message = None
         if not isinstance(message, dict) or "type" not in message:
@@ -69,12 +70,19 @@ class StreamDecoder:
         kind = message.get("type")
         if kind == "hello":
             self.hello = message
-        elif kind == "probe" and isinstance(message.get("name"), str):
+        elif kind == "probe" and self._expects(message.get("name")):
             self.probes[message["name"]] = probe_result(message)
         elif kind == "done":
             self.done = True
         elif kind == "deadline":
             self.deadline_pending = [str(p) for p in message.get("pending") or []]
+
+    def _expects(self, name: Any) -> bool:
+        return isinstance(name, str) and (self.expected is None or name in self.expected)
+
+
+def _not_json(constant: str) -> None:
+    return None
 
 
 def probe_result(message: dict[str, Any]) -> ProbeResult:
@@ -87,11 +95,21 @@ def probe_result(message: dict[str, Any]) -> ProbeResult:
     return ProbeResult(
         status=status,
         ok=status == "ok",
-        data=mask_secrets(data),
+        data=_masked(data),
         error=mask_secrets(str(error)) if error is not None else None,
         elapsed_s=_number(message.get("elapsed_s")),
         output_tail=mask_secrets(str(message.get("output_tail") or ""))[-NOISE_TAIL_CHARS:],
     )
+
+
+def _masked(data: Any) -> Any:
+    """mask_secrets(data), skipped when no pattern's anchor occurs anywhere in its JSON text, which
+    holds every key and string with these ASCII anchors unescaped: one scan instead of a walk."""
+    try:
+        clean = not secret_patterns_in(json.dumps(data))
+    except (TypeError, ValueError, RecursionError):
+        clean = False
+    return data if clean else mask_secrets(data)
 
 
 def _number(value: Any) -> float:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.bundle import Bundle
-from fleet.errors import HostError
+from fleet.errors import HostError, UnreachableError
 from fleet.models import Host, HostOutcome
 from fleet.protocol import (
     DEFAULT_OUTPUT_LIMIT,
@@ -79,12 +79,10 @@ class FanOut:
         limit = asyncio.Semaphore(self.settings.concurrency)
         tasks = {h.name: asyncio.ensure_future(self._bounded(h, limit)) for h in hosts}
         interrupted = asyncio.ensure_future(self.interrupt.wait())
+        # one future for all hosts: waking per finished host over all N tasks was O(N²)
+        everything: asyncio.Future[Any] = asyncio.gather(*tasks.values(), return_exceptions=True)
         try:
-            await asyncio.wait([*tasks.values(), interrupted], return_when=asyncio.FIRST_COMPLETED)
-            while not interrupted.done() and not all(t.done() for t in tasks.values()):
-                await asyncio.wait(
-                    [*tasks.values(), interrupted], return_when=asyncio.FIRST_COMPLETED
-                )
+            await asyncio.wait([everything, interrupted], return_when=asyncio.FIRST_COMPLETED)
         finally:
             interrupted.cancel()
         if self.interrupt.is_set():
@@ -118,7 +116,9 @@ class FanOut:
         return outcome
 
     async def probe_host(self, host: Host) -> HostOutcome:
-        decoder = StreamDecoder(limit_bytes=self.settings.output_limit)
+        decoder = StreamDecoder(
+            limit_bytes=self.settings.output_limit, expected=frozenset(self.bundle.probes)
+        )
         self._decoders[host.name] = decoder
         expected = list(self.bundle.probes)
         result: ExecResult | None = None
@@ -132,6 +132,9 @@ class FanOut:
             timed_out = True
         except HostError as exc:
             return self._failed(host, decoder, exc)
+        except Exception as exc:  # an error no transport mapped: it still costs only this host
+            lost = UnreachableError(f"lost {host.name} ({host.target()})", context=repr(exc))
+            return self._failed(host, decoder, lost)
         verdict = conclude(
             decoder,
             result,

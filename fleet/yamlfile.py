@@ -33,9 +33,47 @@ def load_located(text: str, path: str, error: type[FleetError], hint: str) -> An
         raise error(f"{path}:{line}: not valid YAML: {problem}", hint=hint) from None
 
 
+# Aliases let a few lines stand for billions of values ("billion laughs"): whatever walks the
+# result later (a bundle's JSON, a rule engine) would expand them all. A real file never needs this.
+MAX_EXPANDED_VALUES = 1_000_000
+
+
+def _check_expansion(root: yaml.Node, path: str, error: type[FleetError]) -> None:
+    """Count the values `root` stands for with every alias expanded; refuse past the limit."""
+    sizes: dict[int, int] = {}
+    entered: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack[-1]
+        if id(node) not in entered:  # first visit: size the children first (a cycle counts once)
+            entered.add(id(node))
+            stack.extend(c for c in _children(node) if id(c) not in entered)
+            continue
+        stack.pop()
+        if id(node) in sizes:
+            continue
+        sizes[id(node)] = size = 1 + sum(sizes.get(id(c), 1) for c in _children(node))
+        if size > MAX_EXPANDED_VALUES:
+            raise error(
+                f"{path}:{node.start_mark.line + 1}: aliases here expand to more than "
+                f"{MAX_EXPANDED_VALUES:,} values (an alias bomb?)",
+                hint="write the values out, or use fewer nested aliases (*name)",
+            )
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
 def _located_loader(path: str, error: type[FleetError]) -> type[yaml.SafeLoader]:
     class Loader(yaml.SafeLoader):
-        pass
+        def construct_document(self, node: yaml.Node) -> Any:
+            _check_expansion(node, path, error)
+            return super().construct_document(node)
 
     def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> LocatedDict:
         loader.flatten_mapping(node)

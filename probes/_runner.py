@@ -581,4 +581,8 @@ if __name__ == "__main__":
         clean_sys_path(os.path.dirname(os.path.abspath(__file__)))
     else:
         clean_sys_path()
+    # Nothing is written on the host: no __pycache__ beside the modules the probes import, in
+    # this process, its forked probes or any Python they start.
+    sys.dont_write_bytecode = True
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     sys.exit(run_bundle(BUNDLE))

@@ -50,6 +50,9 @@ def status_style(status: str) -> str:
     return STATUS_STYLE.get(status, "white")
 
 
+PROGRESS_REFRESH_PER_S = 4  # the bar redraws at this bounded rate (its own thread), never per host
+
+
 class ProgressEvents(Events):
     """Feeds a rich Progress bar: done/total and the failures so far."""
 
@@ -62,6 +65,8 @@ class ProgressEvents(Events):
             TimeElapsedColumn(),
             console=console,
             transient=True,
+            refresh_per_second=PROGRESS_REFRESH_PER_S,
+            disable=not console.is_terminal,  # a pipe or a file gets no bar: nothing to redraw
         )
         self.task = self.progress.add_task("hosts", total=total, failures="")
         self.failures: Counter[str] = Counter()
@@ -74,10 +79,12 @@ class ProgressEvents(Events):
         self.progress.stop()
 
     def host_finished(self, outcome: HostOutcome) -> None:
-        if outcome.status != "ok":
-            self.failures[outcome.status] += 1
+        if outcome.status == "ok":  # the common case: one step, no failure text to rebuild
+            self.progress.advance(self.task)
+            return
+        self.failures[outcome.status] += 1
         text = ", ".join(f"{n} {s}" for s, n in self.failures.most_common())
-        self.progress.update(self.task, advance=1, failures=f"[yellow]{text}" if text else "")
+        self.progress.update(self.task, advance=1, failures=f"[yellow]{text}")
 
     def host_started(self, host: Host) -> None:
         return None

@@ -27,6 +27,7 @@ from fleet.errors import (
 )
 from fleet.models import Host
 from fleet.protocol import ExecResult
+from fleet.store import ensure_private_dir
 from fleet.transport.base import OutputSink, finish_reading, pump, read_tail
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
@@ -34,6 +35,7 @@ KEEPALIVE_S = 15
 KEEPALIVE_COUNT = 3
 HANDSHAKE_RETRIES = 6
 MAX_BACKOFF_S = 5.0
+TUNNEL_HANDSHAKES = 8
 
 
 @dataclass
@@ -41,6 +43,7 @@ class SSHOptions:
     accept_new: bool = False  # record unknown (never changed) keys
     fleet_known_hosts: Path | None = None  # fleet's own file, where --accept-new writes
     handshake_retries: int = HANDSHAKE_RETRIES
+    tunnel_handshakes: int = TUNNEL_HANDSHAKES  # at once through one bastion connection
     keepalive_s: float = KEEPALIVE_S
 
 
@@ -79,6 +82,7 @@ class SSHTransport:
             tuple[str, int, str | None], asyncio.Task[asyncssh.SSHClientConnection]
         ] = {}
         self._accepted: list[str] = []
+        self._tunnel_slots: dict[int, asyncio.Semaphore] = {}
 
     # ------------------------------------------------------------------------------ execute
 
@@ -92,7 +96,13 @@ class SSHTransport:
     async def _run_script(
         self, conn: asyncssh.SSHClientConnection, host: Host, script: bytes, sink: OutputSink
     ) -> ExecResult:
-        process = await conn.create_process(remote_command(host.python), encoding=None)
+        try:
+            process = await conn.create_process(remote_command(host.python), encoding=None)
+        except (asyncssh.Error, OSError) as exc:  # e.g. sshd refused the session channel
+            raise UnreachableError(
+                f"{host.name} ({host.target()}) refused to run {host.python}",
+                context=str(getattr(exc, "reason", "") or exc or type(exc).__name__),
+            ) from None
         stderr_task = asyncio.ensure_future(read_tail(process.stderr))
         try:
             process.stdin.write(script)
@@ -104,6 +114,11 @@ class SSHTransport:
             _stop_remote(process)  # deadline or Ctrl-C: the bundle's own alarm is the backstop
             stderr_task.cancel()
             raise
+        except (asyncssh.Error, OSError):
+            # the connection died mid-run (sshd killed, host gone): what arrived is kept, and
+            # a missing exit status tells `conclude` the connection was lost
+            stderr_task.cancel()
+            return ExecResult(exit_status=None)
         stderr = await finish_reading(stderr_task)
         return ExecResult(
             exit_status=process.exit_status, exit_signal=_signal_of(process), stderr_tail=stderr
@@ -118,7 +133,15 @@ class SSHTransport:
         known = self._known_hosts(host.known_hosts)
         policy = HostKeyPolicy(known, self.options.accept_new, self._record_key)
         try:
-            return await self._connect_with_retries(host, known, policy, tunnel)
+            if tunnel is None:
+                return await self._connect_with_retries(host, known, policy, tunnel)
+            # one bastion connection carries every target: bound the handshakes in flight over
+            # it, so a bastion that limits channels or startups is not flooded all at once
+            slots = self._tunnel_slots.setdefault(
+                id(tunnel), asyncio.Semaphore(self.options.tunnel_handshakes)
+            )
+            async with slots:
+                return await self._connect_with_retries(host, known, policy, tunnel)
         except HostError:
             raise
         except Exception as exc:
@@ -147,9 +170,15 @@ class SSHTransport:
                     keepalive_count_max=KEEPALIVE_COUNT,
                 )
                 return conn
-            except (ConnectionResetError, asyncssh.ConnectionLost, BrokenPipeError):
-                # sshd's MaxStartups drops handshakes beyond its limit: back off and try again
-                if attempt == self.options.handshake_retries:
+            except (
+                ConnectionResetError,
+                asyncssh.ConnectionLost,
+                BrokenPipeError,
+                asyncssh.ChannelOpenError,
+            ) as exc:
+                # sshd's MaxStartups drops handshakes beyond its limit, and a bastion out of
+                # channels refuses a tunnel with "resource shortage": back off and try again
+                if attempt == self.options.handshake_retries or not _transient(exc):
                     raise
                 await asyncio.sleep(min(MAX_BACKOFF_S, random.uniform(0.1, 0.4) * 2**attempt))
         raise AssertionError("unreachable")
@@ -158,7 +187,7 @@ class SSHTransport:
         assert host.jump_host
         bastion = host.jump_host
         key = (bastion.address, bastion.port, bastion.user)
-        if key not in self._bastions:
+        if key not in self._bastions or _closed(self._bastions[key]):  # first use, or it dropped
             self._bastions[key] = asyncio.ensure_future(self.connect(bastion, via_bastion=False))
         try:
             return await asyncio.shield(self._bastions[key])
@@ -194,7 +223,7 @@ class SSHTransport:
             return
         name = host if port == 22 else f"[{host}]:{port}"
         line = f"{name} {key.export_public_key().decode().strip()}\n"
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ensure_private_dir(target.parent)
         fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         with os.fdopen(fd, "a") as handle:
             handle.write(line)
@@ -220,6 +249,19 @@ def remote_command(python: str) -> str:
     if python.startswith("~/"):
         return f'"$HOME"/{shlex.quote(python[2:])} -'
     return f"{shlex.quote(python)} -"
+
+
+def _transient(exc: Exception) -> bool:
+    if isinstance(exc, asyncssh.ChannelOpenError):
+        return exc.code == asyncssh.OPEN_RESOURCE_SHORTAGE
+    return True
+
+
+def _closed(task: asyncio.Task[asyncssh.SSHClientConnection]) -> bool:
+    """A bastion connection that was made and has since been closed (the bastion went away)."""
+    if not task.done() or task.cancelled() or task.exception() is not None:
+        return False
+    return bool(task.result().is_closed())
 
 
 def _stop_remote(process: asyncssh.SSHClientProcess[bytes]) -> None:

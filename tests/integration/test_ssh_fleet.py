@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from fleet.store import expand_payloads
 from tests.conftest import FAKES
 from tests.integration.conftest import (
-    divergence_block,
     FleetResult,
     closed_port,
+    divergence_block,
     run_fleet,
     ssh_host,
     write_inventory,
@@ -157,7 +158,7 @@ def test_saved_run_is_private_and_json_matches_schema(
     assert len(runs) == 1
     assert oct(runs[0].stat().st_mode & 0o777) == "0o600"
     assert oct(runs[0].parent.stat().st_mode & 0o777) == "0o700"
-    saved = json.loads(runs[0].read_text())
+    saved = expand_payloads(json.loads(runs[0].read_text()))  # payloads are stored once
     assert saved["schema"] == "fleet.run/1"
     assert set(saved) >= {"fleet_version", "started", "finished", "bundle_sha256", "hosts"}
     probe = saved["hosts"][lone_host]["probes"]["system"]

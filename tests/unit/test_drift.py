@@ -10,7 +10,7 @@ from tests.unit.test_diff import allreduce, gpu, host
 DECLARED = declared_facts()
 
 
-def run(*outcomes, started: str = "2026-11-30T01:00:00Z") -> Run:  # noqa: ANN002
+def run(*outcomes, started: str = "2026-11-30T01:00:00Z") -> Run:
     return Run("0.1.0", started, started, "ab" * 32, {o.name: o for o in outcomes})
 
 

@@ -47,6 +47,27 @@ def test_secrets_are_masked_again_on_the_controller() -> None:
     assert token not in json.dumps(result.to_dict())
 
 
+def test_secrets_sent_with_json_escapes_or_deep_inside_are_masked_too() -> None:
+    """The controller skips its walk only when no secret anchor occurs in the data's JSON text:
+    escapes on the wire (an escaped underscore or slash) and non-ASCII neighbours hide none."""
+    token = "hf_" + "B" * 34
+    wire = (
+        r'{"type": "probe", "name": "nccl", "status": "ok", "elapsed_s": 0.1, "data": '
+        r'{"env": [{"\u2014hf\u005f' + "B" * 34 + r'": "https:\/\/bob:pw@example.org"}]}}'
+    )
+    decoder = StreamDecoder()
+    decoder.feed(wire.encode() + b"\n")
+    saved = json.dumps(decoder.probes["nccl"].to_dict(), ensure_ascii=False)
+    assert "\\u005f" in wire and token not in saved and "bob:pw" not in saved
+
+
+def test_clean_data_is_kept_as_sent() -> None:
+    decoder = StreamDecoder()
+    data = {"packages": {"torch": "2.9.1+cu128"}, "paths": ["/usr/lib", "C:\\x"], "n": 3}
+    decoder.feed(lines(probe("packages", data=data)))
+    assert decoder.probes["packages"].data == data
+
+
 def conclude_from(raw: bytes, result: ExecResult | None, expected: list[str], **kw: object):
     decoder = StreamDecoder()
     decoder.feed(raw)
