@@ -65,6 +65,10 @@ def _name(item: Divergence | DivergenceGroup | SetDivergence) -> str:
 def diff_summary(diff: FleetDiff) -> Text:
     facts = len(diff.values) + len(diff.sets)
     text = Text("divergence: ", style="bold")
+    unreached = {u.host for u in diff.unreported if u.probe is None}
+    if len(set(diff.hosts) - unreached) < 2:
+        text.append("nothing to compare: fewer than two hosts reported", style="dim")
+        return text
     if diff.clean:
         text.append(
             "none — every compared fact is the same on every host that reported it", style="green"
@@ -146,11 +150,14 @@ def cohorts_line(diff: FleetDiff) -> Text:
 
 
 def unreported_view(items: Iterable[Unreported]) -> Text:
-    text = Text("not compared:", style="bold")
+    """Hosts (or one probe on them) not compared, those failing the same way on one line."""
+    alike: dict[tuple[str | None, str, str], list[str]] = {}
     for item in items:
-        what = f"{item.host}" + (f" {item.probe}" if item.probe else "")
-        text.append(f"\n  {what}", style="magenta")
-        text.append(f"  {item.status}{': ' + item.reason if item.reason else ''}")
+        alike.setdefault((item.probe, item.status, item.reason), []).append(item.host)
+    text = Text("not compared:", style="bold")
+    for (probe, status, reason), hosts in alike.items():
+        text.append(f"\n  {hosts_text(hosts)}" + (f" {probe}" if probe else ""), style="magenta")
+        text.append(f"  {status}{': ' + reason if reason else ''}")
     return text
 
 

@@ -202,7 +202,13 @@ class SSHTransport:
         if path not in self._keys:
             try:
                 self._keys[path] = asyncssh.load_keypairs(path)
-            except (OSError, asyncssh.KeyImportError) as exc:
+            except OSError as exc:
+                raise AuthError(
+                    f"cannot read identity_file {path}: {exc.strerror}",
+                    hint="fix identity_file in the inventory, or remove it to use ssh-agent "
+                    "and ~/.ssh/id_*",
+                ) from None
+            except asyncssh.KeyImportError as exc:
                 raise AuthError(
                     f"cannot load identity_file {path}: {exc}",
                     hint="an encrypted key must be loaded into ssh-agent instead",
