@@ -6,7 +6,11 @@
 set -uo pipefail
 # The lender's policy: NVLink multicast stays off in NCCL, PyTorch and NVSHMEM.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD" COLUMNS=160
+# Dependencies the image lacks travel as wheels in .whl (jmespath); click, yaml, rich are there.
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+fi
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD:/tmp/site" COLUMNS=160
 OUT=${OUT:-/tmp/fleet-out}
 cap="$OUT/cap"
 mkdir -p "$cap"
