@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.models import HostOutcome, ProbeResult
-from fleet.redact import mask_secrets, secret_patterns_in
+from fleet.redact import mask_secrets, might_hold_secret
 
 DEFAULT_OUTPUT_LIMIT = 16 * 1024 * 1024
 NOISE_TAIL_CHARS = 2000
@@ -103,10 +103,9 @@ def probe_result(message: dict[str, Any]) -> ProbeResult:
 
 
 def _masked(data: Any) -> Any:
-    """mask_secrets(data), skipped when no pattern's anchor occurs anywhere in its JSON text, which
-    holds every key and string with these ASCII anchors unescaped: one scan instead of a walk."""
+    """mask_secrets(data), skipped when its JSON text might hold no secret (fleet.redact)."""
     try:
-        clean = not secret_patterns_in(json.dumps(data))
+        clean = not might_hold_secret(json.dumps(data))
     except (TypeError, ValueError, RecursionError):
         clean = False
     return data if clean else mask_secrets(data)

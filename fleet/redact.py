@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from probes._runner import ENV_SECRETS, secret_patterns_in
 from probes._runner import mask_secrets as _mask_on_host
-from probes._runner import secret_patterns_in
 
 
 def mask_secrets(value: Any) -> Any:
@@ -14,6 +14,8 @@ def mask_secrets(value: Any) -> Any:
     return _mask_on_host(value)
 
 
-def contains_secret(text: str) -> bool:
-    """Whether any token-shaped string occurs in `text` (one scan, no copy)."""
-    return any(pattern.search(text) for pattern in secret_patterns_in(text))
+def might_hold_secret(text: str) -> bool:
+    """Whether `text` (e.g. a whole JSON document) may hold something mask_secrets would change:
+    a pattern's anchor or a secret-named variable's value occurs in it. A substring scan, so the
+    callers can skip the slow walk of mask_secrets over data that is clean (nearly all of it)."""
+    return bool(secret_patterns_in(text)) or any(secret in text for secret in ENV_SECRETS)

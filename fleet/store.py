@@ -17,7 +17,7 @@ from typing import Any
 
 from fleet.errors import StoreError
 from fleet.models import Run
-from fleet.redact import contains_secret, mask_secrets
+from fleet.redact import mask_secrets, might_hold_secret
 
 DEFAULT_RUNS_DIR = Path("~/.local/state/fleet/runs")
 ALIASES = {"latest": 1, "previous": 2}
@@ -48,7 +48,7 @@ def write_private_json(path: Path, document: dict[str, Any], *, exclusive: bool 
     replace: raise FileExistsError if `path` exists. Compact JSON: the C encoder is
     ~10× faster than indented output on a 1,000-host run (`fleet show` is for reading)."""
     text = json.dumps(document, ensure_ascii=False, default=str)
-    if contains_secret(text):  # rare: results were masked on the host and on arrival already
+    if might_hold_secret(text):  # rare: results were masked on the host and on arrival already
         text = json.dumps(mask_secrets(document), ensure_ascii=False, default=str)
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
