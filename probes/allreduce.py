@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
-import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -270,7 +271,11 @@ class Bench:
 
 def init(cfg, torch, dist):
     rank = int(os.environ["RANK"])
-    kwargs = {"backend": cfg["backend"],
+    # A file rendezvous, not a TCP port: a free port picked by the parent could be taken by
+    # anything on the host before rank 0 binds it (EADDRINUSE); the file lives in the
+    # probe's private directory, which the parent removes.
+    kwargs = {"backend": cfg["backend"], "init_method": "file://" + cfg["rendezvous_file"],
+              "rank": rank, "world_size": int(os.environ["WORLD_SIZE"]),
               "timeout": datetime.timedelta(seconds=cfg["hard_timeout_s"])}
     if cfg["backend"] == "nccl":
         torch.cuda.set_device(rank)
@@ -383,23 +388,15 @@ def reported_environment(env: Dict[str, str]) -> Dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if k.startswith(REPORTED_ENV_PREFIXES)}
 
 
-def rank_environment(env: Dict[str, str], rank: int, world_size: int, port: int) -> Dict[str, str]:
+def rank_environment(env: Dict[str, str], rank: int, world_size: int) -> Dict[str, str]:
     ranked = dict(env)
     ranked.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
         RANK=str(rank),
         LOCAL_RANK=str(rank),
         WORLD_SIZE=str(world_size),
         LOCAL_WORLD_SIZE=str(world_size),
     )
     return ranked
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # ---------------------------------------------------------------- can this host run it at all?
@@ -527,7 +524,6 @@ class Workers:
 
 
 def start_workers(world_size: int, env: Dict[str, str], cfg: Dict[str, Any]) -> Workers:
-    port = free_port()
     source = PLAN_SOURCE + WORKER_SOURCE
     procs = []
     try:
@@ -535,7 +531,7 @@ def start_workers(world_size: int, env: Dict[str, str], cfg: Dict[str, Any]) -> 
             procs.append(
                 subprocess.Popen(
                     [sys.executable, "-c", source, json.dumps(cfg)],
-                    env=rank_environment(env, rank, world_size, port),
+                    env=rank_environment(env, rank, world_size),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
                     stderr=subprocess.PIPE,
@@ -550,7 +546,9 @@ def start_workers(world_size: int, env: Dict[str, str], cfg: Dict[str, Any]) -> 
     return Workers(procs)
 
 
-def worker_config(config: Config, started_wall: float, world_size: int) -> Dict[str, Any]:
+def worker_config(
+    config: Config, started_wall: float, world_size: int, rendezvous_file: str
+) -> Dict[str, Any]:
     reserve_s = min(4.0, config.time_budget_s * 0.15)  # for teardown and the last size's overrun
     return {
         "backend": config.backend,
@@ -565,6 +563,7 @@ def worker_config(config: Config, started_wall: float, world_size: int) -> Dict[
         "parent_pid": os.getpid(),
         "marker": MARKER,
         "world_size": world_size,
+        "rendezvous_file": rendezvous_file,
     }
 
 
@@ -628,12 +627,16 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
         time_budget_s=config.time_budget_s,
         quick=config.quick,
     )
-    cfg = worker_config(config, started_wall, world_size)
-    workers = start_workers(world_size, env, cfg)
+    scratch = tempfile.mkdtemp(prefix="fleet-allreduce-")  # 0700: only this user's ranks meet here
     try:
-        status = workers.wait(started + config.time_budget_s)
+        cfg = worker_config(config, started_wall, world_size, os.path.join(scratch, "rendezvous"))
+        workers = start_workers(world_size, env, cfg)
+        try:
+            status = workers.wait(started + config.time_budget_s)
+        finally:
+            workers.kill()
     finally:
-        workers.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
     base.update(
         summarize(workers.records, world_size),
         sizes_planned=cfg["sizes"],

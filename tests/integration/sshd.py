@@ -39,6 +39,9 @@ def keygen(path: Path) -> str:
     )
 
 
+PORT_ATTEMPTS = 5
+
+
 def free_port(address: str) -> int:
     with socket.socket() as sock:
         sock.bind((address, 0))
@@ -92,22 +95,36 @@ class SshdFarm:
         pub = keygen(host_key)
         home = hostdir / "home"
         home.mkdir()
-        port = free_port(address)
         env = {"HOME": str(home), "TMPDIR": str(home), **(set_env or {})}
-        config = hostdir / "sshd_config"
-        config.write_text(
-            sshd_config(
-                address, port, host_key, self.authorized_keys, env, hostdir / "sshd.pid", options
+        for attempt in range(PORT_ATTEMPTS):
+            # The port is free when picked but may be taken before sshd binds it: pick again.
+            port = free_port(address)
+            config = hostdir / "sshd_config"
+            config.write_text(
+                sshd_config(
+                    address,
+                    port,
+                    host_key,
+                    self.authorized_keys,
+                    env,
+                    hostdir / "sshd.pid",
+                    options,
+                )
             )
-        )
-        log = hostdir / "sshd.log"
-        process = subprocess.Popen(
-            [self.sshd, "-D", "-e", "-f", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=log.open("wb"),
-        )
-        host = SshdHost(name, address, port, pub, home, process, log)
-        wait_listening(host)
+            log = hostdir / "sshd.log"
+            process = subprocess.Popen(
+                [self.sshd, "-D", "-e", "-f", str(config)],
+                stdout=subprocess.DEVNULL,
+                stderr=log.open("wb"),
+            )
+            host = SshdHost(name, address, port, pub, home, process, log)
+            try:
+                wait_listening(host)
+                break
+            except RuntimeError:
+                lost_race = "Address already in use" in log.read_text()
+                if not lost_race or attempt == PORT_ATTEMPTS - 1:
+                    raise
         self.hosts[name] = host
         return host
 

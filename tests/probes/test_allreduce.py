@@ -7,6 +7,7 @@ import itertools
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -155,18 +156,18 @@ def test_reported_environment_is_an_allow_list():
         "CUDA_VISIBLE_DEVICES": "0,1", "NCCL_P2P_DISABLE": "1", "TORCH_NCCL_BLOCKING_WAIT": "1"}
 
 
-def test_rank_environment_points_at_loopback():
-    env = probe.rank_environment({"A": "1"}, rank=1, world_size=4, port=29500)
-    assert env == {"A": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "RANK": "1",
-                   "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4"}
+def test_rank_environment_names_the_rank_and_no_port():
+    env = probe.rank_environment({"A": "1"}, rank=1, world_size=4)
+    assert env == {"A": "1", "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "4",
+                   "LOCAL_WORLD_SIZE": "4"}
 
 
 def test_worker_config_leaves_room_before_the_hard_deadline():
     config = probe.parse_options({"time_budget_s": 30, "quick": True})
-    cfg = probe.worker_config(config, started_wall=1000.0, world_size=2)
+    cfg = probe.worker_config(config, started_wall=1000.0, world_size=2, rendezvous_file="/x/r")
     assert 1000.0 + 25 <= cfg["deadline"] < 1000.0 + 30
     assert cfg["graph"] is True and cfg["max_iters"] == 20
-    assert probe.worker_config(probe.parse_options({"backend": "gloo"}), 0.0, 2)["graph"] is False
+    assert probe.worker_config(probe.parse_options({"backend": "gloo"}), 0.0, 2, "/x/r")["graph"] is False
 
 
 # ------------------------------------------------------------------ supervision of workers
@@ -261,10 +262,12 @@ def test_gloo_world_size_2_quick(monkeypatch):
     assert data["nccl_version"] is None
 
 
-def test_gloo_world_size_3_bus_bandwidth():
+def test_gloo_world_size_3_bus_bandwidth_leaves_no_rendezvous_behind(monkeypatch, tmp_path):
     pytest.importorskip("torch")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     result = probe.collect({"backend": "gloo", "quick": True, "world_size": 3, "max_bytes": 4096})
     assert result["ok"] is True, result["error"]
     check_rows(result["data"], 3)
+    assert list(tmp_path.iterdir()) == []
 
 
