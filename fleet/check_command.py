@@ -23,9 +23,9 @@ from fleet.bundle import available_probes
 from fleet.checks import CheckReport, Rule, check_unique_ids, evaluate, load_rules
 from fleet.cli import (
     EXIT_INTERRUPTED,
+    EXIT_OK,
     ProbeRequest,
     execute_probe,
-    exit_code,
     fail,
     open_inventory,
     probe_options,
@@ -87,7 +87,7 @@ def check_command(
         fail(UsageError("--format json and --json - both write to stdout", hint="pick one"))
     rules, sources = load_rule_sources(rules_files, packs)  # a bad rules file fails before probing
     console = Console(stderr=output_format == "json" or request.json_path == "-")
-    run, where = obtain_run(request, run_ref, console)
+    run, where, probe_code = obtain_run(request, run_ref, console)
     report = evaluate(rules, run, inventory_probe_args(request.inventory_path))
     if junit_path:
         _write_junit(report, junit_path, run.started)
@@ -96,7 +96,7 @@ def check_command(
         click.echo(json.dumps(check_document(report, run, sources, where), indent=2, default=str))
     else:
         render_report(console, report, title)
-    sys.exit(check_exit_code(report, run, probed=run_ref is None))
+    sys.exit(check_exit_code(report, probe_code))
 
 
 # Annotated: fleet.cli imports this name at its end (a cycle mypy cannot infer through).
@@ -124,14 +124,17 @@ def load_rule_sources(
     return rules, sources
 
 
-def obtain_run(request: ProbeRequest, run_ref: str | None, console: Console) -> tuple[Run, str]:
-    """The run to judge and where it is: probed now (and saved), or a saved one."""
+def obtain_run(
+    request: ProbeRequest, run_ref: str | None, console: Console
+) -> tuple[Run, str, int]:
+    """The run to judge, where it is, and the exit bits of probing it (0 for a saved run)."""
     if run_ref is None:
-        run, saved = execute_probe(request, console)
-        return run, str(saved) if saved else f"{run.started} (not saved)"
+        probed = execute_probe(request, console)
+        where = str(probed.saved) if probed.saved else f"{probed.run.started} (not saved)"
+        return probed.run, where, probed.exit_code()
     try:
         path = resolve_run(run_ref, request.runs_dir or default_runs_dir())
-        return load_run(path), str(path)
+        return load_run(path), str(path), EXIT_OK
     except FleetError as exc:
         fail(exc)
 
@@ -143,8 +146,8 @@ def inventory_probe_args(inventory_path: str | None) -> dict[str, Mapping[str, A
     return {name: host.probe_args for name, host in open_inventory(inventory_path).hosts.items()}
 
 
-def check_exit_code(report: CheckReport, run: Run, probed: bool) -> int:
-    code = exit_code(run) if probed else 0
+def check_exit_code(report: CheckReport, probe_code: int) -> int:
+    code = probe_code
     if code == EXIT_INTERRUPTED:
         return code
     return code | (EXIT_CHECK_FAILED if report.failed else 0)

@@ -51,6 +51,7 @@ from fleet.store import (
 from fleet.transport import LocalTransport, Transport
 
 EXIT_OK, EXIT_USAGE, EXIT_UNREACHED, EXIT_PROBE_FAILED, EXIT_DRIFT = 0, 2, 4, 8, 16
+EXIT_NOT_KEPT = 64  # the run was probed but could not be saved (or its --json written)
 EXIT_INTERRUPTED = 130
 
 
@@ -235,7 +236,20 @@ class ProbeRequest:
         return Console(stderr=self.json_path == "-")
 
 
-def execute_probe(request: ProbeRequest, console: Console) -> tuple[Run, Path | None]:
+@dataclasses.dataclass(frozen=True)
+class ProbedRun:
+    run: Run
+    saved: Path | None
+    kept: bool  # False when a save or --json write that was asked for failed
+
+    def exit_code(self) -> int:
+        code = exit_code(self.run)
+        if code == EXIT_INTERRUPTED:
+            return code
+        return code | (0 if self.kept else EXIT_NOT_KEPT)
+
+
+def execute_probe(request: ProbeRequest, console: Console) -> ProbedRun:
     """Probe the selected hosts, save the run and write --json: what every probing command shares."""
     inventory = open_inventory(request.inventory_path)
     selected = select_hosts(inventory, request.limit)
@@ -249,9 +263,8 @@ def execute_probe(request: ProbeRequest, console: Console) -> tuple[Run, Path | 
         probe_fleet(selected, bundle, settings, request.accept_new, console, inventory.path)
     )
     saved = None if request.no_save else _save(run, request.runs_dir)
-    if request.json_path:
-        _write_json(run, request.json_path)
-    return run, saved
+    written = _write_json(run, request.json_path) if request.json_path else True
+    return ProbedRun(run, saved, kept=written and (request.no_save or saved is not None))
 
 
 tolerance_option = click.option(
@@ -284,14 +297,15 @@ def probe(request: ProbeRequest, tolerance: float, baseline: str | None) -> None
     runs_dir = request.runs_dir or default_runs_dir()
     old = open_run(baseline, runs_dir) if baseline else None  # a bad baseline fails before probing
     console = request.console()
-    run, saved = execute_probe(request, console)
+    probed = execute_probe(request, console)
+    run = probed.run
     render_run(
         console,
         run,
         compare_hosts(run.hosts.values(), declared_facts(), tolerance),
-        str(saved) if saved else None,
+        str(probed.saved) if probed.saved else None,
     )
-    code = exit_code(run)
+    code = probed.exit_code()
     if old is not None:
         drift = compare_runs(old, run, declared_facts(), tolerance)
         console.print(drift_view(drift))
@@ -482,15 +496,17 @@ def _save(run: Run, runs_dir: Path | None) -> Path | None:
         return None
 
 
-def _write_json(run: Run, json_path: str) -> None:
+def _write_json(run: Run, json_path: str) -> bool:
     document: Mapping[str, Any] = run.to_dict()
     if json_path == "-":
         click.echo(json.dumps(document, indent=2))
-        return
+        return True
     try:
         write_private_json(Path(json_path), dict(document))
     except OSError as exc:
         click.echo(f"error: cannot write {json_path}: {exc.strerror}", err=True)
+        return False
+    return True
 
 
 from fleet.check_command import check  # noqa: E402

@@ -50,6 +50,19 @@ def test_json_to_stdout_is_the_run_document(tmp_path: Path) -> None:
     assert document["hosts"]["here"]["probes"]["system"]["ok"] is True
 
 
+def test_json_that_cannot_be_written_sets_exit_bit_64_and_the_run_is_still_saved(
+    tmp_path: Path,
+) -> None:
+    inventory = local_inventory(tmp_path, here={"transport": "local", "python": sys.executable})
+    target = tmp_path / "no-such-dir" / "run.json"
+    done = fleet(tmp_path, "probe", "-i", inventory, "-p", "system", "--json", str(target))
+    assert done.returncode == 64, done.stderr
+    assert f"cannot write {target}" in done.stderr
+    assert len(list((tmp_path / "state" / "fleet" / "runs").glob("*.json"))) == 1
+    checked = fleet(tmp_path, "check", "-i", inventory, "-p", "system", "--json", str(target))
+    assert checked.returncode & 64, checked.stderr
+
+
 def test_bad_inventory_exits_2_naming_the_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("hosts:\n  good: {}\n  bad: {port: 99999}\n")
