@@ -1,13 +1,15 @@
 """Assembles the one script a host runs: `BUNDLE = {...}` + probes/_runner.py.
 
 The probes are ordinary files of the repo (linted, tested, runnable by hand), read at send time,
-like mitogen ships its own modules. The script goes to `<python> -` on stdin: nothing touches disk.
+like mitogen ships its own modules. The script goes on stdin to `<python> -S -c LAUNCHER`: nothing
+touches disk.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -16,6 +18,18 @@ from typing import Any
 from fleet.errors import UsageError
 
 RUNNER_FILE = "_runner.py"
+
+# How every transport starts a script. The launcher reads the script's first line (its alarm, see
+# Bundle.script) and sets that alarm before site-packages are imported: a sitecustomize, a .pth
+# file or a hung mount that blocks Python's start then cannot outlive the run on the host, even
+# where sshd will not deliver our signals. Then `site` runs as usual and the script runs as
+# `__main__`, as under `python -`. Python 2 gets as far as compiling the script: a SyntaxError.
+LAUNCHER = (
+    "import signal,sys;_in=getattr(sys.stdin,'buffer',sys.stdin);_head=_in.readline();"
+    "signal.alarm(int(_head.split()[-1]));import site;site.main();"
+    "exec(compile(_head+_in.read(),'<fleet bundle>','exec'))"
+)
+LAUNCH_ARGS = ("-S", "-c", LAUNCHER)
 
 
 @dataclass(frozen=True)
@@ -72,7 +86,7 @@ class Bundle:
         return digest.hexdigest()
 
     def script(self, options: Mapping[str, Any], deadline_s: float, parallel: int = 4) -> bytes:
-        """The whole program for one host: a literal BUNDLE, then the runner."""
+        """The whole program for one host: its start-up alarm, a literal BUNDLE, the runner."""
         payload = {
             "probes": {n: p.source for n, p in self.probes.items()},
             "options": {n: dict(options.get(n) or {}) for n in self.probes},
@@ -81,7 +95,8 @@ class Bundle:
         }
         # json → Python literal via json.loads: values from YAML can be dates, so normalize first.
         literal = json.dumps(json.dumps(payload, default=str))
-        return (f"import json\nBUNDLE = json.loads({literal})\n" + self.runner).encode()
+        alarm = f"# fleet start-up alarm, seconds: {max(1, math.ceil(deadline_s))}\n"
+        return (alarm + f"import json\nBUNDLE = json.loads({literal})\n" + self.runner).encode()
 
 
 def build_bundle(probe_names: Sequence[str] | None = None) -> Bundle:

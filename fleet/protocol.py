@@ -145,6 +145,8 @@ def conclude(
             f"output passed {decoder.limit_bytes // (1024 * 1024)} MiB; channel closed",
             "run fewer probes (--probes) or find the probe that floods its result",
         )
+    if decoder.hello is None and (timed_out or _stopped_by_start_up_alarm(result)):
+        return _never_started(python, timeout_s)
     if timed_out or decoder.deadline_pending is not None:
         pending = decoder.deadline_pending or missing
         return Verdict(
@@ -160,6 +162,20 @@ def conclude(
     if failed or missing:
         return Verdict("partial", "probe(s) failed: " + ", ".join(failed + missing))
     return Verdict("ok")
+
+
+def _stopped_by_start_up_alarm(result: ExecResult | None) -> bool:
+    return result is not None and result.exit_signal == "SIGALRM"
+
+
+def _never_started(python: str, timeout_s: float) -> Verdict:
+    """Python itself hung before running our first line of code (see fleet.bundle.LAUNCHER)."""
+    return Verdict(
+        "timeout",
+        f"{python} did not start the probes within {timeout_s:.0f} s",
+        "something Python runs at start-up hangs there: a sitecustomize, a .pth file in "
+        f"site-packages or a stale mount on its path; time `{python} -c pass` on the host",
+    )
 
 
 def _no_runner(decoder: StreamDecoder, result: ExecResult | None, python: str) -> Verdict:

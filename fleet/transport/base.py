@@ -18,7 +18,8 @@ OutputSink = Callable[[bytes], bool]
 
 class Transport(Protocol):
     async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
-        """Run `script` on `host` as `<python> -`, stream stdout to `sink`, return how it ended.
+        """Run `script` on `host` (`<python> *LAUNCH_ARGS`, script on stdin), stream stdout to
+        `sink`, return how it ended.
 
         Raises a fleet.errors.HostError when the host cannot be reached. When cancelled (deadline,
         Ctrl-C) it must stop the remote process and release the connection before re-raising.

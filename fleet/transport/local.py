@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 
+from fleet.bundle import LAUNCH_ARGS
 from fleet.errors import NoPythonError
 from fleet.models import Host
 from fleet.protocol import ExecResult
@@ -19,7 +20,7 @@ class LocalTransport:
         try:
             process = await asyncio.create_subprocess_exec(
                 python,
-                "-",
+                *LAUNCH_ARGS,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import asyncssh
 
+from fleet.bundle import LAUNCH_ARGS
 from fleet.errors import (
     AuthError,
     HostError,
@@ -251,10 +252,11 @@ class SSHTransport:
 
 
 def remote_command(python: str) -> str:
-    """`<python> -`, quoted. A leading ~/ means the remote user's home, so expand it there."""
+    """`<python> -S -c LAUNCHER`, quoted. A leading ~/ means the remote user's home: expanded there."""
+    launch = " ".join(shlex.quote(arg) for arg in LAUNCH_ARGS)
     if python.startswith("~/"):
-        return f'"$HOME"/{shlex.quote(python[2:])} -'
-    return f"{shlex.quote(python)} -"
+        return f'"$HOME"/{shlex.quote(python[2:])} {launch}'
+    return f"{shlex.quote(python)} {launch}"
 
 
 def _transient(exc: Exception) -> bool:

@@ -174,3 +174,25 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_python_that_hangs_before_the_runner_starts_is_stopped_by_its_own_alarm(
+    farm: SshdFarm, tmp_path: Path, fresh_host: Any
+) -> None:
+    """A sitecustomize (or .pth file, or hung mount) that blocks Python's start: the controller
+    gives up at its deadline, and the launcher's alarm, set before site-packages are imported,
+    ends the interpreter even where sshd refuses to deliver signals (root before OpenSSH 10)."""
+    site_dir = tmp_path / "hung-site"
+    site_dir.mkdir()
+    (site_dir / "sitecustomize.py").write_text("import time\ntime.sleep(3600)\n")
+    name = fresh_host("hung-start", {"PYTHONPATH": str(site_dir)})
+    outcome = run_probes(
+        {"good": GOOD},
+        hosts=[ssh_target(farm, name, tmp_path)],
+        transports={"ssh": SSHTransport(SSHOptions())},
+        timeout_s=7.0,
+    )[name]
+    assert outcome.status == "timeout", outcome
+    assert "did not start" in (outcome.error or ""), outcome.error
+    assert outcome.hint and "sitecustomize" in outcome.hint
+    assert_nothing_left(farm, name)
