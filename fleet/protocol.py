@@ -16,6 +16,7 @@ from fleet.redact import mask_secrets, might_hold_secret
 
 DEFAULT_OUTPUT_LIMIT = 16 * 1024 * 1024
 NOISE_TAIL_CHARS = 2000
+MIN_PYTHON = (3, 8)  # the probes' floor (probes/README.md); the runner itself starts on older
 
 
 @dataclass
@@ -156,12 +157,29 @@ def conclude(
         )
     if decoder.hello is None:
         return _no_runner(decoder, result, python)
+    too_old = _older_than_supported(decoder.hello)
+    if too_old:
+        return Verdict(
+            "no_python",
+            f"{python} is Python {too_old}; the probes need 3.8+ (what ran is kept)",
+            "point python: at a Python 3.8+ interpreter",
+        )
     if not decoder.done:
         return _runner_died(result, missing)
     failed = [n for n, r in decoder.probes.items() if r.status in ("failed", "timeout")]
     if failed or missing:
         return Verdict("partial", "probe(s) failed: " + ", ".join(failed + missing))
     return Verdict("ok")
+
+
+def _older_than_supported(hello: dict[str, Any]) -> str | None:
+    """The runner's Python version when it is older than the probes' 3.8 floor."""
+    version = str(hello.get("python") or "")
+    try:
+        parsed = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return None
+    return version if parsed < MIN_PYTHON else None
 
 
 def _stopped_by_start_up_alarm(result: ExecResult | None) -> bool:

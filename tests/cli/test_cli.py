@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import FAKES, ROOT
@@ -61,6 +64,23 @@ def test_json_that_cannot_be_written_sets_exit_bit_64_and_the_run_is_still_saved
     assert len(list((tmp_path / "state" / "fleet" / "runs").glob("*.json"))) == 1
     checked = fleet(tmp_path, "check", "-i", inventory, "-p", "system", "--json", str(target))
     assert checked.returncode & 64, checked.stderr
+
+
+@pytest.mark.parametrize("version", ["3.6", "3.7"])
+def test_a_real_python_older_than_3_8_is_no_python(tmp_path: Path, version: str) -> None:
+    candidates = [
+        *glob.glob(f"/root/.pyenv/versions/{version}.*/bin/python{version}"),
+        shutil.which(f"python{version}"),
+    ]
+    old_python = next((c for c in candidates if c and "shims" not in c), None)
+    if old_python is None:
+        pytest.skip(f"no Python {version} on this machine")
+    inventory = local_inventory(tmp_path, old={"transport": "local", "python": old_python})
+    done = fleet(tmp_path, "probe", "-i", inventory, "-p", "system", "--json", "-")
+    assert done.returncode == 4, done.stderr
+    host = json.loads(done.stdout)["hosts"]["old"]
+    assert host["status"] == "no_python"
+    assert f"is Python {version}." in host["error"] and "3.8+" in host["error"]
 
 
 def test_bad_inventory_exits_2_naming_the_line(tmp_path: Path) -> None:

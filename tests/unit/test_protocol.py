@@ -105,6 +105,21 @@ def test_python2_is_no_python_with_the_reason() -> None:
     assert verdict.status == "no_python" and "SyntaxError" in (verdict.error or "")
 
 
+def test_python_older_than_3_8_is_no_python_naming_the_version() -> None:
+    old = {**HELLO, "python": "3.7.16"}
+    verdict = conclude_from(lines(old, probe("a"), DONE), ExecResult(0), ["a"])
+    assert verdict.status == "no_python" and "Python 3.7.16" in (verdict.error or "")
+    for fine in ("3.8.0", "3.13.0", "4.0.0", "unknown"):
+        verdict = conclude_from(lines({**HELLO, "python": fine}, probe("a"), DONE),
+                                ExecResult(0), ["a"])  # fmt: skip
+        assert verdict.status == "ok", fine
+
+
+def test_start_up_alarm_without_hello_is_timeout_not_no_python() -> None:
+    verdict = conclude_from(b"", ExecResult(None, "SIGALRM"), ["a"], timeout_s=30)
+    assert verdict.status == "timeout" and "did not start" in (verdict.error or "")
+
+
 def test_remote_deadline_is_timeout_naming_pending_probes() -> None:
     raw = lines(HELLO, probe("a"), {"type": "deadline", "pending": ["allreduce"]})
     verdict = conclude_from(raw, ExecResult(124), ["a", "allreduce"], timeout_s=60)
