@@ -440,18 +440,32 @@ NUMBERED = re.compile(r"^(.*?)(\d+)(\D*)$")
 
 def compact_hosts(names: Iterable[str]) -> str:
     """The inverse of expand_hostlist: gpu-01 gpu-02 gpu-03 gpu-05 h200-a → `gpu-[01-03,05], h200-a`."""
-    series: dict[tuple[str, int, str], list[int]] = {}
+    numbered: dict[tuple[str, str], list[str]] = {}
     plain: list[str] = []
     for name in sorted(set(names)):
         match = NUMBERED.match(name)
         if match:
             prefix, digits, suffix = match.groups()
-            width = len(digits) if digits.startswith("0") else 0
-            series.setdefault((prefix, width, suffix), []).append(int(digits))
+            numbered.setdefault((prefix, suffix), []).append(digits)
         else:
             plain.append(name)
+    series: dict[tuple[str, int, str], list[int]] = {}
+    for (prefix, suffix), all_digits in numbered.items():
+        padded = {len(d) for d in all_digits if d.startswith("0") and len(d) > 1}
+        for digits in all_digits:
+            width = _series_width(digits, padded)
+            series.setdefault((prefix, width, suffix), []).append(int(digits))
     parts = [_compact_series(key, numbers) for key, numbers in sorted(series.items())]
     return ", ".join(sorted(parts + plain))
+
+
+def _series_width(digits: str, padded: set[int]) -> int:
+    """The zero-padded width `digits` belongs to: gpu-100 joins gpu-001's series (width 3),
+    gpu-5 does not (it would print as gpu-005)."""
+    if digits.startswith("0") and len(digits) > 1:
+        return len(digits)
+    fitting = [width for width in padded if width <= len(digits)]
+    return max(fitting) if fitting else 0
 
 
 def _compact_series(key: tuple[str, int, str], numbers: list[int]) -> str:

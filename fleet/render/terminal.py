@@ -12,12 +12,16 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.diff import FleetDiff
+from fleet.inventory import compact_hosts
 from fleet.models import NOT_REACHED, PROBE_TROUBLE, Host, HostOutcome, Run
 from fleet.render.diffview import fleet_diff_view, short
 from fleet.runner import Events
 
 STATUS_STYLE = {"ok": "green", "partial": "yellow", "interrupted": "magenta"}
 MAX_HOST_COLUMNS = 6
+# Above this many hosts, hosts that ended alike (status, error, hint) share one row of the status
+# table, so the hosts that need attention stay on screen at 1,000 hosts.
+MAX_STATUS_ROWS = 40
 SYMMETRIC_MEMORY_SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
 
 # The facts an operator looks at first: (label, paths into the probes' data). Shown joined by " / ";
@@ -103,25 +107,51 @@ def render_run(console: Console, run: Run, diff: FleetDiff, saved_to: str | None
 
 
 def status_table(outcomes: Iterable[HostOutcome]) -> Table:
+    outcomes = list(outcomes)
     table = Table(title="hosts", title_justify="left", expand=False)
-    table.add_column("host", style="bold")
+    table.add_column("host", style="bold", overflow="fold")
     table.add_column("status")
     table.add_column("elapsed", justify="right")
     table.add_column("probes", justify="right")
     table.add_column("error / hint", overflow="fold")
-    for outcome in outcomes:
-        good = sum(1 for r in outcome.probes.values() if r.status in ("ok", "absent"))
-        note = Text(outcome.error or "")
-        if outcome.hint:
-            note.append(f"\nhint: {outcome.hint}", style="dim")
-        table.add_row(
-            outcome.name,
-            Text(outcome.status, style=status_style(outcome.status)),
-            f"{outcome.elapsed_s:.1f}s",
-            f"{good}/{len(outcome.probes)}",
-            note,
-        )
+    groups = (
+        [[o] for o in outcomes] if len(outcomes) <= MAX_STATUS_ROWS else _ended_alike(outcomes)
+    )
+    for group in groups:
+        table.add_row(*_status_row(group))
     return table
+
+
+def _ended_alike(outcomes: list[HostOutcome]) -> list[list[HostOutcome]]:
+    """Hosts grouped by how they ended; trouble first, then the biggest groups."""
+    groups: dict[tuple[str, str | None, str | None], list[HostOutcome]] = {}
+    for outcome in outcomes:
+        groups.setdefault((outcome.status, outcome.error, outcome.hint), []).append(outcome)
+    return sorted(groups.values(), key=lambda g: (g[0].status == "ok", -len(g)))
+
+
+def _status_row(group: list[HostOutcome]) -> tuple[str, Text, str, str, Text]:
+    first = group[0]
+    note = Text(first.error or "")
+    if first.hint:
+        note.append(f"\nhint: {first.hint}", style="dim")
+    elapsed = sorted(o.elapsed_s for o in group)
+    good = sorted(sum(1 for r in o.probes.values() if r.status in ("ok", "absent")) for o in group)
+    totals = sorted(len(o.probes) for o in group)
+    if len(group) == 1:
+        return (first.name, Text(first.status, style=status_style(first.status)),
+                f"{elapsed[0]:.1f}s", f"{good[0]}/{totals[0]}", note)  # fmt: skip
+    return (
+        f"{compact_hosts(o.name for o in group)} ({len(group)} hosts)",
+        Text(first.status, style=status_style(first.status)),
+        f"{elapsed[0]:.1f}–{elapsed[-1]:.1f}s",
+        _span(good) + "/" + _span(totals),
+        note,
+    )
+
+
+def _span(numbers: list[int]) -> str:
+    return str(numbers[0]) if numbers[0] == numbers[-1] else f"{numbers[0]}–{numbers[-1]}"
 
 
 def key_facts_table(outcomes: Iterable[HostOutcome]) -> Table | None:

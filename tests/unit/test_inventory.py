@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from fleet.errors import InventoryError, UsageError
-from fleet.inventory import expand_hostlist, parse_inventory, select_names
+from fleet.inventory import compact_hosts, expand_hostlist, parse_inventory, select_names
 
 EXAMPLE = textwrap.dedent("""\
     defaults:
@@ -133,3 +133,19 @@ def test_limit_matching_nothing_is_a_usage_error_listing_names() -> None:
     with pytest.raises(UsageError) as caught:
         select_names(HOSTS, GROUPS, "gpu-9*")
     assert "gpu-9*" in caught.value.message and "blackwell" in caught.value.hint
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["gpu-[001-1000]", "gpu-[01-03,05]", "n[1-12]", "v[09-11]", "rack[1-2]-gpu[01-04]"],
+)
+def test_compact_hosts_gives_back_the_hostlist_it_came_from(spec: str) -> None:
+    compacted = compact_hosts(expand_hostlist(spec))
+    expanded_again = [n for part in compacted.split(", ") for n in expand_hostlist(part)]
+    assert sorted(expanded_again) == sorted(expand_hostlist(spec))
+    if spec.count("[") == 1:
+        assert compacted == spec
+
+
+def test_compact_hosts_never_pads_a_name_that_was_not_padded() -> None:
+    assert compact_hosts(["gpu-001", "gpu-002", "gpu-5", "gpu-100"]) == "gpu-5, gpu-[001-002,100]"
