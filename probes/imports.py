@@ -157,18 +157,48 @@ def _metadata_version(top_level: str) -> Optional[str]:
 
 @functools.lru_cache(maxsize=1)
 def _packages_distributions() -> Dict[str, List[str]]:
-    """Top-level module → distributions. Cached: it reads every installed package's metadata
-    (~0.4 s in a big venv), and a run asks for it once per spec."""
+    """Top-level module → distributions, like importlib.metadata.packages_distributions() but
+    without its stat() of every installed file (1.8 s in the H200 host's venv, 26,000 files):
+    `top_level.txt` when a distribution has one, else the first parts of its RECORD's paths."""
     try:
         from importlib import metadata
-    except ImportError:  # pragma: no cover
+    except ImportError:  # pragma: no cover - Python 3.8 has it; 3.7 and older are out of scope
         return {}
-    packages_distributions = getattr(metadata, "packages_distributions", None)  # Python 3.10+
-    if packages_distributions is None:
-        return {}
-    with contextlib.suppress(Exception):
-        return dict(packages_distributions())
-    return {}
+    mapping: Dict[str, List[str]] = {}
+    with contextlib.suppress(Exception):  # a broken site-packages costs only the versions
+        for dist in metadata.distributions():
+            name = _distribution_name(dist)
+            if name is None:
+                continue
+            for top_level in sorted(_top_levels(dist)):
+                mapping.setdefault(top_level, []).append(name)
+    return mapping
+
+
+def _distribution_name(dist: Any) -> Optional[str]:
+    """`Name:` from the metadata headers, without the email parser (0.75 ms a distribution)."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the headers end at the first blank line
+        if line.lower().startswith("name:"):
+            return line[5:].strip()
+    return None
+
+
+def _top_levels(dist: Any) -> set:
+    declared = dist.read_text("top_level.txt")
+    if declared:
+        return set(declared.split())
+    found = set()
+    for line in (dist.read_text("RECORD") or "").splitlines():
+        path = line.split(",", 1)[0]
+        first, slash, _ = path.partition("/")
+        if slash and "." not in first and first != "__pycache__":  # not *.dist-info, *.libs, ..
+            found.add(first)
+        elif not slash and path.endswith((".py", ".so", ".pyd")):
+            found.add(path.split(".", 1)[0])
+    return found
 
 
 def _distribution_candidates(metadata: Any, top_level: str) -> List[str]:

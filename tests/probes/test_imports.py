@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,40 @@ def test_version_comes_from_the_top_level_distribution(tmp_path, monkeypatch):
     (tmp_path / "fleet_unversioned_mod.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert probe.probe_spec("fleet_unversioned_mod")["version"] is None
+
+
+def test_module_to_distribution_map_matches_the_standard_librarys(tmp_path):
+    """Our stat()-free map equals importlib.metadata.packages_distributions() (3.10+), for this
+    interpreter's site-packages plus a wheel-style and a top_level.txt-style distribution."""
+    metadata = pytest.importorskip("importlib.metadata")
+    if not hasattr(metadata, "packages_distributions"):
+        pytest.skip("packages_distributions is Python 3.10+")
+    wheel = tmp_path / "demo_wheel-1.0.dist-info"
+    wheel.mkdir()
+    (wheel / "METADATA").write_text("Metadata-Version: 2.1\nName: demo-wheel\nVersion: 1.0\n\nName: x\n")
+    (wheel / "RECORD").write_text(
+        "demo_pkg/__init__.py,,\ndemo_mod.py,,\n__pycache__/demo_mod.cpython-311.pyc,,\n"
+        "demo_pkg.libs/libx.so,,\ndemo_wheel-1.0.dist-info/RECORD,,\n")  # fmt: skip
+    for listed in ("demo_pkg/__init__.py", "demo_mod.py", "__pycache__/demo_mod.cpython-311.pyc",
+                   "demo_pkg.libs/libx.so"):  # Python 3.12 skips files that do not exist
+        (tmp_path / listed).parent.mkdir(exist_ok=True)
+        (tmp_path / listed).write_text("")
+    egg = tmp_path / "demo_egg-2.0.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 1.0\nName: Demo-Egg\nVersion: 2.0\n")
+    (egg / "top_level.txt").write_text("demo_egg\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        probe._packages_distributions.cache_clear()
+        ours = probe._packages_distributions()
+        theirs = metadata.packages_distributions()
+    finally:
+        sys.path.remove(str(tmp_path))
+        probe._packages_distributions.cache_clear()
+    assert ours["demo_pkg"] == ["demo-wheel"] and ours["demo_mod"] == ["demo-wheel"]
+    assert ours["demo_egg"] == ["Demo-Egg"]
+    assert {k: sorted(set(v)) for k, v in ours.items()} == {
+        k: sorted(set(v)) for k, v in theirs.items()}
 
 
 def test_bound_text_keeps_the_last_line_of_a_long_message():
