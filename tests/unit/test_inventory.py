@@ -6,7 +6,9 @@ import os
 import textwrap
 
 import pytest
+import yaml
 
+from fleet import yamlfile
 from fleet.errors import InventoryError, UsageError
 from fleet.inventory import compact_hosts, expand_hostlist, parse_inventory, select_names
 
@@ -79,7 +81,14 @@ def test_probe_args_merge_per_probe_with_host_winning() -> None:
         ("defaults: {port: true}\nhosts:\n  a: {}\n", 1, "port True"),
     ],
 )
-def test_bad_inventories_name_file_line_and_value(text: str, line: int, fragment: str) -> None:
+@pytest.mark.parametrize("parser", ["libyaml", "pure-python"])
+def test_bad_inventories_name_file_line_and_value(
+    text: str, line: int, fragment: str, parser: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if parser == "pure-python":  # PyYAML without libyaml: same lines, same messages
+        monkeypatch.setattr(yamlfile, "_BASE_LOADER", yaml.SafeLoader)
+    elif not yaml.__with_libyaml__:
+        pytest.skip("this PyYAML has no libyaml")
     with pytest.raises(InventoryError) as caught:
         parse_inventory(text, "inv.yaml")
     assert caught.value.message.startswith(f"inv.yaml:{line}:"), caught.value.message
