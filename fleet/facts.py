@@ -30,6 +30,7 @@ from fleet.models import HostOutcome, ProbeResult
 KINDS = ("identity", "volatile", "measure", "sets")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 Value = Any  # hashable: str, int, float, bool, None, or a tuple of those
+SCALARS = (str, int, float)  # bool is an int
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,24 @@ class ProbeFacts:
     sets: tuple[str, ...] = ()
 
     def kind_of(self, match_path: str) -> str:
-        return _kind_of(self, match_path)
+        """Cached per declaration: a 1,000-host diff asks about the same paths over and over."""
+        kinds = self._kinds
+        kind = kinds.get(match_path)
+        if kind is None:
+            if len(kinds) >= MAX_CACHED_PATHS:
+                kinds.clear()
+            kind = kinds[match_path] = _classify(self, match_path)
+        return kind
+
+    @functools.cached_property
+    def _kinds(self) -> dict[str, str]:
+        return {}
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _kind_of(declared: ProbeFacts, match_path: str) -> str:
-    """Cached: a 1,000-host diff asks about the same few thousand paths over and over."""
+MAX_CACHED_PATHS = 1 << 16
+
+
+def _classify(declared: ProbeFacts, match_path: str) -> str:
     for kind in KINDS:
         patterns = (p.replace("[*]", ".#") for p in getattr(declared, kind))
         if any(fnmatch.fnmatchcase(match_path, p) for p in patterns):
@@ -117,32 +130,37 @@ def host_facts(outcome: HostOutcome, declarations: Mapping[str, ProbeFacts]) -> 
     for probe, result in outcome.probes.items():
         facts.values[f"{probe}.status"] = result.status
         declared = declarations.get(probe, ProbeFacts())
-        _walk(result.data, (), probe, declared, facts)
+        _walk(result.data, "", probe, declared, facts)
         for name, value in measurements(probe, result.data).items():
             facts.measures[name] = value
     return facts
 
 
-def _walk(
-    value: Any, segments: tuple[Any, ...], probe: str, declared: ProbeFacts, facts: HostFacts
-) -> None:
-    kind = declared.kind_of(match_path(segments)) if segments else "fact"
-    if kind == "fact" and segments:
-        kind = UNIVERSAL.kind_of(match_path(segments))
+def _walk(value: Any, match: str, where: str, declared: ProbeFacts, facts: HostFacts) -> None:
+    """Classify and record `value`. `match` is its match_path and `where` its display_path
+    (probe first), each built one segment at a time on the way down rather than from scratch."""
+    kind = "fact"
+    if match:
+        kind = declared.kind_of(match)
+        if kind == "fact":
+            kind = UNIVERSAL.kind_of(match)
     if kind in ("identity", "volatile", "measure"):
         return
-    where = display_path((probe, *segments))
     if kind == "sets" and isinstance(value, list | tuple):
         facts.sets[where] = frozenset(str(v) for v in value)
-    elif isinstance(value, Mapping):
+    elif value is None or isinstance(value, SCALARS):  # most leaves: spare them the abc checks
+        facts.values[where] = value
+    elif isinstance(value, dict | Mapping):  # dict first: the abc check is slow
         for key, item in value.items():
-            _walk(item, (*segments, str(key)), probe, declared, facts)
+            key = str(key)
+            child = f".{key}" if IDENTIFIER.match(key) else f'["{key}"]'
+            _walk(item, f"{match}.{key}" if match else key, where + child, declared, facts)
     elif isinstance(value, list | tuple) and not value:
         facts.values[f"{where}.len"] = 0  # the same path an empty list of objects would get
-    elif isinstance(value, list | tuple) and all(isinstance(v, Mapping) for v in value):
+    elif isinstance(value, list | tuple) and all(isinstance(v, dict | Mapping) for v in value):
         facts.values[f"{where}.len"] = len(value)
         for index, item in enumerate(value):
-            _walk(item, (*segments, index), probe, declared, facts)
+            _walk(item, f"{match}.#", f"{where}[{index}]", declared, facts)
     else:
         facts.values[where] = hashable(value)
 
@@ -167,7 +185,9 @@ class FactCache:
 
 
 def hashable(value: Any) -> Value:
-    if isinstance(value, Mapping):
+    if value is None or isinstance(value, SCALARS):
+        return value
+    if isinstance(value, dict | Mapping):
         return tuple(sorted((str(k), hashable(v)) for k, v in value.items()))
     if isinstance(value, list | tuple):
         return tuple(hashable(v) for v in value)
@@ -177,7 +197,7 @@ def hashable(value: Any) -> Value:
 def flatten(value: Any, prefix: str) -> dict[str, Value]:
     """Nested JSON → {path: hashable value}, every field kept (for display, not comparison)."""
     facts = HostFacts()
-    _walk(value, (), prefix, ProbeFacts(), facts)
+    _walk(value, "", prefix, ProbeFacts(), facts)
     return facts.values
 
 
