@@ -103,27 +103,6 @@ class HostFacts:
     measures: dict[str, float] = field(default_factory=dict)
 
 
-def display_path(segments: tuple[Any, ...]) -> str:
-    text = ""
-    for segment in segments:
-        if isinstance(segment, int):
-            text += f"[{segment}]"
-        elif IDENTIFIER.match(str(segment)):
-            text += f".{segment}" if text else str(segment)
-        else:
-            text += f'["{segment}"]'
-    return text
-
-
-def match_path(segments: tuple[Any, ...]) -> str:
-    """What FACTS patterns match against: keys joined by '.', list indices as '.#' (a pattern's
-    `[*]` is rewritten to '.#' too: fnmatch would read `[*]` as a character class)."""
-    text = ""
-    for segment in segments:
-        text += ".#" if isinstance(segment, int) else (f".{segment}" if text else str(segment))
-    return text
-
-
 def host_facts(outcome: HostOutcome, declarations: Mapping[str, ProbeFacts]) -> HostFacts:
     """Every comparable fact a host reported: each probe's status, then its classified data."""
     facts = HostFacts()
@@ -137,8 +116,10 @@ def host_facts(outcome: HostOutcome, declarations: Mapping[str, ProbeFacts]) -> 
 
 
 def _walk(value: Any, match: str, where: str, declared: ProbeFacts, facts: HostFacts) -> None:
-    """Classify and record `value`. `match` is its match_path and `where` its display_path
-    (probe first), each built one segment at a time on the way down rather than from scratch."""
+    """Classify and record `value`, building its two paths one segment at a time on the way down:
+    `match`, what FACTS patterns match against (keys joined by '.', list indices as '.#'; a
+    pattern's `[*]` becomes '.#' too, as fnmatch would read `[*]` as a character class), and
+    `where`, the path people read, probe first: `gpu.gpus[0].name`, `imports.results["a.b:C"]`."""
     kind = "fact"
     if match:
         kind = declared.kind_of(match)
