@@ -13,7 +13,21 @@ from fleet.render.terminal import MAX_STATUS_ROWS, status_table
 from tests.conftest import ROOT
 
 RECORDED = ROOT / "tests" / "probes" / "golden" / "real_run" / "loopback8_two_odd.json"
-REFUSED = "connection refused by 10.0.0.1:22"
+
+def refused(name: str, address: str) -> HostOutcome:
+    """What fleet.transport.ssh says of a closed port: the host's own name and address in it."""
+    return HostOutcome(
+        name, "unreachable", address, f"cannot connect to {name} (ops@{address}:22): refused",
+        f"is sshd listening there? try: ssh -p 22 ops@{address} true",
+    )
+
+
+def unknown_key(name: str, address: str, fingerprint: str) -> HostOutcome:
+    return HostOutcome(
+        name, "hostkey_unknown", address,
+        f"host key of {name} (ops@{address}:22) is not known: {fingerprint}",
+        "check the fingerprint out of band, then run again with --accept-new",
+    )  # fmt: skip
 
 
 def rendered(outcomes: list[HostOutcome]) -> str:
@@ -23,14 +37,18 @@ def rendered(outcomes: list[HostOutcome]) -> str:
 
 
 def recorded_fleet(size: int) -> list[HostOutcome]:
-    """`size` hosts gpu-001…: copies of one real host's outcome; gpu-007 and gpu-042 refused."""
+    """`size` hosts gpu-001…: copies of one real host's outcome; gpu-007 and gpu-042 refuse
+    connections, gpu-100 and gpu-101 show unknown host keys."""
     run = Run.from_dict(json.loads(RECORDED.read_text()))
     template = next(o for o in run.hosts.values() if o.status == "ok")
     outcomes = []
     for index in range(1, size + 1):
         outcome = dataclasses.replace(template, name=f"gpu-{index:03d}", elapsed_s=1.0 + index / 100)
+        address = f"10.0.{index // 250}.{index % 250}"
         if index in (7, 42):
-            outcome = HostOutcome(outcome.name, "unreachable", "10.0.0.1", REFUSED, "check sshd")
+            outcome = refused(outcome.name, address)
+        if index in (100, 101):
+            outcome = unknown_key(outcome.name, address, f"SHA256:{index}AbC+/x")
         outcomes.append(outcome)
     return outcomes
 
@@ -44,10 +62,12 @@ def test_a_small_fleet_gets_one_row_per_host() -> None:
 def test_a_big_fleet_folds_hosts_that_ended_alike_trouble_first() -> None:
     outcomes = recorded_fleet(1000)
     text = rendered(outcomes)
-    rows = [line for line in text.splitlines() if "gpu-" in line]
-    assert len(rows) == 2, text
-    trouble, fine = rows
-    assert "gpu-[007,042] (2 hosts)" in trouble and "unreachable" in trouble and REFUSED in trouble
-    assert "gpu-[001-006,008-041,043-1000] (998 hosts)" in fine and " ok " in fine
+    rows = [line for line in text.splitlines() if "hosts)" in line]
+    assert len(rows) == 3, text
+    refusing, unknown, fine = rows  # trouble first
+    assert "gpu-[007,042] (2 hosts)" in refusing and "unreachable" in refusing
+    assert "e.g. cannot connect to gpu-007 (ops@10.0.0.7:22): refused" in refusing
+    assert "gpu-[100-101] (2 hosts)" in unknown and "hostkey_unknown" in unknown
+    assert "gpu-[001-006,008-041,043-099,102-1000] (996 hosts)" in fine and " ok " in fine
     probes = len(outcomes[0].probes)
     assert f"{probes}/{probes}" in fine and "1.0–11.0s" in fine
