@@ -627,7 +627,11 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
         time_budget_s=config.time_budget_s,
         quick=config.quick,
     )
-    scratch = tempfile.mkdtemp(prefix="fleet-allreduce-")  # 0700: only this user's ranks meet here
+    try:
+        scratch = tempfile.mkdtemp(prefix="fleet-allreduce-")  # 0700: only our ranks meet here
+    except OSError as exc:  # a full or read-only temp folder
+        why = "cannot create the ranks' rendezvous folder in %s: %s"
+        return skipped(why % (tempfile.gettempdir(), exc.strerror or exc), base)
     try:
         cfg = worker_config(config, started_wall, world_size, os.path.join(scratch, "rendezvous"))
         workers = start_workers(world_size, env, cfg)

@@ -262,6 +262,16 @@ def test_gloo_world_size_2_quick(monkeypatch):
     assert data["nccl_version"] is None
 
 
+def test_an_unwritable_temp_folder_is_a_clear_error_not_a_crash(monkeypatch, tmp_path):
+    pytest.importorskip("torch")
+    missing = tmp_path / "no-such-dir"
+    monkeypatch.setattr(tempfile, "tempdir", str(missing))
+    result = probe.collect({"backend": "gloo", "quick": True})
+    assert result["ok"] is False
+    assert result["error"].startswith(f"cannot create the ranks' rendezvous folder in {missing}")
+    assert result["data"]["world_size"] == 2
+
+
 def test_gloo_world_size_3_bus_bandwidth_leaves_no_rendezvous_behind(monkeypatch, tmp_path):
     pytest.importorskip("torch")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
