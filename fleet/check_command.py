@@ -22,13 +22,13 @@ from rich.console import Console
 from fleet.bundle import available_probes
 from fleet.checks import CheckReport, Rule, check_unique_ids, evaluate, load_rules
 from fleet.cli import (
-    EXIT_INTERRUPTED,
     EXIT_OK,
     ProbeRequest,
     execute_probe,
     fail,
     open_inventory,
     probe_options,
+    with_bits,
 )
 from fleet.errors import FleetError, UsageError
 from fleet.models import Run
@@ -147,10 +147,7 @@ def inventory_probe_args(inventory_path: str | None) -> dict[str, Mapping[str, A
 
 
 def check_exit_code(report: CheckReport, probe_code: int) -> int:
-    code = probe_code
-    if code == EXIT_INTERRUPTED:
-        return code
-    return code | (EXIT_CHECK_FAILED if report.failed else 0)
+    return with_bits(probe_code, EXIT_CHECK_FAILED if report.failed else 0)
 
 
 def check_document(

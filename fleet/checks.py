@@ -598,7 +598,7 @@ def _judge_each(rule: Rule, documents: Mapping[str, dict[str, Any]]) -> dict[str
     assert rule.check is not None
     verdicts = {}
     for name, document in documents.items():
-        observed = _observe(rule, document)
+        observed = _search_or_none(rule.observed, document)
         try:
             value = rule.check.search({**document, "_observed": observed})
         except EvaluationError as exc:
@@ -623,11 +623,12 @@ def _unreported(rule: Rule, observed: Any) -> str:
     return f"not reported here ({rule.check.text if rule.check else 'check'} gives null)"
 
 
-def _observe(rule: Rule, document: dict[str, Any]) -> Any:
-    if rule.observed is None:
+def _search_or_none(expression: Expression | None, document: dict[str, Any]) -> Any:
+    """An optional expression's value; None when it is absent or cannot be evaluated here."""
+    if expression is None:
         return None
     try:
-        return rule.observed.search(document)
+        return expression.search(document)
     except EvaluationError:
         return None
 
@@ -652,7 +653,7 @@ def _judge_uniform(rule: Rule, documents: Mapping[str, dict[str, Any]]) -> dict[
     majorities = _majorities(values, cohorts)
     for name, value in values.items():
         document = documents[name]
-        expected = _expected_value(rule, document)
+        expected = _search_or_none(rule.expected, document)
         reference, why = (expected, "") if expected is not None else majorities[_key(cohorts[name])]
         verdicts[name] = _uniform_verdict(
             rule, name, document, value, reference, why, cohorts[name]
@@ -673,15 +674,6 @@ def _uniform_verdict(
         return Verdict(name, "pass", value, reference, cohort=cohort)
     fix = render_fix(rule, document, value, reference)
     return Verdict(name, "fail", value, reference, fix=fix, reason=why, cohort=cohort)
-
-
-def _expected_value(rule: Rule, document: dict[str, Any]) -> Any:
-    if rule.expected is None:
-        return None
-    try:
-        return rule.expected.search(document)
-    except EvaluationError:
-        return None
 
 
 def _majorities(

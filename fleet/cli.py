@@ -61,6 +61,11 @@ def fail(error: FleetError, code: int = EXIT_USAGE) -> NoReturn:
     sys.exit(code)
 
 
+def with_bits(code: int, bits: int) -> int:
+    """`code` with more bits set, unless it is 130: an interrupted run reports only that."""
+    return code if code == EXIT_INTERRUPTED else code | bits
+
+
 def exit_code(run: Run) -> int:
     if run.interrupted:
         return EXIT_INTERRUPTED
@@ -261,10 +266,7 @@ class ProbedRun:
     kept: bool  # False when a save or --json write that was asked for failed
 
     def exit_code(self) -> int:
-        code = exit_code(self.run)
-        if code == EXIT_INTERRUPTED:
-            return code
-        return code | (0 if self.kept else EXIT_NOT_KEPT)
+        return with_bits(exit_code(self.run), 0 if self.kept else EXIT_NOT_KEPT)
 
 
 def execute_probe(request: ProbeRequest, console: Console) -> ProbedRun:
@@ -327,7 +329,7 @@ def probe(request: ProbeRequest, tolerance: float, baseline: str | None) -> None
     if old is not None:
         drift = compare_runs(old, run, declared_facts(), tolerance)
         console.print(drift_view(drift))
-        code = code if code == EXIT_INTERRUPTED else code | (EXIT_DRIFT if drift.found else 0)
+        code = with_bits(code, EXIT_DRIFT if drift.found else 0)
     sys.exit(code)
 
 
