@@ -66,22 +66,29 @@ def main() -> int:
     document = synthetic_document(count)
     run = Run.from_dict(document)
     with tempfile.TemporaryDirectory() as tmp:
-        path = timed(f"save {count} hosts (content-addressed)",
-                     functools.partial(save_run, run, Path(tmp)))
+        path = timed(
+            f"save {count} hosts (content-addressed)", functools.partial(save_run, run, Path(tmp))
+        )
         plain = len(json.dumps(document))
-        print(f"{'run file size':38s} {path.stat().st_size / 1e6:7.2f} MB "
-              f"(plain JSON {plain / 1e6:.1f} MB)")
+        print(
+            f"{'run file size':38s} {path.stat().st_size / 1e6:7.2f} MB "
+            f"(plain JSON {plain / 1e6:.1f} MB)"
+        )
         del document, run
         loaded = timed("load", lambda: load_run(path))
-        second = Run.from_dict({**synthetic_document(count, seed=2),
-                                "started": "2026-11-30T03:00:00.000Z"})
+        second = Run.from_dict(
+            {**synthetic_document(count, seed=2), "started": "2026-11-30T03:00:00.000Z"}
+        )
         other = load_run(save_run(second, Path(tmp)))
         del second
-    diff = timed(f"cross-host diff of {count} hosts", lambda: compare_hosts(
-        loaded.hosts.values(), declarations))
+    diff = timed(
+        f"cross-host diff of {count} hosts",
+        lambda: compare_hosts(loaded.hosts.values(), declarations),
+    )
     print(f"{'odd hosts found':38s} {', '.join(diff.odd_hosts)}")
-    drift = timed(f"drift between two {count}-host runs", lambda: compare_runs(
-        loaded, other, declarations))
+    drift = timed(
+        f"drift between two {count}-host runs", lambda: compare_runs(loaded, other, declarations)
+    )
     print(f"{'hosts with drift':38s} {len(drift.changed_hosts)}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"{'peak RSS of this process':38s} {peak:7.1f} MB")

@@ -28,14 +28,28 @@ def measure(farm: SshdFarm, count: int, workdir: Path) -> tuple[float, float, in
     for index, name in enumerate(names):
         farm.start(name, f"127.1.{count % 250}.{index + 1}")
     known = farm.known_hosts(workdir / f"known_{count}", names)
-    inventory = write_inventory(workdir / f"inv_{count}.yaml", farm,
-                                {n: ssh_host(farm, n) for n in names}, known)
+    inventory = write_inventory(
+        workdir / f"inv_{count}.yaml", farm, {n: ssh_host(farm, n) for n in names}, known
+    )
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "fleet", "probe", "-i", str(inventory),
-                           "-p", "system,packages", "--no-save"],
-                          capture_output=True, text=True, cwd=Path(__file__).parent.parent,
-                          env={**os.environ, "XDG_STATE_HOME": str(workdir / "state")})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleet",
+            "probe",
+            "-i",
+            str(inventory),
+            "-p",
+            "system,packages",
+            "--no-save",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+        env={**os.environ, "XDG_STATE_HOME": str(workdir / "state")},
+    )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -53,8 +67,10 @@ def main() -> int:
         try:
             for count in counts:
                 wall, cpu, code = measure(farm, count, Path(tmp))
-                print(f"{count:4d} hosts: wall {wall:6.2f} s, controller CPU {cpu:6.2f} s "
-                      f"({cpu / count * 1000:5.1f} ms/host), exit {code}")
+                print(
+                    f"{count:4d} hosts: wall {wall:6.2f} s, controller CPU {cpu:6.2f} s "
+                    f"({cpu / count * 1000:5.1f} ms/host), exit {code}"
+                )
         finally:
             farm.stop()
     return 0

@@ -32,9 +32,12 @@ def main() -> int:
             for index, name in enumerate(names):
                 stub, extra = ODD.get(name, ("torch_h200_symm", {}))
                 farm.start(name, f"127.0.8.{index + 1}", host_env("h200x2_nvlink", stub, extra))
-            inventory = write_inventory(Path(tmp) / "inv.yaml", farm,
-                                        {n: ssh_host(farm, n) for n in names},
-                                        farm.known_hosts(Path(tmp) / "known", names))
+            inventory = write_inventory(
+                Path(tmp) / "inv.yaml",
+                farm,
+                {n: ssh_host(farm, n) for n in names},
+                farm.known_hosts(Path(tmp) / "known", names),
+            )
             result = run_fleet(Path(tmp), "probe", "-i", str(inventory), "--no-allreduce")
             print(result.stdout[-3000:])
             shutil.copy(Path(tmp) / "run.json", TARGET)

@@ -105,7 +105,9 @@ def start_fleet(workdir: Path, hosts: int, sshds: int) -> Fleet:
     targets = []
     for index in range(hosts):
         server = servers[index % sshds]
-        targets.append(Target(f"h{index:04d}-{server.name}", server.address, server.port, server.name))
+        targets.append(
+            Target(f"h{index:04d}-{server.name}", server.address, server.port, server.name)
+        )
     known = farm.known_hosts(workdir / "known_hosts")
     return Fleet(farm, targets, known, workdir)
 
@@ -152,11 +154,16 @@ def run_measured(
     """Run `command`; return wall time, the CPU and peak RSS of its whole process tree, its code."""
     usage, farm_pids = Usage(), fleet.sshd_pids()
     out = (log or Path(os.devnull)).open("wb")
-    with out, (stdin.open("rb") if stdin else open(os.devnull, "rb")) as source:
+    with out, stdin.open("rb") if stdin else open(os.devnull, "rb") as source:
         started = time.perf_counter()
         process = subprocess.Popen(
-            list(command), stdin=source, stdout=out, stderr=subprocess.STDOUT,
-            env=env, cwd=ROOT, start_new_session=True,
+            list(command),
+            stdin=source,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+            start_new_session=True,
         )
         try:
             code = reap_until(process.pid, usage, farm_pids, started + timeout_s)
@@ -501,7 +508,9 @@ def floor_worker(spec_path: str) -> int:
     keys = asyncssh.load_keypairs(spec["key"])
     known = asyncssh.import_known_hosts(Path(spec["known_hosts"]).read_text())
 
-    async def one(limit: asyncio.Semaphore, name: str, address: str, port: int) -> dict[str, object]:
+    async def one(
+        limit: asyncio.Semaphore, name: str, address: str, port: int
+    ) -> dict[str, object]:
         async with limit:
             try:
                 async with asyncssh.connect(
@@ -612,7 +621,9 @@ def main(argv: Sequence[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="side_by_side_") as tmp:
         workdir = Path(tmp)
         load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        print(f"starting {args.sshd} sshd for {args.hosts} hosts (load average {load}) …", flush=True)
+        print(
+            f"starting {args.sshd} sshd for {args.hosts} hosts (load average {load}) …", flush=True
+        )
         fleet = start_fleet(workdir, args.hosts, args.sshd)
         try:
             script = build_bundle(list(PROBES)).script({}, args.host_timeout - 5.0)

@@ -285,8 +285,11 @@ def check_unique_ids(rules: Sequence[Rule]) -> None:
 
 def _parse_yaml(text: str, path: str) -> Any:
     return load_located(
-        text, path, RuleFileError,
-        hint="check the indentation and quoting near that line (quote JMESPath expressions)")
+        text,
+        path,
+        RuleFileError,
+        hint="check the indentation and quoting near that line (quote JMESPath expressions)",
+    )
 
 
 def _parse_rule(raw: Any, where: _Where, probes: frozenset[str]) -> Rule:

@@ -298,7 +298,9 @@ def group_divergences(divergences: Iterable[Divergence]) -> list[Divergence | Di
     ≥ COLLAPSE_AT that at least split the hosts alike. Widest impact first."""
     same_values: dict[tuple[str, Any], list[Divergence]] = defaultdict(list)
     for item in divergences:
-        same_values[(shape(item.fact), (item.majority, item.majority_hosts, item.others))].append(item)
+        same_values[(shape(item.fact), (item.majority, item.majority_hosts, item.others))].append(
+            item
+        )
     shown: list[Divergence | DivergenceGroup] = []
     same_split: dict[tuple[str, Any], list[Divergence]] = defaultdict(list)
     for (parent, _), items in same_values.items():
@@ -313,8 +315,10 @@ def group_divergences(divergences: Iterable[Divergence]) -> list[Divergence | Di
             shown.append(DivergenceGroup(parent, tuple(items)))
         else:
             shown.extend(items)
-    return sorted(shown, key=lambda d: (-len(d.differing_hosts),
-                                        d.fact if isinstance(d, Divergence) else d.parent))
+    return sorted(
+        shown,
+        key=lambda d: (-len(d.differing_hosts), d.fact if isinstance(d, Divergence) else d.parent),
+    )
 
 
 def list_delta(majority: Value, other: Value, limit: int = 6) -> str | None:

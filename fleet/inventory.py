@@ -119,8 +119,9 @@ def parse_inventory(text: str, path: str = "<inventory>") -> Inventory:
 
 
 def _parse_yaml(text: str, path: str) -> Any:
-    return load_located(text, path, InventoryError,
-                        hint="check the indentation and quoting near that line")
+    return load_located(
+        text, path, InventoryError, hint="check the indentation and quoting near that line"
+    )
 
 
 class _Locator:

@@ -50,8 +50,14 @@ SECRET_PATTERNS = (
 # For each pattern, substrings of the lower-cased text without which it cannot match: a plain
 # substring test is ~100x faster than the regex, so most strings are never searched at all.
 SECRET_ANCHORS = (
-    ("hf_",), ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), ("github_pat_",), ("akia", "asia"),
-    ("sk-",), ("xox",), ("bearer",), ("://",),
+    ("hf_",),
+    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ("github_pat_",),
+    ("akia", "asia"),
+    ("sk-",),
+    ("xox",),
+    ("bearer",),
+    ("://",),
 )
 MASK = "***"
 # Secrets with no telltale shape (WANDB_API_KEY, AWS_SECRET_ACCESS_KEY are plain hex/base64): the
@@ -72,8 +78,11 @@ ENV_SECRETS = environment_secrets(os.environ)
 def secret_patterns_in(text):
     """The patterns whose anchor occurs in `text` (the only ones worth running)."""
     lowered = text.lower()
-    return [p for p, anchors in zip(SECRET_PATTERNS, SECRET_ANCHORS)  # noqa: B905 - py3.8
-            if any(a in lowered for a in anchors)]
+    return [
+        p
+        for p, anchors in zip(SECRET_PATTERNS, SECRET_ANCHORS)  # noqa: B905 - py3.8
+        if any(a in lowered for a in anchors)
+    ]
 
 
 def mask_secrets(value):
@@ -422,8 +431,9 @@ class Scheduler:
         modules = sorted({m for n in names for m in read_preload(self.probes[n])})
         if len(names) < 2 or not become_subreaper():
             return  # one probe gains nothing from it
-        procs = [ProbeProcess(n, self.probes[n], self.options.get(n) or {}, fork=False)
-                 for n in names]
+        procs = [
+            ProbeProcess(n, self.probes[n], self.options.get(n) or {}, fork=False) for n in names
+        ]
         self.preloader = Preloader(procs, modules)
         self.adopted = set(names)
         self.selector.register(self.preloader.status_fd, selectors.EVENT_READ, self.preloader)
@@ -563,7 +573,9 @@ def install_deadline(seconds):
         signal.signal(signum, on_signal)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed channel shows up as EPIPE in emit()
     wanted = max(1, int(seconds + 0.999))
-    left = signal.alarm(0)  # the launcher's start-up alarm, set to the same deadline: keep its clock
+    left = signal.alarm(
+        0
+    )  # the launcher's start-up alarm, set to the same deadline: keep its clock
     signal.alarm(min(wanted, left) if left else wanted)
 
 

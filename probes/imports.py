@@ -65,8 +65,9 @@ def parse_spec(spec: str) -> ImportSpec:
 def _check_all(pattern: re.Pattern, parts: List[str], kind: str) -> None:
     for part in parts:
         if not pattern.match(part):
-            raise ValueError("invalid %s %r (expected `module:Name|Alt` or `module|alt`)"
-                             % (kind, part))
+            raise ValueError(
+                "invalid %s %r (expected `module:Name|Alt` or `module|alt`)" % (kind, part)
+            )
 
 
 def describe_error(exc: BaseException, limit: int = MAX_ERROR_CHARS) -> str:
@@ -82,7 +83,7 @@ def bound_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     lines = text.rstrip().splitlines()
     if len(lines) < 2:
         return text[: limit - 1] + "…"
-    tail = lines[-1][-(limit // 2):]
+    tail = lines[-1][-(limit // 2) :]
     return text[: limit - len(tail) - 3] + " … " + tail
 
 
@@ -213,8 +214,12 @@ def probe_spec(spec_text: str) -> Dict[str, Any]:
     try:
         spec = parse_spec(spec_text)
     except ValueError as exc:
-        return {"resolved": None, "tried": [], "version": None,
-                "error": "invalid spec %r: %s" % (spec_text, exc)}
+        return {
+            "resolved": None,
+            "tried": [],
+            "version": None,
+            "error": "invalid spec %r: %s" % (spec_text, exc),
+        }
     result = resolve(spec)
     target = result["resolved"] or spec.modules[0]
     result["version"] = distribution_version(target.split(":")[0].split(".")[0])
@@ -248,5 +253,8 @@ if __name__ == "__main__":
     import sys
 
     del sys.path[0]  # so `import torch` never finds probes/torch.py itself
-    print(json.dumps(collect(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}),
-                     indent=2, sort_keys=True))
+    print(
+        json.dumps(
+            collect(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}), indent=2, sort_keys=True
+        )
+    )

@@ -165,9 +165,22 @@ def test_ctrl_c_saves_finished_hosts_and_exits_130(tmp_path: Path) -> None:
 
 def test_import_and_dir_flags_reach_their_probes(tmp_path: Path) -> None:
     inventory = local_inventory(tmp_path, here={"transport": "local", "python": sys.executable})
-    done = fleet(tmp_path, "probe", "-i", inventory, "-p", "imports,dir", "--json", "-",
-                 "--import", "json:NoSuchName|dumps", "--import", "no_such_module|os.path",
-                 "--dir", "json")
+    done = fleet(
+        tmp_path,
+        "probe",
+        "-i",
+        inventory,
+        "-p",
+        "imports,dir",
+        "--json",
+        "-",
+        "--import",
+        "json:NoSuchName|dumps",
+        "--import",
+        "no_such_module|os.path",
+        "--dir",
+        "json",
+    )
     probes = json.loads(done.stdout)["hosts"]["here"]["probes"]
     results = probes["imports"]["data"]["results"]
     assert results["json:NoSuchName|dumps"]["resolved"] == "json:dumps"
@@ -180,10 +193,17 @@ def test_import_and_dir_flags_reach_their_probes(tmp_path: Path) -> None:
 def test_inventory_probe_args_apply_per_host_and_the_cli_wins(tmp_path: Path) -> None:
     inventory = local_inventory(
         tmp_path,
-        a={"transport": "local", "python": sys.executable,
-           "probe_args": {"dir": {"modules": ["json"]}}},
-        b={"transport": "local", "python": sys.executable,
-           "probe_args": {"dir": {"modules": ["os"]}}})
+        a={
+            "transport": "local",
+            "python": sys.executable,
+            "probe_args": {"dir": {"modules": ["json"]}},
+        },
+        b={
+            "transport": "local",
+            "python": sys.executable,
+            "probe_args": {"dir": {"modules": ["os"]}},
+        },
+    )
     done = fleet(tmp_path, "probe", "-i", inventory, "-p", "dir", "--json", "-")
     hosts = json.loads(done.stdout)["hosts"]
     assert list(hosts["a"]["probes"]["dir"]["data"]["modules"]) == ["json"]
@@ -195,6 +215,15 @@ def test_inventory_probe_args_apply_per_host_and_the_cli_wins(tmp_path: Path) ->
 
 def test_no_allreduce_leaves_the_probe_out(tmp_path: Path) -> None:
     inventory = local_inventory(tmp_path, here={"transport": "local", "python": sys.executable})
-    done = fleet(tmp_path, "probe", "-i", inventory, "-p", "system,allreduce", "--no-allreduce",
-                 "--json", "-")
+    done = fleet(
+        tmp_path,
+        "probe",
+        "-i",
+        inventory,
+        "-p",
+        "system,allreduce",
+        "--no-allreduce",
+        "--json",
+        "-",
+    )
     assert list(json.loads(done.stdout)["hosts"]["here"]["probes"]) == ["system"]

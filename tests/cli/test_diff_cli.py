@@ -23,8 +23,9 @@ def upgraded_copy(tmp_path: Path) -> Path:
 
 
 def test_diff_of_two_files_exits_16_and_prints_markdown(tmp_path: Path) -> None:
-    done = fleet(tmp_path, "diff", str(RECORDED), str(upgraded_copy(tmp_path)),
-                 "--format", "markdown")
+    done = fleet(
+        tmp_path, "diff", str(RECORDED), str(upgraded_copy(tmp_path)), "--format", "markdown"
+    )
     assert done.returncode == 16, done.stderr
     assert "| `torch.version` | 2.11.0+cu130 → 2.12.0+cu130 | gpu-05 |" in done.stdout
 

@@ -124,7 +124,7 @@ def divergence_block(stdout: str, fact: str) -> str:
     for index, line in enumerate(lines):
         if line == f"  {fact}" or line.startswith(f"  {fact}  "):
             block = [line]
-            block += [x for x in _takewhile_indented(lines[index + 1:])]
+            block += [x for x in _takewhile_indented(lines[index + 1 :])]
             return "\n".join(block)
     raise AssertionError(f"no divergence block for {fact}:\n{stdout}")
 

@@ -34,8 +34,9 @@ def test_one_upgraded_host_is_exactly_the_drift(farm: SshdFarm, tmp_path: Path) 
         shutil.copy(FAKES / "stubs" / "fake_torch.py", tmp_path / "fake_torch.py")
         farm.start(name, f"127.0.9.{index + 1}", {"PYTHONPATH": str(stubs[name])})
     known = farm.known_hosts(tmp_path / "known_hosts", names)
-    inventory = write_inventory(tmp_path / "inv.yaml", farm, {n: ssh_host(farm, n) for n in names},
-                                known)
+    inventory = write_inventory(
+        tmp_path / "inv.yaml", farm, {n: ssh_host(farm, n) for n in names}, known
+    )
     first = run_fleet(tmp_path, "probe", "-i", str(inventory), "-p", PROBES)
     assert first.returncode == 0, first.stdout
 

@@ -34,9 +34,13 @@ STACKS = {
 
 
 def host_env(capture: str, stub: str, extra: dict[str, str]) -> dict[str, str]:
-    return {"PATH": f"{FAKES / 'bin'}:/usr/local/bin:/usr/bin:/bin",
-            "FLEET_FAKE_GPU_DIR": str(GOLDEN_GPU / capture),
-            "PYTHONPATH": str(FAKES / "stubs" / stub), "HF_TOKEN": CANARY, **extra}
+    return {
+        "PATH": f"{FAKES / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "FLEET_FAKE_GPU_DIR": str(GOLDEN_GPU / capture),
+        "PYTHONPATH": str(FAKES / "stubs" / stub),
+        "HF_TOKEN": CANARY,
+        **extra,
+    }
 
 
 @pytest.fixture(scope="module")

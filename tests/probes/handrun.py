@@ -25,14 +25,20 @@ def load_probe(name: str) -> ModuleType:
     return module
 
 
-def run_by_hand(name: str, options: Any = None, pythonpath: Any = None, cwd: Any = None,
-                env: dict[str, str] | None = None) -> dict[str, Any]:
+def run_by_hand(
+    name: str,
+    options: Any = None,
+    pythonpath: Any = None,
+    cwd: Any = None,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """`python3 probes/NAME.py ['{options}']`; returns the JSON it printed."""
     full_env = {**os.environ, **(env or {})}
     if pythonpath:
         full_env["PYTHONPATH"] = str(pythonpath)
     argv = [sys.executable, str(PROBES / f"{name}.py")]
     argv += [json.dumps(options)] if options is not None else []
-    done = subprocess.run(argv, capture_output=True, text=True, env=full_env, timeout=120,
-                          check=True, cwd=cwd)
+    done = subprocess.run(
+        argv, capture_output=True, text=True, env=full_env, timeout=120, check=True, cwd=cwd
+    )
     return dict(json.loads(done.stdout))

@@ -22,16 +22,14 @@ STUBS = REPO / "tests" / "fakes" / "stubs"
 MiB = 1 << 20
 
 
-
-
 probe = load_probe("allreduce")
 
 
 def run_by_hand(options=None, pythonpath=None, cwd=None):
     return handrun.run_by_hand("allreduce", options, pythonpath, cwd)
+
+
 plan = probe.plan_functions()
-
-
 
 
 # ------------------------------------------------------------------ pure math
@@ -51,14 +49,32 @@ def test_size_ladder_full_doubles_from_8_bytes_to_256_mib():
 
 def test_size_ladder_quick_is_shorter_and_still_ends_at_max():
     assert probe.size_ladder(256 * MiB, quick=True) == [
-        8, 64, 512, 4096, 32768, 262144, 2 * MiB, 16 * MiB, 128 * MiB, 256 * MiB]
+        8,
+        64,
+        512,
+        4096,
+        32768,
+        262144,
+        2 * MiB,
+        16 * MiB,
+        128 * MiB,
+        256 * MiB,
+    ]
     assert probe.size_ladder(1000, quick=True) == [8, 64, 512, 1000]
     assert probe.size_ladder(8, quick=False) == [8]
 
 
 def test_result_row_computes_bandwidth_from_the_time():
-    row = probe.result_row({"mode": "graph", "bytes": 256 * MiB, "seconds": 893.76e-6,
-                            "correct": True, "iterations": 20}, world_size=2)
+    row = probe.result_row(
+        {
+            "mode": "graph",
+            "bytes": 256 * MiB,
+            "seconds": 893.76e-6,
+            "correct": True,
+            "iterations": 20,
+        },
+        world_size=2,
+    )
     assert row["latency_us"] == 893.76
     assert row["algbw_gbps"] == pytest.approx(300.35, abs=0.01)  # the H200 reference capture
     assert row["busbw_gbps"] == row["algbw_gbps"]
@@ -67,13 +83,16 @@ def test_result_row_computes_bandwidth_from_the_time():
     assert row8["busbw_gbps"] == pytest.approx(8e-6 * 1.75)
 
 
-@pytest.mark.parametrize("record", [
-    {"mode": "bogus", "bytes": 8, "seconds": 1.0},
-    {"mode": "eager", "bytes": "8", "seconds": 1.0},
-    {"mode": "eager", "bytes": 8, "seconds": 0},
-    {"mode": "graph", "error": "capture failed"},
-    {"started": True},
-])
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"mode": "bogus", "bytes": 8, "seconds": 1.0},
+        {"mode": "eager", "bytes": "8", "seconds": 1.0},
+        {"mode": "eager", "bytes": 8, "seconds": 0},
+        {"mode": "graph", "error": "capture failed"},
+        {"started": True},
+    ],
+)
 def test_result_row_rejects_malformed_records(record):
     assert probe.result_row(record, 2) is None
 
@@ -85,18 +104,23 @@ def test_size_budget_shares_the_remaining_time():
     assert plan["size_budget_s"](4.0, 0, 0) == 4.0
 
 
-@pytest.mark.parametrize(("estimate", "budget", "expected"), [
-    (1e-5, 1.0, 50),  # fast: capped at max
-    (0.1, 1.0, 10),
-    (1.0, 0.5, 2),  # slow: at least min
-    (0.0, 1.0, 50),
-])
+@pytest.mark.parametrize(
+    ("estimate", "budget", "expected"),
+    [
+        (1e-5, 1.0, 50),  # fast: capped at max
+        (0.1, 1.0, 10),
+        (1.0, 0.5, 2),  # slow: at least min
+        (0.0, 1.0, 50),
+    ],
+)
 def test_iterations_for(estimate, budget, expected):
     assert plan["iterations_for"](estimate, budget, 2, 50) == expected
 
 
-@pytest.mark.parametrize(("iterations", "expected"), [(50, (10, 5)), (20, (10, 2)), (7, (7, 1)),
-                                                      (1, (1, 1)), (500, (10, 5))])
+@pytest.mark.parametrize(
+    ("iterations", "expected"),
+    [(50, (10, 5)), (20, (10, 2)), (7, (7, 1)), (1, (1, 1)), (500, (10, 5))],
+)
 def test_graph_plan(iterations, expected):
     assert plan["graph_plan"](iterations) == expected
 
@@ -108,23 +132,33 @@ def test_worker_source_compiles():
 # ------------------------------------------------------------------ options and environment
 def test_option_defaults():
     nccl = probe.parse_options({})
-    assert (nccl.enabled, nccl.backend, nccl.world_size, nccl.max_bytes, nccl.dtype,
-            nccl.time_budget_s, nccl.env) == (True, "nccl", None, 256 * MiB, "bfloat16", 30.0, {})
+    assert (
+        nccl.enabled,
+        nccl.backend,
+        nccl.world_size,
+        nccl.max_bytes,
+        nccl.dtype,
+        nccl.time_budget_s,
+        nccl.env,
+    ) == (True, "nccl", None, 256 * MiB, "bfloat16", 30.0, {})
     assert probe.parse_options({"backend": "gloo"}).max_bytes == 4 * MiB
     assert probe.parse_options({"backend": "gloo", "quick": True}).max_bytes == MiB
 
 
-@pytest.mark.parametrize(("options", "quoted"), [
-    ({"backend": "mpi"}, "'mpi'"),
-    ({"dtype": "int4"}, "'int4'"),
-    ({"world_size": 1}, "1"),
-    ({"world_size": True}, "True"),
-    ({"max_bytes": 4}, "4"),
-    ({"time_budget_s": 0}, "0"),
-    ({"time_budget_s": 10_000}, "10000"),
-    ({"env": {"HF_TOKEN": "x"}}, "HF_TOKEN"),
-    ({"env": ["NCCL_ALGO"]}, "NCCL_ALGO"),
-])
+@pytest.mark.parametrize(
+    ("options", "quoted"),
+    [
+        ({"backend": "mpi"}, "'mpi'"),
+        ({"dtype": "int4"}, "'int4'"),
+        ({"world_size": 1}, "1"),
+        ({"world_size": True}, "True"),
+        ({"max_bytes": 4}, "4"),
+        ({"time_budget_s": 0}, "0"),
+        ({"time_budget_s": 10_000}, "10000"),
+        ({"env": {"HF_TOKEN": "x"}}, "HF_TOKEN"),
+        ({"env": ["NCCL_ALGO"]}, "NCCL_ALGO"),
+    ],
+)
 def test_bad_options_name_the_bad_value(options, quoted):
     with pytest.raises(ValueError, match=quoted):
         probe.parse_options(options)
@@ -134,8 +168,12 @@ def test_bad_options_name_the_bad_value(options, quoted):
 
 def test_host_policy_variables_are_never_changed():
     base = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "PATH": "/bin"}
-    requested = {"NCCL_NVLS_ENABLE": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0",
-                 "NVSHMEM_DISABLE_NVLS": "0", "NCCL_ALGO": "Ring"}
+    requested = {
+        "NCCL_NVLS_ENABLE": "1",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0",
+        "NVSHMEM_DISABLE_NVLS": "0",
+        "NCCL_ALGO": "Ring",
+    }
     env, refused = probe.worker_environment(base, requested)
     assert refused == ["NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST"]
     assert env["NCCL_NVLS_ENABLE"] == "0" and env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
@@ -150,16 +188,30 @@ def test_host_policy_variables_pass_through_untouched():
 
 
 def test_reported_environment_is_an_allow_list():
-    env = {"NCCL_P2P_DISABLE": "1", "TORCH_NCCL_BLOCKING_WAIT": "1", "CUDA_VISIBLE_DEVICES": "0,1",
-           "HF_TOKEN": "hf_CANARY", "AWS_SECRET_ACCESS_KEY": "x", "PATH": "/bin"}
+    env = {
+        "NCCL_P2P_DISABLE": "1",
+        "TORCH_NCCL_BLOCKING_WAIT": "1",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "HF_TOKEN": "hf_CANARY",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "PATH": "/bin",
+    }
     assert probe.reported_environment(env) == {
-        "CUDA_VISIBLE_DEVICES": "0,1", "NCCL_P2P_DISABLE": "1", "TORCH_NCCL_BLOCKING_WAIT": "1"}
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "NCCL_P2P_DISABLE": "1",
+        "TORCH_NCCL_BLOCKING_WAIT": "1",
+    }
 
 
 def test_rank_environment_names_the_rank_and_no_port():
     env = probe.rank_environment({"A": "1"}, rank=1, world_size=4)
-    assert env == {"A": "1", "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "4",
-                   "LOCAL_WORLD_SIZE": "4"}
+    assert env == {
+        "A": "1",
+        "RANK": "1",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "4",
+        "LOCAL_WORLD_SIZE": "4",
+    }
 
 
 def test_worker_config_leaves_room_before_the_hard_deadline():
@@ -167,14 +219,21 @@ def test_worker_config_leaves_room_before_the_hard_deadline():
     cfg = probe.worker_config(config, started_wall=1000.0, world_size=2, rendezvous_file="/x/r")
     assert 1000.0 + 25 <= cfg["deadline"] < 1000.0 + 30
     assert cfg["graph"] is True and cfg["max_iters"] == 20
-    assert probe.worker_config(probe.parse_options({"backend": "gloo"}), 0.0, 2, "/x/r")["graph"] is False
+    assert (
+        probe.worker_config(probe.parse_options({"backend": "gloo"}), 0.0, 2, "/x/r")["graph"]
+        is False
+    )
 
 
 # ------------------------------------------------------------------ supervision of workers
 def sleeper(code):
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, universal_newlines=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
+        start_new_session=True,
+    )
 
 
 def test_workers_are_killed_at_the_deadline():
@@ -185,10 +244,12 @@ def test_workers_are_killed_at_the_deadline():
 
 
 def test_a_failed_rank_ends_the_wait_and_names_itself():
-    workers = probe.Workers([
-        sleeper("import time; time.sleep(60)"),
-        sleeper("import sys; sys.stderr.write('NCCL WARN boom\\n'); sys.exit(7)"),
-    ])
+    workers = probe.Workers(
+        [
+            sleeper("import time; time.sleep(60)"),
+            sleeper("import sys; sys.stderr.write('NCCL WARN boom\\n'); sys.exit(7)"),
+        ]
+    )
     assert workers.wait(time.monotonic() + 30) == "failed"
     workers.kill()
     assert workers.failure() == "rank 1 exited with code 7: NCCL WARN boom"
@@ -196,8 +257,10 @@ def test_a_failed_rank_ends_the_wait_and_names_itself():
 
 def test_rank_zero_records_are_picked_out_of_other_output():
     marker = repr(probe.MARKER)
-    code = (f"print('NCCL INFO chatter'); print({marker} + '{{\"mode\": \"eager\"}}'); "
-            f"print({marker} + 'not json')")
+    code = (
+        f"print('NCCL INFO chatter'); print({marker} + '{{\"mode\": \"eager\"}}'); "
+        f"print({marker} + 'not json')"
+    )
     workers = probe.Workers([sleeper(code)])
     assert workers.wait(time.monotonic() + 30) == "finished"
     workers.kill()
@@ -207,8 +270,11 @@ def test_rank_zero_records_are_picked_out_of_other_output():
 # ------------------------------------------------------------------ skips
 def test_disabled():
     result = probe.collect({"enabled": False})
-    assert result == {"ok": False, "data": {"backend": "nccl", "dtype": "bfloat16", "results": []},
-                      "error": "allreduce disabled by options"}
+    assert result == {
+        "ok": False,
+        "data": {"backend": "nccl", "dtype": "bfloat16", "results": []},
+        "error": "allreduce disabled by options",
+    }
 
 
 def test_without_torch(monkeypatch):
@@ -241,21 +307,26 @@ def check_rows(data, world_size):
     for row in data["results"]:
         assert row["mode"] == "eager" and row["correct"] is True
         assert row["latency_us"] > 0
-        assert row["algbw_gbps"] == pytest.approx(row["bytes"] / (row["latency_us"] * 1e-6) / 1e9,
-                                                  rel=1e-4)
+        assert row["algbw_gbps"] == pytest.approx(
+            row["bytes"] / (row["latency_us"] * 1e-6) / 1e9, rel=1e-4
+        )
         assert row["busbw_gbps"] == pytest.approx(
-            row["algbw_gbps"] * 2 * (world_size - 1) / world_size, rel=1e-4)
+            row["algbw_gbps"] * 2 * (world_size - 1) / world_size, rel=1e-4
+        )
 
 
 def test_gloo_world_size_2_quick(monkeypatch):
     pytest.importorskip("torch")
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")  # host policy: must reach the workers unchanged
-    result = probe.collect({"backend": "gloo", "quick": True,
-                            "env": {"NCCL_NVLS_ENABLE": "1", "NCCL_DEBUG": "WARN"}})
+    result = probe.collect(
+        {"backend": "gloo", "quick": True, "env": {"NCCL_NVLS_ENABLE": "1", "NCCL_DEBUG": "WARN"}}
+    )
     assert result["ok"] is True, result["error"]
     data = result["data"]
     check_rows(data, 2)
-    assert [row["bytes"] for row in data["results"]] == data["sizes_planned"][:len(data["results"])]
+    assert [row["bytes"] for row in data["results"]] == data["sizes_planned"][
+        : len(data["results"])
+    ]
     assert data["env_refused"] == ["NCCL_NVLS_ENABLE"]
     assert data["env_overrides"]["NCCL_NVLS_ENABLE"] == "0"
     assert data["env_overrides"]["NCCL_DEBUG"] == "WARN"
@@ -279,5 +350,3 @@ def test_gloo_world_size_3_bus_bandwidth_leaves_no_rendezvous_behind(monkeypatch
     assert result["ok"] is True, result["error"]
     check_rows(result["data"], 3)
     assert list(tmp_path.iterdir()) == []
-
-

@@ -18,15 +18,11 @@ STUBS = REPO / "tests" / "fakes" / "stubs"
 SYMM = "torch.distributed._symmetric_memory"
 
 
-
-
 probe = load_probe("dir")
 
 
 def run_by_hand(options=None, pythonpath=None, cwd=None):
     return handrun.run_by_hand("dir", options, pythonpath, cwd)
-
-
 
 
 def test_digest_is_sha256_of_the_names_joined_by_newlines():
@@ -35,8 +31,13 @@ def test_digest_is_sha256_of_the_names_joined_by_newlines():
 
 
 def test_op_names_fold_overloads_and_keep_only_the_namespace():
-    all_ops = ["sgl_kernel::rmsnorm", "sgl_kernel::fused_add_rmsnorm.out", "sgl_kernel::rmsnorm.out",
-               "aten::add.Tensor", "sgl_kernel_extra::x"]
+    all_ops = [
+        "sgl_kernel::rmsnorm",
+        "sgl_kernel::fused_add_rmsnorm.out",
+        "sgl_kernel::rmsnorm.out",
+        "aten::add.Tensor",
+        "sgl_kernel_extra::x",
+    ]
     assert probe.op_names_in_namespace(all_ops, "sgl_kernel") == ["fused_add_rmsnorm", "rmsnorm"]
     assert probe.op_names_in_namespace(all_ops, "_C") == []
 
@@ -51,8 +52,12 @@ def test_dir_of_an_importable_module():
 
 def test_dir_of_a_missing_module_is_an_error_entry():
     result = probe.dir_of("no_such_module_fleet")
-    assert result == {"names": [], "count": 0, "sha256": None,
-                      "error": "ModuleNotFoundError: No module named 'no_such_module_fleet'"}
+    assert result == {
+        "names": [],
+        "count": 0,
+        "sha256": None,
+        "error": "ModuleNotFoundError: No module named 'no_such_module_fleet'",
+    }
 
 
 def test_op_namespace_without_torch_is_an_error_entry(monkeypatch):
@@ -83,8 +88,9 @@ def test_by_hand_default_modules_shape():
     [("torch_sm120_noarch", False), ("torch_sm120_ok", True), ("torch_h200", False)],
 )
 def test_against_stub_torch(stub, has_public):
-    modules = run_by_hand({"modules": [SYMM, "torch.ops._C"]},
-                          pythonpath=STUBS / stub)["data"]["modules"]
+    modules = run_by_hand({"modules": [SYMM, "torch.ops._C"]}, pythonpath=STUBS / stub)["data"][
+        "modules"
+    ]
     names = modules[SYMM]["names"]
     assert "_SymmetricMemory" in names
     assert ("SymmetricMemory" in names) is has_public
@@ -93,13 +99,12 @@ def test_against_stub_torch(stub, has_public):
 
 def test_real_torch_distributed_and_op_namespaces():
     pytest.importorskip("torch")
-    result = probe.collect({"modules": ["torch.distributed", "torch.ops.aten",
-                                        "torch.ops.sgl_kernel"]})["data"]["modules"]
+    result = probe.collect(
+        {"modules": ["torch.distributed", "torch.ops.aten", "torch.ops.sgl_kernel"]}
+    )["data"]["modules"]
     assert {"all_reduce", "init_process_group"} <= set(result["torch.distributed"]["names"])
     assert "add" in result["torch.ops.aten"]["names"]
     if importlib.util.find_spec("sgl_kernel") is None:
         error = result["torch.ops.sgl_kernel"]["error"]
         assert error.startswith("LookupError: no operators registered in torch.ops.sgl_kernel")
         assert "importing sgl_kernel failed" in error
-
-

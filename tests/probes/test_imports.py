@@ -16,15 +16,11 @@ STUBS = REPO / "tests" / "fakes" / "stubs"
 SYMM = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
 
 
-
-
 probe = load_probe("imports")
 
 
 def run_by_hand(options=None, pythonpath=None, cwd=None):
     return handrun.run_by_hand("imports", options, pythonpath, cwd)
-
-
 
 
 @pytest.mark.parametrize(
@@ -96,12 +92,18 @@ def test_module_to_distribution_map_matches_the_standard_librarys(tmp_path):
         pytest.skip("packages_distributions is Python 3.10+")
     wheel = tmp_path / "demo_wheel-1.0.dist-info"
     wheel.mkdir()
-    (wheel / "METADATA").write_text("Metadata-Version: 2.1\nName: demo-wheel\nVersion: 1.0\n\nName: x\n")
+    (wheel / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: demo-wheel\nVersion: 1.0\n\nName: x\n"
+    )
     (wheel / "RECORD").write_text(
         "demo_pkg/__init__.py,,\ndemo_mod.py,,\n__pycache__/demo_mod.cpython-311.pyc,,\n"
         "demo_pkg.libs/libx.so,,\ndemo_wheel-1.0.dist-info/RECORD,,\n")  # fmt: skip
-    for listed in ("demo_pkg/__init__.py", "demo_mod.py", "__pycache__/demo_mod.cpython-311.pyc",
-                   "demo_pkg.libs/libx.so"):  # Python 3.12 skips files that do not exist
+    for listed in (
+        "demo_pkg/__init__.py",
+        "demo_mod.py",
+        "__pycache__/demo_mod.cpython-311.pyc",
+        "demo_pkg.libs/libx.so",
+    ):  # Python 3.12 skips files that do not exist
         (tmp_path / listed).parent.mkdir(exist_ok=True)
         (tmp_path / listed).write_text("")
     egg = tmp_path / "demo_egg-2.0.egg-info"
@@ -119,7 +121,8 @@ def test_module_to_distribution_map_matches_the_standard_librarys(tmp_path):
     assert ours["demo_pkg"] == ["demo-wheel"] and ours["demo_mod"] == ["demo-wheel"]
     assert ours["demo_egg"] == ["Demo-Egg"]
     assert {k: sorted(set(v)) for k, v in ours.items()} == {
-        k: sorted(set(v)) for k, v in theirs.items()}
+        k: sorted(set(v)) for k, v in theirs.items()
+    }
 
 
 def test_bound_text_keeps_the_last_line_of_a_long_message():
@@ -134,7 +137,8 @@ def test_bound_text_keeps_the_last_line_of_a_long_message():
 
 def test_an_import_that_raises_a_huge_error_is_bounded(tmp_path, monkeypatch):
     (tmp_path / "fleet_noisy_mod.py").write_text(
-        "print('BANNER on stdout')\nraise RuntimeError('x' * 5000 + '\\nlibfoo.so: missing')\n")
+        "print('BANNER on stdout')\nraise RuntimeError('x' * 5000 + '\\nlibfoo.so: missing')\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     [tried] = probe.probe_spec("fleet_noisy_mod")["tried"]
     assert len(tried["error"]) <= probe.MAX_ERROR_CHARS
@@ -143,10 +147,16 @@ def test_an_import_that_raises_a_huge_error_is_bounded(tmp_path, monkeypatch):
 
 
 def test_banner_printed_at_import_stays_out_of_the_json(tmp_path):
-    (tmp_path / "fleet_chatty_mod.py").write_text("print('HELLO FROM IMPORT')\n__version__ = '1.2'\n")
+    (tmp_path / "fleet_chatty_mod.py").write_text(
+        "print('HELLO FROM IMPORT')\n__version__ = '1.2'\n"
+    )
     data = run_by_hand({"specs": ["fleet_chatty_mod"]}, pythonpath=tmp_path)
     assert data["data"]["results"]["fleet_chatty_mod"] == {
-        "resolved": "fleet_chatty_mod", "tried": [], "version": "1.2", "error": None}
+        "resolved": "fleet_chatty_mod",
+        "tried": [],
+        "version": "1.2",
+        "error": None,
+    }
 
 
 @pytest.mark.parametrize("specs", [42, [1, 2], {"a": 1}])
@@ -169,7 +179,11 @@ def test_by_hand_default_specs_shape():
 @pytest.mark.parametrize(
     ("stub", "resolved", "version"),
     [
-        ("torch_sm120_noarch", "torch.distributed._symmetric_memory:_SymmetricMemory", "2.7.0+cu126"),
+        (
+            "torch_sm120_noarch",
+            "torch.distributed._symmetric_memory:_SymmetricMemory",
+            "2.7.0+cu126",
+        ),
         ("torch_sm120_ok", "torch.distributed._symmetric_memory:SymmetricMemory", "2.9.0+cu128"),
         ("torch_h200", "torch.distributed._symmetric_memory:_SymmetricMemory", "2.11.0+cu130"),
     ],
@@ -190,5 +204,3 @@ def test_real_torch_symmetric_memory_resolves_to_the_name_that_exists():
     result = probe.probe_spec(SYMM)
     assert result["resolved"] == "torch.distributed._symmetric_memory:" + expected
     assert result["version"] == str(torch.__version__)
-
-

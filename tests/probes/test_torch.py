@@ -17,15 +17,11 @@ PROBE = REPO / "probes" / "torch.py"
 STUBS = REPO / "tests" / "fakes" / "stubs"
 
 
-
-
 probe = load_probe("torch")
 
 
 def run_by_hand(options=None, pythonpath=None, cwd=None):
     return handrun.run_by_hand("torch", options, pythonpath, cwd)
-
-
 
 
 @pytest.mark.parametrize(
@@ -87,6 +83,7 @@ def fake_torch(raising=()):
             if name in raising:
                 raise RuntimeError(name + " exploded")
             return value(*args) if callable(value) else value
+
         return call
 
     cuda = SimpleNamespace(
@@ -98,16 +95,25 @@ def fake_torch(raising=()):
         can_device_access_peer=maybe_raise("p2p", lambda a, b: True),
         nccl=SimpleNamespace(version=maybe_raise("nccl", (2, 28, 9))),
     )
-    return SimpleNamespace(__version__="9.9.9", cuda=cuda, version=SimpleNamespace(cuda="13.0"),
-                           backends=SimpleNamespace(cudnn=SimpleNamespace(version=lambda: 91300)))
+    return SimpleNamespace(
+        __version__="9.9.9",
+        cuda=cuda,
+        version=SimpleNamespace(cuda="13.0"),
+        backends=SimpleNamespace(cudnn=SimpleNamespace(version=lambda: 91300)),
+    )
 
 
 def test_facts_from_a_fake_torch():
     data = probe.facts_from_torch(fake_torch())
     assert data["version"] == "9.9.9" and data["nccl_version"] == "2.28.9"
-    assert data["devices"][1] == {"index": 1, "name": "NVIDIA H200", "capability": "9.0",
-                                  "arch_supported": True, "ptx_fallback": False,
-                                  "arch_matched": "sm_90"}
+    assert data["devices"][1] == {
+        "index": 1,
+        "name": "NVIDIA H200",
+        "capability": "9.0",
+        "arch_supported": True,
+        "ptx_fallback": False,
+        "arch_matched": "sm_90",
+    }
     assert data["p2p_access"] == {"0": {"1": True}, "1": {"0": True}}
 
 
@@ -134,9 +140,19 @@ def test_by_hand_never_imports_itself_as_torch(tmp_path):
         assert data["ok"] is False and "No module named 'torch'" in data["error"]
     else:
         assert data["ok"] is True
-        assert set(data["data"]) >= {"version", "cuda", "cudnn", "nccl_version", "arch_list",
-                                     "cuda_available", "device_count", "devices", "p2p_access",
-                                     "symmetric_memory", "triton_version"}
+        assert set(data["data"]) >= {
+            "version",
+            "cuda",
+            "cudnn",
+            "nccl_version",
+            "arch_list",
+            "cuda_available",
+            "device_count",
+            "devices",
+            "p2p_access",
+            "symmetric_memory",
+            "triton_version",
+        }
 
 
 def test_real_cpu_torch():
@@ -178,7 +194,8 @@ def test_stub_h200_mirrors_the_real_capture():
     assert [d["capability"] for d in data["devices"]] == ["9.0", "9.0"]
     assert all(d["arch_supported"] for d in data["devices"])
     assert data["p2p_access"] == {"0": {"1": True}, "1": {"0": True}}
-    assert data["symmetric_memory"] == {"module_importable": True, "class_name": "_SymmetricMemory",
-                                        "nvshmem_available": True}
-
-
+    assert data["symmetric_memory"] == {
+        "module_importable": True,
+        "class_name": "_SymmetricMemory",
+        "nvshmem_available": True,
+    }

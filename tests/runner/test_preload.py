@@ -38,20 +38,28 @@ def heavy_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def test_preloaded_probes_share_one_import(heavy_module) -> None:
     heavy_module("import os\nIMPORTED_IN = os.getpid()\n")
-    probes = {"a": REPORTS_PIDS.format(timeout=60), "b": REPORTS_PIDS.format(timeout=60),
-              "plain": PLAIN}
+    probes = {
+        "a": REPORTS_PIDS.format(timeout=60),
+        "b": REPORTS_PIDS.format(timeout=60),
+        "plain": PLAIN,
+    }
     outcome = run_probes(probes)["local"]
-    assert outcome.status == "ok", {n: (r.status, r.error, r.output_tail) for n, r in outcome.probes.items()}
+    assert outcome.status == "ok", {
+        n: (r.status, r.error, r.output_tail) for n, r in outcome.probes.items()
+    }
     a, b = outcome.probes["a"].data, outcome.probes["b"].data
-    assert a["imported_in"] == b["imported_in"]          # one import, in the preloader
-    assert a["imported_in"] not in (a["me"], b["me"])     # not in the probes themselves
-    assert a["me"] != b["me"]                            # each probe still its own process
+    assert a["imported_in"] == b["imported_in"]  # one import, in the preloader
+    assert a["imported_in"] not in (a["me"], b["me"])  # not in the probes themselves
+    assert a["me"] != b["me"]  # each probe still its own process
 
 
 def test_a_crash_while_preloading_costs_no_results(heavy_module) -> None:
     heavy_module("import ctypes\nctypes.string_at(0)\n")
-    probes = {"a": REPORTS_PIDS.format(timeout=60), "b": REPORTS_PIDS.format(timeout=60),
-              "plain": PLAIN}
+    probes = {
+        "a": REPORTS_PIDS.format(timeout=60),
+        "b": REPORTS_PIDS.format(timeout=60),
+        "plain": PLAIN,
+    }
     outcome = run_probes(probes)["local"]
     assert outcome.probes["plain"].status == "ok"
     for name in ("a", "b"):  # started again the ordinary way: each meets the crash itself
@@ -61,8 +69,11 @@ def test_a_crash_while_preloading_costs_no_results(heavy_module) -> None:
 
 def test_a_hang_while_preloading_times_out_and_leaves_nothing(heavy_module) -> None:
     heavy_module("import subprocess, time\nsubprocess.Popen(['sleep', '600'])\ntime.sleep(600)\n")
-    probes = {"a": REPORTS_PIDS.format(timeout=2), "b": REPORTS_PIDS.format(timeout=2),
-              "plain": PLAIN}
+    probes = {
+        "a": REPORTS_PIDS.format(timeout=2),
+        "b": REPORTS_PIDS.format(timeout=2),
+        "plain": PLAIN,
+    }
     outcome = run_probes(probes, timeout_s=30)["local"]
     assert outcome.probes["plain"].status == "ok"
     assert {outcome.probes[n].status for n in ("a", "b")} == {"timeout"}

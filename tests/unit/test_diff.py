@@ -17,25 +17,38 @@ def host(name: str, status: str = "ok", **probes: dict[str, Any]) -> HostOutcome
 
 
 def gpu(model: str = "NVIDIA H200", count: int = 2, link: str = "nvlink") -> dict[str, Any]:
-    gpus = [{"index": i, "name": model, "uuid": f"GPU-{model}-{i}-{id(object())}"} for i in range(count)]
+    gpus = [
+        {"index": i, "name": model, "uuid": f"GPU-{model}-{i}-{id(object())}"} for i in range(count)
+    ]
     return {"gpus": gpus, "gpu_count": count, "interconnect": link}
 
 
 def allreduce(small_us: float, large_busbw: float) -> dict[str, Any]:
-    return {"backend": "nccl", "results": [
-        {"mode": "eager", "bytes": 8, "latency_us": small_us, "busbw_gbps": 0.0},
-        {"mode": "eager", "bytes": 1 << 28, "latency_us": 900.0, "busbw_gbps": large_busbw}]}
+    return {
+        "backend": "nccl",
+        "results": [
+            {"mode": "eager", "bytes": 8, "latency_us": small_us, "busbw_gbps": 0.0},
+            {"mode": "eager", "bytes": 1 << 28, "latency_us": 900.0, "busbw_gbps": large_busbw},
+        ],
+    }
 
 
 def test_flatten_keeps_scalar_lists_whole_and_indexes_object_lists() -> None:
     facts = flatten({"gpus": [{"name": "H200"}, {"name": "H200"}], "arch": ["sm_90"]}, "gpu")
-    assert facts == {"gpu.gpus.len": 2, "gpu.gpus[0].name": "H200", "gpu.gpus[1].name": "H200",
-                     "gpu.arch": ("sm_90",)}
+    assert facts == {
+        "gpu.gpus.len": 2,
+        "gpu.gpus[0].name": "H200",
+        "gpu.gpus[1].name": "H200",
+        "gpu.arch": ("sm_90",),
+    }
 
 
 def test_majority_and_outliers_with_compact_host_lists() -> None:
     outcomes = [host(f"gpu-0{i}", torch={"version": "2.11.0"}) for i in range(1, 7)]
-    outcomes += [host("gpu-07", torch={"version": "2.7.0"}), host("gpu-08", torch={"version": "2.9.0"})]
+    outcomes += [
+        host("gpu-07", torch={"version": "2.7.0"}),
+        host("gpu-08", torch={"version": "2.9.0"}),
+    ]
     diff = compare_hosts(outcomes, DECLARED)
     [divergence] = diff.values
     assert divergence.fact == "torch.version" and divergence.majority == "2.11.0"
@@ -57,27 +70,38 @@ def test_all_different_lists_every_value() -> None:
 
 
 def test_identities_volatiles_and_measurements_are_not_divergence() -> None:
-    outcomes = [host("a", system={"hostname": "a"}, gpu=gpu(), allreduce=allreduce(10, 300)),
-                host("b", system={"hostname": "b"}, gpu=gpu(), allreduce=allreduce(11, 290))]
+    outcomes = [
+        host("a", system={"hostname": "a"}, gpu=gpu(), allreduce=allreduce(10, 300)),
+        host("b", system={"hostname": "b"}, gpu=gpu(), allreduce=allreduce(11, 290)),
+    ]
     assert compare_hosts(outcomes, DECLARED).clean
 
 
 def test_unset_on_some_hosts_is_divergence_when_the_probe_ran() -> None:
-    outcomes = [host("a", nccl={"env": {}}), host("b", nccl={"env": {}}),
-                host("c", nccl={"env": {"NCCL_P2P_DISABLE": "1"}})]
+    outcomes = [
+        host("a", nccl={"env": {}}),
+        host("b", nccl={"env": {}}),
+        host("c", nccl={"env": {"NCCL_P2P_DISABLE": "1"}}),
+    ]
     [divergence] = compare_hosts(outcomes, DECLARED).values
     assert divergence.fact == "nccl.env.NCCL_P2P_DISABLE"
     assert divergence.majority is None and divergence.others == (("1", ("c",)),)
 
 
 def test_unreachable_hosts_and_absent_probes_are_listed_not_dropped() -> None:
-    absent = HostOutcome(name="c", status="ok", address="c", probes={
-        "torch": ProbeResult("absent", False, {}, "torch not importable", 0.1)})
+    absent = HostOutcome(
+        name="c",
+        status="ok",
+        address="c",
+        probes={"torch": ProbeResult("absent", False, {}, "torch not importable", 0.1)},
+    )
     dead = HostOutcome(name="d", status="unreachable", address="d", error="connection refused")
     outcomes = [host("a", torch={"version": "2"}), host("b", torch={"version": "2"}), absent, dead]
     diff = compare_hosts(outcomes, DECLARED)
     assert [(u.host, u.probe, u.status) for u in diff.unreported] == [
-        ("c", "torch", "absent"), ("d", None, "unreachable")]
+        ("c", "torch", "absent"),
+        ("d", None, "unreachable"),
+    ]
     assert [d.fact for d in diff.values] == ["torch.status"]
 
 
@@ -85,8 +109,10 @@ def test_name_sets_are_compared_item_by_item() -> None:
     base = ["_SymmetricMemory", "empty", "rendezvous"]
     modules = lambda names: {"modules": {"torch.distributed._symmetric_memory": {"names": names}}}  # noqa: E731
     outcomes = [host(f"gpu-0{i}", dir=modules(base)) for i in range(1, 7)]
-    outcomes += [host("gpu-07", dir=modules(["SymmetricMemory", "empty", "rendezvous"])),
-                 host("gpu-08", dir=modules(["empty", "rendezvous"]))]
+    outcomes += [
+        host("gpu-07", dir=modules(["SymmetricMemory", "empty", "rendezvous"])),
+        host("gpu-08", dir=modules(["empty", "rendezvous"])),
+    ]
     [names] = compare_hosts(outcomes, DECLARED).sets
     assert names.fact == 'dir.modules["torch.distributed._symmetric_memory"].names'
     assert names.missing == (("_SymmetricMemory", ("gpu-07", "gpu-08")),)
@@ -99,13 +125,16 @@ def test_slow_host_is_flagged_against_its_cohort_median() -> None:
     diff = compare_hosts(outcomes, DECLARED, tolerance=0.25)
     assert {(o.host, o.measure, o.factor) for o in diff.outliers} == {
         ("slow", "allreduce eager 8 B latency_us", 3.1),
-        ("slow", "allreduce eager 256 MiB busbw_gbps", 3.0)}
+        ("slow", "allreduce eager 256 MiB busbw_gbps", 3.0),
+    }
 
 
 def test_cohorts_keep_pcie_boxes_apart_from_nvlink_boxes() -> None:
     outcomes = [host(f"nv{i}", gpu=gpu(), allreduce=allreduce(10.0, 300.0)) for i in range(3)]
-    outcomes += [host(f"pc{i}", gpu=gpu("RTX PRO 6000", 8, "pcie"), allreduce=allreduce(30.0, 40.0))
-                 for i in range(3)]
+    outcomes += [
+        host(f"pc{i}", gpu=gpu("RTX PRO 6000", 8, "pcie"), allreduce=allreduce(30.0, 40.0))
+        for i in range(3)
+    ]
     diff = compare_hosts(outcomes, DECLARED)
     assert diff.outliers == ()
     assert {c.name for c in diff.cohorts} == {"2× NVIDIA H200 · nvlink", "8× RTX PRO 6000 · pcie"}
@@ -119,9 +148,11 @@ def test_within_tolerance_is_not_an_outlier() -> None:
 def test_facts_splitting_hosts_alike_collapse_into_one_group() -> None:
     matrix8 = {str(i): {str(j): False for j in range(8) if j != i} for i in range(8)}
     matrix2 = {"0": {"1": True}, "1": {"0": True}}
-    outcomes = [host("a", torch={"p2p_access": matrix2, "version": "2.9"}),
-                host("b", torch={"p2p_access": matrix2, "version": "2.9"}),
-                host("c", torch={"p2p_access": matrix8, "version": "2.7"})]
+    outcomes = [
+        host("a", torch={"p2p_access": matrix2, "version": "2.9"}),
+        host("b", torch={"p2p_access": matrix2, "version": "2.9"}),
+        host("c", torch={"p2p_access": matrix8, "version": "2.7"}),
+    ]
     shown = group_divergences(compare_hosts(outcomes, DECLARED).values)
     groups = [d for d in shown if isinstance(d, DivergenceGroup)]
     # pairs both hosts have (True vs False), and pairs only the 8-GPU host has (unset vs False)

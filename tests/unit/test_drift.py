@@ -23,11 +23,16 @@ def test_no_change_is_no_drift() -> None:
 
 def test_version_change_on_some_hosts_is_reported_once_with_the_hosts() -> None:
     old = run(*(host(f"gpu-0{i}", torch={"version": "2.9.1"}) for i in range(1, 5)))
-    new = run(*(host(f"gpu-0{i}", torch={"version": "2.11.0" if i < 3 else "2.9.1"})
-                for i in range(1, 5)))
+    new = run(
+        *(host(f"gpu-0{i}", torch={"version": "2.11.0" if i < 3 else "2.9.1"}) for i in range(1, 5))
+    )
     [change] = compare_runs(old, new, DECLARED).changes
     assert (change.fact, change.old, change.new, change.hosts) == (
-        "torch.version", "2.9.1", "2.11.0", ("gpu-01", "gpu-02"))
+        "torch.version",
+        "2.9.1",
+        "2.11.0",
+        ("gpu-01", "gpu-02"),
+    )
 
 
 def test_added_and_removed_names_and_hosts() -> None:
@@ -36,8 +41,10 @@ def test_added_and_removed_names_and_hosts() -> None:
     new = run(host("a", dir=modules(["y", "z"])), host("new", dir=modules([])))
     drift = compare_runs(old, new, DECLARED)
     assert drift.added_hosts == ("new",) and drift.removed_hosts == ("gone",)
-    assert {(c.kind, c.old, c.new) for c in drift.changes} == {("added", None, "z"),
-                                                               ("removed", "x", None)}
+    assert {(c.kind, c.old, c.new) for c in drift.changes} == {
+        ("added", None, "z"),
+        ("removed", "x", None),
+    }
 
 
 def test_measurements_drift_only_beyond_tolerance() -> None:

@@ -21,14 +21,44 @@ CONTRACT = {
     "packages": {"packages"},
     "imports": {"results"},
     "dir": {"modules"},
-    "gpu": {"driver_version", "cuda_driver_version", "gpus", "topology", "p2p_read", "interconnect"},
-    "torch": {"version", "cuda", "cudnn", "nccl_version", "arch_list", "cuda_available",
-              "device_count", "devices", "p2p_access", "symmetric_memory", "triton_version"},
+    "gpu": {
+        "driver_version",
+        "cuda_driver_version",
+        "gpus",
+        "topology",
+        "p2p_read",
+        "interconnect",
+    },
+    "torch": {
+        "version",
+        "cuda",
+        "cudnn",
+        "nccl_version",
+        "arch_list",
+        "cuda_available",
+        "device_count",
+        "devices",
+        "p2p_access",
+        "symmetric_memory",
+        "triton_version",
+    },
     "nccl": {"env", "conf_files", "libraries", "torch_nccl_version"},
     "allreduce": {"backend", "world_size", "nccl_version", "env_overrides", "results"},
 }
-GPU_FIELDS = {"index", "name", "uuid", "pci_bus_id", "compute_capability", "memory_mib", "pcie_gen",
-              "pcie_width", "pcie_gen_max", "pcie_width_max", "persistence_mode", "mig_mode"}
+GPU_FIELDS = {
+    "index",
+    "name",
+    "uuid",
+    "pci_bus_id",
+    "compute_capability",
+    "memory_mib",
+    "pcie_gen",
+    "pcie_width",
+    "pcie_gen_max",
+    "pcie_width_max",
+    "persistence_mode",
+    "mig_mode",
+}
 
 
 def real_document() -> dict[str, Any]:

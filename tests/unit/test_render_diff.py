@@ -50,8 +50,9 @@ def test_recorded_run_names_exactly_the_odd_hosts_and_their_facts() -> None:
 
 @pytest.mark.parametrize("width", [80, 200])
 def test_terminal_view_reads_at_80_and_200_columns(width: int) -> None:
-    text = render(fleet_diff_view(compare_hosts(recorded().hosts.values(), declared_facts())),
-                  width)
+    text = render(
+        fleet_diff_view(compare_hosts(recorded().hosts.values(), declared_facts())), width
+    )
     assert "odd: gpu-[07-08]" in text
     assert "SymmetricMemory  present on 7 host(s), missing on gpu-07" in text
     assert "gpu-01" not in text  # the alike hosts are counted, not listed

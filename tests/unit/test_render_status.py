@@ -14,10 +14,14 @@ from tests.conftest import ROOT
 
 RECORDED = ROOT / "tests" / "probes" / "golden" / "real_run" / "loopback8_two_odd.json"
 
+
 def refused(name: str, address: str) -> HostOutcome:
     """What fleet.transport.ssh says of a closed port: the host's own name and address in it."""
     return HostOutcome(
-        name, "unreachable", address, f"cannot connect to {name} (ops@{address}:22): refused",
+        name,
+        "unreachable",
+        address,
+        f"cannot connect to {name} (ops@{address}:22): refused",
         f"is sshd listening there? try: ssh -p 22 ops@{address} true",
     )
 
@@ -43,7 +47,9 @@ def recorded_fleet(size: int) -> list[HostOutcome]:
     template = next(o for o in run.hosts.values() if o.status == "ok")
     outcomes = []
     for index in range(1, size + 1):
-        outcome = dataclasses.replace(template, name=f"gpu-{index:03d}", elapsed_s=1.0 + index / 100)
+        outcome = dataclasses.replace(
+            template, name=f"gpu-{index:03d}", elapsed_s=1.0 + index / 100
+        )
         address = f"10.0.{index // 250}.{index % 250}"
         if index in (7, 42):
             outcome = refused(outcome.name, address)

@@ -50,8 +50,10 @@ def test_identical_payloads_are_stored_once_and_shared_when_loaded(tmp_path: Pat
     import json
 
     probe = ProbeResult("ok", True, {"modules": {"torch": {"names": ["a"] * 500}}}, None, 0.5)
-    hosts = {f"h{i}": HostOutcome(name=f"h{i}", status="ok", address="x", probes={"dir": probe})
-             for i in range(50)}
+    hosts = {
+        f"h{i}": HostOutcome(name=f"h{i}", status="ok", address="x", probes={"dir": probe})
+        for i in range(50)
+    }
     run = Run("0.1.0", "2026-11-30T01:00:00.000Z", "", "cd" * 32, hosts, ("dir",))
     path = save_run(run, tmp_path)
     saved = json.loads(path.read_text())

@@ -23,8 +23,11 @@ def _module(name: str, **attributes: Any) -> types.ModuleType:
 
 def _cuda(spec: dict[str, Any]) -> types.ModuleType:
     devices = spec["devices"]
-    nccl = _module("torch.cuda.nccl", version=lambda: tuple(spec["nccl"]),
-                   is_available=lambda tensors=None: True)
+    nccl = _module(
+        "torch.cuda.nccl",
+        version=lambda: tuple(spec["nccl"]),
+        is_available=lambda tensors=None: True,
+    )
     return _module(
         "torch.cuda",
         nccl=nccl,
@@ -42,8 +45,11 @@ class _SymmetricMemory:
 
 
 def _distributed(spec: dict[str, Any]) -> types.ModuleType:
-    symm = _module("torch.distributed._symmetric_memory", _SymmetricMemory=_SymmetricMemory,
-                   is_nvshmem_available=lambda: bool(spec["nvshmem"]))
+    symm = _module(
+        "torch.distributed._symmetric_memory",
+        _SymmetricMemory=_SymmetricMemory,
+        is_nvshmem_available=lambda: bool(spec["nvshmem"]),
+    )
     if spec["public_symmetric_memory"]:
         symm.SymmetricMemory = _SymmetricMemory
     return _module("torch.distributed", _symmetric_memory=symm, is_available=lambda: True)

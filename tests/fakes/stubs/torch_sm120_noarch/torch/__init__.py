@@ -9,7 +9,8 @@ SPEC = {
     "cudnn": 90501,
     "nccl": [2, 26, 2],
     "arch_list": ["sm_80", "sm_86", "sm_90"],
-    "devices": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "capability": [12, 0]}] * 8,
+    "devices": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "capability": [12, 0]}]
+    * 8,
     "p2p": False,  # PCIe box: no peer access
     "nvshmem": False,
     "public_symmetric_memory": False,  # only _SymmetricMemory

@@ -9,7 +9,8 @@ SPEC = {
     "cudnn": 91002,
     "nccl": [2, 27, 3],
     "arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"],
-    "devices": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "capability": [12, 0]}] * 8,
+    "devices": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "capability": [12, 0]}]
+    * 8,
     "p2p": False,  # PCIe box: no peer access
     "nvshmem": False,
     "public_symmetric_memory": True,  # SymmetricMemory and _SymmetricMemory
