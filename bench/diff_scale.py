@@ -23,9 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fleet.diff import compare_hosts  # noqa: E402
-from fleet.drift import compare_runs  # noqa: E402
-from fleet.facts import declared_facts  # noqa: E402
+from fleet.analysis.diff import compare_hosts  # noqa: E402
+from fleet.analysis.drift import compare_runs  # noqa: E402
+from fleet.analysis.facts import declared_facts  # noqa: E402
 from fleet.models import Run  # noqa: E402
 from fleet.store import load_run, save_run  # noqa: E402
 

@@ -44,8 +44,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fleet.bundle import build_bundle  # noqa: E402
-from fleet.protocol import StreamDecoder  # noqa: E402
+from fleet.execution.bundle import build_bundle  # noqa: E402
+from fleet.execution.protocol import StreamDecoder  # noqa: E402
 from tests.integration.sshd import SshdFarm, find_sshd  # noqa: E402
 
 PROBES = ("system", "packages")

@@ -1,12 +1,12 @@
-"""Masks token-shaped secrets. The patterns live in probes/_runner.py, which masks on the host first;
+"""Masks token-shaped secrets. The patterns live in probes/_host_runner.py, which masks on the host first;
 the controller masks again before anything is shown or saved, with the very same list."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from probes._runner import ENV_SECRETS, secret_patterns_in
-from probes._runner import mask_secrets as _mask_on_host
+from probes._host_runner import ENV_SECRETS, secret_patterns_in
+from probes._host_runner import mask_secrets as _mask_on_host
 
 
 def mask_secrets(value: Any) -> Any:

@@ -17,8 +17,8 @@ from typing import Any, Deque, Dict, List, NamedTuple, Optional, Tuple
 
 RUN_ALONE = True  # it owns every GPU of the host while it runs
 TIMEOUT_S = 120  # backstop only: the probe ends itself at `time_budget_s` (30 s by default)
-# How the controller compares this probe's fields across hosts (see fleet/facts.py): the timing
-# rows are measurements (compared within cohorts, fleet/diff.py), never plain divergence.
+# How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py): the timing
+# rows are measurements (compared within cohorts, fleet/analysis/diff.py), never plain divergence.
 FACTS = {"measure": ["results"], "volatile": ["elapsed_s"]}
 
 MARKER = "FLEET_ALLREDUCE "  # rank 0's result lines; NCCL_DEBUG output shares that stdout

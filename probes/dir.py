@@ -9,8 +9,8 @@ import sys
 from typing import Any, Dict, List, Optional
 
 TIMEOUT_S = 120  # importing torch, flashinfer and sgl_kernel cold can take tens of seconds
-PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_runner.py)
-# How the controller compares this probe's fields across hosts (see fleet/facts.py).
+PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_host_runner.py)
+# How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
 # count and sha256 follow from names, which are compared name by name.
 FACTS = {"sets": ["modules.*.names"], "volatile": ["modules.*.sha256", "modules.*.count"]}
 

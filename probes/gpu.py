@@ -8,7 +8,7 @@ import subprocess
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 TIMEOUT_S = 60
-# How the controller compares this probe's fields across hosts (see fleet/facts.py).
+# How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
 # The current PCIe link generation drops at idle (power saving), so only the maximum is a fact.
 FACTS = {
     "identity": ["gpus[*].uuid", "gpus[*].pci_bus_id", "gpus[*].serial"],

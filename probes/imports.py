@@ -10,8 +10,8 @@ import sys
 from typing import Any, Dict, List, NamedTuple, Optional
 
 TIMEOUT_S = 120  # importing torch, vllm and sglang cold can take tens of seconds
-PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_runner.py)
-# How the controller compares this probe's fields across hosts (see fleet/facts.py): what was tried
+PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_host_runner.py)
+# How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py): what was tried
 # explains `resolved`, which is the fact; the attempts and their messages are detail.
 FACTS = {"volatile": ["results.*.tried"]}
 

@@ -18,8 +18,8 @@ import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 TIMEOUT_S = 90
-PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_runner.py)
-# How the controller compares this probe's fields across hosts (see fleet/facts.py).
+PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_host_runner.py)
+# How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
 FACTS = {"volatile": ["conf_errors", "torch_error"]}
 LDCONFIG_TIMEOUT_S = 10.0
 TORCH_TIMEOUT_S = 60.0

@@ -7,7 +7,7 @@ import platform
 import socket
 import sys
 
-# How the controller compares this probe's fields across hosts (see fleet/facts.py).
+# How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
 FACTS = {"identity": ["hostname"]}
 
 

@@ -6,8 +6,8 @@ import re
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 TIMEOUT_S = 120  # `import torch` takes ~4 s cold on a GPU host, far more on a busy NFS home
-PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_runner.py)
-# How the controller compares this probe's fields across hosts (see fleet/facts.py).
+PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_host_runner.py)
+# How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
 FACTS = {"sets": ["arch_list"], "volatile": ["query_errors"]}
 
 MAX_ERROR_CHARS = 500

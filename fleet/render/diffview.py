@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
-from fleet.diff import (
+from fleet.analysis.diff import (
     Divergence,
     DivergenceGroup,
     FleetDiff,
@@ -21,7 +21,7 @@ from fleet.diff import (
     group_divergences,
     list_delta,
 )
-from fleet.drift import Change, Drift
+from fleet.analysis.drift import Change, Drift
 from fleet.inventory import compact_hosts
 
 MAX_VALUE_CHARS = 60

@@ -1,16 +1,22 @@
-"""Machine-readable (JSON, schema fleet.diff/1) and paste-able (Markdown) forms of diffs and drift."""
+"""Machine-readable (JSON, schema fleet.analysis.diff/1) and paste-able (Markdown) forms of diffs and drift."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from fleet.diff import Divergence, DivergenceGroup, FleetDiff, SetDivergence, group_divergences
-from fleet.drift import Drift
+from fleet.analysis.diff import (
+    Divergence,
+    DivergenceGroup,
+    FleetDiff,
+    SetDivergence,
+    group_divergences,
+)
+from fleet.analysis.drift import Drift
 from fleet.inventory import compact_hosts
 from fleet.render.diffview import short
 
-DIFF_SCHEMA = "fleet.diff/1"
+DIFF_SCHEMA = "fleet.analysis.diff/1"
 
 
 def _plain(value: Any) -> Any:

@@ -12,11 +12,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from fleet.diff import FleetDiff
+from fleet.analysis.diff import FleetDiff
+from fleet.execution.fanout import Events
 from fleet.inventory import compact_hosts
 from fleet.models import NOT_REACHED, PROBE_TROUBLE, Host, HostOutcome, Run
 from fleet.render.diffview import fleet_diff_view, short
-from fleet.runner import Events
 
 STATUS_STYLE = {"ok": "green", "partial": "yellow", "interrupted": "magenta"}
 MAX_HOST_COLUMNS = 6

@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
+from fleet.execution.protocol import ExecResult
 from fleet.models import Host
-from fleet.protocol import ExecResult
 
 READ_CHUNK = 65536
 STDERR_TAIL_BYTES = 4096

@@ -7,10 +7,10 @@ import contextlib
 import os
 import signal
 
-from fleet.bundle import LAUNCH_ARGS
 from fleet.errors import NoPythonError
+from fleet.execution.bundle import LAUNCH_ARGS
+from fleet.execution.protocol import ExecResult
 from fleet.models import Host
-from fleet.protocol import ExecResult
 from fleet.transport.base import OutputSink, finish_reading, pump, read_tail
 
 

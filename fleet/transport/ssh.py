@@ -18,7 +18,6 @@ from pathlib import Path
 
 import asyncssh
 
-from fleet.bundle import LAUNCH_ARGS
 from fleet.errors import (
     AuthError,
     HostError,
@@ -26,8 +25,9 @@ from fleet.errors import (
     HostKeyUnknownError,
     UnreachableError,
 )
+from fleet.execution.bundle import LAUNCH_ARGS
+from fleet.execution.protocol import ExecResult
 from fleet.models import Host
-from fleet.protocol import ExecResult
 from fleet.store import ensure_private_dir
 from fleet.transport.base import OutputSink, finish_reading, pump, read_tail
 

@@ -18,7 +18,7 @@ from tests.integration.sshd import SshdFarm
 
 pytestmark = pytest.mark.faults
 
-CAP_MIB = 16  # fleet.protocol.DEFAULT_OUTPUT_LIMIT
+CAP_MIB = 16  # fleet.execution.protocol.DEFAULT_OUTPUT_LIMIT
 MARGIN_MIB = 40
 
 FLOOD = """

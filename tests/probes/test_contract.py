@@ -11,7 +11,7 @@ import pytest
 from tests.probes.handrun import PROBES, load_probe, run_by_hand
 
 PROBE_NAMES = sorted(p.stem for p in PROBES.glob("*.py") if not p.name.startswith("_"))
-SHIPPED = [*PROBE_NAMES, "_runner"]
+SHIPPED = [*PROBE_NAMES, "_host_runner"]
 
 
 def module_level_imports(tree: ast.Module) -> set[str]:

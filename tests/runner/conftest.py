@@ -7,9 +7,9 @@ import sys
 import textwrap
 from collections.abc import Mapping
 
-from fleet.bundle import Bundle, ProbeSource, build_bundle
+from fleet.execution.bundle import Bundle, ProbeSource, build_bundle
+from fleet.execution.fanout import FanOut, RunSettings
 from fleet.models import Host, HostOutcome
-from fleet.runner import FanOut, RunSettings
 from fleet.transport import LocalTransport, Transport
 
 

@@ -1,4 +1,4 @@
-"""The rule engine (fleet/checks.py) and the built-in inference pack, on plain data.
+"""The rule engine (fleet/checks/rules.py) and the built-in inference pack, on plain data.
 
 Recorded runs: every host is built from the real 2× H200 run document
 (tests/probes/golden/real_run/h200x2_run.json), with one thing changed per variant.
@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from fleet.bundle import available_probes
 from fleet.checks import (
     CheckReport,
     RuleFileError,
@@ -26,8 +25,9 @@ from fleet.checks import (
     load_rules,
     parse_rules,
 )
+from fleet.checks.packs import available_packs, pack_path
+from fleet.execution.bundle import available_probes
 from fleet.models import Run
-from fleet.packs import available_packs, pack_path
 from fleet.render.checks import render_report
 from fleet.render.junit import junit_tree
 from tests.conftest import ROOT

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.diff import DivergenceGroup, compare_hosts, group_divergences, list_delta
-from fleet.facts import ProbeFacts, declared_facts, flatten
+from fleet.analysis.diff import DivergenceGroup, compare_hosts, group_divergences, list_delta
+from fleet.analysis.facts import ProbeFacts, declared_facts, flatten
 from fleet.models import HostOutcome, ProbeResult
 
 DECLARED = declared_facts()

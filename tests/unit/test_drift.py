@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fleet.drift import compare_runs
-from fleet.facts import declared_facts
+from fleet.analysis.drift import compare_runs
+from fleet.analysis.facts import declared_facts
 from fleet.models import Run
 from tests.unit.test_diff import allreduce, gpu, host
 

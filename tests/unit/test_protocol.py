@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from fleet.protocol import ExecResult, StreamDecoder, conclude
+from fleet.execution.protocol import ExecResult, StreamDecoder, conclude
 
 
 def lines(*messages: dict) -> bytes:

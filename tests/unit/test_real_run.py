@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from fleet.diff import compare_hosts
-from fleet.facts import declared_facts
+from fleet.analysis.diff import compare_hosts
+from fleet.analysis.facts import declared_facts
 from fleet.models import Run
 from tests.conftest import ROOT
 

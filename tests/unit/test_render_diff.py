@@ -8,9 +8,9 @@ import json
 import pytest
 from rich.console import Console
 
-from fleet.diff import compare_hosts
-from fleet.drift import compare_runs
-from fleet.facts import declared_facts
+from fleet.analysis.diff import compare_hosts
+from fleet.analysis.drift import compare_runs
+from fleet.analysis.facts import declared_facts
 from fleet.models import Run
 from fleet.render.diffview import drift_view, fleet_diff_view
 from fleet.render.documents import (
@@ -62,7 +62,10 @@ def test_terminal_view_reads_at_80_and_200_columns(width: int) -> None:
 def test_json_and_markdown_forms() -> None:
     diff = compare_hosts(recorded().hosts.values(), declared_facts())
     document = json.loads(json.dumps(fleet_diff_document(diff)))
-    assert document["schema"] == "fleet.diff/1" and document["odd_hosts"] == ["gpu-07", "gpu-08"]
+    assert document["schema"] == "fleet.analysis.diff/1" and document["odd_hosts"] == [
+        "gpu-07",
+        "gpu-08",
+    ]
     markdown = fleet_diff_markdown(diff)
     assert "| `nccl.env.NCCL_P2P_DISABLE` | (unset) | 1: gpu-08 |" in markdown
 

@@ -13,10 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.bundle import Bundle
 from fleet.errors import HostError, UnreachableError
-from fleet.models import Host, HostOutcome
-from fleet.protocol import (
+from fleet.execution.bundle import Bundle
+from fleet.execution.protocol import (
     DEFAULT_OUTPUT_LIMIT,
     ExecResult,
     StreamDecoder,
@@ -24,6 +23,7 @@ from fleet.protocol import (
     build_outcome,
     conclude,
 )
+from fleet.models import Host, HostOutcome
 from fleet.transport.base import Transport
 
 INTERRUPT_GRACE_S = 1.5

@@ -1,4 +1,4 @@
-"""Assembles the one script a host runs: `BUNDLE = {...}` + probes/_runner.py.
+"""Assembles the one script a host runs: `BUNDLE = {...}` + probes/_host_runner.py.
 
 The probes are ordinary files of the repo (linted, tested, runnable by hand), read at send time,
 like mitogen ships its own modules. The script goes on stdin to `<python> -S -c LAUNCHER`: nothing
@@ -17,7 +17,7 @@ from typing import Any
 
 from fleet.errors import UsageError
 
-RUNNER_FILE = "_runner.py"
+RUNNER_FILE = "_host_runner.py"
 
 # How every transport starts a script. The launcher reads the script's first line (its alarm, see
 # Bundle.script) and sets that alarm before site-packages are imported: a sitecustomize, a .pth

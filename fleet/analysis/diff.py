@@ -1,6 +1,6 @@
 """Cross-host diff: what is not the same on every host, and who the odd hosts are. Pure.
 
-Three kinds of comparison (fleet/facts.py says which fact is which):
+Three kinds of comparison (fleet/analysis/facts.py says which fact is which):
   - plain values: hosts grouped by value, the majority value and the outliers;
   - name sets (dir() dumps, arch lists): item by item against the majority ("_SymmetricMemory
     missing on gpu-[07-08]"), not two unreadable lists;
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.facts import FactCache, HostFacts, ProbeFacts, Value, median, slowness
+from fleet.analysis.facts import FactCache, HostFacts, ProbeFacts, Value, median, slowness
 from fleet.models import NOT_REACHED, HostOutcome
 
 DEFAULT_TOLERANCE = 0.25

@@ -1,6 +1,6 @@
 """The remote runner: executes the probes of one bundle on one host, one forked child per probe.
 
-The controller (fleet/bundle.py) sends this file, prefixed with a `BUNDLE = {...}` literal holding the
+The controller (fleet/execution/bundle.py) sends this file, prefixed with a `BUNDLE = {...}` literal holding the
 probe sources and options, to `<python> -` on the host. Nothing is written to disk.
 
 Protocol, one JSON object per line on stdout:
@@ -13,7 +13,7 @@ Why a fork per probe: a probe that segfaults, hangs, floods stdout or prints non
 only itself. Each child gets its own process group (so its subprocesses die with it), its stdout and
 stderr go to a pipe whose tail is kept, and its result comes back on a separate pipe.
 
-Run by hand (`python3 probes/_runner.py`) it runs every probe file beside it, as a bundle would.
+Run by hand (`python3 probes/_host_runner.py`) it runs every probe file beside it, as a bundle would.
 Stdlib only, Python 3.8+.
 """
 

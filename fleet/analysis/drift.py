@@ -11,8 +11,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from fleet.diff import DEFAULT_TOLERANCE
-from fleet.facts import FactCache, HostFacts, ProbeFacts, Value, slowness
+from fleet.analysis.diff import DEFAULT_TOLERANCE
+from fleet.analysis.facts import FactCache, HostFacts, ProbeFacts, Value, slowness
 from fleet.models import HostOutcome, Run
 
 

@@ -19,9 +19,9 @@ from typing import Any
 import click
 from rich.console import Console
 
-from fleet.bundle import available_probes
 from fleet.checks import CheckReport, Rule, check_unique_ids, evaluate, load_rules
-from fleet.cli import (
+from fleet.checks.packs import available_packs, pack_path
+from fleet.cli.main import (
     EXIT_OK,
     ProbeRequest,
     execute_probe,
@@ -31,8 +31,8 @@ from fleet.cli import (
     with_bits,
 )
 from fleet.errors import FleetError, UsageError
+from fleet.execution.bundle import available_probes
 from fleet.models import Run
-from fleet.packs import available_packs, pack_path
 from fleet.render.checks import render_report
 from fleet.render.junit import write_junit
 from fleet.store import default_runs_dir, load_run, resolve_run

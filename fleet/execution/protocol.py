@@ -1,6 +1,6 @@
 """Reads the runner's line protocol and concludes one HostOutcome per host. Pure: no I/O.
 
-The remote runner (probes/_runner.py) writes one JSON object per line: hello, tick, probe, done,
+The remote runner (probes/_host_runner.py) writes one JSON object per line: hello, tick, probe, done,
 deadline. The decoder is fed raw bytes as they arrive, keeps every finished probe (so a host that
 dies mid-run still reports what it finished), and bounds memory: past `limit_bytes` it refuses more.
 """
@@ -187,7 +187,7 @@ def _stopped_by_start_up_alarm(result: ExecResult | None) -> bool:
 
 
 def _never_started(python: str, timeout_s: float) -> Verdict:
-    """Python itself hung before running our first line of code (see fleet.bundle.LAUNCHER)."""
+    """Python itself hung before running our first line of code (see fleet.execution.bundle.LAUNCHER)."""
     return Verdict(
         "timeout",
         f"{python} did not start the probes within {timeout_s:.0f} s",

@@ -24,11 +24,12 @@ from rich.console import Console
 from rich.table import Table
 
 from fleet import __version__
-from fleet.bundle import Bundle, available_probes, build_bundle
-from fleet.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
-from fleet.drift import Drift, compare_runs
+from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
+from fleet.analysis.drift import Drift, compare_runs
+from fleet.analysis.facts import declared_facts
 from fleet.errors import FleetError, InventoryError, StoreError, UsageError
-from fleet.facts import declared_facts
+from fleet.execution.bundle import Bundle, available_probes, build_bundle
+from fleet.execution.fanout import Events, FanOut, RunSettings
 from fleet.inventory import Inventory, load_inventory, local_inventory
 from fleet.models import NOT_REACHED, PROBE_TROUBLE, Host, Run
 from fleet.render.diffview import drift_view, fleet_diff_view
@@ -39,7 +40,6 @@ from fleet.render.documents import (
     fleet_diff_markdown,
 )
 from fleet.render.terminal import ProgressEvents, render_run
-from fleet.runner import Events, FanOut, RunSettings
 from fleet.store import (
     default_runs_dir,
     default_state_dir,
@@ -109,9 +109,9 @@ limit_option = click.option(
 
 class FleetGroup(click.Group):
     """Loads `fleet check` on first use: its rules engine (jmespath) would cost every other
-    command ~50 ms of start-up. fleet.check_command imports this module, not the other way."""
+    command ~50 ms of start-up. fleet.cli.check imports this module, not the other way."""
 
-    LAZY: ClassVar[dict[str, tuple[str, str]]] = {"check": ("fleet.check_command", "check")}
+    LAZY: ClassVar[dict[str, tuple[str, str]]] = {"check": ("fleet.cli.check", "check")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.LAZY])
@@ -527,7 +527,3 @@ def _write_json(run: Run, json_path: str) -> bool:
         click.echo(f"error: cannot write {json_path}: {exc.strerror}", err=True)
         return False
     return True
-
-
-if __name__ == "__main__":
-    main()

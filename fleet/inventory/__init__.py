@@ -1,0 +1,28 @@
+"""Where hosts come from: an inventory source turns a description into validated `Host`s.
+
+`fleet_yaml` reads fleet's own YAML; `nodeset` expands and folds host ranges for every source and
+every output; `--limit` selection lives with the YAML source for now.
+"""
+
+from fleet.inventory.fleet_yaml import (
+    Inventory,
+    check_name,
+    jump_spec_host,
+    load_inventory,
+    local_inventory,
+    parse_inventory,
+    select_names,
+)
+from fleet.inventory.nodeset import compact_hosts, expand_hostlist
+
+__all__ = [
+    "Inventory",
+    "check_name",
+    "compact_hosts",
+    "expand_hostlist",
+    "jump_spec_host",
+    "load_inventory",
+    "local_inventory",
+    "parse_inventory",
+    "select_names",
+]
