@@ -18,7 +18,12 @@ from __future__ import annotations
 
 
 class FleetError(Exception):
-    """Base class: `message` says what happened, `context` where, `hint` what to try."""
+    """Base class: `message` says what happened, `context` where, `hint` what to try.
+
+    `exit_code` is what the CLI exits with when this error stops a command (2: bad input, nothing
+    was contacted)."""
+
+    exit_code = 2
 
     def __init__(self, message: str, *, context: str = "", hint: str = "") -> None:
         super().__init__(message)

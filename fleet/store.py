@@ -114,7 +114,7 @@ def save_run(run: Run, runs_dir: Path) -> Path:
         raise StoreError(
             f"cannot save the run in {runs_dir}: {exc.strerror}",
             hint="pass a writable folder with --runs-dir",
-        ) from None
+        ) from exc
     return path
 
 
@@ -154,4 +154,4 @@ def load_run(path: Path) -> Run:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise StoreError(
             f"cannot read run {path}: {exc}", hint="is it a fleet.run/1 JSON document?"
-        ) from None
+        ) from exc

@@ -30,7 +30,7 @@ def load_located(text: str, path: str, error: type[FleetError], hint: str) -> An
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else 1
         problem = getattr(exc, "problem", None) or str(exc)
-        raise error(f"{path}:{line}: not valid YAML: {problem}", hint=hint) from None
+        raise error(f"{path}:{line}: not valid YAML: {problem}", hint=hint) from exc
 
 
 # Aliases let a few lines stand for billions of values ("billion laughs"): whatever walks the

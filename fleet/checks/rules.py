@@ -155,7 +155,7 @@ class Expression:
         try:
             return self.parsed.search(document, options=_OPTIONS)
         except jmespath_errors.JMESPathError as exc:
-            raise EvaluationError(f"{self.text}: {exc}") from None
+            raise EvaluationError(f"{self.text}: {exc}") from exc
 
     def roots(self) -> set[str]:
         """The top-level names it reads from a host's document (probes and helpers)."""
@@ -236,12 +236,12 @@ def load_rules(path: str | Path, probes: Iterable[str]) -> list[Rule]:
     """Read and validate one rules file; `probes` are the names a rule may read."""
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except FileNotFoundError as exc:
         raise RuleFileError(
             f"rules file {path} does not exist", hint="pass an existing file with --rules"
-        ) from None
+        ) from exc
     except (OSError, UnicodeDecodeError) as exc:
-        raise RuleFileError(f"cannot read rules file {path}: {exc}") from None
+        raise RuleFileError(f"cannot read rules file {path}: {exc}") from exc
     return parse_rules(text, str(path), probes)
 
 
@@ -377,7 +377,7 @@ def compile_expression(text: str, where: _Where, key: str) -> Expression:
             f"'{key}:' is not a valid JMESPath expression: {problem}",
             context=text,
             hint="see https://jmespath.org/specification.html; quote literals as `1` or 'text'",
-        ) from None
+        ) from exc
 
 
 def _check_roots(expression: Expression, where: _Where, key: str, probes: frozenset[str]) -> None:

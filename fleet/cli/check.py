@@ -19,26 +19,25 @@ from typing import Any
 import click
 from rich.console import Console
 
-from fleet.checks import CheckReport, Rule, check_unique_ids, evaluate, load_rules
-from fleet.checks.packs import available_packs, pack_path
+from fleet import api
+from fleet.checks import CheckReport, evaluate
+from fleet.checks.packs import available_packs
 from fleet.cli.main import (
+    EXIT_NOT_KEPT,
     EXIT_OK,
     ProbeRequest,
     execute_probe,
-    fail,
-    open_inventory,
     probe_options,
     with_bits,
 )
-from fleet.errors import FleetError, UsageError
-from fleet.execution.bundle import available_probes
+from fleet.errors import UsageError
 from fleet.models import Run
 from fleet.render.checks import render_report
 from fleet.render.junit import write_junit
 from fleet.store import default_runs_dir, load_run, resolve_run
 
 EXIT_CHECK_FAILED = 32
-DEFAULT_PACK = "inference"
+DEFAULT_PACK = api.DEFAULT_PACK
 
 
 @click.command("check")
@@ -84,44 +83,22 @@ def check_command(
 ) -> None:
     """Pre-flight: probe the hosts (or read --run) and judge them against rules. Exit bit 32 on failure."""
     if output_format == "json" and request.json_path == "-":
-        fail(UsageError("--format json and --json - both write to stdout", hint="pick one"))
-    rules, sources = load_rule_sources(rules_files, packs)  # a bad rules file fails before probing
+        raise UsageError("--format json and --json - both write to stdout", hint="pick one")
+    rules, sources = api.load_checks(packs, rules_files)  # a bad rules file fails before probing
     console = Console(stderr=output_format == "json" or request.json_path == "-")
     run, where, probe_code = obtain_run(request, run_ref, console)
     report = evaluate(rules, run, inventory_probe_args(request.inventory_path))
-    if junit_path:
-        _write_junit(report, junit_path, run.started)
+    kept = _write_junit(report, junit_path, run.started) if junit_path else True
     title = f"fleet check · {', '.join(sources)} · {len(run.hosts)} host(s) · run {where}"
     if output_format == "json":
         click.echo(json.dumps(check_document(report, run, sources, where), indent=2, default=str))
     else:
         render_report(console, report, title)
-    sys.exit(check_exit_code(report, probe_code))
+    sys.exit(check_exit_code(report, with_bits(probe_code, 0 if kept else EXIT_NOT_KEPT)))
 
 
 # The name fleet.cli's FleetGroup loads on first use of `fleet check`.
 check: click.Command = check_command
-
-
-def load_rule_sources(
-    rules_files: Sequence[str], packs: Sequence[str]
-) -> tuple[list[Rule], list[str]]:
-    """Every rule of the packs and files, validated together (ids unique across them)."""
-    chosen = list(packs) if packs or rules_files else [DEFAULT_PACK]
-    probes = available_probes()
-    rules: list[Rule] = []
-    sources: list[str] = []
-    try:
-        for name in chosen:
-            rules += load_rules(pack_path(name), probes)
-            sources.append(f"pack {name}")
-        for path in rules_files:
-            rules += load_rules(path, probes)
-            sources.append(path)
-        check_unique_ids(rules)
-    except FleetError as exc:
-        fail(exc)
-    return rules, sources
 
 
 def obtain_run(
@@ -132,18 +109,17 @@ def obtain_run(
         probed = execute_probe(request, console)
         where = str(probed.saved) if probed.saved else f"{probed.run.started} (not saved)"
         return probed.run, where, probed.exit_code()
-    try:
-        path = resolve_run(run_ref, request.runs_dir or default_runs_dir())
-        return load_run(path), str(path), EXIT_OK
-    except FleetError as exc:
-        fail(exc)
+    path = resolve_run(run_ref, request.runs_dir or default_runs_dir())
+    return load_run(path), str(path), EXIT_OK
 
 
 def inventory_probe_args(inventory_path: str | None) -> dict[str, Mapping[str, Any]]:
     """Each host's probe_args (e.g. gpu.expected_count); none without an inventory."""
     if inventory_path is None:
         return {}
-    return {name: host.probe_args for name, host in open_inventory(inventory_path).hosts.items()}
+    return {
+        name: host.probe_args for name, host in api.open_inventory(inventory_path).hosts.items()
+    }
 
 
 def check_exit_code(report: CheckReport, probe_code: int) -> int:
@@ -163,8 +139,11 @@ def check_document(
     }
 
 
-def _write_junit(report: CheckReport, junit_path: str, timestamp: str) -> None:
+def _write_junit(report: CheckReport, junit_path: str, timestamp: str) -> bool:
+    """Write the JUnit XML; False (exit bit 64, like --json) when it cannot be written."""
     try:
         write_junit(report, Path(junit_path), timestamp)
     except OSError as exc:
-        fail(UsageError(f"cannot write JUnit XML to {junit_path}: {exc.strerror}"))
+        click.echo(f"error: cannot write JUnit XML to {junit_path}: {exc.strerror}", err=True)
+        return False
+    return True

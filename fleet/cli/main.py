@@ -11,27 +11,24 @@ import dataclasses
 import functools
 import importlib
 import json
+import logging
 import signal
 import sys
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from fleet import __version__
-from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
-from fleet.analysis.drift import Drift, compare_runs
-from fleet.analysis.facts import declared_facts
-from fleet.errors import FleetError, InventoryError, StoreError, UsageError
-from fleet.execution.bundle import Bundle, available_probes, build_bundle
-from fleet.execution.fanout import Events, FanOut, RunSettings
-from fleet.inventory import Inventory, load_inventory, local_inventory
-from fleet.models import NOT_REACHED, PROBE_TROUBLE, Host, Run
+from fleet import __version__, api
+from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff
+from fleet.analysis.drift import Drift
+from fleet.errors import FleetError, StoreError
+from fleet.execution.bundle import Bundle, available_probes
+from fleet.models import NOT_REACHED, PROBE_TROUBLE, Run
 from fleet.render.diffview import drift_view, fleet_diff_view
 from fleet.render.documents import (
     drift_document,
@@ -40,25 +37,13 @@ from fleet.render.documents import (
     fleet_diff_markdown,
 )
 from fleet.render.terminal import ProgressEvents, render_run
-from fleet.store import (
-    default_runs_dir,
-    default_state_dir,
-    list_runs,
-    load_run,
-    resolve_run,
-    save_run,
-    write_private_json,
-)
-from fleet.transport import LocalTransport, Transport
+from fleet.store import default_runs_dir, list_runs, load_run, write_private_json
+
+log = logging.getLogger("fleet")
 
 EXIT_OK, EXIT_USAGE, EXIT_UNREACHED, EXIT_PROBE_FAILED, EXIT_DRIFT = 0, 2, 4, 8, 16
 EXIT_NOT_KEPT = 64  # the run was probed but could not be saved (or its --json written)
 EXIT_INTERRUPTED = 130
-
-
-def fail(error: FleetError, code: int = EXIT_USAGE) -> NoReturn:
-    click.echo(error.render(), err=True)
-    sys.exit(code)
 
 
 def with_bits(code: int, bits: int) -> int:
@@ -78,23 +63,6 @@ def exit_code(run: Run) -> int:
     return code
 
 
-def open_inventory(path: str | None) -> Inventory:
-    try:
-        return load_inventory(path) if path else local_inventory()
-    except InventoryError as exc:
-        fail(exc)
-
-
-def select_hosts(inventory: Inventory, limit: str | None) -> list[Host]:
-    try:
-        hosts = inventory.select(limit)
-    except UsageError as exc:
-        fail(exc)
-    if not hosts:
-        fail(UsageError("no host selected", hint="check --limit against `fleet hosts`"))
-    return hosts
-
-
 inventory_option = click.option(
     "-i",
     "--inventory",
@@ -108,8 +76,11 @@ limit_option = click.option(
 
 
 class FleetGroup(click.Group):
-    """Loads `fleet check` on first use: its rules engine (jmespath) would cost every other
-    command ~50 ms of start-up. fleet.cli.check imports this module, not the other way."""
+    """The one error boundary: a FleetError from any command becomes its message, context and hint
+    on stderr and its exit code (2: nothing was contacted). With --debug, its whole cause chain too.
+
+    Loads `fleet check` on first use: its rules engine (jmespath) would cost every other command
+    ~50 ms of start-up. fleet.cli.check imports this module, not the other way."""
 
     LAZY: ClassVar[dict[str, tuple[str, str]]] = {"check": ("fleet.cli.check", "check")}
 
@@ -117,17 +88,52 @@ class FleetGroup(click.Group):
         return sorted([*super().list_commands(ctx), *self.LAZY])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command: click.Command | None
         if cmd_name in self.LAZY:
             module, attribute = self.LAZY[cmd_name]
-            command: click.Command = getattr(importlib.import_module(module), attribute)
-            return command
-        return super().get_command(ctx, cmd_name)
+            command = getattr(importlib.import_module(module), attribute)
+        else:
+            command = super().get_command(ctx, cmd_name)
+        if command is not None and not any(p.name == "debug" for p in command.params):
+            command.params.append(debug_flag())  # every command takes --debug, before or after
+        return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FleetError as exc:
+            log.debug("%s", type(exc).__name__, exc_info=exc)  # --debug: the cause chain
+            click.echo(exc.render(), err=True)
+            ctx.exit(exc.exit_code)
+
+
+def enable_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """--debug: log fleet's steps and print each failed host's exception chain on stderr."""
+    if value and not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("debug: %(name)s: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.DEBUG)
+
+
+def debug_flag() -> click.Option:
+    return click.Option(
+        ["--debug"],
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=enable_debug,
+        help="Log what fleet does and print each failure's cause chain (asyncssh, OS errno).",
+    )
 
 
 @click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="fleet")
 def main() -> None:
     """Probe many GPU hosts over SSH at once and show where they differ."""
+
+
+main.params.append(debug_flag())
 
 
 # ------------------------------------------------------------------------------------- hosts
@@ -138,11 +144,11 @@ def main() -> None:
 @limit_option
 def hosts(inventory_path: str | None, limit: str | None) -> None:
     """Print the selected hosts and their resolved settings. Contacts nothing."""
-    inventory = open_inventory(inventory_path)
-    table = Table(title=f"{inventory.path}", title_justify="left")
+    selection = api.select_hosts(inventory_path, limit)
+    table = Table(title=f"{selection.source}", title_justify="left")
     for column in ("host", "transport", "target", "python", "jump", "groups", "probe_args"):
         table.add_column(column, overflow="fold")
-    for host in select_hosts(inventory, limit):
+    for host in selection.hosts:
         table.add_row(
             host.name,
             host.transport,
@@ -258,6 +264,19 @@ class ProbeRequest:
         """Tables go to stdout, unless the run document does (--json -)."""
         return Console(stderr=self.json_path == "-")
 
+    def options(self) -> api.ProbeOptions:
+        names = [n.strip() for n in (self.probe_list or "").split(",") if n.strip()]
+        return api.ProbeOptions(
+            probes=names or None,
+            allreduce=self.allreduce,
+            quick=self.quick,
+            imports=self.imports,
+            dir_modules=self.dir_modules,
+            concurrency=self.concurrency,
+            timeout_s=self.timeout_s,
+            accept_new=self.accept_new,
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class ProbedRun:
@@ -271,20 +290,29 @@ class ProbedRun:
 
 def execute_probe(request: ProbeRequest, console: Console) -> ProbedRun:
     """Probe the selected hosts, save the run and write --json: what every probing command shares."""
-    inventory = open_inventory(request.inventory_path)
-    selected = select_hosts(inventory, request.limit)
-    bundle = _bundle(request.probe_list, request.allreduce)
-    settings = RunSettings(
-        concurrency=request.concurrency,
-        timeout_s=request.timeout_s,
-        cli_probe_args=cli_probe_args(request.imports, request.dir_modules, request.quick),
-    )
-    run = asyncio.run(
-        probe_fleet(selected, bundle, settings, request.accept_new, console, inventory.path)
-    )
+    options = request.options()
+    selection = api.select_hosts(request.inventory_path, request.limit)
+    bundle = api.build_probe_bundle(options)  # bad probe names fail before any host is contacted
+    run = asyncio.run(probe_with_progress(selection, bundle, options, console))
     saved = None if request.no_save else _save(run, request.runs_dir)
     written = _write_json(run, request.json_path) if request.json_path else True
     return ProbedRun(run, saved, kept=written and (request.no_save or saved is not None))
+
+
+async def probe_with_progress(
+    selection: api.Selection, bundle: Bundle, options: api.ProbeOptions, console: Console
+) -> Run:
+    """api.probe_async with a live progress display; Ctrl-C ends pending hosts as interrupted."""
+    interrupt = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, interrupt.set)
+    try:
+        with ProgressEvents(console, len(selection.hosts)) as events:
+            return await api.probe_async(selection, bundle, options, events, interrupt)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        if interrupt.is_set():  # closing and saving take a moment: a second Ctrl-C waits for them
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 tolerance_option = click.option(
@@ -322,22 +350,19 @@ def probe(request: ProbeRequest, tolerance: float, baseline: str | None) -> None
     render_run(
         console,
         run,
-        compare_hosts(run.hosts.values(), declared_facts(), tolerance),
+        api.cross_host_diff(run, tolerance),
         str(probed.saved) if probed.saved else None,
     )
     code = probed.exit_code()
     if old is not None:
-        drift = compare_runs(old, run, declared_facts(), tolerance)
+        drift = api.drift(old, run, tolerance)
         console.print(drift_view(drift))
         code = with_bits(code, EXIT_DRIFT if drift.found else 0)
     sys.exit(code)
 
 
 def open_run(ref: str, runs_dir: Path) -> Run:
-    try:
-        return load_run(resolve_run(ref, runs_dir))
-    except StoreError as exc:
-        fail(exc)
+    return api.load_run(ref, runs_dir)
 
 
 runs_dir_option = click.option(
@@ -363,11 +388,9 @@ def diff(
     folder = runs_dir or default_runs_dir()
     first = open_run(old, folder)
     if new is None:
-        print_fleet_diff(
-            compare_hosts(first.hosts.values(), declared_facts(), tolerance), output_format
-        )
+        print_fleet_diff(api.cross_host_diff(first, tolerance), output_format)
         return
-    drift = compare_runs(first, open_run(new, folder), declared_facts(), tolerance)
+    drift = api.drift(first, open_run(new, folder), tolerance)
     print_drift(drift, output_format)
     sys.exit(EXIT_DRIFT if drift.found else EXIT_OK)
 
@@ -423,94 +446,16 @@ def runs(runs_dir: Path | None) -> None:
 def show(run_ref: str, runs_dir: Path | None, tolerance: float, output_format: str) -> None:
     """Render a saved run again (default: the latest)."""
     run = open_run(run_ref, runs_dir or default_runs_dir())
-    result = compare_hosts(run.hosts.values(), declared_facts(), tolerance)
+    result = api.cross_host_diff(run, tolerance)
     if output_format != "terminal":
         print_fleet_diff(result, output_format)
         return
     render_run(Console(), run, result)
 
 
-def _bundle(probe_list: str | None, allreduce: bool) -> Bundle:
-    names = [n.strip() for n in probe_list.split(",") if n.strip()] if probe_list else None
-    if names is None and not allreduce:
-        names = [n for n in available_probes() if n != "allreduce"]
-    elif names and not allreduce:
-        names = [n for n in names if n != "allreduce"]
-    try:
-        return build_bundle(names)
-    except UsageError as exc:
-        fail(exc)
-
-
-def cli_probe_args(
-    imports: Sequence[str], dir_modules: Sequence[str], quick: bool
-) -> dict[str, dict[str, Any]]:
-    """CLI flags as per-probe options; they override the inventory's probe_args."""
-    args: dict[str, dict[str, Any]] = {}
-    if imports:
-        args["imports"] = {"specs": list(imports)}
-    if dir_modules:
-        args["dir"] = {"modules": list(dir_modules)}
-    if quick:
-        args["allreduce"] = {"quick": True}
-    return args
-
-
-def make_transports(hosts: Sequence[Host], accept_new: bool) -> dict[str, Transport]:
-    transports: dict[str, Transport] = {"local": LocalTransport()}
-    if any(h.transport == "ssh" for h in hosts):
-        from fleet.transport.ssh import SSHOptions, SSHTransport  # asyncssh only when needed
-
-        options = SSHOptions(
-            accept_new=accept_new, fleet_known_hosts=default_state_dir() / "known_hosts"
-        )
-        transports["ssh"] = SSHTransport(options)
-    return transports
-
-
-async def probe_fleet(
-    hosts: Sequence[Host],
-    bundle: Bundle,
-    settings: RunSettings,
-    accept_new: bool,
-    console: Console,
-    inventory: str | None,
-) -> Run:
-    """Probe every host, with a live progress display; Ctrl-C ends pending hosts as interrupted."""
-    interrupt = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, interrupt.set)
-    transports = make_transports(hosts, accept_new)
-    started = _now()
-    events: Events
-    try:
-        with ProgressEvents(console, len(hosts)) as events:
-            outcomes = await FanOut(bundle, transports, settings, events, interrupt).run(hosts)
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
-        if interrupt.is_set():  # closing and saving take a moment: a second Ctrl-C waits for them
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-        for transport in transports.values():
-            await transport.close()
-    return Run(
-        fleet_version=__version__,
-        started=started,
-        finished=_now(),
-        bundle_sha256=bundle.sha256,
-        hosts=outcomes,
-        probes=tuple(bundle.probes),
-        inventory=inventory,
-        interrupted=interrupt.is_set(),
-    )
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _save(run: Run, runs_dir: Path | None) -> Path | None:
     try:
-        return save_run(run, runs_dir or default_runs_dir())
+        return api.save_run(run, runs_dir)
     except FleetError as exc:
         click.echo(exc.render(), err=True)  # the run still shows; only saving failed
         return None

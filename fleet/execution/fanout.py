@@ -8,6 +8,7 @@ while keeping whatever probes it had already reported.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from fleet.execution.protocol import (
 )
 from fleet.models import Host, HostOutcome
 from fleet.transport.base import Transport
+
+log = logging.getLogger(__name__)
 
 INTERRUPT_GRACE_S = 1.5
 DEADLINE_SLACK_S = 5.0  # the remote alarm fires a little before the controller gives up
@@ -134,6 +137,7 @@ class FanOut:
             return self._failed(host, decoder, exc)
         except Exception as exc:  # an error no transport mapped: it still costs only this host
             lost = UnreachableError(f"lost {host.name} ({host.target()})", context=repr(exc))
+            lost.__cause__ = exc
             return self._failed(host, decoder, lost)
         verdict = conclude(
             decoder,
@@ -146,6 +150,7 @@ class FanOut:
         return build_outcome(host.name, host.address, decoder, verdict, self._elapsed(host))
 
     def _failed(self, host: Host, decoder: StreamDecoder, exc: HostError) -> HostOutcome:
+        log.debug("%s: %s", host.name, exc.message, exc_info=exc)  # --debug shows the cause chain
         error = exc.message + (f": {exc.context}" if exc.context else "")
         verdict = Verdict(exc.status, error, exc.hint or None)
         return build_outcome(host.name, host.address, decoder, verdict, self._elapsed(host))

@@ -65,13 +65,13 @@ def load_inventory(path: str | os.PathLike[str]) -> Inventory:
     path = str(path)
     try:
         text = _read_text(path)
-    except FileNotFoundError:
+    except FileNotFoundError as exc:
         raise InventoryError(
             f"inventory file {path} does not exist",
             hint="pass an existing file with -i, e.g. -i inventory/local.yaml",
-        ) from None
+        ) from exc
     except OSError as exc:
-        raise InventoryError(f"cannot read inventory {path}: {exc.strerror}") from None
+        raise InventoryError(f"cannot read inventory {path}: {exc.strerror}") from exc
     return parse_inventory(text, path)
 
 
@@ -93,7 +93,7 @@ def _read_text(path: str) -> str:
         raise InventoryError(
             f"{path}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8 text",
             hint="save the inventory as UTF-8",
-        ) from None
+        ) from exc
 
 
 def parse_inventory(text: str, path: str = "<inventory>") -> Inventory:

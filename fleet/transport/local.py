@@ -30,7 +30,7 @@ class LocalTransport:
             raise NoPythonError(
                 f"{python} cannot be started here: {exc.strerror}",
                 hint="set python: in the inventory to a Python 3.8+ interpreter",
-            ) from None
+            ) from exc
         try:
             return await self._talk(process, script, sink)
         finally:

@@ -114,7 +114,7 @@ class SSHTransport:
             raise UnreachableError(
                 f"{host.name} ({host.target()}) refused to run {host.python}",
                 context=str(getattr(exc, "reason", "") or exc or type(exc).__name__),
-            ) from None
+            ) from exc
         stderr_task = asyncio.ensure_future(read_tail(process.stderr))
         try:
             process.stdin.write(script)
@@ -157,7 +157,7 @@ class SSHTransport:
         except HostError:
             raise
         except Exception as exc:
-            raise classify(exc, host, policy) from None
+            raise classify(exc, host, policy) from exc
 
     async def _connect_with_retries(
         self,
@@ -205,7 +205,7 @@ class SSHTransport:
         try:
             return await asyncio.shield(self._bastions[key])
         except HostError as exc:
-            raise type(exc)(f"jump host {host.jump}: {exc.message}", hint=exc.hint) from None
+            raise type(exc)(f"jump host {host.jump}: {exc.message}", hint=exc.hint) from exc
 
     # ------------------------------------------------------------------- loaded once per run
 
@@ -220,12 +220,12 @@ class SSHTransport:
                     f"cannot read identity_file {path}: {exc.strerror}",
                     hint="fix identity_file in the inventory, or remove it to use ssh-agent "
                     "and ~/.ssh/id_*",
-                ) from None
+                ) from exc
             except asyncssh.KeyImportError as exc:
                 raise AuthError(
                     f"cannot load identity_file {path}: {exc}",
                     hint="an encrypted key must be loaded into ssh-agent instead",
-                ) from None
+                ) from exc
         return self._keys[path]
 
     def _known_hosts(self, path: str | None) -> asyncssh.SSHKnownHosts:

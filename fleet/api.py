@@ -1,0 +1,223 @@
+"""fleet from Python: probe hosts, load and save runs, compare hosts and runs, check rules.
+
+    import fleet
+    run = fleet.probe(inventory="inventory/local.yaml", probes=["system"])
+    run.hosts["local"].status                      # "ok"
+    path = fleet.save_run(run)                     # ~/.local/state/fleet/runs/<id>.json, 0600
+    same = fleet.load_run(path)                    # or a name, "latest", "previous"
+    fleet.cross_host_diff(same).divergences        # which facts differ between hosts
+
+Everything here raises fleet.errors.FleetError subclasses (bad inventory, bad probe names, a run
+that cannot be read); a host that fails never raises: it ends with its own status in the Run.
+The CLI (fleet.cli) is a thin layer over these functions. Nothing here prints or exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fleet import __version__
+from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
+from fleet.analysis.drift import Drift, compare_runs
+from fleet.analysis.facts import declared_facts
+from fleet.errors import UsageError
+from fleet.execution.bundle import Bundle, available_probes, build_bundle
+from fleet.execution.fanout import Events, FanOut, RunSettings
+from fleet.inventory import Inventory, load_inventory, local_inventory
+from fleet.models import Host, Run
+from fleet.store import default_runs_dir, default_state_dir, resolve_run
+from fleet.store import load_run as _load_run_file
+from fleet.store import save_run as _save_run_file
+from fleet.transport import LocalTransport, Transport
+
+if TYPE_CHECKING:  # the rules engine (jmespath) loads only when checks are asked for
+    from fleet.checks import CheckReport, Rule
+
+DEFAULT_TIMEOUT_S = 120.0  # per host, connecting included: the one default for CLI and API
+DEFAULT_CONCURRENCY = 64
+DEFAULT_PACK = "inference"
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    """How to probe: which probes, their options, and the fan-out's limits."""
+
+    probes: Sequence[str] | None = None  # None: every probe
+    allreduce: bool = True  # False drops the allreduce probe (the slow one) from the default set
+    quick: bool = False
+    imports: Sequence[str] = ()  # import specs for the imports probe, e.g. "mod:Name|AltName"
+    dir_modules: Sequence[str] = ()  # modules whose dir() the dir probe dumps
+    concurrency: int = DEFAULT_CONCURRENCY
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    accept_new: bool = False  # record unknown host keys in fleet's own known_hosts
+    extra_probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The hosts a command will reach, and where they were described (for the run document)."""
+
+    hosts: list[Host]
+    source: str | None
+
+
+def select_hosts(inventory: str | Path | None = None, limit: str | None = None) -> Selection:
+    """The inventory's hosts (this machine without one), narrowed by `limit` (--limit syntax)."""
+    loaded = open_inventory(inventory)
+    hosts = loaded.select(limit)
+    if not hosts:
+        raise UsageError("no host selected", hint="check --limit against `fleet hosts`")
+    return Selection(hosts, loaded.path)
+
+
+def open_inventory(inventory: str | Path | None) -> Inventory:
+    return load_inventory(inventory) if inventory else local_inventory()
+
+
+def build_probe_bundle(options: ProbeOptions) -> Bundle:
+    """The probes to ship: `options.probes` (default all), without allreduce when it is off."""
+    names = list(options.probes) if options.probes else None
+    if not options.allreduce:
+        names = [n for n in (names or available_probes()) if n != "allreduce"]
+    return build_bundle(names)
+
+
+def probe_args_from(options: ProbeOptions) -> dict[str, dict[str, Any]]:
+    """Options as per-probe arguments; they override the inventory's probe_args."""
+    args: dict[str, dict[str, Any]] = {k: dict(v) for k, v in options.extra_probe_args.items()}
+    if options.imports:
+        args.setdefault("imports", {})["specs"] = list(options.imports)
+    if options.dir_modules:
+        args.setdefault("dir", {})["modules"] = list(options.dir_modules)
+    if options.quick:
+        args.setdefault("allreduce", {})["quick"] = True
+    return args
+
+
+def probe(
+    inventory: str | Path | None = None,
+    limit: str | None = None,
+    probes: Sequence[str] | None = None,
+    **options: Any,
+) -> Run:
+    """Probe the selected hosts and return the Run (not saved: see save_run).
+
+    `options` are ProbeOptions' fields (allreduce, quick, imports, dir_modules, concurrency,
+    timeout_s, accept_new). Raises FleetError for bad input before any host is contacted."""
+    probe_options = ProbeOptions(probes=probes, **options)
+    selection = select_hosts(inventory, limit)
+    bundle = build_probe_bundle(probe_options)
+    return asyncio.run(probe_async(selection, bundle, probe_options))
+
+
+async def probe_async(
+    selection: Selection,
+    bundle: Bundle,
+    options: ProbeOptions,
+    events: Events | None = None,
+    interrupt: asyncio.Event | None = None,
+) -> Run:
+    """Probe `selection` with `bundle`; setting `interrupt` ends pending hosts as interrupted."""
+    interrupt = interrupt or asyncio.Event()
+    settings = RunSettings(
+        concurrency=options.concurrency,
+        timeout_s=options.timeout_s,
+        cli_probe_args=probe_args_from(options),
+    )
+    transports = make_transports(selection.hosts, options.accept_new)
+    started = _now()
+    try:
+        fan_out = FanOut(bundle, transports, settings, events, interrupt)
+        outcomes = await fan_out.run(selection.hosts)
+    finally:
+        for transport in transports.values():
+            await transport.close()
+    return Run(
+        fleet_version=__version__,
+        started=started,
+        finished=_now(),
+        bundle_sha256=bundle.sha256,
+        hosts=outcomes,
+        probes=tuple(bundle.probes),
+        inventory=selection.source,
+        interrupted=interrupt.is_set(),
+    )
+
+
+def make_transports(hosts: Iterable[Host], accept_new: bool) -> dict[str, Transport]:
+    """One transport per kind the hosts use; asyncssh is imported only when a host needs SSH."""
+    transports: dict[str, Transport] = {"local": LocalTransport()}
+    if any(h.transport == "ssh" for h in hosts):
+        from fleet.transport.ssh import SSHOptions, SSHTransport
+
+        options = SSHOptions(
+            accept_new=accept_new, fleet_known_hosts=default_state_dir() / "known_hosts"
+        )
+        transports["ssh"] = SSHTransport(options)
+    return transports
+
+
+def save_run(run: Run, runs_dir: str | Path | None = None) -> Path:
+    """Save `run` (atomically, 0600) in the runs folder; returns its path."""
+    return _save_run_file(run, Path(runs_dir) if runs_dir else default_runs_dir())
+
+
+def load_run(ref: str | Path, runs_dir: str | Path | None = None) -> Run:
+    """A saved run: a file path, a run's name (or unique prefix), `latest` or `previous`."""
+    folder = Path(runs_dir) if runs_dir else default_runs_dir()
+    return _load_run_file(resolve_run(str(ref), folder))
+
+
+def cross_host_diff(run: Run, tolerance: float = DEFAULT_TOLERANCE) -> FleetDiff:
+    """Where the hosts of one run differ: values, name lists, measurements within cohorts."""
+    return compare_hosts(run.hosts.values(), declared_facts(), tolerance)
+
+
+def drift(old: Run, new: Run, tolerance: float = DEFAULT_TOLERANCE) -> Drift:
+    """What changed per host between two runs."""
+    return compare_runs(old, new, declared_facts(), tolerance)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def load_checks(
+    packs: Sequence[str] = (), rules_files: Sequence[str | Path] = ()
+) -> tuple[list[Rule], list[str]]:
+    """Every rule of the packs and files, validated together (ids unique across them), and where
+    each set came from. No packs and no files: the `inference` pack."""
+    from fleet.checks import check_unique_ids, load_rules
+    from fleet.checks.packs import pack_path
+
+    chosen = list(packs) if packs or rules_files else [DEFAULT_PACK]
+    probes = available_probes()
+    rules: list[Rule] = []
+    sources: list[str] = []
+    for name in chosen:
+        rules += load_rules(pack_path(name), probes)
+        sources.append(f"pack {name}")
+    for path in rules_files:
+        rules += load_rules(path, probes)
+        sources.append(str(path))
+    check_unique_ids(rules)
+    return rules, sources
+
+
+def check(
+    run: Run,
+    packs: Sequence[str] = (),
+    rules_files: Sequence[str | Path] = (),
+    probe_args: Mapping[str, Mapping[str, Any]] | None = None,
+) -> CheckReport:
+    """Judge `run` against rules (default: the inference pack); `probe_args` per host name are the
+    inventory's (rules read them as `_args`)."""
+    from fleet.checks import evaluate
+
+    rules, _ = load_checks(packs, rules_files)
+    return evaluate(rules, run, probe_args or {})
