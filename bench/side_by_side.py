@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from fleet.execution.bundle import build_bundle  # noqa: E402
+from fleet.execution.fanout import REMOTE_PARALLEL  # noqa: E402
 from fleet.execution.protocol import StreamDecoder  # noqa: E402
 from tests.integration.sshd import SshdFarm, find_sshd  # noqa: E402
 
@@ -626,7 +627,7 @@ def main(argv: Sequence[str]) -> int:
         )
         fleet = start_fleet(workdir, args.hosts, args.sshd)
         try:
-            script = build_bundle(list(PROBES)).script({}, args.host_timeout - 5.0)
+            script = build_bundle(list(PROBES)).script({}, args.host_timeout - 5.0, REMOTE_PARALLEL)
             (workdir / "bundle.py").write_bytes(script)
             for run in range(args.runs):
                 for name in tools:  # interleaved: drifting load hits every tool alike

@@ -27,7 +27,13 @@ from fleet.analysis.drift import Drift, compare_runs
 from fleet.analysis.facts import declared_facts
 from fleet.errors import UsageError
 from fleet.execution.bundle import Bundle, available_probes, build_bundle
-from fleet.execution.fanout import Events, FanOut, RunSettings
+from fleet.execution.fanout import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_TIMEOUT_S,
+    Events,
+    FanOut,
+    RunSettings,
+)
 from fleet.inventory import Inventory, load_inventory, local_inventory
 from fleet.models import Host, Run
 from fleet.store import default_runs_dir, default_state_dir, resolve_run
@@ -38,8 +44,6 @@ from fleet.transport import LocalTransport, Transport
 if TYPE_CHECKING:  # the rules engine (jmespath) loads only when checks are asked for
     from fleet.checks import CheckReport, Rule
 
-DEFAULT_TIMEOUT_S = 120.0  # per host, connecting included: the one default for CLI and API
-DEFAULT_CONCURRENCY = 64
 DEFAULT_PACK = "inference"
 
 

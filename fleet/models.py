@@ -26,9 +26,6 @@ NOT_REACHED = frozenset(
 )
 PROBE_TROUBLE = frozenset({"partial", "timeout", "output_truncated"})
 
-# Every probe ends with one of these: "absent" is a fact (no nvidia-smi), not a failure.
-PROBE_STATUSES = ("ok", "absent", "failed", "timeout")
-
 
 @dataclass(frozen=True)
 class Host:
@@ -114,6 +111,8 @@ class HostOutcome:
     @classmethod
     def from_dict(cls, name: str, raw: Mapping[str, Any]) -> HostOutcome:
         probes = {n: ProbeResult.from_dict(r) for n, r in (raw.get("probes") or {}).items()}
+        if raw["status"] not in HOST_STATUSES:  # a hand-edited or newer document: say so, early
+            raise ValueError(f"host {name}: unknown status {raw['status']!r}")
         return cls(
             name=name,
             status=raw["status"],

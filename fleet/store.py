@@ -19,7 +19,6 @@ from fleet.errors import StoreError
 from fleet.models import Run
 from fleet.redact import mask_secrets, might_hold_secret
 
-DEFAULT_RUNS_DIR = Path("~/.local/state/fleet/runs")
 ALIASES = {"latest": 1, "previous": 2}
 
 

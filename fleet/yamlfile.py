@@ -6,6 +6,7 @@ duplicate key is an error (PyYAML would silently keep the last one).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaml
@@ -18,6 +19,39 @@ class LocatedDict(dict[Any, Any]):
 
     line: int = 0
     key_lines: dict[Any, int]
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where in a YAML file something is, to start an error with `path:line:`.
+
+    `error_type` is the FleetError subclass raised for this kind of file; `subject` names what is being
+    read there (e.g. "rule 'torch-arch': ") and follows the line in every message."""
+
+    path: str
+    error_type: type[FleetError]
+    line: int = 1
+    subject: str = ""
+
+    def at(self, mapping: Any, key: Any = None) -> Location:
+        """The line of `mapping` (or of its `key`); unchanged for values that are not mappings."""
+        if not isinstance(mapping, LocatedDict):
+            return self
+        line = mapping.key_lines.get(key, mapping.line) if key is not None else mapping.line
+        return replace(self, line=line)
+
+    def about(self, subject: str) -> Location:
+        return replace(self, subject=subject)
+
+    def fail(self, message: str, context: str = "", hint: str = "") -> FleetError:
+        """The error to raise: `path:line: subject message`."""
+        return self.error_type(
+            f"{self.path}:{self.line}: {self.subject}{message}", context=context, hint=hint
+        )
+
+    def parse(self, text: str, hint: str) -> Any:
+        """`text` parsed as this file's YAML (see load_located)."""
+        return load_located(text, self.path, self.error_type, hint)
 
 
 def load_located(text: str, path: str, error: type[FleetError], hint: str) -> Any:

@@ -34,7 +34,6 @@ DEFAULT_PARALLEL = 4
 RESULT_LIMIT_BYTES = 8 * 1024 * 1024
 OUTPUT_TAIL_BYTES = 2048
 READ_CHUNK = 65536
-PROBE_STATUSES = ("ok", "absent", "failed", "timeout")
 
 # Token-shaped strings never leave the host. The controller imports this list to mask again.
 SECRET_PATTERNS = (

@@ -190,22 +190,60 @@ def flatten(value: Any, prefix: str) -> dict[str, Value]:
 HIGHER_IS_BETTER = ("busbw_gbps", "algbw_gbps")
 
 
+def allreduce_ends(
+    data: Mapping[str, Any],
+) -> dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """Per mode (eager, graph), its rows at the smallest and at the largest message size: the one
+    rule for "the allreduce's headline numbers", shared by the diff and the check rules."""
+    rows = [
+        r
+        for r in data.get("results") or []
+        if isinstance(r, Mapping) and isinstance(r.get("bytes"), int) and r.get("mode")
+    ]
+    ends = {}
+    for mode in sorted({str(r["mode"]) for r in rows}):
+        in_mode = [r for r in rows if str(r["mode"]) == mode]
+        ends[mode] = (
+            min(in_mode, key=lambda r: r["bytes"]),
+            max(in_mode, key=lambda r: r["bytes"]),
+        )
+    return ends
+
+
 def allreduce_headlines(data: Mapping[str, Any]) -> dict[str, float]:
-    rows = [r for r in data.get("results") or [] if isinstance(r, Mapping) and r.get("bytes")]
+    """The measurements the diff compares within cohorts: latency small, busbw large, per mode."""
     found: dict[str, float] = {}
-    for mode in sorted({str(r.get("mode")) for r in rows}):
-        in_mode = [r for r in rows if str(r.get("mode")) == mode]
-        small = min(in_mode, key=lambda r: r["bytes"])
-        large = max(in_mode, key=lambda r: r["bytes"])
-        if isinstance(small.get("latency_us"), int | float):
+    for mode, (small, large) in allreduce_ends(data).items():
+        if _is_number(small.get("latency_us")):
             found[f"allreduce {mode} {human_bytes(small['bytes'])} latency_us"] = small[
                 "latency_us"
             ]
-        if isinstance(large.get("busbw_gbps"), int | float):
+        if _is_number(large.get("busbw_gbps")):
             found[f"allreduce {mode} {human_bytes(large['bytes'])} busbw_gbps"] = large[
                 "busbw_gbps"
             ]
     return found
+
+
+def allreduce_summary(data: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What check rules read as `_allreduce`: latency per mode at the smallest size, the best
+    busbw at the largest (from allreduce_ends, the same rows the diff compares)."""
+    ends = allreduce_ends(data)
+    if not ends:
+        return None
+    smalls = [small for small, _ in ends.values()]
+    larges = [large for _, large in ends.values()]
+    busbw = [r["busbw_gbps"] for r in larges if _is_number(r.get("busbw_gbps"))]
+    return {
+        "small_bytes": min(r["bytes"] for r in smalls),
+        "small_latency_us": {mode: small.get("latency_us") for mode, (small, _) in ends.items()},
+        "large_bytes": max(r["bytes"] for r in larges),
+        "large_busbw_gbps": max(busbw) if busbw else None,
+    }
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 MEASUREMENTS: dict[str, Callable[[Mapping[str, Any]], dict[str, float]]] = {

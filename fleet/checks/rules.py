@@ -55,9 +55,10 @@ import jmespath
 from jmespath import exceptions as jmespath_errors
 from jmespath import functions as jmespath_functions
 
+from fleet.analysis.facts import allreduce_summary
 from fleet.errors import UsageError
 from fleet.models import NOT_REACHED, HostOutcome, Run
-from fleet.yamlfile import LocatedDict, load_located
+from fleet.yamlfile import Location
 
 CHECK_SCHEMA = "fleet.check/1"
 SEVERITIES = ("error", "warn")
@@ -211,27 +212,6 @@ class Rule:
                 yield expression
 
 
-@dataclass(frozen=True)
-class _Where:
-    """A `file:line:` prefix for errors."""
-
-    path: str
-    line: int = 1
-    rule: str | None = None
-
-    def at(self, mapping: Any, key: Any = None) -> _Where:
-        if not isinstance(mapping, LocatedDict):
-            return self
-        line = mapping.key_lines.get(key, mapping.line) if key is not None else mapping.line
-        return _Where(self.path, line, self.rule)
-
-    def error(self, message: str, context: str = "", hint: str = "") -> RuleFileError:
-        rule = f"rule {self.rule!r}: " if self.rule else ""
-        return RuleFileError(
-            f"{self.path}:{self.line}: {rule}{message}", context=context, hint=hint
-        )
-
-
 def load_rules(path: str | Path, probes: Iterable[str]) -> list[Rule]:
     """Read and validate one rules file; `probes` are the names a rule may read."""
     try:
@@ -246,18 +226,20 @@ def load_rules(path: str | Path, probes: Iterable[str]) -> list[Rule]:
 
 
 def parse_rules(text: str, path: str, probes: Iterable[str]) -> list[Rule]:
-    where = _Where(path)
-    document = _parse_yaml(text, path)
+    where = Location(path, RuleFileError)
+    document = where.parse(
+        text, hint="check the indentation and quoting near that line (quote JMESPath expressions)"
+    )
     if not isinstance(document, dict) or "rules" not in document:
-        raise where.error("a rules file is a mapping with a 'rules:' list", hint=_EXAMPLE_HINT)
+        raise where.fail("a rules file is a mapping with a 'rules:' list", hint=_EXAMPLE_HINT)
     unknown = [k for k in document if k not in ("rules", "description")]
     if unknown:
-        raise where.at(document, unknown[0]).error(
+        raise where.at(document, unknown[0]).fail(
             f"unknown key {unknown[0]!r} at the top level", hint="allowed: rules, description"
         )
     raw_rules = document["rules"]
     if not isinstance(raw_rules, list) or not raw_rules:
-        raise where.at(document, "rules").error("'rules:' must be a non-empty list of rules")
+        raise where.at(document, "rules").fail("'rules:' must be a non-empty list of rules")
     names = frozenset(probes)
     rules = [_parse_rule(raw, where.at(document, "rules"), names) for raw in raw_rules]
     check_unique_ids(rules)
@@ -283,24 +265,15 @@ def check_unique_ids(rules: Sequence[Rule]) -> None:
         first[rule.id] = rule
 
 
-def _parse_yaml(text: str, path: str) -> Any:
-    return load_located(
-        text,
-        path,
-        RuleFileError,
-        hint="check the indentation and quoting near that line (quote JMESPath expressions)",
-    )
-
-
-def _parse_rule(raw: Any, where: _Where, probes: frozenset[str]) -> Rule:
+def _parse_rule(raw: Any, where: Location, probes: frozenset[str]) -> Rule:
     if not isinstance(raw, dict):
-        raise where.error(f"each rule is a mapping (id: …, check: …), not {type(raw).__name__}")
+        raise where.fail(f"each rule is a mapping (id: …, check: …), not {type(raw).__name__}")
     where = where.at(raw)
     rule_id = _rule_id(raw, where)
-    where = _Where(where.path, where.line, rule_id)
+    where = where.about(f"rule {rule_id!r}: ")
     unknown = [k for k in raw if k not in RULE_KEYS]
     if unknown:
-        raise where.at(raw, unknown[0]).error(
+        raise where.at(raw, unknown[0]).fail(
             f"unknown key {unknown[0]!r}", hint=f"a rule's keys: {', '.join(RULE_KEYS)}"
         )
     _check_shape(raw, where)
@@ -320,77 +293,79 @@ def _parse_rule(raw: Any, where: _Where, probes: frozenset[str]) -> Rule:
     )
 
 
-def _rule_id(raw: dict[Any, Any], where: _Where) -> str:
+def _rule_id(raw: dict[Any, Any], where: Location) -> str:
     rule_id = raw.get("id")
     if not isinstance(rule_id, str) or not RULE_ID.match(rule_id):
-        raise where.at(raw, "id").error(
+        raise where.at(raw, "id").fail(
             f"rule id {rule_id!r} is missing or not valid",
             hint="letters, digits, '.', '_', '-'; e.g. id: torch-arch-supported",
         )
     return rule_id
 
 
-def _check_shape(raw: dict[Any, Any], where: _Where) -> None:
+def _check_shape(raw: dict[Any, Any], where: Location) -> None:
     if ("check" in raw) == ("uniform" in raw):
-        raise where.error(
+        raise where.fail(
             "a rule has exactly one of 'check:' (per host) or 'uniform:' (across hosts)"
         )
     for key in ("cohort", "expected"):
         if key in raw and "uniform" not in raw:
-            raise where.at(raw, key).error(f"'{key}:' only goes with 'uniform:'")
+            raise where.at(raw, key).fail(f"'{key}:' only goes with 'uniform:'")
 
 
-def _severity(raw: dict[Any, Any], where: _Where) -> str:
+def _severity(raw: dict[Any, Any], where: Location) -> str:
     severity = raw.get("severity", "error")
     if severity not in SEVERITIES:
-        raise where.at(raw, "severity").error(
+        raise where.at(raw, "severity").fail(
             f"severity {severity!r} is not one of: {', '.join(SEVERITIES)}"
         )
     return str(severity)
 
 
-def _text(raw: dict[Any, Any], key: str, where: _Where, required: bool = True) -> str:
+def _text(raw: dict[Any, Any], key: str, where: Location, required: bool = True) -> str:
     value = raw.get(key)
     if value is None and not required:
         return ""
     if not isinstance(value, str) or not value.strip():
-        raise where.at(raw, key).error(f"'{key}:' must be a non-empty text")
+        raise where.at(raw, key).fail(f"'{key}:' must be a non-empty text")
     return value.strip()
 
 
-def _expression(raw: dict[Any, Any], key: str, where: _Where, probes: frozenset[str]) -> Expression:
+def _expression(
+    raw: dict[Any, Any], key: str, where: Location, probes: frozenset[str]
+) -> Expression:
     here = where.at(raw, key)
     text = raw[key]
     if not isinstance(text, str) or not text.strip():
-        raise here.error(f"'{key}:' must be a JMESPath expression in a string, not {text!r}")
+        raise here.fail(f"'{key}:' must be a JMESPath expression in a string, not {text!r}")
     expression = compile_expression(text.strip(), here, key)
     _check_roots(expression, here, key, probes)
     return expression
 
 
-def compile_expression(text: str, where: _Where, key: str) -> Expression:
+def compile_expression(text: str, where: Location, key: str) -> Expression:
     try:
         return Expression(text, jmespath.compile(text))
     except jmespath_errors.JMESPathError as exc:
         problem = str(exc).splitlines()[0]
-        raise where.error(
+        raise where.fail(
             f"'{key}:' is not a valid JMESPath expression: {problem}",
             context=text,
             hint="see https://jmespath.org/specification.html; quote literals as `1` or 'text'",
         ) from exc
 
 
-def _check_roots(expression: Expression, where: _Where, key: str, probes: frozenset[str]) -> None:
+def _check_roots(expression: Expression, where: Location, key: str, probes: frozenset[str]) -> None:
     unknown = sorted(expression.roots() - probes - set(HELPERS) - {"_observed"})
     if unknown:
-        raise where.error(
+        raise where.fail(
             f"'{key}:' reads {unknown[0]!r}, which is neither a probe nor a helper",
             context=expression.text,
             hint=f"probes: {', '.join(sorted(probes))}; helpers: {', '.join(HELPERS)}",
         )
 
 
-def _fix_expressions(fix: str, where: _Where, probes: frozenset[str]) -> dict[str, Expression]:
+def _fix_expressions(fix: str, where: Location, probes: frozenset[str]) -> dict[str, Expression]:
     """`{EXPR}` placeholders of a fix text, compiled and checked like the rule's expressions."""
     found: dict[str, Expression] = {}
     for match in PLACEHOLDER.finditer(fix):
@@ -431,26 +406,6 @@ def host_document(outcome: HostOutcome, probe_args: Mapping[str, Any] | None = N
 def _plain(value: Any) -> Any:
     """Plain dicts and lists (JMESPath's type checks want them), through a JSON round trip."""
     return json.loads(json.dumps(value, default=str))
-
-
-def allreduce_summary(data: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The two numbers bands judge: latency at the smallest size, busbw at the largest."""
-    rows = [
-        r
-        for r in data.get("results") or []
-        if isinstance(r, Mapping) and isinstance(r.get("bytes"), int) and r.get("mode")
-    ]
-    if not rows:
-        return None
-    small, large = min(r["bytes"] for r in rows), max(r["bytes"] for r in rows)
-    busbw = [r.get("busbw_gbps") for r in rows if r["bytes"] == large]
-    numbers = [b for b in busbw if isinstance(b, int | float)]
-    return {
-        "small_bytes": small,
-        "small_latency_us": {r["mode"]: r.get("latency_us") for r in rows if r["bytes"] == small},
-        "large_bytes": large,
-        "large_busbw_gbps": max(numbers) if numbers else None,
-    }
 
 
 # ------------------------------------------------------------------------------ verdicts

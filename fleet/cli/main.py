@@ -28,6 +28,7 @@ from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff
 from fleet.analysis.drift import Drift
 from fleet.errors import FleetError, StoreError
 from fleet.execution.bundle import Bundle, available_probes
+from fleet.execution.fanout import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_S
 from fleet.models import NOT_REACHED, PROBE_TROUBLE, Run
 from fleet.render.diffview import drift_view, fleet_diff_view
 from fleet.render.documents import (
@@ -188,7 +189,7 @@ PROBE_OPTIONS = (
         "-c",
         "--concurrency",
         type=click.IntRange(1, 10000),
-        default=64,
+        default=DEFAULT_CONCURRENCY,
         show_default=True,
         help="Hosts probed at once.",
     ),
@@ -197,7 +198,7 @@ PROBE_OPTIONS = (
         "--timeout",
         "timeout_s",
         type=click.FloatRange(5, 86400),
-        default=120,
+        default=DEFAULT_TIMEOUT_S,
         show_default=True,
         help="Seconds per host, connecting included.",
     ),

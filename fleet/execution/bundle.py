@@ -85,7 +85,7 @@ class Bundle:
             digest.update(probe.source.encode())
         return digest.hexdigest()
 
-    def script(self, options: Mapping[str, Any], deadline_s: float, parallel: int = 4) -> bytes:
+    def script(self, options: Mapping[str, Any], deadline_s: float, parallel: int) -> bytes:
         """The whole program for one host: its start-up alarm, a literal BUNDLE, the runner."""
         payload = {
             "probes": {n: p.source for n, p in self.probes.items()},

@@ -29,16 +29,19 @@ from fleet.transport.base import Transport
 
 log = logging.getLogger(__name__)
 
+DEFAULT_TIMEOUT_S = 120.0  # per host, connecting included: the one default (CLI and API use it)
+DEFAULT_CONCURRENCY = 64
+REMOTE_PARALLEL = 4  # probes at once on a host (the torch ones share one preloaded fork server)
 INTERRUPT_GRACE_S = 1.5
 DEADLINE_SLACK_S = 5.0  # the remote alarm fires a little before the controller gives up
 
 
 @dataclass
 class RunSettings:
-    concurrency: int = 64
-    timeout_s: float = 300.0  # per host, connect included
+    concurrency: int = DEFAULT_CONCURRENCY
+    timeout_s: float = DEFAULT_TIMEOUT_S
     output_limit: int = DEFAULT_OUTPUT_LIMIT
-    remote_parallel: int = 4
+    remote_parallel: int = REMOTE_PARALLEL
     cli_probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 

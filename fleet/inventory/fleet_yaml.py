@@ -16,7 +16,7 @@ from typing import Any
 from fleet.errors import InventoryError, UsageError
 from fleet.inventory.nodeset import expand_hostlist
 from fleet.models import Host
-from fleet.yamlfile import LocatedDict, load_located
+from fleet.yamlfile import LocatedDict, Location
 
 SETTINGS = (
     "address",
@@ -97,10 +97,10 @@ def _read_text(path: str) -> str:
 
 
 def parse_inventory(text: str, path: str = "<inventory>") -> Inventory:
-    document = _parse_yaml(text, path)
+    where = Location(path, InventoryError)
+    document = where.parse(text, hint="check the indentation and quoting near that line")
     if document is None:
         raise InventoryError(f"{path}:1: the inventory is empty", hint="add a 'hosts:' mapping")
-    where = _Locator(path)
     _require_mapping(document, where, "the inventory")
     _check_keys(document, TOP_LEVEL, where, "top level")
     defaults = document.get("defaults") or LocatedDict()
@@ -117,49 +117,27 @@ def parse_inventory(text: str, path: str = "<inventory>") -> Inventory:
     return Inventory(path=path, hosts=hosts, groups=groups)
 
 
-def _parse_yaml(text: str, path: str) -> Any:
-    return load_located(
-        text, path, InventoryError, hint="check the indentation and quoting near that line"
-    )
-
-
-class _Locator:
-    """Builds `file:line:` prefixes from the LocatedDicts the loader made."""
-
-    def __init__(self, path: str, line: int = 1) -> None:
-        self.path, self.line = path, line
-
-    def at(self, mapping: Any, key: Any = None) -> _Locator:
-        if isinstance(mapping, LocatedDict):
-            line = mapping.key_lines.get(key, mapping.line) if key is not None else mapping.line
-            return _Locator(self.path, line)
-        return self
-
-    def error(self, message: str, hint: str = "") -> InventoryError:
-        return InventoryError(f"{self.path}:{self.line}: {message}", hint=hint)
-
-
 # ------------------------------------------------------------------------------------- structure
 
 
-def _require_mapping(value: Any, where: _Locator, what: str) -> None:
+def _require_mapping(value: Any, where: Location, what: str) -> None:
     if not isinstance(value, dict):
-        raise where.error(f"{what} must be a mapping (key: value), not {type(value).__name__}")
+        raise where.fail(f"{what} must be a mapping (key: value), not {type(value).__name__}")
 
 
-def _check_keys(mapping: LocatedDict, allowed: Iterable[str], where: _Locator, what: str) -> None:
+def _check_keys(mapping: LocatedDict, allowed: Iterable[str], where: Location, what: str) -> None:
     allowed = tuple(allowed)
     for key in mapping:
         if key not in allowed:
-            raise where.at(mapping, key).error(
+            raise where.at(mapping, key).fail(
                 f"unknown key {key!r} in {what}", hint="valid keys: " + ", ".join(allowed)
             )
 
 
-def _expand_hosts(document: LocatedDict, where: _Locator) -> dict[str, LocatedDict]:
+def _expand_hosts(document: LocatedDict, where: Location) -> dict[str, LocatedDict]:
     raw = document.get("hosts")
     if not raw:
-        raise where.at(document, "hosts").error("no hosts defined", hint="add a 'hosts:' mapping")
+        raise where.at(document, "hosts").fail("no hosts defined", hint="add a 'hosts:' mapping")
     _require_mapping(raw, where.at(document, "hosts"), "hosts")
     hosts: dict[str, LocatedDict] = {}
     for pattern, settings in raw.items():
@@ -170,14 +148,14 @@ def _expand_hosts(document: LocatedDict, where: _Locator) -> dict[str, LocatedDi
         _check_settings(settings, where)
         for name in expand_hostlist(str(pattern), here):
             if name in hosts:
-                raise here.error(f"host {name!r} is defined twice")
+                raise here.fail(f"host {name!r} is defined twice")
             check_name(name, here, "host")
             hosts[name] = settings
     return hosts
 
 
 def _parse_groups(
-    document: LocatedDict, hosts: Mapping[str, Any], where: _Locator
+    document: LocatedDict, hosts: Mapping[str, Any], where: Location
 ) -> tuple[dict[str, tuple[str, ...]], dict[str, LocatedDict]]:
     raw = document.get("groups") or LocatedDict()
     _require_mapping(raw, where.at(document, "groups"), "groups")
@@ -188,7 +166,7 @@ def _parse_groups(
         _check_key_is_text(group, here, "group")
         check_name(str(group), here, "group")
         if str(group) in hosts:
-            raise here.error(f"group {group!r} has the name of a host", hint="rename one of them")
+            raise here.fail(f"group {group!r} has the name of a host", hint="rename one of them")
         spec = LocatedDict() if spec is None else spec
         _require_mapping(spec, here, f"group {group!r}")
         _check_keys(spec, GROUP_KEYS, where, f"group {group!r}")
@@ -200,19 +178,19 @@ def _parse_groups(
 
 
 def _group_members(
-    group: str, spec: LocatedDict, hosts: Mapping[str, Any], where: _Locator
+    group: str, spec: LocatedDict, hosts: Mapping[str, Any], where: Location
 ) -> tuple[str, ...]:
     here = where.at(spec, "hosts")
     patterns = spec.get("hosts") or []
     if isinstance(patterns, str):
         patterns = [patterns]
     if not isinstance(patterns, list):
-        raise here.error(f"'hosts' of group {group!r} must be a list of host names")
+        raise here.fail(f"'hosts' of group {group!r} must be a list of host names")
     names: list[str] = []
     for pattern in patterns:
         for name in expand_hostlist(str(pattern), here):
             if name not in hosts:
-                raise here.error(
+                raise here.fail(
                     f"group {group!r} lists host {name!r}, which is not under hosts:",
                     hint="define the host under 'hosts:' first",
                 )
@@ -223,39 +201,39 @@ def _group_members(
 # --------------------------------------------------------------------------------------- settings
 
 
-def _check_settings(settings: LocatedDict, where: _Locator) -> None:
+def _check_settings(settings: LocatedDict, where: Location) -> None:
     _check_keys(settings, SETTINGS, where, "host settings")
     for key, value in settings.items():
         _check_setting(key, value, where.at(settings, key))
 
 
-def _check_setting(key: str, value: Any, here: _Locator) -> None:
+def _check_setting(key: str, value: Any, here: Location) -> None:
     if value is None and key in NULLABLE:
         return
     if key == "port":
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-            raise here.error(f"port {value!r} is outside 1–65535")
+            raise here.fail(f"port {value!r} is outside 1–65535")
     elif key == "connect_timeout":
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise here.error(f"connect_timeout {value!r} must be a positive number of seconds")
+            raise here.fail(f"connect_timeout {value!r} must be a positive number of seconds")
     elif key == "transport":
         if value not in TRANSPORTS:
-            raise here.error(f"transport {value!r} is not one of: {', '.join(TRANSPORTS)}")
+            raise here.fail(f"transport {value!r} is not one of: {', '.join(TRANSPORTS)}")
     elif key == "probe_args":
         if not isinstance(value, dict):
-            raise here.error("probe_args must map probe names to their options")
+            raise here.fail("probe_args must map probe names to their options")
         for probe, options in value.items():
             if options is not None and not isinstance(options, dict):
-                raise here.error(
+                raise here.fail(
                     f"probe_args of {probe!r} must map option names to values, not {options!r}"
                 )
     else:
         _check_text_setting(key, value, here)
 
 
-def _check_text_setting(key: str, value: Any, here: _Locator) -> None:
+def _check_text_setting(key: str, value: Any, here: Location) -> None:
     if not isinstance(value, str) or not value:
-        raise here.error(f"{key} must be a non-empty string, not {value!r}")
+        raise here.fail(f"{key} must be a non-empty string, not {value!r}")
     if key == "user":
         check_name(value, here, "user", USER_RE)
     elif key == "address":
@@ -278,15 +256,15 @@ def _check_text_setting(key: str, value: Any, here: _Locator) -> None:
             or not ADDRESS_RE.match(host)
             or _unsafe(host)
         ):
-            raise here.error(f"jump {value!r} is not a host of this inventory or user@host:port")
+            raise here.fail(f"jump {value!r} is not a host of this inventory or user@host:port")
     elif _unsafe(value):
-        raise here.error(f"{key} {value!r} contains control characters")
+        raise here.fail(f"{key} {value!r} contains control characters")
 
 
-def _check_key_is_text(key: Any, here: _Locator, what: str) -> None:
+def _check_key_is_text(key: Any, here: Location, what: str) -> None:
     """YAML reads unquoted on/off/yes/no/true/false/null as values: `on:` would be host True."""
     if isinstance(key, bool) or not isinstance(key, str | int):
-        raise here.error(
+        raise here.fail(
             f"{what} name {key!r} is not text: YAML reads it as {type(key).__name__}",
             hint="quote the name, e.g. 'on': {} or 'no': {}",
         )
@@ -298,13 +276,13 @@ def _unsafe(value: str) -> bool:
 
 def check_name(
     value: str,
-    here: _Locator,
+    here: Location,
     what: str,
     pattern: re.Pattern[str] = NAME_RE,
     allowed: str = "letters, digits, '.', '-', '_' only; not starting with '-'",
 ) -> None:
     if not pattern.match(value) or _unsafe(value):
-        raise here.error(f"{what} {value!r} is not a valid {what} name ({allowed})")
+        raise here.fail(f"{what} {value!r} is not a valid {what} name ({allowed})")
 
 
 def _merge(defaults: Mapping[str, Any], *layers: Mapping[str, Any]) -> dict[str, Any]:
@@ -325,7 +303,7 @@ def _resolve_host(
     defaults: LocatedDict,
     groups: Mapping[str, tuple[str, ...]],
     group_vars: Mapping[str, LocatedDict],
-    where: _Locator,
+    where: Location,
 ) -> Host:
     member_of = tuple(g for g, members in groups.items() if name in members)
     settings = _merge(defaults, *(group_vars[g] for g in member_of), raw)
@@ -351,22 +329,22 @@ def _expand_path(value: str | None) -> str | None:
 
 
 def _check_jumps(
-    hosts: Mapping[str, Host], where: _Locator, raw: Mapping[str, LocatedDict]
+    hosts: Mapping[str, Host], where: Location, raw: Mapping[str, LocatedDict]
 ) -> None:
     for host in hosts.values():
         if not host.jump:
             continue
         if host.jump == host.name:
-            raise where.at(raw[host.name]).error(f"host {host.name!r} uses itself as jump host")
+            raise where.at(raw[host.name]).fail(f"host {host.name!r} uses itself as jump host")
         if host.jump in hosts:
             if hosts[host.jump].jump:
-                raise where.at(raw[host.name]).error(
+                raise where.at(raw[host.name]).fail(
                     f"jump host {host.jump!r} of {host.name!r} has a jump host of its own",
                     hint="fleet tunnels through one bastion; chain jumps in ~/.ssh/config instead",
                 )
             continue
         if "@" not in host.jump and ":" not in host.jump:
-            raise where.at(raw[host.name]).error(
+            raise where.at(raw[host.name]).fail(
                 f"jump host {host.jump!r} of {host.name!r} is not a host of this inventory",
                 hint="define it under hosts:, or write it as user@host:port",
             )

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-from fleet.errors import InventoryError
-
-if TYPE_CHECKING:
-    from fleet.inventory.fleet_yaml import _Locator
+from fleet.errors import FleetError, InventoryError
+from fleet.yamlfile import Location
 
 RANGE_RE = re.compile(r"\[([^\[\]]*)\]")
 MAX_RANGE_HOSTS = 100_000
 
 
-def expand_hostlist(pattern: str, here: _Locator | None = None) -> list[str]:
+def expand_hostlist(pattern: str, here: Location | None = None) -> list[str]:
     """`gpu-[01-03,07]` → gpu-01 gpu-02 gpu-03 gpu-07; several brackets multiply out."""
     match = RANGE_RE.search(pattern)
     if not match:
@@ -32,7 +29,7 @@ def expand_hostlist(pattern: str, here: _Locator | None = None) -> list[str]:
     return names
 
 
-def _expand_range(body: str, pattern: str, here: _Locator | None) -> list[str]:
+def _expand_range(body: str, pattern: str, here: Location | None) -> list[str]:
     items: list[str] = []
     for part in body.split(","):
         start, dash, end = part.strip().partition("-")
@@ -48,10 +45,10 @@ def _expand_range(body: str, pattern: str, here: _Locator | None) -> list[str]:
     return items
 
 
-def _range_error(pattern: str, why: str, here: _Locator | None) -> InventoryError:
+def _range_error(pattern: str, why: str, here: Location | None) -> FleetError:
     message = f"host range {pattern!r}: {why}"
     hint = "write ranges like gpu-[01-08] or node[1,3,5-7]"
-    return here.error(message, hint) if here else InventoryError(message, hint=hint)
+    return here.fail(message, hint=hint) if here else InventoryError(message, hint=hint)
 
 
 NUMBERED = re.compile(r"^(.*?)(\d+)(\D*)$")

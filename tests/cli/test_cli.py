@@ -16,18 +16,12 @@ import pytest
 import yaml
 
 from tests.conftest import FAKES, ROOT
+from tests.helpers import invoke_fleet
 
 
 def fleet(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "fleet", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-    )
+    """`fleet ARGS` in-process (tests/helpers.py): no interpreter start per test."""
+    return invoke_fleet(tmp_path, *args)
 
 
 def local_inventory(tmp_path: Path, **hosts: dict) -> str:

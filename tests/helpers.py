@@ -1,0 +1,27 @@
+"""Test helpers shared by every suite: run the `fleet` command in-process, as a user would type it.
+
+In-process (click's CliRunner) is the default: no interpreter start per test, and a failure shows
+the traceback. Tests that need a real process (Ctrl-C, a second interpreter) start one themselves.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from fleet.cli import main
+
+
+def invoke_fleet(
+    tmp_path: Path, *args: str, env: Mapping[str, str] | None = None, columns: int = 200
+) -> subprocess.CompletedProcess[str]:
+    """`fleet ARGS` in this process, with its own state folder under tmp_path; returns what a
+    subprocess would (returncode, stdout, stderr)."""
+    full_env = {"XDG_STATE_HOME": str(tmp_path / "state"), "COLUMNS": str(columns), **(env or {})}
+    result = CliRunner().invoke(main, list(args), env=full_env, catch_exceptions=False)
+    return subprocess.CompletedProcess(
+        ["fleet", *args], result.exit_code, result.stdout, result.stderr
+    )
