@@ -138,7 +138,7 @@ class FanOut:
             timed_out = True
         except HostError as exc:
             return self._failed(host, decoder, exc)
-        except Exception as exc:  # an error no transport mapped: it still costs only this host
+        except Exception as exc:  # noqa: BLE001 (an error no transport mapped costs only this host)
             lost = UnreachableError(f"lost {host.name} ({host.target()})", context=repr(exc))
             lost.__cause__ = exc
             return self._failed(host, decoder, lost)

@@ -16,7 +16,7 @@ from fleet.transport.base import OutputSink, finish_reading, pump, read_tail
 
 class LocalTransport:
     async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
-        python = os.path.expanduser(host.python)
+        python = os.path.expanduser(host.python)  # noqa: ASYNC240 (no I/O: reads $HOME only)
         try:
             process = await asyncio.create_subprocess_exec(
                 python,
@@ -39,7 +39,9 @@ class LocalTransport:
     async def _talk(
         self, process: asyncio.subprocess.Process, script: bytes, sink: OutputSink
     ) -> ExecResult:
-        assert process.stdin and process.stdout and process.stderr
+        assert process.stdin
+        assert process.stdout
+        assert process.stderr
         stderr_task = asyncio.ensure_future(read_tail(process.stderr))
         process.stdin.write(script)
         try:

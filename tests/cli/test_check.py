@@ -41,7 +41,8 @@ def test_json_format_is_a_check_document(tmp_path: Path) -> None:
     done = fleet(tmp_path, "check", "--run", str(saved_variant_run(tmp_path)), "--format", "json")
     assert done.returncode == 32
     document = json.loads(done.stdout)
-    assert document["schema"] == "fleet.check/1" and document["passed"] is False
+    assert document["schema"] == "fleet.check/1"
+    assert document["passed"] is False
     arch = next(r for r in document["rules"] if r["id"] == "torch-arch-supported")
     assert arch["hosts"]["sm120"]["verdict"] == "fail"
     assert arch["hosts"]["h200-a"]["verdict"] == "pass"
@@ -52,7 +53,8 @@ def test_warnings_alone_do_not_set_bit_32(tmp_path: Path) -> None:
     rules.write_text('rules:\n  - {id: w, severity: warn, check: "`false`", fix: "just so"}\n')
     done = fleet(tmp_path, "check", "--run", str(REAL_RUN), "--rules", str(rules))
     assert done.returncode == 0, done.stdout
-    assert "! warn w" in done.stdout and "fix: just so" in done.stdout
+    assert "! warn w" in done.stdout
+    assert "fix: just so" in done.stdout
 
 
 def test_bad_rules_file_exits_2_before_probing(tmp_path: Path) -> None:
@@ -67,9 +69,11 @@ def test_bad_rules_file_exits_2_before_probing(tmp_path: Path) -> None:
 
 def test_unknown_pack_and_missing_run_exit_2(tmp_path: Path) -> None:
     done = fleet(tmp_path, "check", "--run", str(REAL_RUN), "--pack", "training")
-    assert done.returncode == 2 and "packs: inference" in done.stderr
+    assert done.returncode == 2
+    assert "packs: inference" in done.stderr
     done = fleet(tmp_path, "check", "--run", "latest")
-    assert done.returncode == 2 and "no latest run" in done.stderr
+    assert done.returncode == 2
+    assert "no latest run" in done.stderr
 
 
 def test_probing_check_saves_the_run_and_judges_it(tmp_path: Path) -> None:
@@ -83,8 +87,10 @@ def test_probing_check_saves_the_run_and_judges_it(tmp_path: Path) -> None:
     inventory = local_inventory(tmp_path, here={"transport": "local", "python": sys.executable})
     done = fleet(tmp_path, "check", "-i", inventory, "-p", "system", "--rules", str(rules))
     assert done.returncode == 32, done.stdout + done.stderr
-    assert "✓ pass has-cpus" in done.stdout and "fix: only " in done.stdout
+    assert "✓ pass has-cpus" in done.stdout
+    assert "fix: only " in done.stdout
     saved = list((tmp_path / "state" / "fleet" / "runs").glob("*.json"))
     assert len(saved) == 1
     again = fleet(tmp_path, "check", "--run", "latest", "--rules", str(rules))
-    assert again.returncode == 32 and "✗ fail many-cpus" in again.stdout
+    assert again.returncode == 32
+    assert "✗ fail many-cpus" in again.stdout

@@ -32,7 +32,8 @@ def test_diff_of_two_files_exits_16_and_prints_markdown(tmp_path: Path) -> None:
 
 def test_diff_of_a_run_with_itself_exits_0(tmp_path: Path) -> None:
     done = fleet(tmp_path, "diff", str(RECORDED), str(RECORDED))
-    assert done.returncode == 0 and "none" in done.stdout
+    assert done.returncode == 0
+    assert "none" in done.stdout
 
 
 def test_diff_of_one_run_is_the_cross_host_diff(tmp_path: Path) -> None:
@@ -45,11 +46,14 @@ def test_runs_lists_and_show_renders_saved_runs(tmp_path: Path) -> None:
     runs_dir = tmp_path / "state" / "fleet" / "runs"
     save_run(Run.from_dict(json.loads(RECORDED.read_text())), runs_dir)
     listed = fleet(tmp_path, "runs")
-    assert listed.returncode == 0 and "8 ok" in listed.stdout
+    assert listed.returncode == 0
+    assert "8 ok" in listed.stdout
     shown = fleet(tmp_path, "show", "latest")
-    assert shown.returncode == 0 and "odd: gpu-[07-08]" in shown.stdout
+    assert shown.returncode == 0
+    assert "odd: gpu-[07-08]" in shown.stdout
 
 
 def test_unknown_run_is_a_clear_error(tmp_path: Path) -> None:
     done = fleet(tmp_path, "diff", "previous", "latest")
-    assert done.returncode == 2 and "there is no previous run" in done.stderr
+    assert done.returncode == 2
+    assert "there is no previous run" in done.stderr

@@ -68,8 +68,11 @@ def test_missing_interpreter_and_python2_only_are_no_python(
     assert "/opt/missing/bin/python3" in result.host(missing)["error"]
     assert result.status(old) == "no_python", result.host(old)
     error = result.host(old)["error"]
-    assert "python" in error and "3.8" in error and "SyntaxError" in error
+    assert "python" in error
+    assert "3.8" in error
+    assert "SyntaxError" in error
     assert result.host(old)["hint"]
     everything = result.stdout + result.stderr + str(result.document)
-    assert "Traceback" not in everything and 'File "<stdin>"' not in everything
+    assert "Traceback" not in everything
+    assert 'File "<stdin>"' not in everything
     assert textwrap.shorten(error, 300) == error  # one line, not a dump

@@ -139,7 +139,8 @@ def test_non_root_user_on_both_sides(user: pwd.struct_passwd) -> None:
         assert outcome["status"] == "ok", outcome
         assert "Accepted publickey for fleetfault" in (host.log.read_text() if host.log else "")
         runs = list((workspace / "state" / "fleet" / "runs").glob("*.json"))
-        assert len(runs) == 1 and runs[0].stat().st_uid == user.pw_uid
+        assert len(runs) == 1
+        assert runs[0].stat().st_uid == user.pw_uid
         # nothing new on the host: not in the user's HOME, nor any temporary folder
         found = subprocess.run(
             ["find", str(home), "/tmp", "/var/tmp", "/dev/shm", "-xdev", "-user", USER,

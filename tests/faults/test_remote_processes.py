@@ -108,7 +108,8 @@ def test_sshd_killed_mid_run_loses_the_host_but_keeps_finished_probes(
     ours = host_processes(farm, name)
     sshd_pids = [p for p in ours if "sshd" in _cmdline(p)]
     listener = farm.hosts[name].process
-    assert listener is not None and sshd_pids
+    assert listener is not None
+    assert sshd_pids
     listener.kill()
     signal_all(sshd_pids, signal.SIGKILL)
     started = time.monotonic()
@@ -194,5 +195,6 @@ def test_python_that_hangs_before_the_runner_starts_is_stopped_by_its_own_alarm(
     )[name]
     assert outcome.status == "timeout", outcome
     assert "did not start" in (outcome.error or ""), outcome.error
-    assert outcome.hint and "sitecustomize" in outcome.hint
+    assert outcome.hint
+    assert "sitecustomize" in outcome.hint
     assert_nothing_left(farm, name)

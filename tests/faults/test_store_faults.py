@@ -91,7 +91,8 @@ def test_full_disk_is_a_clear_error_and_earlier_runs_stay(
 
     assert "error: cannot save the run in" in second.stderr
     assert "No space left on device" in second.stderr
-    assert "hint:" in second.stderr and "Traceback" not in second.stderr
+    assert "hint:" in second.stderr
+    assert "Traceback" not in second.stderr
     assert second.status(name) == "ok"  # the run itself is still shown and written with --json
     assert second.returncode == 64  # a script must learn that this run was not kept
     assert {p.name: p.read_bytes() for p in runs.iterdir()} == before  # nothing half-written

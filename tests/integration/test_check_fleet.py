@@ -150,7 +150,8 @@ def test_unreported_capture_fields_are_unknown(broken: tuple[FleetResult, Path])
     }
     for rule in ("persistence-mode", "no-mig"):
         skipped = cases[(rule, "chk-bw-noarch")].find("skipped")
-        assert skipped is not None and (skipped.get("message") or "").startswith("unknown")
+        assert skipped is not None
+        assert (skipped.get("message") or "").startswith("unknown")
         assert len(cases[(rule, "chk-nvl-1")]) == 0  # passed: an empty test case
 
 

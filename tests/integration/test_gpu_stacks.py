@@ -64,7 +64,8 @@ def test_every_host_is_reached_and_reports(stack_run) -> None:
 
 def test_torch_without_sm120_is_shown(stack_run) -> None:
     devices = data(stack_run, "bw-noarch", "torch")["devices"]
-    assert devices[0]["capability"] == "12.0" and devices[0]["arch_supported"] is False
+    assert devices[0]["capability"] == "12.0"
+    assert devices[0]["arch_supported"] is False
     assert data(stack_run, "bw-pcie", "torch")["devices"][0]["arch_supported"] is True
     # the per-device facts are grouped: one block for GPUs 0-1 (all hosts have them), one for 2-7
     block = divergence_block(stack_run.stdout, "torch.devices[*].arch_supported")
@@ -76,20 +77,24 @@ def test_host_where_only_private_symmetric_memory_resolves_is_shown(stack_run) -
     assert resolved["symm-old"] == "torch.distributed._symmetric_memory:_SymmetricMemory"
     assert resolved["nvl-1"] == "torch.distributed._symmetric_memory:SymmetricMemory"
     row = divergence_block(stack_run.stdout, f'imports.results["{SYMM_SPEC}"].resolved')
-    assert "symm-old" in row and "nvl-1" not in row
+    assert "symm-old" in row
+    assert "nvl-1" not in row
 
 
 def test_pcie_host_among_nvlink_hosts_is_shown(stack_run) -> None:
     assert data(stack_run, "nvl-1", "gpu")["interconnect"] == "nvlink"
     assert data(stack_run, "bw-pcie", "gpu")["interconnect"] == "pcie"
     row = divergence_block(stack_run.stdout, "gpu.interconnect")
-    assert "nvlink" in row and "bw-pcie" in row and "pcie" in row
+    assert "nvlink" in row
+    assert "bw-pcie" in row
+    assert "pcie" in row
 
 
 def test_nccl_p2p_disable_host_is_shown(stack_run) -> None:
     assert data(stack_run, "p2p-off", "nccl")["env"]["NCCL_P2P_DISABLE"] == "1"
     row = divergence_block(stack_run.stdout, "nccl.env.NCCL_P2P_DISABLE")
-    assert "p2p-off" in row and "(unset)" in row
+    assert "p2p-off" in row
+    assert "(unset)" in row
 
 
 def test_canary_is_nowhere(stack_run) -> None:
@@ -100,4 +105,5 @@ def test_canary_is_nowhere(stack_run) -> None:
 
 def test_allreduce_skips_cleanly_on_stub_torch(stack_run) -> None:
     allreduce = stack_run.host("nvl-1")["probes"]["allreduce"]
-    assert allreduce["status"] == "absent" and allreduce["error"]
+    assert allreduce["status"] == "absent"
+    assert allreduce["error"]

@@ -42,7 +42,8 @@ def test_probe_timeout_over_ssh_kills_probe_and_children(farm: SshdFarm, tmp_pat
         transports={"ssh": SSHTransport(SSHOptions())},
     )
     outcome = outcomes["deadline-1"]
-    assert outcome.status == "partial" and outcome.probes["spawner"].status == "timeout"
+    assert outcome.status == "partial"
+    assert outcome.probes["spawner"].status == "timeout"
     time.sleep(0.5)
     assert [p for p in _pids_in(outcome.probes["spawner"].output_tail) if _alive(p)] == []
 

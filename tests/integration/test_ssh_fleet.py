@@ -44,7 +44,8 @@ def test_eight_hosts_two_divergent_one_unreachable(farm: SshdFarm, tmp_path: Pat
     assert "connection refused" in result.host("node-dead")["error"]
     assert all(result.status(n) == "ok" for n in names), result.stdout
     block = divergence_block(result.stdout, "packages.packages.torch")
-    assert "node-[3,7]" in block and "node-1" not in block
+    assert "node-[3,7]" in block
+    assert "node-1" not in block
     versions = {n: result.host(n)["probes"]["packages"]["data"]["packages"]["torch"] for n in names}
     assert versions["node-3"] == versions["node-7"] != versions["node-1"]
 
@@ -147,7 +148,8 @@ def test_jump_host_tunnels_to_target(farm: SshdFarm, tmp_path: Path) -> None:
     assert result.status("behind-1") == "ok", result.stdout
     assert result.status("bastion-1") == "ok"
     log = (farm.root / "bastion-1" / "sshd.log").read_text()
-    assert "direct-tcpip" in log and f"to {target.address} port {target.port}" in log
+    assert "direct-tcpip" in log
+    assert f"to {target.address} port {target.port}" in log
 
 
 def test_saved_run_is_private_and_json_matches_schema(
@@ -202,7 +204,8 @@ def test_hostile_inventory_is_rejected_before_connecting(
     )
     result = run_fleet(tmp_path, "probe", "-i", str(inventory))
     assert result.returncode == 2
-    assert "inv.yaml:" in result.stderr and "127.0.0.1;touch /tmp/pwned" in result.stderr
+    assert "inv.yaml:" in result.stderr
+    assert "127.0.0.1;touch /tmp/pwned" in result.stderr
     assert log.read_text() == before  # no connection was even attempted
     assert not os.path.exists("/tmp/pwned")
 

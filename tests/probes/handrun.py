@@ -19,7 +19,8 @@ STUBS = REPO / "tests" / "fakes" / "stubs"
 def load_probe(name: str) -> ModuleType:
     """The probe's module, loaded from its file the way the runner sees it (not as probes.NAME)."""
     spec = importlib.util.spec_from_file_location(f"fleet_probe_{name}", PROBES / f"{name}.py")
-    assert spec and spec.loader
+    assert spec
+    assert spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -43,7 +43,9 @@ def test_bandwidths_follow_nccl_tests():
 
 def test_size_ladder_full_doubles_from_8_bytes_to_256_mib():
     sizes = probe.size_ladder(256 * MiB, quick=False)
-    assert sizes[0] == 8 and sizes[-1] == 256 * MiB and len(sizes) == 26
+    assert sizes[0] == 8
+    assert sizes[-1] == 256 * MiB
+    assert len(sizes) == 26
     assert all(b == 2 * a for a, b in itertools.pairwise(sizes))
 
 
@@ -163,7 +165,8 @@ def test_bad_options_name_the_bad_value(options, quoted):
     with pytest.raises(ValueError, match=quoted):
         probe.parse_options(options)
     result = probe.collect(options)
-    assert result["ok"] is False and result["error"].startswith("invalid options")
+    assert result["ok"] is False
+    assert result["error"].startswith("invalid options")
 
 
 def test_host_policy_variables_are_never_changed():
@@ -176,15 +179,18 @@ def test_host_policy_variables_are_never_changed():
     }
     env, refused = probe.worker_environment(base, requested)
     assert refused == ["NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST"]
-    assert env["NCCL_NVLS_ENABLE"] == "0" and env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+    assert env["NCCL_NVLS_ENABLE"] == "0"
+    assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
     assert env["NVSHMEM_DISABLE_NVLS"] == "0"  # not set by the host: options may set it
-    assert env["NCCL_ALGO"] == "Ring" and env["PATH"] == "/bin"
+    assert env["NCCL_ALGO"] == "Ring"
+    assert env["PATH"] == "/bin"
 
 
 def test_host_policy_variables_pass_through_untouched():
     base = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1"}
     env, refused = probe.worker_environment(base, {})
-    assert env == base and refused == []
+    assert env == base
+    assert refused == []
 
 
 def test_reported_environment_is_an_allow_list():
@@ -218,7 +224,8 @@ def test_worker_config_leaves_room_before_the_hard_deadline():
     config = probe.parse_options({"time_budget_s": 30, "quick": True})
     cfg = probe.worker_config(config, started_wall=1000.0, world_size=2, rendezvous_file="/x/r")
     assert 1000.0 + 25 <= cfg["deadline"] < 1000.0 + 30
-    assert cfg["graph"] is True and cfg["max_iters"] == 20
+    assert cfg["graph"] is True
+    assert cfg["max_iters"] == 20
     assert (
         probe.worker_config(probe.parse_options({"backend": "gloo"}), 0.0, 2, "/x/r")["graph"]
         is False
@@ -280,7 +287,8 @@ def test_disabled():
 def test_without_torch(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` fail
     result = probe.collect({})
-    assert result["ok"] is False and result["error"].startswith("torch not importable")
+    assert result["ok"] is False
+    assert result["error"].startswith("torch not importable")
 
 
 @pytest.mark.parametrize("stub", ["torch_sm120_noarch", "torch_sm120_ok", "torch_h200"])
@@ -297,15 +305,19 @@ def test_cpu_torch_with_nccl_skips_for_lack_of_cuda():
     if torch.cuda.is_available():
         pytest.skip("this test describes a machine without CUDA")
     result = run_by_hand({})
-    assert result["ok"] is False and result["error"].startswith("CUDA not available")
+    assert result["ok"] is False
+    assert result["error"].startswith("CUDA not available")
 
 
 # ------------------------------------------------------------------ a real run, gloo on CPU
 def check_rows(data, world_size):
-    assert data["world_size"] == world_size and data["backend"] == "gloo"
-    assert data["results"] and data["all_correct"] is True
+    assert data["world_size"] == world_size
+    assert data["backend"] == "gloo"
+    assert data["results"]
+    assert data["all_correct"] is True
     for row in data["results"]:
-        assert row["mode"] == "eager" and row["correct"] is True
+        assert row["mode"] == "eager"
+        assert row["correct"] is True
         assert row["latency_us"] > 0
         assert row["algbw_gbps"] == pytest.approx(
             row["bytes"] / (row["latency_us"] * 1e-6) / 1e9, rel=1e-4

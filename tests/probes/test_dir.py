@@ -63,13 +63,15 @@ def test_dir_of_a_missing_module_is_an_error_entry():
 def test_op_namespace_without_torch_is_an_error_entry(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` fail
     result = probe.dir_of("torch.ops.sgl_kernel")
-    assert result["names"] == [] and result["error"].startswith("ModuleNotFoundError")
+    assert result["names"] == []
+    assert result["error"].startswith("ModuleNotFoundError")
 
 
 @pytest.mark.parametrize("modules", [3, [None], {"x": 1}])
 def test_bad_options_are_a_clear_error(modules):
     result = probe.collect({"modules": modules})
-    assert result["ok"] is False and "modules" in result["error"]
+    assert result["ok"] is False
+    assert "modules" in result["error"]
 
 
 def test_by_hand_default_modules_shape():

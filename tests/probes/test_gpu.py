@@ -149,7 +149,8 @@ def fake_path() -> list[Path]:
 def test_probe_through_fake_h200_nvlink() -> None:
     result = run_probe(fake_path(), "h200x2_nvlink")
     data = result["data"]
-    assert result["ok"] is True and result["error"] is None
+    assert result["ok"] is True
+    assert result["error"] is None
     assert data["interconnect"] == "nvlink"
     assert data["driver_version"] == "580.159.04"
     assert data["cuda_driver_version"] == "13.0"

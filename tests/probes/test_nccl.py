@@ -133,7 +133,8 @@ def test_probe_in_a_controlled_environment(tmp_path: Path) -> None:
     }
     result = run_probe(env)
     data = result["data"]
-    assert result["ok"] is True and result["error"] is None
+    assert result["ok"] is True
+    assert result["error"] is None
     assert data["env"] == {"NCCL_CONF_FILE": str(conf), "NCCL_P2P_DISABLE": "1"}
     assert data["conf_files"][str(conf)] == {"NCCL_P2P_LEVEL": "NVL", "NCCL_DEBUG": "INFO"}
     assert data["torch_nccl_version"] == "2.27.3"

@@ -105,7 +105,8 @@ def fake_torch(raising=()):
 
 def test_facts_from_a_fake_torch():
     data = probe.facts_from_torch(fake_torch())
-    assert data["version"] == "9.9.9" and data["nccl_version"] == "2.28.9"
+    assert data["version"] == "9.9.9"
+    assert data["nccl_version"] == "2.28.9"
     assert data["devices"][1] == {
         "index": 1,
         "name": "NVIDIA H200",
@@ -137,7 +138,8 @@ def test_by_hand_never_imports_itself_as_torch(tmp_path):
     # sys.path[0] is probes/ when run by hand: `import torch` must not find probes/torch.py.
     data = run_by_hand(cwd=REPO / "probes")
     if importlib.util.find_spec("torch") is None:
-        assert data["ok"] is False and "No module named 'torch'" in data["error"]
+        assert data["ok"] is False
+        assert "No module named 'torch'" in data["error"]
     else:
         assert data["ok"] is True
         assert set(data["data"]) >= {
@@ -161,21 +163,26 @@ def test_real_cpu_torch():
         pytest.skip("this test describes a machine without CUDA")
     data = probe.collect({})["data"]
     assert data["version"] == str(torch.__version__)
-    assert data["cuda_available"] is False and data["devices"] == [] and data["p2p_access"] == {}
+    assert data["cuda_available"] is False
+    assert data["devices"] == []
+    assert data["p2p_access"] == {}
     assert data["symmetric_memory"]["module_importable"] is True
     assert data["symmetric_memory"]["class_name"] in ("SymmetricMemory", "_SymmetricMemory")
 
 
 def test_stub_sm120_without_sm_120_in_its_arch_list():
     data = run_by_hand(pythonpath=STUBS / "torch_sm120_noarch")["data"]
-    assert data["version"] == "2.7.0+cu126" and data["nccl_version"] == "2.26.2"
+    assert data["version"] == "2.7.0+cu126"
+    assert data["nccl_version"] == "2.26.2"
     assert data["arch_list"] == ["sm_80", "sm_86", "sm_90"]
-    assert data["cuda_available"] is True and data["device_count"] == 8
+    assert data["cuda_available"] is True
+    assert data["device_count"] == 8
     assert len(data["devices"]) == 8
     for device in data["devices"]:
         assert device["capability"] == "12.0"
         assert device["name"] == "NVIDIA RTX PRO 6000 Blackwell Server Edition"
-        assert device["arch_supported"] is False and device["ptx_fallback"] is False
+        assert device["arch_supported"] is False
+        assert device["ptx_fallback"] is False
     assert data["symmetric_memory"]["class_name"] == "_SymmetricMemory"
     assert data["p2p_access"]["0"]["7"] is False
 
@@ -189,7 +196,8 @@ def test_stub_sm120_with_sm_120():
 
 def test_stub_h200_mirrors_the_real_capture():
     data = run_by_hand(pythonpath=STUBS / "torch_h200")["data"]
-    assert data["version"] == "2.11.0+cu130" and data["cuda"] == "13.0"
+    assert data["version"] == "2.11.0+cu130"
+    assert data["cuda"] == "13.0"
     assert data["nccl_version"] == "2.28.9"
     assert [d["capability"] for d in data["devices"]] == ["9.0", "9.0"]
     assert all(d["arch_supported"] for d in data["devices"])

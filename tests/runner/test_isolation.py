@@ -66,16 +66,21 @@ def test_each_bad_probe_costs_only_itself() -> None:
     )["local"]
     probes = outcome.probes
     assert outcome.status == "partial"
-    assert probes["good"].status == "ok" and probes["good"].data == {"answer": 42}
-    assert probes["segfault"].status == "failed" and "SIGSEGV" in (probes["segfault"].error or "")
+    assert probes["good"].status == "ok"
+    assert probes["good"].data == {"answer": 42}
+    assert probes["segfault"].status == "failed"
+    assert "SIGSEGV" in (probes["segfault"].error or "")
     assert probes["hang"].status == "timeout"
-    assert probes["garbage"].status == "ok" and probes["garbage"].data["name"].startswith("caf")
-    assert probes["flood"].status == "ok" and len(probes["flood"].output_tail) <= 2048
-    assert probes["raises"].status == "failed" and "the probe itself is broken" in (
-        probes["raises"].error or ""
-    )
-    assert probes["absent"].status == "absent" and probes["absent"].error == "nvidia-smi not found"
-    assert probes["huge"].status == "failed" and "larger than" in (probes["huge"].error or "")
+    assert probes["garbage"].status == "ok"
+    assert probes["garbage"].data["name"].startswith("caf")
+    assert probes["flood"].status == "ok"
+    assert len(probes["flood"].output_tail) <= 2048
+    assert probes["raises"].status == "failed"
+    assert "the probe itself is broken" in (probes["raises"].error or "")
+    assert probes["absent"].status == "absent"
+    assert probes["absent"].error == "nvidia-smi not found"
+    assert probes["huge"].status == "failed"
+    assert "larger than" in (probes["huge"].error or "")
     assert set(outcome.failed_probes) == {"segfault", "hang", "raises", "huge"}
 
 

@@ -155,13 +155,15 @@ def test_arch_failure_quotes_the_capability_and_the_arch_list() -> None:
     failed = verdict(report, "torch-arch-supported", "sm120")
     assert failed.observed == ["12.0"]
     assert "torch 2.7.0+cu126 has no kernels for compute capability 12.0" in failed.fix
-    assert "sm_80, sm_86, sm_90" in failed.fix and "cu128" in failed.fix
+    assert "sm_80, sm_86, sm_90" in failed.fix
+    assert "cu128" in failed.fix
 
 
 def test_p2p_disable_fix_quotes_the_value_and_where_it_applies() -> None:
     report = evaluate(pack_rules(), variant_fleet())
     failed = verdict(report, "nccl-p2p-not-disabled-on-nvlink", "p2p-off")
-    assert failed.observed == "1" and failed.fix.startswith("NCCL_P2P_DISABLE=1 on an NVLink host")
+    assert failed.observed == "1"
+    assert failed.fix.startswith("NCCL_P2P_DISABLE=1 on an NVLink host")
     assert verdict(report, "nccl-p2p-not-disabled-on-nvlink", "sm120").status == "n/a"
 
 
@@ -190,10 +192,8 @@ def test_absent_allreduce_makes_its_rules_skipped_not_passed() -> None:
     host["probes"]["allreduce"].update(status="absent", ok=False, error="torch has no NCCL")
     report = evaluate(pack_rules(), make_run(stub=host))
     skipped = verdict(report, "allreduce-latency-nvlink", "stub")
-    assert (
-        skipped.status == "skipped"
-        and "probe allreduce absent: torch has no NCCL" in skipped.reason
-    )
+    assert skipped.status == "skipped"
+    assert "probe allreduce absent: torch has no NCCL" in skipped.reason
     assert not report.failed
 
 
@@ -204,7 +204,8 @@ def test_unreported_fields_are_unknown_not_passed() -> None:
     report = evaluate(pack_rules(), make_run(partial=host))
     assert verdict(report, "persistence-mode", "partial").status == "unknown"
     assert verdict(report, "no-mig", "partial").status == "unknown"
-    assert report.counts()["unknown"] == 2 and not report.failed
+    assert report.counts()["unknown"] == 2
+    assert not report.failed
 
 
 def test_mig_and_persistence_failures() -> None:
@@ -280,7 +281,8 @@ rules:
 
 def test_severity_warn_fails_without_failing_the_check() -> None:
     report = judge('rules: [{id: w, severity: warn, check: "`false`", fix: f}]')
-    assert report.results[0].status == "fail" and not report.failed
+    assert report.results[0].status == "fail"
+    assert not report.failed
     assert len(report.failures("warn")) == 1
 
 
@@ -486,7 +488,8 @@ def test_junit_has_one_case_per_rule_and_host_and_counts_failures(tmp_path: Path
         c for c in cases if c.get("name") == "sm120" and "arch" in (c.get("classname") or "")
     )
     failure = arch.find("failure")
-    assert failure is not None and failure.get("type") == "error"
+    assert failure is not None
+    assert failure.get("type") == "error"
     assert "fix: torch 2.7.0+cu126 has no kernels" in (failure.text or "")
 
 
@@ -513,7 +516,8 @@ def test_same_failures_on_many_hosts_print_once() -> None:
 
 def test_check_document_is_json() -> None:
     document = evaluate(pack_rules(), variant_fleet()).to_dict()
-    assert document["schema"] == "fleet.check/1" and document["passed"] is False
+    assert document["schema"] == "fleet.check/1"
+    assert document["passed"] is False
     assert document["summary"]["failed_error"] == 4
     json.dumps(document)
 

@@ -51,7 +51,8 @@ def test_majority_and_outliers_with_compact_host_lists() -> None:
     ]
     diff = compare_hosts(outcomes, DECLARED)
     [divergence] = diff.values
-    assert divergence.fact == "torch.version" and divergence.majority == "2.11.0"
+    assert divergence.fact == "torch.version"
+    assert divergence.majority == "2.11.0"
     assert divergence.others == (("2.7.0", ("gpu-07",)), ("2.9.0", ("gpu-08",)))
     assert diff.odd_hosts == ("gpu-07", "gpu-08")
 
@@ -60,13 +61,15 @@ def test_a_tie_picks_a_stable_majority() -> None:
     outcomes = [host("a", torch={"version": "1"}), host("b", torch={"version": "2"})]
     first = compare_hosts(outcomes, DECLARED).values[0]
     again = compare_hosts(list(reversed(outcomes)), DECLARED).values[0]
-    assert first == again and first.majority == "1"
+    assert first == again
+    assert first.majority == "1"
 
 
 def test_all_different_lists_every_value() -> None:
     outcomes = [host(h, torch={"version": v}) for h, v in (("a", "1"), ("b", "2"), ("c", "3"))]
     [divergence] = compare_hosts(outcomes, DECLARED).values
-    assert len(divergence.others) == 2 and len(divergence.majority_hosts) == 1
+    assert len(divergence.others) == 2
+    assert len(divergence.majority_hosts) == 1
 
 
 def test_identities_volatiles_and_measurements_are_not_divergence() -> None:
@@ -85,7 +88,8 @@ def test_unset_on_some_hosts_is_divergence_when_the_probe_ran() -> None:
     ]
     [divergence] = compare_hosts(outcomes, DECLARED).values
     assert divergence.fact == "nccl.env.NCCL_P2P_DISABLE"
-    assert divergence.majority is None and divergence.others == (("1", ("c",)),)
+    assert divergence.majority is None
+    assert divergence.others == (("1", ("c",)),)
 
 
 def test_unreachable_hosts_and_absent_probes_are_listed_not_dropped() -> None:

@@ -40,7 +40,8 @@ def test_added_and_removed_names_and_hosts() -> None:
     old = run(host("a", dir=modules(["x", "y"])), host("gone", dir=modules([])))
     new = run(host("a", dir=modules(["y", "z"])), host("new", dir=modules([])))
     drift = compare_runs(old, new, DECLARED)
-    assert drift.added_hosts == ("new",) and drift.removed_hosts == ("gone",)
+    assert drift.added_hosts == ("new",)
+    assert drift.removed_hosts == ("gone",)
     assert {(c.kind, c.old, c.new) for c in drift.changes} == {
         ("added", None, "z"),
         ("removed", "x", None),
@@ -53,7 +54,8 @@ def test_measurements_drift_only_beyond_tolerance() -> None:
     slower = run(host("a", gpu=gpu(), allreduce=allreduce(30.0, 300.0)))
     assert not compare_runs(old, same, DECLARED).found
     [change] = compare_runs(old, slower, DECLARED).changes
-    assert change.kind == "measure" and change.fact == "allreduce eager 8 B latency_us"
+    assert change.kind == "measure"
+    assert change.fact == "allreduce eager 8 B latency_us"
 
 
 def test_host_status_change_is_drift() -> None:

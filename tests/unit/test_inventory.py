@@ -41,7 +41,8 @@ def test_issue_example_resolves_with_precedence() -> None:
     gpu = inventory.hosts["gpu-05"]
     assert (gpu.user, gpu.port, gpu.address, gpu.jump) == ("ops", 22, "gpu-05", "bastion")
     assert gpu.identity_file == os.path.expanduser("~/.ssh/id_ed25519")
-    assert gpu.jump_host is not None and gpu.jump_host.address == "10.0.0.1"
+    assert gpu.jump_host is not None
+    assert gpu.jump_host.address == "10.0.0.1"
     h200 = inventory.hosts["h200-a"]
     assert (h200.user, h200.port, h200.python) == ("ubuntu", 2222, "/opt/venv/bin/python")
     assert inventory.hosts["bastion"].jump is None
@@ -141,7 +142,8 @@ def test_limit_selects_by_host_and_group_globs(limit: str | None, expected: list
 def test_limit_matching_nothing_is_a_usage_error_listing_names() -> None:
     with pytest.raises(UsageError) as caught:
         select_names(HOSTS, GROUPS, "gpu-9*")
-    assert "gpu-9*" in caught.value.message and "blackwell" in caught.value.hint
+    assert "gpu-9*" in caught.value.message
+    assert "blackwell" in caught.value.hint
 
 
 @pytest.mark.parametrize(

@@ -24,13 +24,16 @@ def test_messages_split_across_chunks_are_reassembled() -> None:
     raw = lines(HELLO, probe("system"), DONE)
     for i in range(0, len(raw), 7):
         decoder.feed(raw[i : i + 7])
-    assert decoder.hello and decoder.done and list(decoder.probes) == ["system"]
+    assert decoder.hello
+    assert decoder.done
+    assert list(decoder.probes) == ["system"]
 
 
 def test_noise_lines_are_kept_aside_not_fatal() -> None:
     decoder = StreamDecoder()
     decoder.feed(b"Welcome to the bastion!\n\xff\xfe\n" + lines(HELLO, DONE))
-    assert decoder.done and "Welcome" in decoder.noise
+    assert decoder.done
+    assert "Welcome" in decoder.noise
 
 
 def test_output_cap_sets_truncated() -> None:
@@ -58,7 +61,9 @@ def test_secrets_sent_with_json_escapes_or_deep_inside_are_masked_too() -> None:
     decoder = StreamDecoder()
     decoder.feed(wire.encode() + b"\n")
     saved = json.dumps(decoder.probes["nccl"].to_dict(), ensure_ascii=False)
-    assert "\\u005f" in wire and token not in saved and "bob:pw" not in saved
+    assert "\\u005f" in wire
+    assert token not in saved
+    assert "bob:pw" not in saved
 
 
 def test_clean_data_is_kept_as_sent() -> None:
@@ -99,18 +104,21 @@ def test_interpreter_not_found_is_no_python() -> None:
     verdict = conclude_from(
         b"", ExecResult(127, None, "sh: 1: /opt/venv/bin/python: not found"), ["a"]
     )
-    assert verdict.status == "no_python" and "python3 not found" in (verdict.error or "")
+    assert verdict.status == "no_python"
+    assert "python3 not found" in (verdict.error or "")
 
 
 def test_python2_is_no_python_with_the_reason() -> None:
     verdict = conclude_from(b"", ExecResult(1, None, "SyntaxError: invalid syntax"), ["a"])
-    assert verdict.status == "no_python" and "SyntaxError" in (verdict.error or "")
+    assert verdict.status == "no_python"
+    assert "SyntaxError" in (verdict.error or "")
 
 
 def test_python_older_than_3_8_is_no_python_naming_the_version() -> None:
     old = {**HELLO, "python": "3.7.16"}
     verdict = conclude_from(lines(old, probe("a"), DONE), ExecResult(0), ["a"])
-    assert verdict.status == "no_python" and "Python 3.7.16" in (verdict.error or "")
+    assert verdict.status == "no_python"
+    assert "Python 3.7.16" in (verdict.error or "")
     for fine in ("3.8.0", "3.13.0", "4.0.0", "unknown"):
         verdict = conclude_from(lines({**HELLO, "python": fine}, probe("a"), DONE),
                                 ExecResult(0), ["a"])  # fmt: skip
@@ -119,10 +127,12 @@ def test_python_older_than_3_8_is_no_python_naming_the_version() -> None:
 
 def test_start_up_alarm_without_hello_is_timeout_not_no_python() -> None:
     verdict = conclude_from(b"", ExecResult(None, "SIGALRM"), ["a"], timeout_s=30)
-    assert verdict.status == "timeout" and "did not start" in (verdict.error or "")
+    assert verdict.status == "timeout"
+    assert "did not start" in (verdict.error or "")
 
 
 def test_remote_deadline_is_timeout_naming_pending_probes() -> None:
     raw = lines(HELLO, probe("a"), {"type": "deadline", "pending": ["allreduce"]})
     verdict = conclude_from(raw, ExecResult(124), ["a", "allreduce"], timeout_s=60)
-    assert verdict.status == "timeout" and "allreduce" in (verdict.error or "")
+    assert verdict.status == "timeout"
+    assert "allreduce" in (verdict.error or "")

@@ -75,8 +75,10 @@ def test_every_probe_returned_real_data_with_its_contract_fields(probe: str) -> 
 def test_gpu_and_torch_facts_of_the_h200_machine() -> None:
     probes = real_document()["hosts"]["local"]["probes"]
     gpu, torch = probes["gpu"]["data"], probes["torch"]["data"]
-    assert gpu["interconnect"] == "nvlink" and len(gpu["gpus"]) == 2
-    assert set(gpu["gpus"][0]) >= GPU_FIELDS and gpu["gpus"][0]["compute_capability"] == "9.0"
+    assert gpu["interconnect"] == "nvlink"
+    assert len(gpu["gpus"]) == 2
+    assert set(gpu["gpus"][0]) >= GPU_FIELDS
+    assert gpu["gpus"][0]["compute_capability"] == "9.0"
     assert gpu["topology"]["matrix"][0][1] == "NV18"
     assert [d["arch_supported"] for d in torch["devices"]] == [True, True]
     symm = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
@@ -124,8 +126,10 @@ def test_a_changed_torch_on_the_twin_is_the_one_divergence() -> None:
     document["hosts"]["twin"]["probes"]["torch"]["data"]["version"] = "2.9.1+cu128"
     diff = compare_hosts(Run.from_dict(document).hosts.values(), declared_facts())
     [divergence] = diff.values
-    assert diff.sets == () and diff.outliers == ()
-    assert divergence.fact == "torch.version" and divergence.others[0][1] in (("twin",), ("local",))
+    assert diff.sets == ()
+    assert diff.outliers == ()
+    assert divergence.fact == "torch.version"
+    assert divergence.others[0][1] in (("twin",), ("local",))
 
 
 def test_run_document_round_trips(tmp_path: Path) -> None:

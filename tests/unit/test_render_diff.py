@@ -45,7 +45,8 @@ def test_recorded_run_names_exactly_the_odd_hosts_and_their_facts() -> None:
     diff = compare_hosts(recorded().hosts.values(), declared_facts())
     assert diff.odd_hosts == ("gpu-07", "gpu-08")
     assert {d.fact for d in diff.values} | {s.fact for s in diff.sets} == EXPECTED_FACTS
-    assert diff.outliers == () and diff.unreported == ()
+    assert diff.outliers == ()
+    assert diff.unreported == ()
 
 
 @pytest.mark.parametrize("width", [80, 200])
@@ -62,7 +63,8 @@ def test_terminal_view_reads_at_80_and_200_columns(width: int) -> None:
 def test_json_and_markdown_forms() -> None:
     diff = compare_hosts(recorded().hosts.values(), declared_facts())
     document = json.loads(json.dumps(fleet_diff_document(diff)))
-    assert document["schema"] == "fleet.analysis.diff/1" and document["odd_hosts"] == [
+    assert document["schema"] == "fleet.analysis.diff/1"
+    assert document["odd_hosts"] == [
         "gpu-07",
         "gpu-08",
     ]

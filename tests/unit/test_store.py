@@ -60,4 +60,5 @@ def test_identical_payloads_are_stored_once_and_shared_when_loaded(tmp_path: Pat
     assert len(saved["payloads"]) == 1
     loaded = load_run(path)
     datas = {id(o.probes["dir"].data) for o in loaded.hosts.values()}
-    assert len(datas) == 1 and loaded.hosts["h7"].probes["dir"].data == probe.data
+    assert len(datas) == 1
+    assert loaded.hosts["h7"].probes["dir"].data == probe.data
