@@ -112,11 +112,12 @@ class SshdFarm:
                 )
             )
             log = hostdir / "sshd.log"
-            process = subprocess.Popen(
-                [self.sshd, "-D", "-e", "-f", str(config)],
-                stdout=subprocess.DEVNULL,
-                stderr=log.open("wb"),
-            )
+            with log.open("wb") as log_file:  # sshd keeps its own copy of the descriptor
+                process = subprocess.Popen(
+                    [self.sshd, "-D", "-e", "-f", str(config)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=log_file,
+                )
             host = SshdHost(name, address, port, pub, home, process, log)
             try:
                 wait_listening(host)

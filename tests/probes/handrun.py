@@ -6,10 +6,11 @@ import importlib.util
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from tests.conftest import REMOTE_PYTHON
 
 REPO = Path(__file__).resolve().parents[2]
 PROBES = REPO / "probes"
@@ -37,7 +38,7 @@ def run_by_hand(
     full_env = {**os.environ, **(env or {})}
     if pythonpath:
         full_env["PYTHONPATH"] = str(pythonpath)
-    argv = [sys.executable, str(PROBES / f"{name}.py")]
+    argv = [REMOTE_PYTHON, str(PROBES / f"{name}.py")]
     argv += [json.dumps(options)] if options is not None else []
     done = subprocess.run(
         argv, capture_output=True, text=True, env=full_env, timeout=120, check=True, cwd=cwd

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from probes import gpu
+from tests.conftest import REMOTE_PYTHON
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "gpu"
@@ -135,7 +136,7 @@ def run_probe(path_dirs: list[Path], case: str | None = None) -> dict:
     if case is not None:
         env["FLEET_FAKE_GPU_DIR"] = str(GOLDEN / case)
     completed = subprocess.run(
-        [sys.executable, str(PROBE)], env=env, capture_output=True, text=True, timeout=60
+        [REMOTE_PYTHON, str(PROBE)], env=env, capture_output=True, text=True, timeout=60
     )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)

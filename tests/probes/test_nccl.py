@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from probes import nccl
+from tests.conftest import REMOTE_PYTHON
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "nccl"
@@ -106,7 +106,7 @@ def stub_site(root: Path) -> Path:
 
 def run_probe(env: dict, options: str = "{}", cwd: Path = REPO) -> dict:
     completed = subprocess.run(
-        [sys.executable, str(PROBE), options],
+        [REMOTE_PYTHON, str(PROBE), options],
         env=env,
         cwd=cwd,
         capture_output=True,

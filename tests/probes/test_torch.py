@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from tests.conftest import remote_has
 from tests.probes import handrun
 from tests.probes.handrun import load_probe
 
@@ -137,7 +137,7 @@ def test_without_torch_the_probe_reports_a_fact(monkeypatch):
 def test_by_hand_never_imports_itself_as_torch(tmp_path):
     # sys.path[0] is probes/ when run by hand: `import torch` must not find probes/torch.py.
     data = run_by_hand(cwd=REPO / "probes")
-    if importlib.util.find_spec("torch") is None:
+    if not remote_has("torch"):
         assert data["ok"] is False
         assert "No module named 'torch'" in data["error"]
     else:

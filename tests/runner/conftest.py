@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import textwrap
 from collections.abc import Mapping
 
@@ -11,6 +10,7 @@ from fleet.execution.bundle import Bundle, ProbeSource, build_bundle
 from fleet.execution.fanout import FanOut, RunSettings
 from fleet.models import Host, HostOutcome
 from fleet.transport import LocalTransport, Transport
+from tests.conftest import REMOTE_PYTHON
 
 
 def make_bundle(probes: Mapping[str, str]) -> Bundle:
@@ -20,7 +20,7 @@ def make_bundle(probes: Mapping[str, str]) -> Bundle:
 
 
 def local_host(name: str = "local") -> Host:
-    return Host(name=name, address="localhost", transport="local", python=sys.executable)
+    return Host(name=name, address="localhost", transport="local", python=REMOTE_PYTHON)
 
 
 def run_probes(
