@@ -19,6 +19,8 @@ def remote_has(module: str) -> bool:
     """Whether the host's python (REMOTE_PYTHON) can import `module`."""
     probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
     return subprocess.run([REMOTE_PYTHON, "-c", probe], check=False).returncode == 0
+
+
 PROBES = ROOT / "probes"
 FAKES = ROOT / "tests" / "fakes"
 
