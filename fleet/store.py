@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.errors import StoreError
+from fleet.files import ensure_private_dir
 from fleet.models import Run
 from fleet.redact import mask_secrets, might_hold_secret
 
@@ -29,17 +30,6 @@ def default_state_dir() -> Path:
 
 def default_runs_dir() -> Path:
     return default_state_dir() / "runs"
-
-
-def ensure_private_dir(path: Path) -> Path:
-    """Make `path` 0700, and every parent folder we create too (mkdir -p would make those 0777
-    under umask 000, and a world-writable parent lets anyone swap our runs or known_hosts)."""
-    for folder in reversed([p for p in (path, *path.parents) if not p.exists()]):
-        with contextlib.suppress(FileExistsError):
-            folder.mkdir(mode=0o700)
-        os.chmod(folder, 0o700)  # mkdir's mode is filtered by umask
-    os.chmod(path, 0o700)  # the folder may already exist
-    return path
 
 
 def write_private_json(path: Path, document: dict[str, Any], *, exclusive: bool = False) -> None:

@@ -13,19 +13,13 @@ from typing import Any
 
 from fleet.models import HostOutcome, ProbeResult
 from fleet.redact import mask_secrets, might_hold_secret
+from fleet.transport.base import ExecResult
+
+__all__ = ["ExecResult", "StreamDecoder", "Verdict", "build_outcome", "conclude"]
 
 DEFAULT_OUTPUT_LIMIT = 16 * 1024 * 1024
 NOISE_TAIL_CHARS = 2000
 MIN_PYTHON = (3, 8)  # the probes' floor (probes/README.md); the runner itself starts on older
-
-
-@dataclass
-class ExecResult:
-    """How the remote interpreter ended, as the transport saw it."""
-
-    exit_status: int | None
-    exit_signal: str | None = None
-    stderr_tail: str = ""
 
 
 @dataclass

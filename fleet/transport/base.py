@@ -1,16 +1,26 @@
-"""The one seam between the runner and the wire: `Transport.execute`."""
+"""The one seam between the fan-out and the wire: `Transport.execute`, and how it ended."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
-from fleet.execution.protocol import ExecResult
 from fleet.models import Host
 
 READ_CHUNK = 65536
 STDERR_TAIL_BYTES = 4096
+
+
+@dataclass
+class ExecResult:
+    """How the remote interpreter ended, as the transport saw it."""
+
+    exit_status: int | None
+    exit_signal: str | None = None
+    stderr_tail: str = ""
+
 
 # Receives stdout chunks as they arrive; returns False to stop reading (the output cap was hit).
 OutputSink = Callable[[bytes], bool]

@@ -9,9 +9,8 @@ import signal
 
 from fleet.errors import NoPythonError
 from fleet.execution.bundle import LAUNCH_ARGS
-from fleet.execution.protocol import ExecResult
 from fleet.models import Host
-from fleet.transport.base import OutputSink, finish_reading, pump, read_tail
+from fleet.transport.base import ExecResult, OutputSink, finish_reading, pump, read_tail
 
 
 class LocalTransport:

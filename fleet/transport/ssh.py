@@ -26,10 +26,9 @@ from fleet.errors import (
     UnreachableError,
 )
 from fleet.execution.bundle import LAUNCH_ARGS
-from fleet.execution.protocol import ExecResult
+from fleet.files import ensure_private_dir
 from fleet.models import Host
-from fleet.store import ensure_private_dir
-from fleet.transport.base import OutputSink, finish_reading, pump, read_tail
+from fleet.transport.base import ExecResult, OutputSink, finish_reading, pump, read_tail
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 KEEPALIVE_S = 15
