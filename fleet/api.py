@@ -59,6 +59,7 @@ class ProbeOptions:
     concurrency: int = DEFAULT_CONCURRENCY
     timeout_s: float = DEFAULT_TIMEOUT_S
     accept_new: bool = False  # record unknown host keys in fleet's own known_hosts
+    probe_dirs: Sequence[str | Path] = ()  # folders of your own probes (also $FLEET_PROBE_DIR)
     extra_probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
@@ -87,8 +88,8 @@ def build_probe_bundle(options: ProbeOptions) -> Bundle:
     """The probes to ship: `options.probes` (default all), without allreduce when it is off."""
     names = list(options.probes) if options.probes else None
     if not options.allreduce:
-        names = [n for n in (names or available_probes()) if n != "allreduce"]
-    return build_bundle(names)
+        names = [n for n in (names or available_probes(options.probe_dirs)) if n != "allreduce"]
+    return build_bundle(names, options.probe_dirs)
 
 
 def probe_args_from(options: ProbeOptions) -> dict[str, dict[str, Any]]:
@@ -177,14 +178,19 @@ def load_run(ref: str | Path, runs_dir: str | Path | None = None) -> Run:
     return _load_run_file(resolve_run(str(ref), folder))
 
 
-def cross_host_diff(run: Run, tolerance: float = DEFAULT_TOLERANCE) -> FleetDiff:
-    """Where the hosts of one run differ: values, name lists, measurements within cohorts."""
-    return compare_hosts(run.hosts.values(), declared_facts(), tolerance)
+def cross_host_diff(
+    run: Run, tolerance: float = DEFAULT_TOLERANCE, probe_dirs: Sequence[str | Path] = ()
+) -> FleetDiff:
+    """Where the hosts of one run differ: values, name lists, measurements within cohorts.
+    `probe_dirs`: where your own probes' FACTS declarations are (besides $FLEET_PROBE_DIR)."""
+    return compare_hosts(run.hosts.values(), declared_facts(probe_dirs), tolerance)
 
 
-def drift(old: Run, new: Run, tolerance: float = DEFAULT_TOLERANCE) -> Drift:
+def drift(
+    old: Run, new: Run, tolerance: float = DEFAULT_TOLERANCE, probe_dirs: Sequence[str | Path] = ()
+) -> Drift:
     """What changed per host between two runs."""
-    return compare_runs(old, new, declared_facts(), tolerance)
+    return compare_runs(old, new, declared_facts(probe_dirs), tolerance)
 
 
 def _now() -> str:

@@ -20,11 +20,12 @@ import fnmatch
 import functools
 import re
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
+from fleet.execution.bundle import available_probes
 from fleet.models import HostOutcome, ProbeResult
 
 KINDS = ("identity", "volatile", "measure", "sets")
@@ -72,13 +73,10 @@ def _classify(declared: ProbeFacts, match_path: str) -> str:
 UNIVERSAL = ProbeFacts(volatile=("elapsed_s", "*.elapsed_s"))
 
 
-def declared_facts() -> dict[str, ProbeFacts]:
-    """Every shipped probe's FACTS declaration, read from its source without running it."""
-    found = {}
-    for entry in resources.files("probes").iterdir():
-        if entry.name.endswith(".py") and not entry.name.startswith("_"):
-            found[entry.name[:-3]] = parse_declaration(entry.read_text(encoding="utf-8"))
-    return found
+def declared_facts(extra_dirs: Sequence[str | Path] = ()) -> dict[str, ProbeFacts]:
+    """Every probe's FACTS declaration (your own too: --probe-dir, $FLEET_PROBE_DIR), read from
+    its source without running it."""
+    return {name: parse_declaration(p.source) for name, p in available_probes(extra_dirs).items()}
 
 
 def parse_declaration(source: str) -> ProbeFacts:

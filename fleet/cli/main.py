@@ -163,9 +163,16 @@ def hosts(inventory_path: str | None, limit: str | None) -> None:
 
 
 @main.command("probes")
-def list_probes() -> None:
-    """List the probes a bundle can carry."""
-    for name, probe in available_probes().items():
+@click.option(
+    "--probe-dir",
+    "probe_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="A folder of your own probes (repeatable; also $FLEET_PROBE_DIR).",
+)
+def list_probes(probe_dirs: tuple[str, ...]) -> None:
+    """List the probes a bundle can carry: fleet's own and yours."""
+    for name, probe in available_probes(probe_dirs).items():
         click.echo(f"{name:12} {probe.summary}")
 
 
@@ -228,6 +235,13 @@ PROBE_OPTIONS = (
         help="Run the allreduce timing probe.",
     ),
     click.option("--quick", is_flag=True, help="Fewer message sizes and iterations."),
+    click.option(
+        "--probe-dir",
+        "probe_dirs",
+        multiple=True,
+        type=click.Path(file_okay=False),
+        help="A folder of your own probes (repeatable; also $FLEET_PROBE_DIR, ':'-separated).",
+    ),
 )
 
 
@@ -260,6 +274,7 @@ class ProbeRequest:
     dir_modules: tuple[str, ...]
     allreduce: bool
     quick: bool
+    probe_dirs: tuple[str, ...]
 
     def console(self) -> Console:
         """Tables go to stdout, unless the run document does (--json -)."""
@@ -276,6 +291,7 @@ class ProbeRequest:
             concurrency=self.concurrency,
             timeout_s=self.timeout_s,
             accept_new=self.accept_new,
+            probe_dirs=self.probe_dirs,
         )
 
 
@@ -351,12 +367,12 @@ def probe(request: ProbeRequest, tolerance: float, baseline: str | None) -> None
     render_run(
         console,
         run,
-        api.cross_host_diff(run, tolerance),
+        api.cross_host_diff(run, tolerance, request.probe_dirs),
         str(probed.saved) if probed.saved else None,
     )
     code = probed.exit_code()
     if old is not None:
-        drift = api.drift(old, run, tolerance)
+        drift = api.drift(old, run, tolerance, request.probe_dirs)
         console.print(drift_view(drift))
         code = with_bits(code, EXIT_DRIFT if drift.found else 0)
     sys.exit(code)

@@ -10,9 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from importlib.abc import Traversable
+from pathlib import Path
 from typing import Any
 
 from fleet.errors import UsageError
@@ -30,6 +34,7 @@ LAUNCHER = (
     "exec(compile(_head+_in.read(),'<fleet bundle>','exec'))"
 )
 LAUNCH_ARGS = ("-S", "-c", LAUNCHER)
+PROBE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # a probe's name is a fact path's first part
 
 
 @dataclass(frozen=True)
@@ -39,14 +44,52 @@ class ProbeSource:
     summary: str
 
 
-def available_probes() -> dict[str, ProbeSource]:
-    """Every probe shipped in the `probes` package, by name, in name order."""
+PROBE_DIR_ENV = "FLEET_PROBE_DIR"  # your own probe folders, separated like PATH
+
+
+def probe_dirs(extra: Sequence[str | Path] = ()) -> list[Path]:
+    """Folders of your own probes: `extra` (--probe-dir) first, then $FLEET_PROBE_DIR's."""
+    from_env = [p for p in os.environ.get(PROBE_DIR_ENV, "").split(os.pathsep) if p]
+    return [Path(p).expanduser() for p in [*extra, *from_env]]
+
+
+def available_probes(extra_dirs: Sequence[str | Path] = ()) -> dict[str, ProbeSource]:
+    """Every probe by name, in name order: fleet's own, then those in `probe_dirs(extra_dirs)`,
+    which follow the same contract (probes/README.md) and travel in the same bundle."""
+    found = _probes_in(resources.files("probes"), "fleet's probes")
+    for folder in probe_dirs(extra_dirs):
+        for name, probe in _probes_in(_readable_dir(folder), str(folder)).items():
+            if name in found:
+                raise UsageError(
+                    f"probe {name!r} in {folder} has the name of another probe",
+                    hint="rename the file: probe names must be unique",
+                )
+            found[name] = probe
+    return dict(sorted(found.items()))
+
+
+def _probes_in(folder: Traversable, where: str) -> dict[str, ProbeSource]:
     found: dict[str, ProbeSource] = {}
-    for entry in sorted(resources.files("probes").iterdir(), key=lambda e: e.name):
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".py") and not entry.name.startswith(("_", ".")):
+            name = entry.name[:-3]
+            if not PROBE_NAME.match(name):
+                raise UsageError(
+                    f"{where}: {entry.name!r} is not a valid probe name",
+                    hint="letters, digits and '_', starting with a letter",
+                )
             source = entry.read_text(encoding="utf-8")
-            found[entry.name[:-3]] = ProbeSource(entry.name[:-3], source, _summary(source))
+            found[name] = ProbeSource(name, source, _summary(source))
     return found
+
+
+def _readable_dir(folder: Path) -> Path:
+    if not folder.is_dir():
+        raise UsageError(
+            f"probe folder {folder} does not exist or is not a folder",
+            hint=f"check --probe-dir and ${PROBE_DIR_ENV}",
+        )
+    return folder
 
 
 def _summary(source: str) -> str:
@@ -57,9 +100,11 @@ def _summary(source: str) -> str:
     return ""
 
 
-def select_probes(names: Sequence[str] | None) -> dict[str, ProbeSource]:
+def select_probes(
+    names: Sequence[str] | None, extra_dirs: Sequence[str | Path] = ()
+) -> dict[str, ProbeSource]:
     """The probes `--probes a,b` asks for (all when None); unknown names are a usage error."""
-    available = available_probes()
+    available = available_probes(extra_dirs)
     if not names:
         return available
     unknown = [n for n in names if n not in available]
@@ -99,6 +144,8 @@ class Bundle:
         return (alarm + f"import json\nBUNDLE = json.loads({literal})\n" + self.runner).encode()
 
 
-def build_bundle(probe_names: Sequence[str] | None = None) -> Bundle:
+def build_bundle(
+    probe_names: Sequence[str] | None = None, extra_dirs: Sequence[str | Path] = ()
+) -> Bundle:
     runner = resources.files("probes").joinpath(RUNNER_FILE).read_text(encoding="utf-8")
-    return Bundle(runner=runner, probes=select_probes(probe_names))
+    return Bundle(runner=runner, probes=select_probes(probe_names, extra_dirs))
