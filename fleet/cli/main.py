@@ -39,6 +39,7 @@ from fleet.render.documents import (
 )
 from fleet.render.terminal import ProgressEvents, render_run
 from fleet.store import default_runs_dir, list_runs, load_run, write_private_json
+from fleet.transport.slurm import parse_slurm_args
 
 log = logging.getLogger("fleet")
 
@@ -228,6 +229,24 @@ PROBE_OPTIONS = (
         help="Run the allreduce timing probe.",
     ),
     click.option("--quick", is_flag=True, help="Fewer message sizes and iterations."),
+    click.option(
+        "--slurm",
+        "slurm_target",
+        metavar="TARGET",
+        help="Probe Slurm nodes through one srun: partition=NAME, nodes=NODESET or job=ID.",
+    ),
+    click.option(
+        "--slurm-args",
+        metavar="'ARGS'",
+        help="More srun options, e.g. '--account=a --qos=high --reservation=r' (shell quoting).",
+    ),
+    click.option(
+        "--slurm-gpus",
+        default="exclusive",
+        show_default=True,
+        metavar="exclusive|none|N",
+        help="How srun asks for each node's GPUs: whole nodes, nothing, or --gpus-per-node=N.",
+    ),
 )
 
 
@@ -260,6 +279,9 @@ class ProbeRequest:
     dir_modules: tuple[str, ...]
     allreduce: bool
     quick: bool
+    slurm_target: str | None
+    slurm_args: str | None
+    slurm_gpus: str
 
     def console(self) -> Console:
         """Tables go to stdout, unless the run document does (--json -)."""
@@ -276,6 +298,8 @@ class ProbeRequest:
             concurrency=self.concurrency,
             timeout_s=self.timeout_s,
             accept_new=self.accept_new,
+            slurm_args=parse_slurm_args(self.slurm_args),
+            slurm_gpus=self.slurm_gpus,
         )
 
 
@@ -292,7 +316,7 @@ class ProbedRun:
 def execute_probe(request: ProbeRequest, console: Console) -> ProbedRun:
     """Probe the selected hosts, save the run and write --json: what every probing command shares."""
     options = request.options()
-    selection = api.select_hosts(request.inventory_path, request.limit)
+    selection = api.select_hosts(request.inventory_path, request.limit, request.slurm_target)
     bundle = api.build_probe_bundle(options)  # bad probe names fail before any host is contacted
     run = asyncio.run(probe_with_progress(selection, bundle, options, console))
     saved = None if request.no_save else _save(run, request.runs_dir)
