@@ -33,6 +33,8 @@ UNUSABLE_FLAGS = frozenset("*~%!^@")
 # Inside a job (job=ID) a draining node still runs that job: our step may join it there.
 USABLE_IN_JOB = frozenset({"draining", "drain"})
 
+OVERLAP_SINCE = (20, 11)  # srun --overlap: a step that shares the job's resources
+
 # One line per node: name, long state, reason (last: it may contain anything but a newline).
 SINFO_FORMAT = "%N|%T|%E"
 
@@ -160,7 +162,13 @@ def _check_known(target: SlurmTarget, nodes: Sequence[SlurmNode]) -> None:
 
 
 def _job_nodes(target: SlurmTarget, run: Runner) -> SlurmCluster:
-    line = run(["squeue", "-h", "-j", target.value, "-o", "%T|%N"]).strip().splitlines()
+    require_overlap(run)
+    try:
+        line = run(["squeue", "-h", "-j", target.value, "-o", "%T|%N"]).strip().splitlines()
+    except UsageError as exc:
+        if "invalid job id" not in exc.context.lower():
+            raise
+        line = []  # squeue says "Invalid job id" for a job that ended a while ago
     state, _, nodelist = (line[0] if line else "").partition("|")
     if state != "RUNNING" or not nodelist.strip():
         raise UsageError(
@@ -178,6 +186,18 @@ def _in_job(node: SlurmNode) -> SlurmNode:
     if node.usable or node.state.rstrip("".join(UNUSABLE_FLAGS)) not in USABLE_IN_JOB:
         return node
     return SlurmNode(node.name, node.state, node.reason, usable=True)
+
+
+def require_overlap(run: Runner) -> None:
+    """Joining a running job needs `srun --overlap` (Slurm 20.11+): say so before trying."""
+    words = run(["srun", "--version"]).split()
+    version = words[-1] if words else ""
+    numbers = re.match(r"^(\d+)\.(\d+)", version)
+    if numbers and (int(numbers.group(1)), int(numbers.group(2))) < OVERLAP_SINCE:
+        raise UsageError(
+            f"--slurm job=ID needs srun --overlap (Slurm 20.11+); this is Slurm {version}",
+            hint="probe the job's nodes with --slurm nodes=NODESET outside the job instead",
+        )
 
 
 def parse_sinfo(text: str) -> list[SlurmNode]:

@@ -26,6 +26,7 @@ from pathlib import Path
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("srun", "sinfo", "squeue", "scontrol", "sbatch", "scancel")
 START_TIMEOUT_S = 30.0
+TASK_MARKER = "FLEET_TEST_CLUSTER"  # in every task's environment: finds what a test left running
 
 # The sitecustomize of a node whose interpreter hangs: it outlives the bundle's start-up alarm.
 HANG_SITECUSTOMIZE = "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\ntime.sleep(3600)\n"
@@ -227,6 +228,7 @@ class SlurmCluster:
             f'if [ -e {self.folder}/hang-"$SLURMD_NODENAME" ]; then '
             f'pythonpath="{hang_site.parent}:$pythonpath"; fi\n'
             f'echo "export PATH={fakes_bin}:$PATH"\n'
+            f'echo "export {TASK_MARKER}={self.folder}"\n'
             'echo "export PYTHONPATH=$pythonpath"\n'
         )
         prolog = self.folder / "taskprolog.sh"
@@ -287,3 +289,32 @@ class SlurmCluster:
                 return
             time.sleep(0.3)
         raise RuntimeError("jobs still queued: " + self.run("squeue"))
+
+    def tasks_running(self) -> list[int]:
+        """Pids of processes that a task of this cluster started (its marker is in their environment)."""
+        marker = f"{TASK_MARKER}={self.folder}".encode()
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if marker in environ.split(b"\0"):
+                found.append(int(entry.name))
+        return found
+
+    def wait_until_no_tasks(self, timeout_s: float = 20) -> list[int]:
+        """The tasks still running after `timeout_s` (empty when all ended in time)."""
+        deadline = time.monotonic() + timeout_s
+        while (left := self.tasks_running()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return left
+
+    def launched(self) -> list[str]:
+        """Nodes whose task prolog ran since the last `reset_launched`."""
+        return self.launched_log.read_text().split() if self.launched_log.exists() else []
+
+    def reset_launched(self) -> None:
+        self.launched_log.unlink(missing_ok=True)
