@@ -6,7 +6,7 @@ import os
 import re
 import shutil
 import subprocess
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 TIMEOUT_S = 60
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
@@ -373,7 +373,9 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
     return {"ok": True, "data": data, "error": None}
 
 
-def gpu_visibility(task_gpus: int, environ: Dict[str, str], node_gpus: Optional[int]) -> Dict:
+def gpu_visibility(
+    task_gpus: int, environ: Mapping[str, str], node_gpus: Optional[int]
+) -> Dict[str, Any]:
     """GPUs this task sees against GPUs the node has, and what restricted it (CUDA, Slurm)."""
     slurm = environ.get("SLURM_STEP_GPUS") or environ.get("SLURM_JOB_GPUS")
     return {

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fleet.errors import UsageError
+from fleet.errors import InventoryError, UsageError
 from fleet.inventory.fleet_yaml import Inventory
 from fleet.inventory.nodeset import compact_hosts, expand_hostlist
 from fleet.models import Host
@@ -101,7 +101,9 @@ def parse_target(text: str) -> SlurmTarget:
     if kind == "job" and not JOB_ID.match(value):
         raise UsageError(f"--slurm job={value!r}: a job id is a number", hint="see squeue --me")
     if kind == "partition" and not SLURM_NAME.match(value):
-        raise UsageError(f"--slurm partition={value!r} is not a partition name", hint="see sinfo -s")
+        raise UsageError(
+            f"--slurm partition={value!r} is not a partition name", hint="see sinfo -s"
+        )
     if kind == "nodes":
         _check_nodeset(value)
     return SlurmTarget(kind, value)
@@ -109,7 +111,10 @@ def parse_target(text: str) -> SlurmTarget:
 
 def _check_nodeset(value: str) -> list[str]:
     """Every name of a nodeset, each checked: they go to Slurm as one argument, never a shell."""
-    names = [n for part in _top_level_items(value) for n in expand_hostlist(part)]
+    try:
+        names = [n for part in _top_level_items(value) for n in expand_hostlist(part)]
+    except InventoryError as exc:
+        raise UsageError(f"--slurm nodes={value!r}: {exc.message}", hint=exc.hint) from exc
     bad = [n for n in names if not SLURM_NAME.match(n)]
     if bad:
         raise UsageError(
@@ -176,7 +181,10 @@ def _job_nodes(target: SlurmTarget, run: Runner) -> SlurmCluster:
             hint="probe a running job of yours (squeue --me -t running)",
         )
     names = run(["scontrol", "show", "hostnames", nodelist.strip()]).split()
-    states = {n.name: n for n in parse_sinfo(run(["sinfo", "-h", "-N", "-n", ",".join(names), "-o", SINFO_FORMAT]))}
+    states = {
+        n.name: n
+        for n in parse_sinfo(run(["sinfo", "-h", "-N", "-n", ",".join(names), "-o", SINFO_FORMAT]))
+    }
     nodes = [_in_job(states.get(name) or SlurmNode(name, "allocated")) for name in names]
     return SlurmCluster(target, nodes, job_id=target.value)
 

@@ -13,7 +13,6 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.analysis.diff import FleetDiff
-from fleet.inventory.nodeset import compact_hosts
 from fleet.execution.fanout import Events
 from fleet.inventory import compact_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, Host, HostOutcome, Run
@@ -259,7 +258,9 @@ def summary_line(run: Run, saved_to: str | None) -> Text:
     text.append(", ".join(f"{n} {s}" for s, n in counts.most_common()))
     unusable = [o.name for o in run.hosts.values() if o.status in NOT_USABLE]
     if unusable:  # not part of the usable fleet: counted apart, never launched on
-        text.append(f"; {len(unusable)} unavailable ({compact_hosts(unusable)}: the scheduler says ")
+        text.append(
+            f"; {len(unusable)} unavailable ({compact_hosts(unusable)}: the scheduler says "
+        )
         text.append("not usable; not launched on)")
     if saved_to:
         text.append(f"\nsaved {saved_to}", style="dim")

@@ -206,6 +206,7 @@ class SlurmStep:
         self.srun_messages: list[str] = []
         self.process: asyncio.subprocess.Process | None = None
         self._readers: list[asyncio.Task[None]] = []
+        self._waiter: asyncio.Task[None] | None = None
         self.done: asyncio.Future[None] = loop.create_future()
 
     @property
@@ -235,7 +236,7 @@ class SlurmStep:
             asyncio.ensure_future(self._read(self.process.stderr, stdout=False)),
             asyncio.ensure_future(self._feed(script)),
         ]
-        asyncio.ensure_future(self._wait())
+        self._waiter = asyncio.ensure_future(self._wait())
 
     async def _feed(self, script: bytes) -> None:
         assert self.process and self.process.stdin
@@ -384,13 +385,16 @@ class SlurmTransport:
         self._stopping: asyncio.Task[None] | None = None
 
     def _node(self, name: str) -> SlurmNode:
-        return self.cluster.by_name.get(name) or SlurmNode(name, "unknown", "not in --slurm's nodes", False)
+        return self.cluster.by_name.get(name) or SlurmNode(
+            name, "unknown", "not in --slurm's nodes", False
+        )
 
     async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
         node = self._node(host.name)
         if not node.usable:
             raise UnavailableError(
-                f"Slurm reports {host.name} {node.state}" + (f": {node.reason}" if node.reason else ""),
+                f"Slurm reports {host.name} {node.state}"
+                + (f": {node.reason}" if node.reason else ""),
                 hint=f"not launched on; see: scontrol show node {host.name}",
             )
         step = await self._step_for(script)
@@ -409,7 +413,9 @@ class SlurmTransport:
                 self._script = script
                 names = [h.name for h in self.launch]
                 python = self.launch[0].python
-                self.step = SlurmStep(srun_argv(self.cluster, names, python, self.options), names, self.options)
+                self.step = SlurmStep(
+                    srun_argv(self.cluster, names, python, self.options), names, self.options
+                )
                 await self.step.start(script)
         if script != self._script:
             raise UsageError(
@@ -450,5 +456,7 @@ class SlurmTransport:
             "job_id": self.step.job_id if self.step else self.cluster.job_id,
             "step_id": self.step.step_id if self.step else None,
             "srun": self.step.argv[: -len(LAUNCH_ARGS) - 4] if self.step else None,
+            "usable": sum(1 for n in self.cluster.nodes if n.usable),
+            "unavailable": sum(1 for n in self.cluster.nodes if not n.usable),
             "nodes": nodes,
         }

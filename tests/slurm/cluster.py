@@ -13,6 +13,7 @@ Clients (sinfo, srun, ...) find the cluster through SLURM_CONF: `cluster.env()`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -29,7 +30,9 @@ START_TIMEOUT_S = 30.0
 TASK_MARKER = "FLEET_TEST_CLUSTER"  # in every task's environment: finds what a test left running
 
 # The sitecustomize of a node whose interpreter hangs: it outlives the bundle's start-up alarm.
-HANG_SITECUSTOMIZE = "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\ntime.sleep(3600)\n"
+HANG_SITECUSTOMIZE = (
+    "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\ntime.sleep(3600)\n"
+)
 
 
 def missing_binaries() -> list[str]:
@@ -150,10 +153,8 @@ class SlurmCluster:
     def _stop_munge(self) -> None:
         pid_file = self.folder / "munged.pid"
         if pid_file.exists():
-            try:
+            with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
             pid_file.unlink()
 
     @property
@@ -276,7 +277,9 @@ class SlurmCluster:
             if states and all(s == "idle" for s in states.values()):
                 return
             time.sleep(0.5)
-        raise RuntimeError(f"slurm nodes not idle within {timeout_s} s: {states}; see {self.folder}/log")
+        raise RuntimeError(
+            f"slurm nodes not idle within {timeout_s} s: {states}; see {self.folder}/log"
+        )
 
     def node_states(self) -> dict[str, str]:
         out = self.run("sinfo", "-N", "-h", "-o", "%N %T", timeout=10)

@@ -58,6 +58,7 @@ def test_drained_node_is_listed_with_reason_and_never_launched_on(partition_run)
     node = result.document["slurm"]["nodes"]["gpu-05"]
     assert node["state"] == "drained" and node["reason"] == DRAIN_REASON
     assert node["launched"] is False and node["usable"] is False
+    assert (result.document["slurm"]["usable"], result.document["slurm"]["unavailable"]) == (4, 1)
     assert "4 hosts: 4 ok; 1 unavailable (gpu-05" in result.stdout
 
 
@@ -87,7 +88,8 @@ def test_hung_interpreter_times_out_without_holding_the_others(
 def test_ctrl_c_cancels_the_step_and_leaves_no_task(cluster: SlurmCluster, tmp_path: Path) -> None:
     cluster.set_hang("gpu-02", True)  # keeps the step running until we interrupt it
     command, env = fleet_invocation(
-        tmp_path, ["probe", "--no-save", "--slurm", "partition=gpu", "-p", "system", "-t", "120"],
+        tmp_path,
+        ["probe", "--no-save", "--slurm", "partition=gpu", "-p", "system", "-t", "120"],
         {"SLURM_CONF": str(cluster.conf)},
     )
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -107,7 +109,9 @@ def test_job_target_probes_exactly_that_jobs_nodes(cluster: SlurmCluster, tmp_pa
         "sbatch", "--parsable", "-N2", "-w", "gpu-[02-03]", "-o", "/dev/null", "--wrap", "sleep 300"
     ).strip()
     try:
-        _wait_for(lambda: cluster.run("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING", 30)
+        _wait_for(
+            lambda: cluster.run("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING", 30
+        )
         result = probe(cluster, tmp_path, "--slurm", f"job={job}", "-p", "system")
     finally:
         cluster.run("scancel", job)
@@ -121,8 +125,18 @@ def test_limit_narrows_the_nodes_and_site_args_reach_srun(
     cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     result = probe(
-        cluster, tmp_path, "--slurm", "nodes=gpu-[01-03]", "-l", "gpu-0[13]", "-p", "system",
-        "--slurm-args", "--comment='fleet test'", "--slurm-gpus", "none",
+        cluster,
+        tmp_path,
+        "--slurm",
+        "nodes=gpu-[01-03]",
+        "-l",
+        "gpu-0[13]",
+        "-p",
+        "system",
+        "--slurm-args",
+        "--comment='fleet test'",
+        "--slurm-gpus",
+        "none",
     )
     assert result.returncode == 0, result.stderr
     assert sorted(result.document["hosts"]) == ["gpu-01", "gpu-03"]
