@@ -157,3 +157,24 @@ def _wait_for(condition, timeout_s: float) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.2)
+
+
+def test_srun_refusing_the_step_names_every_node_and_srun_s_words(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    result = probe(
+        cluster,
+        tmp_path,
+        "--slurm",
+        "nodes=gpu-[01-02]",
+        "-p",
+        "system",
+        "--slurm-args",
+        "--constraint=no-such-feature",
+    )
+    assert result.returncode == 4, result.stderr
+    for node in ("gpu-01", "gpu-02"):
+        host = result.host(node)
+        assert host["status"] == "unreachable" and f"{node} sent nothing" in host["error"]
+        assert "srun" in host["error"]
+    assert cluster.launched() == []
