@@ -84,4 +84,6 @@ def report(count: int, results: dict[str, list[tuple[float, float, str]]]) -> No
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 64, int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+    main(
+        int(sys.argv[1]) if len(sys.argv) > 1 else 64, int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    )

@@ -230,7 +230,8 @@ class SlurmStep:
             self._fail_all(UnreachableError(f"cannot start {self.argv[0]}: {exc.strerror}"))
             self.done.set_result(None)
             return
-        assert self.process.stdout and self.process.stderr
+        assert self.process.stdout
+        assert self.process.stderr
         self._readers = [
             asyncio.ensure_future(self._read(self.process.stdout, stdout=True)),
             asyncio.ensure_future(self._read(self.process.stderr, stdout=False)),
@@ -239,7 +240,8 @@ class SlurmStep:
         self._waiter = asyncio.ensure_future(self._wait())
 
     async def _feed(self, script: bytes) -> None:
-        assert self.process and self.process.stdin
+        assert self.process
+        assert self.process.stdin
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self.process.stdin.write(script)
             await self.process.stdin.drain()

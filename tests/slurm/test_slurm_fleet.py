@@ -42,9 +42,11 @@ def test_partition_probes_usable_nodes_in_one_allocation(partition_run) -> None:
     assert result.returncode == 0, result.stderr  # an unavailable node sets no exit bit
     assert {n: result.status(n) for n in USABLE} == dict.fromkeys(USABLE, "ok")
     slurm = result.document["slurm"]
-    assert result.document["transport"] == "slurm" and slurm["target"] == "partition=gpu"
+    assert result.document["transport"] == "slurm"
+    assert slurm["target"] == "partition=gpu"
     jobs = {slurm["nodes"][n]["job_id"] for n in USABLE}
-    assert jobs == {slurm["job_id"]} and slurm["job_id"], "one allocation for all nodes"
+    assert slurm["job_id"]
+    assert jobs == {slurm["job_id"]}, "one allocation for all nodes"
     assert {slurm["nodes"][n]["step_id"] for n in USABLE} == {slurm["step_id"]}
     assert sorted(launched) == USABLE
 
@@ -53,11 +55,14 @@ def test_drained_node_is_listed_with_reason_and_never_launched_on(partition_run)
     result, launched = partition_run
     assert "gpu-05" not in launched
     host = result.host("gpu-05")
-    assert host["status"] == "unavailable" and DRAIN_REASON in host["error"]
+    assert host["status"] == "unavailable"
+    assert DRAIN_REASON in host["error"]
     assert host["probes"] == {}
     node = result.document["slurm"]["nodes"]["gpu-05"]
-    assert node["state"] == "drained" and node["reason"] == DRAIN_REASON
-    assert node["launched"] is False and node["usable"] is False
+    assert node["state"] == "drained"
+    assert node["reason"] == DRAIN_REASON
+    assert node["launched"] is False
+    assert node["usable"] is False
     assert (result.document["slurm"]["usable"], result.document["slurm"]["unavailable"]) == (4, 1)
     assert "4 hosts: 4 ok; 1 unavailable (gpu-05" in result.stdout
 
@@ -118,7 +123,8 @@ def test_job_target_probes_exactly_that_jobs_nodes(cluster: SlurmCluster, tmp_pa
     assert result.returncode == 0, result.stderr
     assert sorted(result.document["hosts"]) == ["gpu-02", "gpu-03"]
     slurm = result.document["slurm"]
-    assert slurm["job_id"] == job and "--overlap" in slurm["srun"]
+    assert slurm["job_id"] == job
+    assert "--overlap" in slurm["srun"]
 
 
 def test_limit_narrows_the_nodes_and_site_args_reach_srun(
@@ -141,13 +147,15 @@ def test_limit_narrows_the_nodes_and_site_args_reach_srun(
     assert result.returncode == 0, result.stderr
     assert sorted(result.document["hosts"]) == ["gpu-01", "gpu-03"]
     srun = result.document["slurm"]["srun"]
-    assert "--comment=fleet test" in srun and "--exclusive" not in srun
+    assert "--comment=fleet test" in srun
+    assert "--exclusive" not in srun
     assert sorted(cluster.launched()) == ["gpu-01", "gpu-03"]
 
 
 def test_unknown_job_is_a_usage_error_naming_it(cluster: SlurmCluster, tmp_path: Path) -> None:
     result = probe(cluster, tmp_path, "--slurm", "job=999999")
-    assert result.returncode == 2 and "999999" in result.stderr
+    assert result.returncode == 2
+    assert "999999" in result.stderr
     assert cluster.launched() == []
 
 
@@ -175,6 +183,7 @@ def test_srun_refusing_the_step_names_every_node_and_srun_s_words(
     assert result.returncode == 4, result.stderr
     for node in ("gpu-01", "gpu-02"):
         host = result.host(node)
-        assert host["status"] == "unreachable" and f"{node} sent nothing" in host["error"]
+        assert host["status"] == "unreachable"
+        assert f"{node} sent nothing" in host["error"]
         assert "srun" in host["error"]
     assert cluster.launched() == []

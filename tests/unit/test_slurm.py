@@ -92,7 +92,8 @@ def test_a_draining_node_that_holds_the_job_is_usable_inside_it() -> None:
         }
     )
     cluster = discover(SlurmTarget("job", "12"), run)
-    assert [n.usable for n in cluster.nodes] == [True, False] and cluster.job_id == "12"
+    assert [n.usable for n in cluster.nodes] == [True, False]
+    assert cluster.job_id == "12"
 
 
 def test_too_old_a_slurm_for_overlap_is_a_clear_error() -> None:
@@ -110,12 +111,16 @@ def test_srun_line_one_task_per_node_site_args_last() -> None:
     cluster = SlurmCluster(SlurmTarget("partition", "gpu"), [SlurmNode("gpu-01", "idle")])
     options = SlurmOptions(extra_args=parse_slurm_args("--account=a --comment='x y'"))
     argv = srun_argv(cluster, ["gpu-01", "gpu-02", "gpu-04"], "python3", options)
-    assert "--nodelist=gpu-[01-02,04]" in argv and "--ntasks-per-node=1" in argv
-    assert "--exclusive" in argv and "--label" in argv and "--input=all" in argv
+    assert "--nodelist=gpu-[01-02,04]" in argv
+    assert "--ntasks-per-node=1" in argv
+    assert "--exclusive" in argv
+    assert "--label" in argv
+    assert "--input=all" in argv
     assert argv.index("--comment=x y") < argv.index("/bin/sh")
     in_job = SlurmCluster(SlurmTarget("job", "7"), [], job_id="7")
     job_argv = srun_argv(in_job, ["gpu-01"], "python3", SlurmOptions())
-    assert job_argv[1:4] == ["--jobid", "7", "--overlap"] and "--exclusive" not in job_argv
+    assert job_argv[1:4] == ["--jobid", "7", "--overlap"]
+    assert "--exclusive" not in job_argv
 
 
 def test_gpu_requests() -> None:
@@ -163,8 +168,10 @@ def test_labelled_lines_go_to_their_node_and_silent_nodes_are_errors() -> None:
         return got, await step.streams["n1"].ended, step.streams["n2"].ended, step
 
     got, result, silent, step = asyncio.run(scenario())
-    assert got == [b"early line\n"] and step.job_id == "55"
-    assert result.exit_signal == "SIGKILL" and "Killed" in result.stderr_tail
+    assert got == [b"early line\n"]
+    assert step.job_id == "55"
+    assert result.exit_signal == "SIGKILL"
+    assert "Killed" in result.stderr_tail
     with pytest.raises(UnreachableError, match="n2 sent nothing"):
         silent.result()
 
