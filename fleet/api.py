@@ -35,11 +35,15 @@ from fleet.execution.fanout import (
     RunSettings,
 )
 from fleet.inventory import Inventory, load_inventory, local_inventory
+from fleet.inventory.slurm import SlurmCluster
+from fleet.inventory.slurm import discover as discover_slurm
+from fleet.inventory.slurm import parse_target as parse_slurm_target
 from fleet.models import Host, Run
 from fleet.store import default_runs_dir, default_state_dir, resolve_run
 from fleet.store import load_run as _load_run_file
 from fleet.store import save_run as _save_run_file
 from fleet.transport import LocalTransport, Transport
+from fleet.transport.slurm import SlurmOptions, SlurmTransport, gpu_request
 
 if TYPE_CHECKING:  # the rules engine (jmespath) loads only when checks are asked for
     from fleet.checks import CheckReport, Rule
@@ -61,6 +65,8 @@ class ProbeOptions:
     accept_new: bool = False  # record unknown host keys in fleet's own known_hosts
     probe_dirs: Sequence[str | Path] = ()  # folders of your own probes (also $FLEET_PROBE_DIR)
     extra_probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    slurm_args: Sequence[str] = ()  # srun options a site needs: account, QoS, reservation, gres
+    slurm_gpus: str = "exclusive"  # how srun asks for the nodes' GPUs: exclusive | none | N
 
 
 @dataclass(frozen=True)
@@ -69,15 +75,22 @@ class Selection:
 
     hosts: list[Host]
     source: str | None
+    slurm: SlurmCluster | None = None  # --slurm: the nodes, their states, the job
 
 
-def select_hosts(inventory: str | Path | None = None, limit: str | None = None) -> Selection:
-    """The inventory's hosts (this machine without one), narrowed by `limit` (--limit syntax)."""
-    loaded = open_inventory(inventory)
+def select_hosts(
+    inventory: str | Path | None = None, limit: str | None = None, slurm: str | None = None
+) -> Selection:
+    """The inventory's hosts (this machine without one), or a Slurm target's nodes
+    (`partition=NAME`, `nodes=NODESET`, `job=ID`), narrowed by `limit` (--limit syntax)."""
+    if slurm is not None and inventory:
+        raise UsageError("--slurm and --inventory both name the hosts", hint="use one of them")
+    cluster = discover_slurm(parse_slurm_target(slurm)) if slurm is not None else None
+    loaded = cluster.inventory() if cluster else open_inventory(inventory)
     hosts = loaded.select(limit)
     if not hosts:
         raise UsageError("no host selected", hint="check --limit against `fleet hosts`")
-    return Selection(hosts, loaded.path)
+    return Selection(hosts, loaded.path, cluster)
 
 
 def open_inventory(inventory: str | Path | None) -> Inventory:
@@ -108,6 +121,7 @@ def probe(
     inventory: str | Path | None = None,
     limit: str | None = None,
     probes: Sequence[str] | None = None,
+    slurm: str | None = None,
     **options: Any,
 ) -> Run:
     """Probe the selected hosts and return the Run (not saved: see save_run).
@@ -115,7 +129,7 @@ def probe(
     `options` are ProbeOptions' fields (allreduce, quick, imports, dir_modules, concurrency,
     timeout_s, accept_new). Raises FleetError for bad input before any host is contacted."""
     probe_options = ProbeOptions(probes=probes, **options)
-    selection = select_hosts(inventory, limit)
+    selection = select_hosts(inventory, limit, slurm)
     bundle = build_probe_bundle(probe_options)
     return asyncio.run(probe_async(selection, bundle, probe_options))
 
@@ -129,12 +143,15 @@ async def probe_async(
 ) -> Run:
     """Probe `selection` with `bundle`; setting `interrupt` ends pending hosts as interrupted."""
     interrupt = interrupt or asyncio.Event()
-    settings = RunSettings(
-        concurrency=options.concurrency,
+    settings = RunSettings(  # Slurm nodes share one step: none of them waits for a slot
+        concurrency=max(options.concurrency, len(selection.hosts) if selection.slurm else 0),
         timeout_s=options.timeout_s,
         cli_probe_args=probe_args_from(options),
     )
     transports = make_transports(selection.hosts, options.accept_new)
+    slurm = slurm_transport(selection, options) if selection.slurm else None
+    if slurm:
+        transports["slurm"] = slurm
     started = _now()
     try:
         fan_out = FanOut(bundle, transports, settings, events, interrupt)
@@ -151,7 +168,19 @@ async def probe_async(
         probes=tuple(bundle.probes),
         inventory=selection.source,
         interrupted=interrupt.is_set(),
+        transport=",".join(sorted({h.transport for h in selection.hosts})),
+        slurm=slurm.record() if slurm else None,
     )
+
+
+def slurm_transport(selection: Selection, options: ProbeOptions) -> SlurmTransport:
+    """One srun step for the selection's usable nodes; the per-host deadline bounds it."""
+    assert selection.slurm is not None
+    slurm_options = SlurmOptions(
+        gpus=options.slurm_gpus, extra_args=tuple(options.slurm_args), deadline_s=options.timeout_s
+    )
+    gpu_request(slurm_options.gpus, selection.slurm.job_id is not None)  # bad --slurm-gpus: now
+    return SlurmTransport(selection.slurm, selection.hosts, slurm_options)
 
 
 def make_transports(hosts: Iterable[Host], accept_new: bool) -> dict[str, Transport]:

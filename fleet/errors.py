@@ -9,7 +9,8 @@
         ├── AuthError              status "auth_failed"
         ├── HostKeyUnknownError    status "hostkey_unknown": not in known_hosts (fingerprint given)
         ├── HostKeyChangedError    status "hostkey_changed": differs from known_hosts
-        └── NoPythonError          status "no_python": the interpreter is missing or too old
+        ├── NoPythonError          status "no_python": the interpreter is missing or too old
+        └── UnavailableError       status "unavailable": the scheduler says the node is not usable
 
 HostErrors never escape the runner: each becomes the HostOutcome of its host.
 """
@@ -77,3 +78,9 @@ class HostKeyChangedError(HostError):
 
 class NoPythonError(HostError):
     status = "no_python"
+
+
+class UnavailableError(HostError):
+    """Slurm reports the node down, drained, draining or failed: it is never launched on."""
+
+    status = "unavailable"

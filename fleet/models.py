@@ -20,11 +20,15 @@ HOST_STATUSES = (
     "no_python",
     "output_truncated",
     "interrupted",
+    "unavailable",
 )
 NOT_REACHED = frozenset(
     {"unreachable", "auth_failed", "hostkey_unknown", "hostkey_changed", "no_python"}
 )
 PROBE_TROUBLE = frozenset({"partial", "timeout", "output_truncated"})
+# Nodes the scheduler itself reports unusable (down, drained, draining, failed): not part of the
+# usable fleet, so they are listed and counted apart but set no exit bit (neither set above).
+NOT_USABLE = frozenset({"unavailable"})
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,9 @@ class Host:
     jump_host: Host | None = None  # `jump` resolved: an inventory host, or user@host:port
 
     def target(self) -> str:
-        """user@address:port as a person would type it."""
+        """user@address:port as a person would type it (slurm:NODE for a Slurm node)."""
+        if self.transport == "slurm":
+            return f"slurm:{self.address}"
         user = f"{self.user}@" if self.user else ""
         return f"{user}{self.address}:{self.port}" if self.transport == "ssh" else "local"
 
@@ -135,8 +141,21 @@ class Run:
     probes: tuple[str, ...] = ()
     inventory: str | None = None
     interrupted: bool = False
+    # Optional, added after fleet.run/1 first shipped (absent from older documents): how the hosts
+    # were reached ("ssh", "local", "slurm"; comma-joined when mixed), and for a Slurm run the
+    # target, job and step ids and each node's Slurm state and reason.
+    transport: str | None = None
+    slurm: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        document = self._required_dict()
+        if self.transport is not None:
+            document["transport"] = self.transport
+        if self.slurm is not None:
+            document["slurm"] = dict(self.slurm)
+        return document
+
+    def _required_dict(self) -> dict[str, Any]:
         return {
             "schema": RUN_SCHEMA,
             "fleet_version": self.fleet_version,
@@ -161,4 +180,6 @@ class Run:
             probes=tuple(raw.get("probes") or ()),
             inventory=raw.get("inventory"),
             interrupted=bool(raw.get("interrupted")),
+            transport=raw.get("transport"),
+            slurm=raw.get("slurm"),
         )

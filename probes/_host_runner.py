@@ -34,6 +34,11 @@ DEFAULT_PARALLEL = 4
 RESULT_LIMIT_BYTES = 8 * 1024 * 1024
 OUTPUT_TAIL_BYTES = 2048
 READ_CHUNK = 65536
+# Set by the Slurm transport: srun --label cuts lines longer than 1 KiB into labelled pieces, so
+# each protocol line longer than this many bytes goes out as pieces that say they are continued
+# (CONTINUED first: JSON text is ASCII and escapes control characters, so it never starts so).
+FOLD_LINES_AT = int(os.environ.get("FLEET_FOLD_LINES") or 0)
+CONTINUED = b"\x1e"
 
 # Token-shaped strings never leave the host. The controller imports this list to mask again.
 SECRET_PATTERNS = (
@@ -102,13 +107,22 @@ def mask_secrets(value):
 
 def emit(message):
     """Write one protocol line; a closed channel (EPIPE) ends the run and kills every probe."""
-    line = (json.dumps(message, sort_keys=True, default=repr) + "\n").encode("ascii")
+    line = fold((json.dumps(message, sort_keys=True, default=repr) + "\n").encode("ascii"))
     try:
         while line:
             written = os.write(1, line)
             line = line[written:]
     except OSError:
         raise ChannelClosed() from None
+
+
+def fold(line, width=FOLD_LINES_AT):
+    """`line` as pieces of at most `width` bytes, each but the last marked CONTINUED."""
+    if not width or len(line) <= width:
+        return line
+    body = line[:-1]
+    pieces = [body[i : i + width] for i in range(0, len(body), width)]
+    return b"".join(CONTINUED + p + b"\n" for p in pieces[:-1]) + pieces[-1] + b"\n"
 
 
 class ChannelClosed(Exception):

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 TIMEOUT_S = 60
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
 # The current PCIe link generation drops at idle (power saving), so only the maximum is a fact.
 FACTS = {
     "identity": ["gpus[*].uuid", "gpus[*].pci_bus_id", "gpus[*].serial"],
-    "volatile": ["gpus[*].pcie_gen", "command_errors"],
+    "volatile": [
+        "gpus[*].pcie_gen",
+        "command_errors",
+        "visibility.cuda_visible_devices",
+        "visibility.slurm_gpus",
+    ],
 }
+# Every GPU the driver knows, whatever this process may open: under Slurm's device cgroups
+# nvidia-smi lists only the task's GPUs, this folder still lists the node's.
+DRIVER_GPUS_DIR = "/proc/driver/nvidia/gpus"
 COMMAND_TIMEOUT_S = 15.0
 
 # The fields asked of `--query-gpu`, in order. The parser reads columns by header name, so an
@@ -360,7 +369,29 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
     )
     data["nvidia_smi"] = executable
     data["command_errors"] = errors
+    data["visibility"] = gpu_visibility(len(data.get("gpus") or []), os.environ, _driver_gpus())
     return {"ok": True, "data": data, "error": None}
+
+
+def gpu_visibility(
+    task_gpus: int, environ: Mapping[str, str], node_gpus: Optional[int]
+) -> Dict[str, Any]:
+    """GPUs this task sees against GPUs the node has, and what restricted it (CUDA, Slurm)."""
+    slurm = environ.get("SLURM_STEP_GPUS") or environ.get("SLURM_JOB_GPUS")
+    return {
+        "task_gpus": task_gpus,
+        "node_gpus": node_gpus,
+        "cuda_visible_devices": environ.get("CUDA_VISIBLE_DEVICES"),
+        "slurm_gpus": slurm,
+        "restricted": node_gpus is not None and task_gpus < node_gpus,
+    }
+
+
+def _driver_gpus() -> Optional[int]:
+    try:
+        return len(os.listdir(DRIVER_GPUS_DIR))
+    except OSError:
+        return None
 
 
 if __name__ == "__main__":

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 TIMEOUT_S = 120  # `import torch` takes ~4 s cold on a GPU host, far more on a busy NFS home
 PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_host_runner.py)
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
-FACTS = {"sets": ["arch_list"], "volatile": ["query_errors"]}
+FACTS = {"sets": ["arch_list"], "volatile": ["query_errors", "cuda_visible_devices"]}
 
 MAX_ERROR_CHARS = 500
 
@@ -209,6 +210,7 @@ def facts_from_torch(torch: Any) -> Dict[str, Any]:
         p2p_access=_peer_access(torch, usable, errors),
         symmetric_memory=_symmetric_memory(errors),
         triton_version=_triton_version(),
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),  # under Slurm: the task's GPUs
         query_errors=errors,
     )
     return data

@@ -39,6 +39,7 @@ from fleet.render.documents import (
 )
 from fleet.render.terminal import ProgressEvents, render_run
 from fleet.store import default_runs_dir, list_runs, load_run, write_private_json
+from fleet.transport.slurm import parse_slurm_args
 
 log = logging.getLogger("fleet")
 
@@ -242,6 +243,24 @@ PROBE_OPTIONS = (
         type=click.Path(file_okay=False),
         help="A folder of your own probes (repeatable; also $FLEET_PROBE_DIR, ':'-separated).",
     ),
+    click.option(
+        "--slurm",
+        "slurm_target",
+        metavar="TARGET",
+        help="Probe Slurm nodes through one srun: partition=NAME, nodes=NODESET or job=ID.",
+    ),
+    click.option(
+        "--slurm-args",
+        metavar="'ARGS'",
+        help="More srun options, e.g. '--account=a --qos=high --reservation=r' (shell quoting).",
+    ),
+    click.option(
+        "--slurm-gpus",
+        default="exclusive",
+        show_default=True,
+        metavar="exclusive|none|N",
+        help="How srun asks for each node's GPUs: whole nodes, nothing, or --gpus-per-node=N.",
+    ),
 )
 
 
@@ -275,6 +294,9 @@ class ProbeRequest:
     allreduce: bool
     quick: bool
     probe_dirs: tuple[str, ...]
+    slurm_target: str | None
+    slurm_args: str | None
+    slurm_gpus: str
 
     def console(self) -> Console:
         """Tables go to stdout, unless the run document does (--json -)."""
@@ -292,6 +314,8 @@ class ProbeRequest:
             timeout_s=self.timeout_s,
             accept_new=self.accept_new,
             probe_dirs=self.probe_dirs,
+            slurm_args=parse_slurm_args(self.slurm_args),
+            slurm_gpus=self.slurm_gpus,
         )
 
 
@@ -308,7 +332,7 @@ class ProbedRun:
 def execute_probe(request: ProbeRequest, console: Console) -> ProbedRun:
     """Probe the selected hosts, save the run and write --json: what every probing command shares."""
     options = request.options()
-    selection = api.select_hosts(request.inventory_path, request.limit)
+    selection = api.select_hosts(request.inventory_path, request.limit, request.slurm_target)
     bundle = api.build_probe_bundle(options)  # bad probe names fail before any host is contacted
     run = asyncio.run(probe_with_progress(selection, bundle, options, console))
     saved = None if request.no_save else _save(run, request.runs_dir)

@@ -15,10 +15,10 @@ from rich.text import Text
 from fleet.analysis.diff import FleetDiff
 from fleet.execution.fanout import Events
 from fleet.inventory import compact_hosts
-from fleet.models import NOT_REACHED, PROBE_TROUBLE, Host, HostOutcome, Run
+from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, Host, HostOutcome, Run
 from fleet.render.diffview import fleet_diff_view, short
 
-STATUS_STYLE = {"ok": "green", "partial": "yellow", "interrupted": "magenta"}
+STATUS_STYLE = {"ok": "green", "partial": "yellow", "interrupted": "magenta", "unavailable": "dim"}
 MAX_HOST_COLUMNS = 6
 # Above this many hosts, hosts that ended alike (status, error, hint) share one row of the status
 # table, so the hosts that need attention stay on screen at 1,000 hosts.
@@ -253,9 +253,15 @@ def probe_failures(outcomes: Iterable[HostOutcome]) -> Table | None:
 
 
 def summary_line(run: Run, saved_to: str | None) -> Text:
-    counts = Counter(o.status for o in run.hosts.values())
-    text = Text(f"{len(run.hosts)} hosts: ")
+    counts = Counter(o.status for o in run.hosts.values() if o.status not in NOT_USABLE)
+    text = Text(f"{sum(counts.values())} hosts: ")
     text.append(", ".join(f"{n} {s}" for s, n in counts.most_common()))
+    unusable = [o.name for o in run.hosts.values() if o.status in NOT_USABLE]
+    if unusable:  # not part of the usable fleet: counted apart, never launched on
+        text.append(
+            f"; {len(unusable)} unavailable ({compact_hosts(unusable)}: the scheduler says "
+        )
+        text.append("not usable; not launched on)")
     if saved_to:
         text.append(f"\nsaved {saved_to}", style="dim")
     return text
