@@ -13,11 +13,10 @@ from typing import Any
 
 from fleet.models import HostOutcome, ProbeResult
 from fleet.redact import mask_secrets, might_hold_secret
-from fleet.transport.base import ExecResult
+from fleet.transport.base import DEFAULT_OUTPUT_LIMIT, ExecResult
 
 __all__ = ["ExecResult", "StreamDecoder", "Verdict", "build_outcome", "conclude"]
 
-DEFAULT_OUTPUT_LIMIT = 16 * 1024 * 1024
 NOISE_TAIL_CHARS = 2000
 MIN_PYTHON = (3, 8)  # the probes' floor (probes/README.md); the runner itself starts on older
 

@@ -10,6 +10,7 @@ from typing import Protocol
 from fleet.models import Host
 
 READ_CHUNK = 65536
+DEFAULT_OUTPUT_LIMIT = 16 * 1024 * 1024  # a host's stdout cap: past it, output_truncated
 STDERR_TAIL_BYTES = 4096
 
 

@@ -29,11 +29,16 @@ from typing import Any
 
 from fleet.errors import HostError, UnavailableError, UnreachableError, UsageError
 from fleet.execution.bundle import LAUNCH_ARGS
-from fleet.execution.protocol import DEFAULT_OUTPUT_LIMIT, ExecResult
 from fleet.inventory.nodeset import compact_hosts
 from fleet.inventory.slurm import SlurmCluster, SlurmNode
 from fleet.models import Host
-from fleet.transport.base import READ_CHUNK, STDERR_TAIL_BYTES, OutputSink
+from fleet.transport.base import (
+    DEFAULT_OUTPUT_LIMIT,
+    READ_CHUNK,
+    STDERR_TAIL_BYTES,
+    ExecResult,
+    OutputSink,
+)
 
 FOLD_LINES_AT = 1000  # < srun's 1 KiB line pieces, with room for the marker and newline
 CONTROL = b"\x1d"
