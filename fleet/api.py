@@ -15,7 +15,7 @@ The CLI (fleet.cli) is a thin layer over these functions. Nothing here prints or
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +25,7 @@ from fleet import __version__
 from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
 from fleet.analysis.drift import Drift, compare_runs
 from fleet.analysis.facts import declared_facts
-from fleet.errors import UsageError
+from fleet.errors import InventoryError, UsageError
 from fleet.execution.bundle import Bundle, available_probes, build_bundle
 from fleet.execution.fanout import (
     DEFAULT_CONCURRENCY,
@@ -34,12 +34,18 @@ from fleet.execution.fanout import (
     FanOut,
     RunSettings,
 )
-from fleet.inventory import Inventory, load_inventory, local_inventory
+from fleet.inventory import Inventory, local_inventory
+from fleet.inventory.adhoc import AdhocSettings, adhoc_inventory
+from fleet.inventory.resolve import check_identity_files, resolve_hosts
+from fleet.inventory.sources import load_any_inventory
+from fleet.inventory.ssh_config import open_ssh_config
 from fleet.models import Host, Run
 from fleet.store import default_runs_dir, default_state_dir, resolve_run
 from fleet.store import load_run as _load_run_file
 from fleet.store import save_run as _save_run_file
 from fleet.transport import LocalTransport, Transport
+from fleet.transport.unsupported import PREFIX as UNSUPPORTED
+from fleet.transport.unsupported import UnsupportedTransport
 
 if TYPE_CHECKING:  # the rules engine (jmespath) loads only when checks are asked for
     from fleet.checks import CheckReport, Rule
@@ -60,6 +66,8 @@ class ProbeOptions:
     timeout_s: float = DEFAULT_TIMEOUT_S
     accept_new: bool = False  # record unknown host keys in fleet's own known_hosts
     extra_probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # told of each host key --accept-new records, one line: host, fingerprint, file
+    on_key_recorded: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -68,19 +76,59 @@ class Selection:
 
     hosts: list[Host]
     source: str | None
+    warnings: tuple[str, ...] = ()  # e.g. ssh_config keywords fleet ignores, one line each
 
 
-def select_hosts(inventory: str | Path | None = None, limit: str | None = None) -> Selection:
-    """The inventory's hosts (this machine without one), narrowed by `limit` (--limit syntax)."""
-    loaded = open_inventory(inventory)
-    hosts = loaded.select(limit)
-    if not hosts:
+def select_hosts(
+    inventory: str | Path | None = None,
+    limit: str | None = None,
+    *,
+    hosts: str | None = None,
+    ssh_config: str | None = None,
+    inventory_format: str = "auto",
+    adhoc: AdhocSettings | None = None,
+    require_files: bool = True,
+) -> Selection:
+    """The hosts to reach, narrowed by `limit` (--limit syntax): those of `inventory` (fleet YAML
+    or Ansible), or those the nodeset `hosts` names (-H), or else this machine. `ssh_config`:
+    a path, "none", or None for ~/.ssh/config when it exists; inventory values win over it.
+    A missing local identity_file is an InventoryError (a warning when not `require_files`)."""
+    loaded = open_inventory(inventory, hosts, inventory_format, adhoc)
+    config = open_ssh_config(ssh_config)
+    resolved = resolve_hosts(loaded, config)
+    chosen = resolved.select(limit)
+    if not chosen:
         raise UsageError("no host selected", hint="check --limit against `fleet hosts`")
-    return Selection(hosts, loaded.path)
+    warnings = list(config.warnings) if config else []
+    try:
+        check_identity_files(chosen)
+    except InventoryError as exc:
+        if require_files:
+            raise
+        warnings.append(exc.message)
+    return Selection(chosen, resolved.path, tuple(warnings))
 
 
-def open_inventory(inventory: str | Path | None) -> Inventory:
-    return load_inventory(inventory) if inventory else local_inventory()
+def open_inventory(
+    inventory: str | Path | None,
+    hosts: str | None = None,
+    inventory_format: str = "auto",
+    adhoc: AdhocSettings | None = None,
+) -> Inventory:
+    if hosts is not None and inventory is not None:
+        raise UsageError(
+            "-H and -i name hosts two ways: give one",
+            hint="to pick hosts of an inventory, use -i FILE --limit NODESET",
+        )
+    if hosts is not None:
+        return adhoc_inventory(hosts, adhoc)
+    if adhoc is not None and adhoc.given():
+        flags = ", ".join(f"--{k}" for k in adhoc.given())
+        raise UsageError(
+            f"{flags} set(s) the hosts of -H only",
+            hint="with -i, write these settings in the inventory",
+        )
+    return load_any_inventory(str(inventory), inventory_format) if inventory else local_inventory()
 
 
 def build_probe_bundle(options: ProbeOptions) -> Bundle:
@@ -133,7 +181,7 @@ async def probe_async(
         timeout_s=options.timeout_s,
         cli_probe_args=probe_args_from(options),
     )
-    transports = make_transports(selection.hosts, options.accept_new)
+    transports = make_transports(selection.hosts, options.accept_new, options.on_key_recorded)
     started = _now()
     try:
         fan_out = FanOut(bundle, transports, settings, events, interrupt)
@@ -153,14 +201,22 @@ async def probe_async(
     )
 
 
-def make_transports(hosts: Iterable[Host], accept_new: bool) -> dict[str, Transport]:
+def make_transports(
+    hosts: Sequence[Host],
+    accept_new: bool,
+    on_key_recorded: Callable[[str], None] | None = None,
+) -> dict[str, Transport]:
     """One transport per kind the hosts use; asyncssh is imported only when a host needs SSH."""
     transports: dict[str, Transport] = {"local": LocalTransport()}
+    for kind in {h.transport for h in hosts if h.transport.startswith(UNSUPPORTED)}:
+        transports[kind] = UnsupportedTransport()
     if any(h.transport == "ssh" for h in hosts):
         from fleet.transport.ssh import SSHOptions, SSHTransport
 
         options = SSHOptions(
-            accept_new=accept_new, fleet_known_hosts=default_state_dir() / "known_hosts"
+            accept_new=accept_new,
+            fleet_known_hosts=default_state_dir() / "known_hosts",
+            on_key_recorded=on_key_recorded,
         )
         transports["ssh"] = SSHTransport(options)
     return transports

@@ -306,7 +306,8 @@ def _resolve_host(
     where: Location,
 ) -> Host:
     member_of = tuple(g for g, members in groups.items() if name in members)
-    settings = _merge(defaults, *(group_vars[g] for g in member_of), raw)
+    layers = [defaults, *(group_vars[g] for g in member_of), raw]
+    settings = _merge(*layers)
     transport = settings.get("transport", "ssh")
     return Host(
         name=name,
@@ -321,7 +322,17 @@ def _resolve_host(
         transport=transport,
         groups=member_of,
         probe_args=settings["probe_args"],
+        origins=_origins(layers, where),
     )
+
+
+def _origins(layers: list[LocatedDict], where: _Locator) -> dict[str, str]:
+    """Each setting's file:line: the last layer that sets it (`jump: null` too: written is written)."""
+    origins = {}
+    for layer in layers:
+        for key in layer:
+            origins[key] = f"inventory {where.path}:{where.at(layer, key).line}"
+    return origins
 
 
 def _expand_path(value: str | None) -> str | None:
