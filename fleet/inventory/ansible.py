@@ -22,15 +22,15 @@ from typing import Any
 
 import yaml
 
-from fleet.errors import InventoryError
+from fleet.errors import FleetError, InventoryError
 from fleet.inventory.fleet_yaml import (
     NAME_RE,
     SETTINGS,
     Inventory,
     _check_setting,
-    _Locator,
 )
 from fleet.models import Host
+from fleet.yamlfile import Location
 
 COMMAND = "ansible-inventory"
 PACKAGE = "ansible-core"
@@ -53,11 +53,15 @@ SSH_ARGS = ("ansible_ssh_common_args", "ansible_ssh_extra_args")
 SSH_OPTIONS = {"proxyjump": "jump", "userknownhostsfile": "known_hosts", "port": "port"}
 
 
-class _Place(_Locator):
+class _Place(Location):
     """Where an Ansible value came from: `hosts.ini: host gpu-03` (ansible-inventory gives no lines)."""
 
-    def error(self, message: str, hint: str = "") -> InventoryError:
-        return InventoryError(f"{self.path}: {message}", hint=hint)
+    def fail(self, message: str, context: str = "", hint: str = "") -> FleetError:
+        return InventoryError(f"{self.path}: {message}", context=context, hint=hint)
+
+
+def _place(text: str) -> _Place:
+    return _Place(text, InventoryError)
 
 
 def load_ansible_inventory(path: str) -> Inventory:
@@ -169,16 +173,16 @@ def _group_order(tree: _Tree) -> list[str]:
 
 
 def _host(name: str, tree: _Tree, member_of: list[str], path: str) -> Host:
-    here = _Place(f"{path}: host {name}")
+    here = _place(f"{path}: host {name}")
     if not NAME_RE.match(name):
-        raise here.error(f"{name!r} is not a valid host name for fleet (letters, digits, '.-_')")
+        raise here.fail(f"{name!r} is not a valid host name for fleet (letters, digits, '.-_')")
     settings: dict[str, Any] = {}
     origins: dict[str, str] = {}
     layers = [("group all", tree.groups.get("all", {}).get("vars") or {})]
     layers += [(f"group {g}", tree.groups[g].get("vars") or {}) for g in member_of]
     layers += [(f"host {name}", tree.hostvars.get(name) or {})]
     for where, variables in layers:
-        for setting, value in _settings(variables, _Place(f"{path}: {where}")).items():
+        for setting, value in _settings(variables, _place(f"{path}: {where}")).items():
             settings[setting] = value
             origins[setting] = f"ansible {path}: {where}"
     return _build_host(name, settings, origins, tuple(member_of), here)
@@ -206,7 +210,7 @@ def ssh_args_settings(text: str, here: _Place, variable: str) -> dict[str, Any]:
     try:
         words = shlex.split(text)
     except ValueError as exc:
-        raise here.error(f"{variable} {text!r}: {exc}") from exc
+        raise here.fail(f"{variable} {text!r}: {exc}") from exc
     found: dict[str, Any] = {}
     pairs = _flag_pairs(words)
     for flag, value in pairs:
@@ -254,7 +258,7 @@ def _build_host(
     settings = _normalise(settings, here)
     transport = settings.pop("transport", "ssh")
     for key, value in settings.items():
-        _check_setting(key, value, _Place(origins[key].split(" ", 1)[1]))
+        _check_setting(key, value, _place(origins[key].split(" ", 1)[1]))
     return Host(
         name=name,
         address=settings.get("address", name),
@@ -277,7 +281,7 @@ def _normalise(settings: dict[str, Any], here: _Place) -> dict[str, Any]:
     out = dict(settings)
     for key, value in settings.items():
         if isinstance(value, str) and "{{" in value:
-            raise here.error(
+            raise here.fail(
                 f"{key} {value!r} is a Jinja template: fleet reads `{COMMAND} --export`, "
                 "which leaves templates unrendered",
                 hint=f"write the value itself for fleet, e.g. fleet_{key}=…",
@@ -295,7 +299,7 @@ def _structured(text: str, here: _Place) -> Any:
     try:
         return yaml.safe_load(text)  # JSON is YAML
     except yaml.YAMLError as exc:
-        raise here.error(f"fleet_probe_args {text!r} is not JSON or YAML: {exc}") from exc
+        raise here.fail(f"fleet_probe_args {text!r} is not JSON or YAML: {exc}") from exc
 
 
 def _path(value: str | None) -> str | None:

@@ -326,7 +326,7 @@ def _resolve_host(
     )
 
 
-def _origins(layers: list[LocatedDict], where: _Locator) -> dict[str, str]:
+def _origins(layers: list[LocatedDict], where: Location) -> dict[str, str]:
     """Each setting's file:line: the last layer that sets it (`jump: null` too: written is written)."""
     origins = {}
     for layer in layers:

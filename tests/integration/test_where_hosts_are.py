@@ -87,7 +87,8 @@ def test_nodeset_probes_four_ssh_config_aliases_one_bastion_connection(
     assert {result.status(n) for n in NODES} == {"ok"}
     assert result.host("node-4")["address"] == farm.hosts["node-4"].address
     block = divergence_block(result.stdout, "packages.packages.torch")
-    assert "node-3" in block and "node-1" not in block
+    assert "node-3" in block
+    assert "node-1" not in block
     log = bastion_log.read_text()
     assert log.count("Accepted publickey") - before == 1, "node-3 and node-4 share one connection"
     assert log.count("direct-tcpip") >= 2
@@ -127,7 +128,8 @@ def test_accept_new_says_which_keys_it_recorded_and_where(
     for name in ("node-1", "node-2"):
         host = farm.hosts[name]
         line = next(x for x in result.stderr.splitlines() if f"host key of {name} " in x)
-        assert f"[{host.address}]:{host.port}" in line and "SHA256:" in line
+        assert f"[{host.address}]:{host.port}" in line
+        assert "SHA256:" in line
         assert str(recorded) in line
 
 
@@ -147,7 +149,8 @@ def test_hint_behind_a_jump_host_reproduces_fleets_path(
     hint = result.host("node-dead")["hint"]
     bastion = farm.hosts["alias-bastion"]
     assert f"-J {getpass.getuser()}@{bastion.address}:{bastion.port}" in hint
-    assert f"-i {farm.client_key}" in hint and f"-p {port}" in hint
+    assert f"-i {farm.client_key}" in hint
+    assert f"-p {port}" in hint
     assert f"{getpass.getuser()}@127.0.0.1 true" in hint
 
 
@@ -245,7 +248,7 @@ all:
 """
     )
     listed = run_fleet(tmp_path, "hosts", "-i", str(inventory), "--ssh-config", "none")
-    assert "ansible" in listed.stdout and "group inner" in listed.stdout, listed.stderr
+    assert "group inner" in listed.stdout, listed.stderr
 
     result = run_fleet(
         tmp_path,
@@ -262,4 +265,5 @@ all:
 
     assert list(result.document["hosts"]) == ["ans-3"]
     assert result.status("ans-3") == "ok", result.stdout + result.stderr
-    assert bastion.log is not None and "direct-tcpip" in bastion.log.read_text()
+    assert bastion.log is not None
+    assert "direct-tcpip" in bastion.log.read_text()

@@ -13,7 +13,7 @@ from fleet.cli import main
 from fleet.errors import InventoryError, UsageError
 from fleet.inventory import parse_inventory, select_names
 from fleet.inventory.adhoc import AdhocSettings, adhoc_inventory
-from fleet.inventory.ansible import _Place, parse_ansible_export, ssh_args_settings
+from fleet.inventory.ansible import _place, parse_ansible_export, ssh_args_settings
 from fleet.inventory.resolve import resolve_hosts
 from fleet.inventory.sources import sniff_text
 from fleet.inventory.ssh_config import SshConfig
@@ -49,8 +49,10 @@ def test_ssh_config_fills_defaults_and_names_each_line(tmp_path: Path) -> None:
     first, second = hosts["gpu-01"], hosts["gpu-02"]
     assert first.target() == "alice@gpu-01:2200"
     assert first.origin("user") == f"ssh_config {tmp_path}/ssh_config:2"
-    assert second.address == "10.0.0.2" and second.origin("address").endswith("ssh_config:7")
-    assert second.jump_host is not None and second.jump_host.target() == "bob@10.9.9.9:22"
+    assert second.address == "10.0.0.2"
+    assert second.origin("address").endswith("ssh_config:7")
+    assert second.jump_host is not None
+    assert second.jump_host.target() == "bob@10.9.9.9:22"
     assert config.warnings == [
         f"{tmp_path}/ssh_config:4: StrictHostKeyChecking no is ignored: fleet checks host keys "
         "strictly whatever this says (--accept-new records unknown keys, never changed ones)"
@@ -137,7 +139,7 @@ def test_ansible_errors_name_the_host_or_group() -> None:
 def test_ssh_args_take_the_parts_fleet_understands() -> None:
     found = ssh_args_settings(
         "-o ProxyJump=u@b:22 -o 'UserKnownHostsFile /k h' -i ~/.ssh/k -C -o Compression=yes",
-        _Place("x"),
+        _place("x"),
         "ansible_ssh_extra_args",
     )
     assert found == {"jump": "u@b:22", "known_hosts": "/k h", "identity_file": "~/.ssh/k"}
@@ -184,7 +186,8 @@ def test_missing_identity_file_is_an_inventory_error_before_any_connection(tmp_p
     assert done.exit_code == 2
     assert f"{inventory}:2: identity_file /nope/key does not exist (hosts a,b)" in done.output
     listed = CliRunner().invoke(main, ["hosts", "-i", str(inventory), "--ssh-config", "none"])
-    assert listed.exit_code == 0 and "warning:" in listed.output
+    assert listed.exit_code == 0
+    assert "warning:" in listed.output
 
 
 def test_hosts_lists_five_hosts_of_a_two_dimensional_nodeset() -> None:
