@@ -15,7 +15,7 @@ The CLI (fleet.cli) is a thin layer over these functions. Nothing here prints or
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +25,7 @@ from fleet import __version__
 from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
 from fleet.analysis.drift import Drift, compare_runs
 from fleet.analysis.facts import declared_facts
-from fleet.errors import UsageError
+from fleet.errors import InventoryError, UsageError
 from fleet.execution.bundle import Bundle, available_probes, build_bundle
 from fleet.execution.fanout import (
     DEFAULT_CONCURRENCY,
@@ -34,16 +34,22 @@ from fleet.execution.fanout import (
     FanOut,
     RunSettings,
 )
-from fleet.inventory import Inventory, load_inventory, local_inventory
+from fleet.inventory import Inventory, local_inventory
+from fleet.inventory.adhoc import AdhocSettings, adhoc_inventory
+from fleet.inventory.resolve import check_identity_files, resolve_hosts
 from fleet.inventory.slurm import SlurmCluster
 from fleet.inventory.slurm import discover as discover_slurm
 from fleet.inventory.slurm import parse_target as parse_slurm_target
+from fleet.inventory.sources import load_any_inventory
+from fleet.inventory.ssh_config import open_ssh_config
 from fleet.models import Host, Run
 from fleet.store import default_runs_dir, default_state_dir, resolve_run
 from fleet.store import load_run as _load_run_file
 from fleet.store import save_run as _save_run_file
 from fleet.transport import LocalTransport, Transport
 from fleet.transport.slurm import SlurmOptions, SlurmTransport, gpu_request
+from fleet.transport.unsupported import PREFIX as UNSUPPORTED
+from fleet.transport.unsupported import UnsupportedTransport
 
 if TYPE_CHECKING:  # the rules engine (jmespath) loads only when checks are asked for
     from fleet.checks import CheckReport, Rule
@@ -67,6 +73,8 @@ class ProbeOptions:
     extra_probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     slurm_args: Sequence[str] = ()  # srun options a site needs: account, QoS, reservation, gres
     slurm_gpus: str = "exclusive"  # how srun asks for the nodes' GPUs: exclusive | none | N
+    # told of each host key --accept-new records, one line: host, fingerprint, file
+    on_key_recorded: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -75,26 +83,75 @@ class Selection:
 
     hosts: list[Host]
     source: str | None
+    warnings: tuple[str, ...] = ()  # e.g. ssh_config keywords fleet ignores, one line each
     slurm: SlurmCluster | None = None  # --slurm: the nodes, their states, the job
 
 
 def select_hosts(
-    inventory: str | Path | None = None, limit: str | None = None, slurm: str | None = None
+    inventory: str | Path | None = None,
+    limit: str | None = None,
+    *,
+    hosts: str | None = None,
+    slurm: str | None = None,
+    ssh_config: str | None = None,
+    inventory_format: str = "auto",
+    adhoc: AdhocSettings | None = None,
+    require_files: bool = True,
 ) -> Selection:
-    """The inventory's hosts (this machine without one), or a Slurm target's nodes
-    (`partition=NAME`, `nodes=NODESET`, `job=ID`), narrowed by `limit` (--limit syntax)."""
-    if slurm is not None and inventory:
-        raise UsageError("--slurm and --inventory both name the hosts", hint="use one of them")
-    cluster = discover_slurm(parse_slurm_target(slurm)) if slurm is not None else None
-    loaded = cluster.inventory() if cluster else open_inventory(inventory)
+    """The hosts to reach, narrowed by `limit` (--limit syntax): those of `inventory` (fleet YAML
+    or Ansible), or those the nodeset `hosts` names (-H), or a Slurm target's nodes (`slurm`:
+    `partition=NAME`, `nodes=NODESET`, `job=ID`), or else this machine. `ssh_config`: a path,
+    "none", or None for ~/.ssh/config when it exists; inventory values win over it. A missing
+    local identity_file is an InventoryError (a warning when not `require_files`)."""
+    if slurm is not None:
+        return _select_slurm_nodes(slurm, limit, inventory or hosts)
+    loaded = open_inventory(inventory, hosts, inventory_format, adhoc)
+    config = open_ssh_config(ssh_config)
+    resolved = resolve_hosts(loaded, config)
+    chosen = resolved.select(limit)
+    if not chosen:
+        raise UsageError("no host selected", hint="check --limit against `fleet hosts`")
+    warnings = list(config.warnings) if config else []
+    try:
+        check_identity_files(chosen)
+    except InventoryError as exc:
+        if require_files:
+            raise
+        warnings.append(exc.message)
+    return Selection(chosen, resolved.path, tuple(warnings))
+
+
+def _select_slurm_nodes(target: str, limit: str | None, other: object) -> Selection:
+    if other:
+        raise UsageError("--slurm and -i/-H both name the hosts", hint="use one of them")
+    cluster = discover_slurm(parse_slurm_target(target))
+    loaded = cluster.inventory()
     hosts = loaded.select(limit)
     if not hosts:
-        raise UsageError("no host selected", hint="check --limit against `fleet hosts`")
-    return Selection(hosts, loaded.path, cluster)
+        raise UsageError("no host selected", hint="check --limit against the Slurm nodes")
+    return Selection(hosts, loaded.path, slurm=cluster)
 
 
-def open_inventory(inventory: str | Path | None) -> Inventory:
-    return load_inventory(inventory) if inventory else local_inventory()
+def open_inventory(
+    inventory: str | Path | None,
+    hosts: str | None = None,
+    inventory_format: str = "auto",
+    adhoc: AdhocSettings | None = None,
+) -> Inventory:
+    if hosts is not None and inventory is not None:
+        raise UsageError(
+            "-H and -i name hosts two ways: give one",
+            hint="to pick hosts of an inventory, use -i FILE --limit NODESET",
+        )
+    if hosts is not None:
+        return adhoc_inventory(hosts, adhoc)
+    if adhoc is not None and adhoc.given():
+        flags = ", ".join(f"--{k}" for k in adhoc.given())
+        raise UsageError(
+            f"{flags} set(s) the hosts of -H only",
+            hint="with -i, write these settings in the inventory",
+        )
+    return load_any_inventory(str(inventory), inventory_format) if inventory else local_inventory()
 
 
 def build_probe_bundle(options: ProbeOptions) -> Bundle:
@@ -121,15 +178,19 @@ def probe(
     inventory: str | Path | None = None,
     limit: str | None = None,
     probes: Sequence[str] | None = None,
+    *,
+    hosts: str | None = None,
     slurm: str | None = None,
     **options: Any,
 ) -> Run:
     """Probe the selected hosts and return the Run (not saved: see save_run).
 
-    `options` are ProbeOptions' fields (allreduce, quick, imports, dir_modules, concurrency,
-    timeout_s, accept_new). Raises FleetError for bad input before any host is contacted."""
+    The hosts: an `inventory` file (fleet YAML or Ansible), a nodeset (`hosts="gpu[01-08]"`, as
+    -H), or a Slurm target (`slurm="partition=gpu"`); this machine when none is given. `options`
+    are ProbeOptions' fields (allreduce, quick, imports, dir_modules, concurrency, timeout_s,
+    accept_new, probe_dirs). Raises FleetError for bad input before any host is contacted."""
     probe_options = ProbeOptions(probes=probes, **options)
-    selection = select_hosts(inventory, limit, slurm)
+    selection = select_hosts(inventory, limit, hosts=hosts, slurm=slurm)
     bundle = build_probe_bundle(probe_options)
     return asyncio.run(probe_async(selection, bundle, probe_options))
 
@@ -148,7 +209,7 @@ async def probe_async(
         timeout_s=options.timeout_s,
         cli_probe_args=probe_args_from(options),
     )
-    transports = make_transports(selection.hosts, options.accept_new)
+    transports = make_transports(selection.hosts, options.accept_new, options.on_key_recorded)
     slurm = slurm_transport(selection, options) if selection.slurm else None
     if slurm:
         transports["slurm"] = slurm
@@ -183,14 +244,22 @@ def slurm_transport(selection: Selection, options: ProbeOptions) -> SlurmTranspo
     return SlurmTransport(selection.slurm, selection.hosts, slurm_options)
 
 
-def make_transports(hosts: Iterable[Host], accept_new: bool) -> dict[str, Transport]:
+def make_transports(
+    hosts: Sequence[Host],
+    accept_new: bool,
+    on_key_recorded: Callable[[str], None] | None = None,
+) -> dict[str, Transport]:
     """One transport per kind the hosts use; asyncssh is imported only when a host needs SSH."""
     transports: dict[str, Transport] = {"local": LocalTransport()}
+    for kind in {h.transport for h in hosts if h.transport.startswith(UNSUPPORTED)}:
+        transports[kind] = UnsupportedTransport()
     if any(h.transport == "ssh" for h in hosts):
         from fleet.transport.ssh import SSHOptions, SSHTransport
 
         options = SSHOptions(
-            accept_new=accept_new, fleet_known_hosts=default_state_dir() / "known_hosts"
+            accept_new=accept_new,
+            fleet_known_hosts=default_state_dir() / "known_hosts",
+            on_key_recorded=on_key_recorded,
         )
         transports["ssh"] = SSHTransport(options)
     return transports

@@ -48,6 +48,14 @@ class Host:
     groups: tuple[str, ...] = ()
     probe_args: Mapping[str, Any] = field(default_factory=dict)
     jump_host: Host | None = None  # `jump` resolved: an inventory host, or user@host:port
+    identities_only: bool = False  # ssh_config IdentitiesOnly: identity_file only, no agent keys
+    # setting → where its value came from, for `fleet hosts` and errors: "inventory inv.yaml:14",
+    # "ssh_config ~/.ssh/config:3", "ansible hosts.ini", "cli"; a setting not listed is a default
+    origins: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def origin(self, setting: str) -> str:
+        """Where `setting` came from: 'inventory inv.yaml:14', 'ssh_config …', 'default'."""
+        return self.origins.get(setting, "default")
 
     def target(self) -> str:
         """user@address:port as a person would type it (slurm:NODE for a Slurm node)."""

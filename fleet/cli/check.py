@@ -87,7 +87,7 @@ def check_command(
     rules, sources = api.load_checks(packs, rules_files)  # a bad rules file fails before probing
     console = Console(stderr=output_format == "json" or request.json_path == "-")
     run, where, probe_code = obtain_run(request, run_ref, console)
-    report = evaluate(rules, run, inventory_probe_args(request.inventory_path))
+    report = evaluate(rules, run, inventory_probe_args(request))
     kept = _write_junit(report, junit_path, run.started) if junit_path else True
     title = f"fleet check · {', '.join(sources)} · {len(run.hosts)} host(s) · run {where}"
     if output_format == "json":
@@ -113,13 +113,12 @@ def obtain_run(
     return load_run(path), str(path), EXIT_OK
 
 
-def inventory_probe_args(inventory_path: str | None) -> dict[str, Mapping[str, Any]]:
+def inventory_probe_args(request: ProbeRequest) -> dict[str, Mapping[str, Any]]:
     """Each host's probe_args (e.g. gpu.expected_count); none without an inventory."""
-    if inventory_path is None:
+    if request.inventory_path is None:
         return {}
-    return {
-        name: host.probe_args for name, host in api.open_inventory(inventory_path).hosts.items()
-    }
+    loaded = api.open_inventory(request.inventory_path, None, request.choice.inventory_format)
+    return {name: host.probe_args for name, host in loaded.hosts.items()}
 
 
 def check_exit_code(report: CheckReport, probe_code: int) -> int:

@@ -26,6 +26,7 @@ from rich.table import Table
 from fleet import __version__, api
 from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff
 from fleet.analysis.drift import Drift
+from fleet.cli.selection import HostChoice, origin_summary, selection_options
 from fleet.errors import FleetError, StoreError
 from fleet.execution.bundle import Bundle, available_probes
 from fleet.execution.fanout import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_S
@@ -144,11 +145,13 @@ main.params.append(debug_flag())
 @main.command()
 @inventory_option
 @limit_option
-def hosts(inventory_path: str | None, limit: str | None) -> None:
-    """Print the selected hosts and their resolved settings. Contacts nothing."""
-    selection = api.select_hosts(inventory_path, limit)
+@selection_options
+def hosts(inventory_path: str | None, limit: str | None, **choice: Any) -> None:
+    """Print the selected hosts, their resolved settings and where each came from. Contacts nothing."""
+    selection = HostChoice.pop_from(choice).select(inventory_path, limit, require_files=False)
     table = Table(title=f"{selection.source}", title_justify="left")
-    for column in ("host", "transport", "target", "python", "jump", "groups", "probe_args"):
+    columns = ("host", "transport", "target", "python", "jump", "identity", "groups", "probe_args")
+    for column in (*columns, "from"):
         table.add_column(column, overflow="fold")
     for host in selection.hosts:
         table.add_row(
@@ -157,8 +160,10 @@ def hosts(inventory_path: str | None, limit: str | None) -> None:
             host.target(),
             host.python,
             host.jump or "",
+            host.identity_file or "",
             ",".join(host.groups),
             ", ".join(host.probe_args),
+            origin_summary(host),
         )
     Console().print(table)
 
@@ -270,12 +275,13 @@ def probe_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
         fields = {f.name for f in dataclasses.fields(ProbeRequest)}
+        kwargs["choice"] = HostChoice.pop_from(kwargs)
         request = ProbeRequest(**{k: kwargs.pop(k) for k in list(kwargs) if k in fields})
         return command(request=request, **kwargs)
 
     for option in reversed(PROBE_OPTIONS):
         wrapper = option(wrapper)
-    return wrapper
+    return selection_options(wrapper)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,6 +303,7 @@ class ProbeRequest:
     slurm_target: str | None
     slurm_args: str | None
     slurm_gpus: str
+    choice: HostChoice = dataclasses.field(default_factory=HostChoice)
 
     def console(self) -> Console:
         """Tables go to stdout, unless the run document does (--json -)."""
@@ -316,7 +323,12 @@ class ProbeRequest:
             probe_dirs=self.probe_dirs,
             slurm_args=parse_slurm_args(self.slurm_args),
             slurm_gpus=self.slurm_gpus,
+            on_key_recorded=_say_key_recorded,
         )
+
+
+def _say_key_recorded(line: str) -> None:
+    click.echo(f"--accept-new: recorded the host key of {line}", err=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -332,7 +344,9 @@ class ProbedRun:
 def execute_probe(request: ProbeRequest, console: Console) -> ProbedRun:
     """Probe the selected hosts, save the run and write --json: what every probing command shares."""
     options = request.options()
-    selection = api.select_hosts(request.inventory_path, request.limit, request.slurm_target)
+    selection = request.choice.select(
+        request.inventory_path, request.limit, slurm=request.slurm_target
+    )
     bundle = api.build_probe_bundle(options)  # bad probe names fail before any host is contacted
     run = asyncio.run(probe_with_progress(selection, bundle, options, console))
     saved = None if request.no_save else _save(run, request.runs_dir)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fleet.errors import InventoryError, UsageError
-from fleet.inventory.nodeset import expand_hostlist
+from fleet.inventory.nodeset import expand_hostlist, split_top_level
 from fleet.models import Host
 from fleet.yamlfile import LocatedDict, Location
 
@@ -306,7 +306,8 @@ def _resolve_host(
     where: Location,
 ) -> Host:
     member_of = tuple(g for g, members in groups.items() if name in members)
-    settings = _merge(defaults, *(group_vars[g] for g in member_of), raw)
+    layers = [defaults, *(group_vars[g] for g in member_of), raw]
+    settings = _merge(*layers)
     transport = settings.get("transport", "ssh")
     return Host(
         name=name,
@@ -321,7 +322,17 @@ def _resolve_host(
         transport=transport,
         groups=member_of,
         probe_args=settings["probe_args"],
+        origins=_origins(layers, where),
     )
+
+
+def _origins(layers: list[LocatedDict], where: Location) -> dict[str, str]:
+    """Each setting's file:line: the last layer that sets it (`jump: null` too: written is written)."""
+    origins = {}
+    for layer in layers:
+        for key in layer:
+            origins[key] = f"inventory {where.path}:{where.at(layer, key).line}"
+    return origins
 
 
 def _expand_path(value: str | None) -> str | None:
@@ -378,10 +389,13 @@ def jump_spec_host(jump: str, target: Host) -> Host:
 def select_names(
     hosts: list[str], groups: Mapping[str, tuple[str, ...]], limit: str | None
 ) -> list[str]:
-    """Apply `--limit`: comma-separated globs over host and group names, `!` excludes."""
+    """Apply `--limit`: comma-separated nodesets or globs over host and group names, `!` excludes.
+
+    A pattern is a group name, a nodeset (`gpu-[01-04]`: the hosts it names that exist), or else
+    a glob (`gpu-0[12]`, `h200-*`)."""
     if not limit:
         return list(hosts)
-    patterns = [p.strip() for p in limit.split(",") if p.strip()]
+    patterns = split_top_level(limit)
     include = [p for p in patterns if not p.startswith("!")]
     exclude = [p[1:] for p in patterns if p.startswith("!")]
     chosen = set(hosts) if not include else set()
@@ -393,16 +407,35 @@ def select_names(
 
 
 def _match(pattern: str, hosts: list[str], groups: Mapping[str, tuple[str, ...]]) -> set[str]:
-    matched = {h for h in hosts if fnmatch.fnmatchcase(h, pattern)}
-    for group, members in groups.items():
-        if fnmatch.fnmatchcase(group, pattern):
-            matched |= set(members)
+    matched = _nodeset_match(pattern, hosts, groups) or _glob_match(pattern, hosts, groups)
     if not matched:
         known = ", ".join(list(groups) + hosts[:10]) + (" …" if len(hosts) > 10 else "")
         raise UsageError(
             f"--limit pattern {pattern!r} matches no host or group",
             hint=f"groups and hosts: {known}",
         )
+    return matched
+
+
+def _nodeset_match(
+    pattern: str, hosts: list[str], groups: Mapping[str, tuple[str, ...]]
+) -> set[str]:
+    try:
+        names = expand_hostlist(pattern)
+    except InventoryError:
+        return set()  # not a nodeset: maybe a glob
+    known = set(hosts)
+    matched = {n for n in names if n in known}
+    for name in names:
+        matched |= set(groups.get(name, ()))
+    return matched
+
+
+def _glob_match(pattern: str, hosts: list[str], groups: Mapping[str, tuple[str, ...]]) -> set[str]:
+    matched = {h for h in hosts if fnmatch.fnmatchcase(h, pattern)}
+    for group, members in groups.items():
+        if fnmatch.fnmatchcase(group, pattern):
+            matched |= set(members)
     return matched
 
 

@@ -56,6 +56,8 @@ class SSHOptions:
     handshake_retries: int = HANDSHAKE_RETRIES
     tunnel_handshakes: int = TUNNEL_HANDSHAKES  # at once through one bastion connection
     keepalive_s: float = KEEPALIVE_S
+    # told of every key --accept-new records: "gpu-03 ([10.0.0.3]:22) SHA256:… in FILE"
+    on_key_recorded: Callable[[str], None] | None = None
 
 
 class HostKeyPolicy(asyncssh.SSHClient):
@@ -142,7 +144,9 @@ class SSHTransport:
     ) -> asyncssh.SSHClientConnection:
         tunnel = await self._bastion_for(host) if via_bastion and host.jump_host else None
         known = self._known_hosts(host.known_hosts)
-        policy = HostKeyPolicy(known, self.options.accept_new, self._record_key)
+        policy = HostKeyPolicy(
+            known, self.options.accept_new, lambda a, p, k: self._record_key(a, p, k, host.name)
+        )
         try:
             if tunnel is None:
                 return await self._connect_with_retries(host, known, policy, tunnel)
@@ -174,7 +178,7 @@ class SSHTransport:
                     tunnel=tunnel,
                     username=host.user or _local_user(),
                     known_hosts=known,
-                    client_keys=self._client_keys(host.identity_file),
+                    **self._auth_options(host),
                     connect_timeout=host.connect_timeout,
                     config=None,
                     keepalive_interval=self.options.keepalive_s,
@@ -208,6 +212,13 @@ class SSHTransport:
 
     # ------------------------------------------------------------------- loaded once per run
 
+    def _auth_options(self, host: Host) -> dict[str, object]:
+        """The keys to offer; with IdentitiesOnly (ssh_config), the identity file's and no agent's."""
+        options: dict[str, object] = {"client_keys": self._client_keys(host.identity_file)}
+        if host.identities_only and host.identity_file:
+            options["agent_path"] = None
+        return options
+
     def _client_keys(self, path: str | None) -> Sequence[asyncssh.SSHKeyPair]:
         if not path:
             return ()  # asyncssh's defaults: ~/.ssh/id_* and the agent
@@ -235,17 +246,20 @@ class SSHTransport:
             self._known[path] = asyncssh.import_known_hosts("".join(_read(f) for f in files))
         return self._known[path]
 
-    def _record_key(self, host: str, port: int, key: asyncssh.SSHKey) -> None:
+    def _record_key(self, host: str, port: int, key: asyncssh.SSHKey, name: str = "") -> None:
         target = self.options.fleet_known_hosts
         if target is None:
             return
-        name = host if port == 22 else f"[{host}]:{port}"
-        line = f"{name} {key.export_public_key().decode().strip()}\n"
+        known_name = host if port == 22 else f"[{host}]:{port}"
+        line = f"{known_name} {key.export_public_key().decode().strip()}\n"
         ensure_private_dir(target.parent)
         fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         with os.fdopen(fd, "a") as handle:
             handle.write(line)
-        self._accepted.append(name)
+        self._accepted.append(known_name)
+        if self.options.on_key_recorded:
+            fingerprint = key.get_fingerprint("sha256")
+            self.options.on_key_recorded(f"{name or host} ({known_name}) {fingerprint} in {target}")
 
     @property
     def accepted_keys(self) -> list[str]:
@@ -313,7 +327,7 @@ def _read(path: str) -> str:
 def classify(exc: BaseException, host: Host, policy: HostKeyPolicy) -> HostError:
     """Map an asyncssh or socket exception to the HostError (and so the status) a user sees."""
     where = f"{host.name} ({host.target()})"
-    try_ssh = f"ssh -p {host.port} {host.user + '@' if host.user else ''}{host.address} true"
+    try_ssh = ssh_command(host)
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
         return _host_key_error(host, where, policy)
     if isinstance(exc, asyncssh.PermissionDenied):
@@ -345,6 +359,28 @@ def classify(exc: BaseException, host: Host, policy: HostKeyPolicy) -> HostError
     return UnreachableError(
         f"cannot connect to {where}", context=str(reason), hint=f"try: {try_ssh}"
     )
+
+
+def ssh_command(host: Host) -> str:
+    """The ssh command that takes fleet's own path to `host`: user, port, identity, known_hosts,
+    jump host, so that a hint tests what fleet tried and not another route."""
+    words = ["ssh", "-p", str(host.port)]
+    if host.identity_file:
+        words += ["-i", host.identity_file]
+        if host.identities_only:
+            words += ["-o", "IdentitiesOnly=yes"]
+    if host.known_hosts:
+        words += ["-o", f"UserKnownHostsFile={host.known_hosts}"]
+    if host.jump_host:
+        words += ["-J", _jump_spec(host.jump_host)]
+    words += [f"{host.user + '@' if host.user else ''}{host.address}", "true"]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def _jump_spec(bastion: Host) -> str:
+    user = f"{bastion.user}@" if bastion.user else ""
+    address = f"[{bastion.address}]" if ":" in bastion.address else bastion.address
+    return f"{user}{address}:{bastion.port}"
 
 
 def _host_key_error(host: Host, where: str, policy: HostKeyPolicy) -> HostError:

@@ -15,7 +15,8 @@ FLEET = ROOT / "fleet"
 ONLY_IN = {
     "click": ("fleet/cli/",),
     "rich": ("fleet/cli/", "fleet/render/"),
-    "asyncssh": ("fleet/transport/ssh.py",),
+    # the SSH transport, and ~/.ssh/config read by asyncssh's own parser
+    "asyncssh": ("fleet/transport/ssh.py", "fleet/inventory/ssh_config.py"),
 }
 # The flow runs top to bottom; a stage never imports a later one.
 STAGES = [
