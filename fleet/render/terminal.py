@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -23,7 +22,6 @@ MAX_HOST_COLUMNS = 6
 # Above this many hosts, hosts that ended alike (status, error, hint) share one row of the status
 # table, so the hosts that need attention stay on screen at 1,000 hosts.
 MAX_STATUS_ROWS = 40
-FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/=]+")
 SYMMETRIC_MEMORY_SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
 
 # The facts an operator looks at first: (label, paths into the probes' data). Shown joined by " / ";
@@ -126,17 +124,8 @@ def _ended_alike(outcomes: list[HostOutcome]) -> list[list[HostOutcome]]:
     """Hosts grouped by how they ended; trouble first, then the biggest groups."""
     groups: dict[tuple[str, str], list[HostOutcome]] = {}
     for outcome in outcomes:
-        groups.setdefault(_ending(outcome), []).append(outcome)
+        groups.setdefault(outcome.ending(), []).append(outcome)
     return sorted(groups.values(), key=lambda g: (g[0].status == "ok", -len(g)))
-
-
-def _ending(outcome: HostOutcome) -> tuple[str, str]:
-    """Status and message with the host's own name, address and key fingerprint blanked out:
-    1,000 hosts refusing connections, or showing unknown keys on a first run, share one row."""
-    text = f"{outcome.error or ''}\n{outcome.hint or ''}"
-    for own in sorted({outcome.name, outcome.address} - {""}, key=len, reverse=True):
-        text = text.replace(own, "…")
-    return outcome.status, FINGERPRINT.sub("SHA256:…", text)
 
 
 def _status_row(group: list[HostOutcome]) -> tuple[str, Text, str, str, Text]:
