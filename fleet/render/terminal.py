@@ -19,9 +19,6 @@ from fleet.render.diffview import fleet_diff_view, short
 
 STATUS_STYLE = {"ok": "green", "partial": "yellow", "interrupted": "magenta", "unavailable": "dim"}
 MAX_HOST_COLUMNS = 6
-# Above this many hosts, hosts that ended alike (status, error, hint) share one row of the status
-# table, so the hosts that need attention stay on screen at 1,000 hosts.
-MAX_STATUS_ROWS = 40
 SYMMETRIC_MEMORY_SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
 
 # The facts an operator looks at first: (label, paths into the probes' data). Shown joined by " / ";
@@ -114,14 +111,15 @@ def status_table(outcomes: Iterable[HostOutcome]) -> Table:
     table.add_column("elapsed", justify="right")
     table.add_column("probes", justify="right")
     table.add_column("error / hint", overflow="fold")
-    groups = [[o] for o in outcomes] if len(outcomes) <= MAX_STATUS_ROWS else _ended_alike(outcomes)
-    for group in groups:
+    for group in _ended_alike(outcomes):
         table.add_row(*_status_row(group))
     return table
 
 
 def _ended_alike(outcomes: list[HostOutcome]) -> list[list[HostOutcome]]:
-    """Hosts grouped by how they ended; trouble first, then the biggest groups."""
+    """Hosts grouped by how they ended (status, error and hint, their own names blanked out),
+    at any fleet size: one cause is one row, whether 2 hosts share it or 1,000. Trouble first,
+    then the biggest groups."""
     groups: dict[tuple[str, str], list[HostOutcome]] = {}
     for outcome in outcomes:
         groups.setdefault(outcome.ending(), []).append(outcome)
