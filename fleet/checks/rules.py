@@ -57,6 +57,7 @@ from jmespath import exceptions as jmespath_errors
 from jmespath import functions as jmespath_functions
 
 from fleet.analysis.facts import allreduce_summary
+from fleet.analysis.majority import rank
 from fleet.errors import UsageError
 from fleet.models import NOT_REACHED, HostOutcome, Run
 from fleet.yamlfile import Location
@@ -711,20 +712,20 @@ def _uniform_verdict(
 def _majorities(
     values: Mapping[str, Any], cohorts: Mapping[str, Any]
 ) -> dict[str, tuple[Any, str]]:
-    """Per cohort: (the value most hosts report, "") or (None, why) when no value leads."""
-    by_cohort: dict[str, list[Any]] = {}
+    """Per cohort: (the majority value, "") or (None, why) when the hosts are split; the one
+    majority rule of fleet.analysis.majority, which the cross-host diff uses too."""
+    by_cohort: dict[str, dict[str, list[str]]] = {}
     for name, value in values.items():
-        by_cohort.setdefault(_key(cohorts[name]), []).append(value)
-    return {cohort: _majority(reported) for cohort, reported in by_cohort.items()}
+        by_cohort.setdefault(_key(cohorts[name]), {}).setdefault(_key(value), []).append(name)
+    return {cohort: _majority(by_value) for cohort, by_value in by_cohort.items()}
 
 
-def _majority(values: list[Any]) -> tuple[Any, str]:
-    tally = Counter(_key(v) for v in values)
-    ranked = tally.most_common()
-    if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
-        split = "; ".join(f"{json.loads(k)!r} on {n}" for k, n in ranked)
+def _majority(by_value: Mapping[str, list[str]]) -> tuple[Any, str]:
+    ranking = rank(by_value)
+    if ranking.majority is None:
+        split = "; ".join(f"{json.loads(k)!r} on {len(hosts)}" for k, hosts in ranking.groups)
         return None, f"no majority value to compare with ({split})"
-    return json.loads(ranked[0][0]), ""
+    return json.loads(ranking.majority[0]), ""
 
 
 def _key(value: Any) -> str:

@@ -26,6 +26,7 @@ from fleet.inventory import compact_hosts
 
 MAX_VALUE_CHARS = 60
 MAX_ITEMS = 8
+MAX_CONSEQUENCES = 2
 
 
 def short(value: Any) -> str:
@@ -75,7 +76,10 @@ def diff_summary(diff: FleetDiff) -> Text:
         )
         return text
     text.append(f"{len(diff.hosts)} hosts · ")
-    text.append(f"odd: {hosts_text(diff.odd_hosts)}", style="bold yellow")
+    if diff.odd_hosts:
+        text.append(f"odd: {hosts_text(diff.odd_hosts)}", style="bold yellow")
+    else:
+        text.append("no odd host: the hosts are split", style="bold yellow")
     text.append(f" · {facts} fact(s) differ")
     if diff.outliers:
         text.append(f" · {len({o.host for o in diff.outliers})} slow host(s)")
@@ -93,12 +97,33 @@ def _block(item: Divergence | DivergenceGroup | SetDivergence) -> Text:
 def _value_block(item: Divergence) -> Text:
     text = Text("  ")
     text.append(item.fact, style="bold")
+    if item.split:
+        return _split_block(text, item)
     text.append(f"\n      {short(item.majority)}", style="green")
     text.append(f"  majority, {len(item.majority_hosts)} host(s)", style="dim")
     for value, hosts in item.others:
         delta = list_delta(item.majority, value)
         text.append(f"\n      {delta or short(value)}", style="yellow")
         text.append(f"  {hosts_text(hosts)}")
+    return _consequences(text, item)
+
+
+def _split_block(text: Text, item: Divergence) -> Text:
+    """No value leads (two hosts that disagree): every value with its hosts, none 'majority'."""
+    text.append(f"  (split: no majority, {len(item.hosts)} hosts)", style="dim")
+    for value, hosts in item.groups:
+        text.append(f"\n      {short(value)}", style="yellow")
+        text.append(f"  {hosts_text(hosts)}")
+    return _consequences(text, item)
+
+
+def _consequences(text: Text, item: Divergence) -> Text:
+    """Facts that differ only because of this one (a probe that did not succeed), on one line."""
+    if item.consequences:
+        names = ", ".join(item.consequences[:MAX_CONSEQUENCES])
+        more = len(item.consequences) - MAX_CONSEQUENCES
+        text.append(f"\n      and so {len(item.consequences)} more fact(s) differ: ", style="dim")
+        text.append(names + (f", … (+{more}; --format json lists all)" if more > 0 else ""))
     return text
 
 
@@ -126,7 +151,11 @@ def _set_block(item: SetDivergence) -> Text:
     for name, hosts in item.extra[:MAX_ITEMS]:
         text.append(f"\n      {name}", style="yellow")
         text.append(f"  present only on {hosts_text(hosts)}")
-    hidden = max(0, len(item.missing) - MAX_ITEMS) + max(0, len(item.extra) - MAX_ITEMS)
+    for name, hosts in item.split[:MAX_ITEMS]:
+        text.append(f"\n      {name}", style="yellow")
+        lacking = sorted(set(item.hosts) - set(hosts))
+        text.append(f"  split: present on {hosts_text(hosts)}, missing on {hosts_text(lacking)}")
+    hidden = sum(max(0, len(part) - MAX_ITEMS) for part in (item.missing, item.extra, item.split))
     if hidden:
         text.append(f"\n      … and {hidden} more name(s)", style="dim")
     return text

@@ -72,10 +72,13 @@ def fleet_diff_markdown(diff: FleetDiff) -> str:
     if diff.clean:
         lines.append("No divergence: every compared fact is the same on every host.")
     else:
-        lines.append(f"{len(diff.hosts)} hosts; odd: **{md_text(compact_hosts(diff.odd_hosts))}**")
+        odd = md_text(compact_hosts(diff.odd_hosts)) if diff.odd_hosts else "none (split)"
+        lines.append(f"{len(diff.hosts)} hosts; odd: **{odd}**")
         lines += ["", "| fact | majority | differs on |", "| --- | --- | --- |"]
         lines += [_markdown_row(item) for item in group_divergences(diff.values)]
         lines += [_markdown_set_row(names) for names in diff.sets]
+    if diff.outliers or diff.unreported:
+        lines.append("")  # the table ends here
     for o in diff.outliers:
         lines.append(
             f"- slow: {md_code(o.measure)} on {md_text(o.host)}: {o.value:g}, "
@@ -91,14 +94,20 @@ def _markdown_row(item: Divergence | DivergenceGroup) -> str:
     if isinstance(item, DivergenceGroup):
         hosts = md_text(compact_hosts(item.differing_hosts))
         return f"| {md_code(item.parent)} | (by device) | {hosts} |"
-    others = "; ".join(f"{md_text(short(v))}: {md_text(compact_hosts(h))}" for v, h in item.others)
-    return f"| {md_code(item.fact)} | {md_text(short(item.majority))} | {others} |"
+    shown = item.groups if item.split else item.others
+    others = "; ".join(f"{md_text(short(v))}: {md_text(compact_hosts(h))}" for v, h in shown)
+    if item.consequences:
+        names = ", ".join(md_code(name) for name in item.consequences)
+        others += f"; and so {len(item.consequences)} more fact(s) differ: {names}"
+    majority = "(split: no majority)" if item.split else md_text(short(item.majority))
+    return f"| {md_code(item.fact)} | {majority} | {others} |"
 
 
 def _markdown_set_row(item: SetDivergence) -> str:
     missing = [f"−{md_code(n)}: {md_text(compact_hosts(h))}" for n, h in item.missing[:8]]
     extra = [f"+{md_code(n)}: {md_text(compact_hosts(h))}" for n, h in item.extra[:8]]
-    return f"| {md_code(item.fact)} | (names) | {'; '.join(missing + extra)} |"
+    split = [f"split {md_code(n)}: {md_text(compact_hosts(h))}" for n, h in item.split[:8]]
+    return f"| {md_code(item.fact)} | (names) | {'; '.join(missing + extra + split)} |"
 
 
 def drift_markdown(drift: Drift) -> str:
