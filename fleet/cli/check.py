@@ -118,7 +118,8 @@ def obtain_run(
         probed = execute_probe(request, console)
         where = str(probed.saved) if probed.saved else f"{probed.run.started} (not saved)"
         return probed.run, where, probed.exit_code()
-    path = resolve_run(run_ref, request.runs_dir or default_runs_dir())
+    # with -i, latest/previous are that inventory's runs
+    path = resolve_run(run_ref, request.runs_dir or default_runs_dir(), request.inventory_path)
     return load_run(path), str(path), EXIT_OK
 
 

@@ -195,10 +195,14 @@ def unreported_view(items: Iterable[Unreported]) -> Text:
 
 def drift_view(drift: Drift) -> Group:
     parts: list[Any] = [drift_summary(drift)]
+    parts += [Text(f"  warning: {note}", style="bold magenta") for note in drift.unlike]
+    new_label, gone_label = ("new hosts", "hosts gone")
+    if not drift.same_inventory:  # other hosts by design, not hosts that came or went
+        new_label, gone_label = ("only in the new run", "only in the old run")
     if drift.added_hosts:
-        parts.append(Text(f"  new hosts: {hosts_text(drift.added_hosts)}", style="cyan"))
+        parts.append(Text(f"  {new_label}: {hosts_text(drift.added_hosts)}", style="cyan"))
     if drift.removed_hosts:
-        parts.append(Text(f"  hosts gone: {hosts_text(drift.removed_hosts)}", style="magenta"))
+        parts.append(Text(f"  {gone_label}: {hosts_text(drift.removed_hosts)}", style="magenta"))
     parts += [change_line(c) for c in drift.changes]
     return Group(*parts)
 
@@ -207,10 +211,17 @@ def drift_summary(drift: Drift) -> Text:
     text = Text(f"drift from {drift.old_started} to {drift.new_started}: ", style="bold")
     if not drift.found:
         text.append("none", style="green")
+        if drift.unlike:
+            text.append(" (among what both runs can compare)", style="dim")
         return text
-    text.append(
-        f"{len(drift.changes)} change(s) on {len(drift.changed_hosts)} host(s)", style="yellow"
-    )
+    parts = []
+    if drift.changes:
+        parts.append(f"{len(drift.changes)} change(s) on {len(drift.changed_hosts)} host(s)")
+    if drift.same_inventory and drift.added_hosts:
+        parts.append(f"{len(drift.added_hosts)} new host(s)")
+    if drift.same_inventory and drift.removed_hosts:
+        parts.append(f"{len(drift.removed_hosts)} host(s) gone")
+    text.append(", ".join(parts), style="yellow")
     return text
 
 

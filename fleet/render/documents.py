@@ -112,12 +112,16 @@ def _markdown_set_row(item: SetDivergence) -> str:
 
 def drift_markdown(drift: Drift) -> str:
     lines = [f"## fleet: drift from {drift.old_started} to {drift.new_started}", ""]
+    lines += [f"> **warning:** {md_text(note)}" for note in drift.unlike]
     if not drift.found:
-        return "\n".join([*lines, "No drift.", ""])
+        return "\n".join([*lines, "", "No drift.", ""])
+    new_label, gone_label = ("new hosts", "hosts gone")
+    if not drift.same_inventory:
+        new_label, gone_label = ("only in the new run", "only in the old run")
     if drift.added_hosts:
-        lines.append(f"- new hosts: {md_text(compact_hosts(drift.added_hosts))}")
+        lines.append(f"- {new_label}: {md_text(compact_hosts(drift.added_hosts))}")
     if drift.removed_hosts:
-        lines.append(f"- hosts gone: {md_text(compact_hosts(drift.removed_hosts))}")
+        lines.append(f"- {gone_label}: {md_text(compact_hosts(drift.removed_hosts))}")
     lines += ["", "| fact | change | hosts |", "| --- | --- | --- |"]
     for c in drift.changes:
         change = {"added": f"+ {md_code(c.new)}", "removed": f"− {md_code(c.old)}"}.get(
