@@ -35,6 +35,7 @@ from fleet.cli.main import (
 from fleet.errors import UsageError
 from fleet.models import Run
 from fleet.render.checks import render_report
+from fleet.render.console import make_console
 from fleet.render.junit import write_junit
 from fleet.store import default_runs_dir, load_run, resolve_run
 
@@ -93,7 +94,7 @@ def check_command(
     if output_format == "json" and request.json_path == "-":
         raise UsageError("--format json and --json - both write to stdout", hint="pick one")
     rules, sources = api.load_checks(packs, rules_files)  # a bad rules file fails before probing
-    console = Console(stderr=output_format == "json" or request.json_path == "-")
+    console = make_console(stderr=output_format == "json" or request.json_path == "-")
     run, where, probe_code = obtain_run(request, run_ref, console)
     report = evaluate(rules, run, inventory_probe_args(request.inventory_path))
     kept = _write_junit(report, junit_path, run.started) if junit_path else True

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from fleet import __version__, api
 from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff
@@ -37,6 +37,8 @@ from fleet.render.documents import (
     fleet_diff_document,
     fleet_diff_markdown,
 )
+from fleet.render.console import make_console
+from fleet.render.tables import Column, print_table
 from fleet.render.terminal import ProgressEvents, render_run
 from fleet.store import (
     BUILT_IN_LOCAL,
@@ -155,20 +157,31 @@ main.params.append(debug_flag())
 def hosts(inventory_path: str | None, limit: str | None) -> None:
     """Print the selected hosts and their resolved settings. Contacts nothing."""
     selection = api.select_hosts(inventory_path, limit)
-    table = Table(title=f"{selection.source}", title_justify="left")
-    for column in ("host", "transport", "target", "python", "jump", "groups", "probe_args"):
-        table.add_column(column, overflow="fold")
-    for host in selection.hosts:
-        table.add_row(
-            host.name,
-            host.transport,
-            host.target(),
-            host.python,
-            host.jump or "",
-            ",".join(host.groups),
-            ", ".join(host.probe_args),
-        )
-    Console().print(table)
+    rows = [
+        (h.name, h.transport, h.target(), h.python, h.jump or "", ", ".join(h.groups),
+         ", ".join(h.probe_args))
+        for h in selection.hosts
+    ]  # fmt: skip
+    print_table(make_console(), str(selection.source), HOSTS_COLUMNS, rows)
+
+
+# What `fleet hosts` shows; at 80 columns the least needed columns give way first (keep).
+HOSTS_COLUMNS = (
+    Column("host", whole=True),
+    Column("transport", keep=1),
+    Column("target", whole=True, keep=5),
+    Column("python", whole=True, keep=4),
+    Column("jump", whole=True, keep=3),
+    Column("groups", keep=2),
+    Column("probe_args", keep=0),
+)
+RUNS_COLUMNS = (
+    Column("run", whole=True),
+    Column("started", whole=True, keep=1),
+    Column("inventory", whole=True, keep=3),
+    Column("hosts", keep=4, justify="right"),
+    Column("statuses", keep=2),
+)
 
 
 @main.command("probes")
@@ -308,7 +321,7 @@ class ProbeRequest:
 
     def console(self) -> Console:
         """Tables go to stdout, unless the run document does (--json -)."""
-        return Console(stderr=self.json_path == "-")
+        return make_console(stderr=self.json_path == "-")
 
     def options(self) -> api.ProbeOptions:
         names = [n.strip() for n in (self.probe_list or "").split(",") if n.strip()]
@@ -465,7 +478,7 @@ def print_fleet_diff(result: FleetDiff, output_format: str) -> None:
     elif output_format == "markdown":
         click.echo(fleet_diff_markdown(result), nl=False)
     else:
-        Console().print(fleet_diff_view(result))
+        make_console().print(fleet_diff_view(result), crop=False)  # paths stay whole
 
 
 def print_drift(drift: Drift, output_format: str) -> None:
@@ -474,7 +487,7 @@ def print_drift(drift: Drift, output_format: str) -> None:
     elif output_format == "markdown":
         click.echo(drift_markdown(drift), nl=False)
     else:
-        Console().print(drift_view(drift))
+        make_console().print(drift_view(drift), crop=False)
 
 
 @main.command()
@@ -493,24 +506,17 @@ def runs(
     if prune or keep is not None or older_than or dry_run:
         prune_command(folder, prune, keep, older_than, dry_run)
         return
-    table = Table(title=str(folder), title_justify="left")
-    for column in ("run", "started", "inventory", "hosts", "statuses"):
-        table.add_column(column, overflow="fold")
-    for path in list_runs(folder):
-        try:
-            run = load_run(path)
-        except StoreError as exc:
-            table.add_row(path.name, "", "", "", f"[red]{exc.message}")
-            continue
-        statuses = Counter(o.status for o in run.hosts.values())
-        table.add_row(
-            path.stem,
-            run.started,
-            run.inventory or "",
-            str(len(run.hosts)),
-            ", ".join(f"{n} {s}" for s, n in statuses.most_common()),
-        )
-    Console().print(table)
+    print_table(make_console(), str(folder), RUNS_COLUMNS, [_run_row(p) for p in list_runs(folder)])
+
+
+def _run_row(path: Path) -> tuple[str | Text, ...]:
+    try:
+        run = load_run(path)
+    except StoreError as exc:
+        return (path.name, "", "", "", Text(exc.message, style="red"))
+    statuses = Counter(o.status for o in run.hosts.values())
+    counts = ", ".join(f"{n} {s}" for s, n in statuses.most_common())
+    return (path.stem, run.started, run.inventory or "", str(len(run.hosts)), counts)
 
 
 def prune_command(
@@ -546,7 +552,7 @@ def show(
     if output_format != "terminal":
         print_fleet_diff(result, output_format)
         return
-    render_run(Console(), run, result)
+    render_run(make_console(), run, result)
 
 
 def _save(run: Run, runs_dir: Path | None) -> Path | None:

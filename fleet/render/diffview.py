@@ -86,17 +86,32 @@ def diff_summary(diff: FleetDiff) -> Text:
     return text
 
 
-def _block(item: Divergence | DivergenceGroup | SetDivergence) -> Text:
+def _block(item: Divergence | DivergenceGroup | SetDivergence) -> Group:
+    """The fact's line, unwrapped (a path stays whole), then its values, wrapped between words."""
     if isinstance(item, DivergenceGroup):
-        return _group_block(item)
-    if isinstance(item, SetDivergence):
-        return _set_block(item)
-    return _value_block(item)
+        text = _group_block(item)
+    elif isinstance(item, SetDivergence):
+        text = _set_block(item)
+    else:
+        text = _value_block(item)
+    header, _, body = text.plain.partition("\n")
+    if not body:
+        return Group(text)
+    first, rest = text[: len(header)], text[len(header) + 1 :]
+    first.no_wrap, first.overflow = True, "ignore"
+    return Group(first, rest)
+
+
+def fact_line(fact: str) -> Text:
+    """A fact's name: _block keeps this first line unwrapped, as it is the JMESPath a rule
+    copies, whole even when longer than the line (print the view with crop=False)."""
+    text = Text("  ")
+    text.append(fact, style="bold")
+    return text
 
 
 def _value_block(item: Divergence) -> Text:
-    text = Text("  ")
-    text.append(item.fact, style="bold")
+    text = fact_line(item.fact)
     if item.split:
         return _split_block(text, item)
     text.append(f"\n      {short(item.majority)}", style="green")
@@ -132,16 +147,14 @@ def _group_block(item: DivergenceGroup) -> Text:
         text = _value_block(dataclasses.replace(item.items[0], fact=item.parent))
         text.append(f"\n      ({len(item.items)} devices alike)", style="dim")
         return text
-    text = Text("  ")
-    text.append(f"{item.parent}", style="bold")
+    text = fact_line(item.parent)
     text.append(f"  ({len(item.items)} facts, by device, values vary)", style="dim")
     text.append(f"\n      differ on  {hosts_text(item.differing_hosts)}", style="yellow")
     return text
 
 
 def _set_block(item: SetDivergence) -> Text:
-    text = Text("  ")
-    text.append(item.fact, style="bold")
+    text = fact_line(item.fact)
     text.append(f"  (names, {len(item.hosts)} hosts)", style="dim")
     for name, hosts in item.missing[:MAX_ITEMS]:
         text.append(f"\n      {name}", style="yellow")
