@@ -6,6 +6,7 @@ the same folder, fsync it, and rename it over the final name.
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import errno
 import hashlib
@@ -13,7 +14,7 @@ import json
 import os
 import re
 import tempfile
-from datetime import datetime, timezone
+import time
 from pathlib import Path
 from typing import Any
 
@@ -200,23 +201,23 @@ def parse_duration(text: str) -> float:
     return int(found.group(1)) * SECONDS[found.group(2)]
 
 
-def run_started(path: Path) -> datetime:
-    """When a saved run started: from its file name (UTC), else the file's modification time."""
+def run_started(path: Path) -> float:
+    """When a saved run started (seconds since the epoch): from its file name (UTC), else the
+    file's modification time."""
     try:
-        stamp = path.name.split("-", 1)[0]
-        return datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+        return float(calendar.timegm(time.strptime(path.name[:16], "%Y%m%dT%H%M%SZ")))
     except ValueError:
-        return datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc)
+        return path.stat().st_mtime
 
 
 def runs_to_prune(
-    runs: list[Path], keep: int | None, older_than_s: float | None, now: datetime
+    runs: list[Path], keep: int | None, older_than_s: float | None, now: float
 ) -> list[Path]:
     """Saved runs (oldest first) beyond the `keep` newest, or started more than `older_than_s`
     ago; with both, a run goes when either says so."""
     doomed = set(runs[: max(0, len(runs) - keep)] if keep is not None else [])
     if older_than_s is not None:
-        doomed |= {p for p in runs if (now - run_started(p)).total_seconds() > older_than_s}
+        doomed |= {p for p in runs if now - run_started(p) > older_than_s}
     return [p for p in runs if p in doomed]
 
 
@@ -224,7 +225,7 @@ def prune_runs(
     runs_dir: Path, keep: int | None, older_than_s: float | None, dry_run: bool = False
 ) -> list[Path]:
     """Delete (unless `dry_run`) the runs runs_to_prune picks; returns them."""
-    doomed = runs_to_prune(list_runs(runs_dir), keep, older_than_s, datetime.now(timezone.utc))
+    doomed = runs_to_prune(list_runs(runs_dir), keep, older_than_s, time.time())
     for path in [] if dry_run else doomed:
         try:
             path.unlink()

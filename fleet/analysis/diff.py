@@ -53,7 +53,9 @@ class Divergence:
     majority_hosts: tuple[str, ...]
     others: tuple[tuple[Value, tuple[str, ...]], ...]
     split: bool = False
-    consequences: tuple[str, ...] = ()  # facts folded under this one (a probe's status): its effects
+    consequences: tuple[
+        str, ...
+    ] = ()  # facts folded under this one (a probe's status): its effects
 
     @property
     def differing_hosts(self) -> tuple[str, ...]:
@@ -279,7 +281,7 @@ def fold_consequences(
         folded_sets = [d for d in sets if _set_follows(d, probe, up)]
         if not folded_values and not folded_sets:
             continue
-        names = tuple(sorted(d.fact for d in (*folded_values, *folded_sets)))
+        names = tuple(sorted([d.fact for d in folded_values] + [d.fact for d in folded_sets]))
         values = [dataclasses.replace(d, consequences=names) if d is cause else d for d in values]
         values = [d for d in values if d not in folded_values]
         sets = [d for d in sets if d not in folded_sets]

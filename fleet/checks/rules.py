@@ -495,7 +495,7 @@ class CheckReport:
 
     @property
     def outcome(self) -> str:
-        """"failed" (an error rule failed), "incomplete" (none failed, but an error rule was not
+        """ "failed" (an error rule failed), "incomplete" (none failed, but an error rule was not
         judged somewhere, or nothing passed at all) or "passed": never green when nothing was
         judged."""
         if self.failed:

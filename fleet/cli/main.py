@@ -30,6 +30,7 @@ from fleet.errors import FleetError, StoreError, UsageError
 from fleet.execution.bundle import Bundle, available_probes
 from fleet.execution.fanout import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_S
 from fleet.models import NOT_REACHED, PROBE_TROUBLE, Run
+from fleet.render.console import make_console
 from fleet.render.diffview import drift_view, fleet_diff_view
 from fleet.render.documents import (
     drift_document,
@@ -37,7 +38,6 @@ from fleet.render.documents import (
     fleet_diff_document,
     fleet_diff_markdown,
 )
-from fleet.render.console import make_console
 from fleet.render.tables import Column, print_table
 from fleet.render.terminal import ProgressEvents, render_run
 from fleet.store import (

@@ -34,7 +34,9 @@ def render_report(console: Console, report: CheckReport, title: str = "") -> Non
         for result in report.results:
             render_rule(console, result, report.unreached)
     else:  # every rule would list the same hosts, skipped for the same reasons
-        console.print(f"[yellow]no host was reached: none of {len(report.results)} rule(s) judged[/]")
+        console.print(
+            f"[yellow]no host was reached: none of {len(report.results)} rule(s) judged[/]"
+        )
     console.print()
     for line in summary_lines(report):
         console.print(line)
@@ -110,7 +112,9 @@ def summary_lines(report: CheckReport) -> list[str]:
         lines.append("  not judged:")
         lines += [_cause_line(cause, len(report.results)) for cause in causes]
         if report.unjudged("error"):
-            lines.append("  [dim]--strict counts error rules not judged as failures (exit bit 32)[/]")
+            lines.append(
+                "  [dim]--strict counts error rules not judged as failures (exit bit 32)[/]"
+            )
     return lines
 
 

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-Cell = str | Text
+if TYPE_CHECKING:  # an alias only for annotations: `str | Text` is not an expression on 3.9
+    from typing import TypeAlias
+
+    Cell: TypeAlias = str | Text
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,9 @@ def columns_that_fit(
     columns: Sequence[Column], rows: Sequence[Sequence[Cell]], width: int
 ) -> list[int]:
     """Indexes of the columns to show: all if they fit, else without the least kept ones."""
-    widths = [min_width(c, [row[i] for row in rows]) + COLUMN_OVERHEAD for i, c in enumerate(columns)]
+    widths = [
+        min_width(c, [row[i] for row in rows]) + COLUMN_OVERHEAD for i, c in enumerate(columns)
+    ]
     shown = list(range(len(columns)))
     by_keep = sorted(shown[1:], key=lambda i: (columns[i].keep, -i))
     dropped = []

@@ -61,4 +61,3 @@ def test_no_host_reached_prints_no_rule_list(tmp_path: Path) -> None:
     assert done.output.count("connection refused") == 1
     assert "? check incomplete" in done.output
     assert len(done.output.splitlines()) < 12, done.output
-

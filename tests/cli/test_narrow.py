@@ -45,7 +45,9 @@ def test_runs_leaves_out_a_path_too_long_to_fit_rather_than_breaking_it(tmp_path
 
 
 def test_hosts_keeps_targets_and_paths_whole_at_80_columns(tmp_path: Path) -> None:
-    done = invoke(tmp_path, "hosts", "-i", str(ROOT / "inventory" / "blackwell.yaml"), columns=WIDTH)
+    done = invoke(
+        tmp_path, "hosts", "-i", str(ROOT / "inventory" / "blackwell.yaml"), columns=WIDTH
+    )
     assert done.exit_code == 0, done.output
     assert "ubuntu@bastion.example.internal:22" in done.output
     assert "/opt/sglang/.venv/bin/python" in done.output

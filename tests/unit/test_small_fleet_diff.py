@@ -85,7 +85,9 @@ def test_diff_and_checks_share_one_majority_rule() -> None:
     verdicts = evaluate(rules, run).results[0].verdicts
     assert item.split and all("no majority" in v.reason for v in verdicts)
     three = run_document(LOOPBACK8)  # gpu-01, gpu-02 agree: both sides now name gpu-07
-    three["hosts"] = {k: v for k, v in three["hosts"].items() if k in ("gpu-01", "gpu-02", "gpu-07")}
+    three["hosts"] = {
+        k: v for k, v in three["hosts"].items() if k in ("gpu-01", "gpu-02", "gpu-07")
+    }
     run3 = Run.from_dict(three)
     [item3] = [d for d in divergences(run3) if d.fact == "torch.symmetric_memory.class_name"]
     failing = [v.host for v in evaluate(rules, run3).results[0].verdicts if v.status == "fail"]
