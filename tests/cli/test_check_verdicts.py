@@ -18,7 +18,8 @@ def test_gpu_less_host_is_incomplete_not_passed_and_says_why(tmp_path: Path) -> 
     assert "? check incomplete" in done.output
     assert "probe gpu absent: nvidia-smi not found" in done.output
     summary = done.output.split("check incomplete", 1)[1]
-    assert "not judged:" in summary and "rules on local: probe gpu absent" in summary
+    assert "not judged:" in summary
+    assert "rules on local: probe gpu absent" in summary
 
 
 def test_strict_fails_when_error_rules_were_not_judged(tmp_path: Path) -> None:
@@ -29,7 +30,8 @@ def test_strict_fails_when_error_rules_were_not_judged(tmp_path: Path) -> None:
 def test_json_document_says_incomplete(tmp_path: Path) -> None:
     done = invoke(tmp_path, "check", "--run", str(GPULESS), "--format", "json")
     document = json.loads(done.stdout)
-    assert document["passed"] is False and document["outcome"] == "incomplete"
+    assert document["passed"] is False
+    assert document["outcome"] == "incomplete"
     reasons = {c["reason"] for c in document["not_judged"]}
     assert "probe gpu absent: nvidia-smi not found" in reasons
 

@@ -33,14 +33,16 @@ def runs_listing(tmp_path: Path, inventory: str) -> tuple[str, str]:
 def test_runs_keeps_run_ids_whole_at_80_columns(tmp_path: Path) -> None:
     run_id, output = runs_listing(tmp_path, "inv/lab.yaml")
     assert run_id in output  # the id the README tells users to copy, on one line
-    assert "inv/lab.yaml" in output and "8 ok" in output
+    assert "inv/lab.yaml" in output
+    assert "8 ok" in output
     assert "left out to fit 80 columns: started (" in output  # the id says when, too
 
 
 def test_runs_leaves_out_a_path_too_long_to_fit_rather_than_breaking_it(tmp_path: Path) -> None:
     inventory = "/srv/ops/inventories/production-blackwell-cluster-east-2.yaml"
     run_id, output = runs_listing(tmp_path, inventory)
-    assert run_id in output and "left out to fit 80 columns: inventory (" in output
+    assert run_id in output
+    assert "left out to fit 80 columns: inventory (" in output
     assert "production" not in output
 
 
@@ -60,7 +62,8 @@ def test_diff_keeps_fact_paths_whole_at_80_columns(tmp_path: Path) -> None:
     done = invoke(tmp_path, "diff", str(LOOPBACK8), columns=WIDTH)
     facts = json.loads(invoke(tmp_path, "diff", str(LOOPBACK8), "--format", "json").stdout)
     names = [d["fact"] for d in facts["values"]] + [s["fact"] for s in facts["sets"]]
-    assert names and all(name in done.output for name in names), done.output
+    assert names
+    assert all(name in done.output for name in names), done.output
     long_lines = [line for line in done.output.splitlines() if len(line) > WIDTH]
     assert all(line.strip() in names for line in long_lines), long_lines
     assert_no_trailing_blanks(done.output)

@@ -65,7 +65,8 @@ def test_latest_can_be_scoped_to_an_inventory(tmp_path: Path) -> None:
     shown = invoke(tmp_path, "show", "latest:local", "--format", "json")
     assert json.loads(shown.stdout)["hosts"] == ["local"]
     missing = invoke(tmp_path, "diff", "latest:nowhere")
-    assert missing.exit_code == 2 and "no latest run of inventory nowhere" in missing.stderr
+    assert missing.exit_code == 2
+    assert "no latest run of inventory nowhere" in missing.stderr
 
 
 def make_runs(tmp_path: Path, count: int, year: int = 2020) -> list[str]:
@@ -77,10 +78,13 @@ def make_runs(tmp_path: Path, count: int, year: int = 2020) -> list[str]:
 def test_prune_keeps_the_newest_and_names_what_it_deletes(tmp_path: Path) -> None:
     names = make_runs(tmp_path, 5)
     dry = invoke(tmp_path, "runs", "--prune", "--keep", "2", "--dry-run")
-    assert dry.exit_code == 0 and "would delete 3 run(s)" in dry.output
+    assert dry.exit_code == 0
+    assert "would delete 3 run(s)" in dry.output
     assert len(os.listdir(runs_dir(tmp_path))) == 5
     done = invoke(tmp_path, "runs", "--prune", "--keep", "2")
-    assert done.exit_code == 0 and "deleted 3 run(s)" in done.output and "2 kept" in done.output
+    assert done.exit_code == 0
+    assert "deleted 3 run(s)" in done.output
+    assert "2 kept" in done.output
     assert all(name in done.output for name in names[:3])
     assert sorted(os.listdir(runs_dir(tmp_path))) == names[3:]
 
@@ -89,12 +93,15 @@ def test_prune_by_age_and_bad_input(tmp_path: Path) -> None:
     old = make_runs(tmp_path, 3, year=2020)
     recent = make_runs(tmp_path, 1, year=time.gmtime().tm_year + 1)  # not yet old
     done = invoke(tmp_path, "runs", "--prune", "--older-than", "30d")
-    assert "deleted 3 run(s)" in done.output and all(name in done.output for name in old)
+    assert "deleted 3 run(s)" in done.output
+    assert all(name in done.output for name in old)
     assert sorted(os.listdir(runs_dir(tmp_path))) == recent
     bad = invoke(tmp_path, "runs", "--prune", "--older-than", "soon")
-    assert bad.exit_code == 2 and "'soon' is not a duration" in bad.stderr
+    assert bad.exit_code == 2
+    assert "'soon' is not a duration" in bad.stderr
     alone = invoke(tmp_path, "runs", "--prune")
-    assert alone.exit_code == 2 and "--keep" in alone.stderr
+    assert alone.exit_code == 2
+    assert "--keep" in alone.stderr
 
 
 def test_baseline_latest_is_the_latest_run_of_the_inventory_probed(tmp_path: Path) -> None:

@@ -19,7 +19,8 @@ def test_a_probe_only_one_run_ran_is_not_a_change() -> None:
     old = run(host("a", torch={"version": "2.9.1"}))
     new = run(host("a", torch={"version": "2.9.1"}, system={"hostname": "a"}))
     drift = compare_runs(old, new, DECLARED)
-    assert drift.changes == () and not drift.found
+    assert drift.changes == ()
+    assert not drift.found
     assert drift.probes_only_new == ("system",)
     assert any("not run in the old run: system" in note for note in drift.unlike)
 

@@ -50,7 +50,8 @@ def test_two_host_diff_parses_as_a_table_with_three_cells_per_row() -> None:
     markdown = fleet_diff_markdown(compare_hosts(two_host_run().hosts.values(), declared_facts()))
     rows = table_rows(markdown)
     assert rows[0] == ["fact", "majority", "differs on"]
-    assert len(rows) >= 3 and all(len(row) == 3 for row in rows), rows
+    assert len(rows) >= 3
+    assert all(len(row) == 3 for row in rows), rows
     spec_row = next(row for row in rows if SPEC in row[0])
     assert "gpu-07" in spec_row[2] or "gpu-07" in spec_row[1], spec_row
 
@@ -61,7 +62,8 @@ def test_drift_markdown_keeps_its_cells_when_values_hold_pipes() -> None:
     imports = document["hosts"]["gpu-01"]["probes"]["imports"]["data"]["results"]
     imports[SPEC]["resolved"] = "a|b *c* <d> `e`"
     rows = table_rows(drift_markdown(compare_runs(old, Run.from_dict(document), declared_facts())))
-    assert len(rows) >= 2 and all(len(row) == 3 for row in rows), rows
+    assert len(rows) >= 2
+    assert all(len(row) == 3 for row in rows), rows
     assert any("a|b *c* <d> `e`" in row[1] for row in rows), rows
 
 

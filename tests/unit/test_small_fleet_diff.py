@@ -41,7 +41,8 @@ def test_two_hosts_that_disagree_are_a_split_not_a_majority() -> None:
     assert "majority" not in text.replace("no majority", "")
     assert "torch.symmetric_memory.class_name  (split: no majority, 2 hosts)" in text
     assert "SymmetricMemory  split: present on gpu-01, missing on gpu-07" in text
-    assert "no odd host" in text and "odd: gpu" not in text
+    assert "no odd host" in text
+    assert "odd: gpu" not in text
 
 
 def test_a_missing_torch_is_one_block_not_a_page() -> None:
@@ -83,7 +84,8 @@ def test_diff_and_checks_share_one_majority_rule() -> None:
         available_probes(),
     )
     verdicts = evaluate(rules, run).results[0].verdicts
-    assert item.split and all("no majority" in v.reason for v in verdicts)
+    assert item.split
+    assert all("no majority" in v.reason for v in verdicts)
     three = run_document(LOOPBACK8)  # gpu-01, gpu-02 agree: both sides now name gpu-07
     three["hosts"] = {
         k: v for k, v in three["hosts"].items() if k in ("gpu-01", "gpu-02", "gpu-07")
@@ -91,4 +93,5 @@ def test_diff_and_checks_share_one_majority_rule() -> None:
     run3 = Run.from_dict(three)
     [item3] = [d for d in divergences(run3) if d.fact == "torch.symmetric_memory.class_name"]
     failing = [v.host for v in evaluate(rules, run3).results[0].verdicts if v.status == "fail"]
-    assert not item3.split and item3.differing_hosts == ("gpu-07",) == tuple(failing)
+    assert not item3.split
+    assert item3.differing_hosts == ("gpu-07",) == tuple(failing)
