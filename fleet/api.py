@@ -270,10 +270,13 @@ def save_run(run: Run, runs_dir: str | Path | None = None) -> Path:
     return _save_run_file(run, Path(runs_dir) if runs_dir else default_runs_dir())
 
 
-def load_run(ref: str | Path, runs_dir: str | Path | None = None) -> Run:
-    """A saved run: a file path, a run's name (or unique prefix), `latest` or `previous`."""
+def load_run(
+    ref: str | Path, runs_dir: str | Path | None = None, inventory: str | None = None
+) -> Run:
+    """A saved run: a file path, a run's name (or unique prefix), `latest` or `previous`;
+    `latest:INV`, or `inventory=INV`, counts only the runs of inventory INV."""
     folder = Path(runs_dir) if runs_dir else default_runs_dir()
-    return _load_run_file(resolve_run(str(ref), folder))
+    return _load_run_file(resolve_run(str(ref), folder, inventory))
 
 
 def cross_host_diff(

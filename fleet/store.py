@@ -6,16 +6,19 @@ the same folder, fsync it, and rename it over the final name.
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import errno
 import hashlib
 import json
 import os
+import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from fleet.errors import StoreError
+from fleet.errors import StoreError, UsageError
 from fleet.files import ensure_private_dir
 from fleet.models import Run
 from fleet.redact import mask_secrets, might_hold_secret
@@ -114,26 +117,123 @@ def list_runs(runs_dir: Path) -> list[Path]:
     return sorted(p for p in runs_dir.glob("*.json") if not p.name.startswith("."))
 
 
-def resolve_run(ref: str, runs_dir: Path) -> Path:
-    """`latest`, `previous`, a file path, or a saved run's file name (or unique prefix)."""
-    runs = list_runs(runs_dir)
-    if ref in ALIASES:
-        back = ALIASES[ref]
-        if len(runs) < back:
-            raise StoreError(
-                f"there is no {ref} run in {runs_dir}",
-                hint="run `fleet probe` first, or pass --runs-dir",
-            )
-        return runs[-back]
+def resolve_run(ref: str, runs_dir: Path, inventory: str | None = None) -> Path:
+    """`latest`, `previous`, a file path, or a saved run's file name (or unique prefix).
+
+    `latest:INV` / `previous:INV` (or `inventory=INV`) count only the runs of inventory INV: its
+    path as given when probing, its file name, or its name without `.yaml` (`latest:blackwell`
+    for inventory/blackwell.yaml; `local` for the built-in local inventory)."""
+    alias, _, scope = ref.partition(":")
+    if alias in ALIASES and (scope or ":" not in ref):
+        return _resolve_alias(alias, runs_dir, scope or inventory)
     if Path(ref).is_file():
         return Path(ref)
-    matches = [p for p in runs if p.name.startswith(ref)]
+    matches = [p for p in list_runs(runs_dir) if p.name.startswith(ref)]
     if len(matches) != 1:
         raise StoreError(
             f"no single saved run matches {ref!r} in {runs_dir}",
-            hint="use latest, previous, a path, or a file name from `ls` of that folder",
+            hint="use latest, previous, latest:INVENTORY, a path, or a name from `fleet runs`",
         )
     return matches[0]
+
+
+def _resolve_alias(alias: str, runs_dir: Path, inventory: str | None) -> Path:
+    runs = list_runs(runs_dir)
+    if inventory:
+        runs = [p for p in runs if inventory_matches(run_inventory(p), inventory)]
+    back = ALIASES[alias]
+    if len(runs) < back:
+        scope = f" of inventory {inventory}" if inventory else ""
+        raise StoreError(
+            f"there is no {alias} run{scope} in {runs_dir}",
+            hint="run `fleet probe` first, or pass --runs-dir (`fleet runs` lists them)",
+        )
+    return runs[-back]
+
+
+BUILT_IN_LOCAL = "<built-in local inventory>"
+HEADER_BYTES = 64 * 1024
+INVENTORY_FIELD = re.compile(r'"inventory":\s*')
+
+
+def run_inventory(path: Path) -> str | None:
+    """The inventory a saved run was probed from, read from the file's first bytes (a saved run
+    writes it before its hosts), so scoping `latest` to an inventory does not load every run."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            head = handle.read(HEADER_BYTES)
+        found = INVENTORY_FIELD.search(head)
+        if found:
+            value, _ = json.JSONDecoder().raw_decode(head, found.end())
+            return value if isinstance(value, str) else None
+        return load_run(path).inventory
+    except (OSError, ValueError, StoreError):
+        return None
+
+
+def inventory_matches(stored: str | None, wanted: str) -> bool:
+    """Whether a run's recorded inventory is `wanted`: the same path, file name or stem."""
+    if stored is None:
+        return False
+    if stored == BUILT_IN_LOCAL:
+        return wanted in ("local", "local.yaml", BUILT_IN_LOCAL)
+    stored_path, wanted_path = Path(stored), Path(wanted)
+    return (
+        stored == wanted
+        or wanted in (stored_path.name, stored_path.stem)
+        or stored_path.expanduser().resolve() == wanted_path.expanduser().resolve()
+    )
+
+
+# ---------------------------------------------------------------------------------- pruning
+
+DURATION = re.compile(r"^(\d+)([smhdw])$")
+SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> float:
+    """`30d`, `12h`, `2w`, `90m`, `45s` → seconds."""
+    found = DURATION.match(text.strip())
+    if not found:
+        raise UsageError(
+            f"{text!r} is not a duration", hint="a number and a unit: 45s, 90m, 12h, 30d, 2w"
+        )
+    return int(found.group(1)) * SECONDS[found.group(2)]
+
+
+def run_started(path: Path) -> float:
+    """When a saved run started (seconds since the epoch): from its file name (UTC), else the
+    file's modification time."""
+    try:
+        return float(calendar.timegm(time.strptime(path.name[:16], "%Y%m%dT%H%M%SZ")))
+    except ValueError:
+        return path.stat().st_mtime
+
+
+def runs_to_prune(
+    runs: list[Path], keep: int | None, older_than_s: float | None, now: float
+) -> list[Path]:
+    """Saved runs (oldest first) beyond the `keep` newest, or started more than `older_than_s`
+    ago; with both, a run goes when either says so."""
+    doomed = set(runs[: max(0, len(runs) - keep)] if keep is not None else [])
+    if older_than_s is not None:
+        doomed |= {p for p in runs if now - run_started(p) > older_than_s}
+    return [p for p in runs if p in doomed]
+
+
+def prune_runs(
+    runs_dir: Path, keep: int | None, older_than_s: float | None, dry_run: bool = False
+) -> list[Path]:
+    """Delete (unless `dry_run`) the runs runs_to_prune picks; returns them."""
+    doomed = runs_to_prune(list_runs(runs_dir), keep, older_than_s, time.time())
+    for path in [] if dry_run else doomed:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue  # another prune got there first
+        except OSError as exc:
+            raise StoreError(f"cannot delete {path}: {exc.strerror}") from exc
+    return doomed
 
 
 def load_run(path: Path) -> Run:

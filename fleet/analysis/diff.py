@@ -8,19 +8,35 @@ Three kinds of comparison (fleet/analysis/facts.py says which fact is which):
     against the cohort median, slow outliers flagged with their factor.
 Hosts that were not reached or lack a probe are listed as such, never silently dropped.
 
+A majority is what fleet.analysis.majority says (more hosts than any other value); when values
+tie the fact is *split* and no host is odd for it. A probe that did not succeed on some hosts is a
+cause: the facts that differ only because of it (named after it, splitting those hosts from the
+rest) are folded under its `_status.<probe>` divergence instead of listed one by one.
+
 Work is done once per distinct payload: hosts whose facts are identical (the usual case in a big
 fleet) share one flattened copy, so a 1,000-host diff costs little more than a 10-host one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.analysis.facts import FactCache, HostFacts, ProbeFacts, Value, median, slowness
+from fleet.analysis.facts import (
+    FactCache,
+    HostFacts,
+    ProbeFacts,
+    Value,
+    length_path,
+    median,
+    probe_of,
+    slowness,
+)
+from fleet.analysis.majority import rank
 from fleet.models import NOT_REACHED, HostOutcome
 
 DEFAULT_TOLERANCE = 0.25
@@ -29,16 +45,32 @@ COLLAPSE_AT = 4
 
 @dataclass(frozen=True)
 class Divergence:
-    """A plain value that differs: hosts grouped by value, most hosts first."""
+    """A plain value that differs: hosts grouped by value, most hosts first. When `split`, no
+    value leads (a 1–1 split of two hosts): `majority` is only the first of the tied values."""
 
     fact: str
     majority: Value
     majority_hosts: tuple[str, ...]
     others: tuple[tuple[Value, tuple[str, ...]], ...]
+    split: bool = False
+    consequences: tuple[
+        str, ...
+    ] = ()  # facts folded under this one (a probe's status): its effects
 
     @property
     def differing_hosts(self) -> tuple[str, ...]:
+        """The odd hosts: those not on the majority value (none when split)."""
+        if self.split:
+            return ()
         return tuple(sorted(h for _, hosts in self.others for h in hosts))
+
+    @property
+    def groups(self) -> tuple[tuple[Value, tuple[str, ...]], ...]:
+        return ((self.majority, self.majority_hosts), *self.others)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(sorted(h for _, hosts in self.groups for h in hosts))
 
 
 @dataclass(frozen=True)
@@ -49,11 +81,20 @@ class SetDivergence:
     hosts: tuple[str, ...]  # every host that reported the set
     missing: tuple[tuple[str, tuple[str, ...]], ...]  # (item, hosts without it)
     extra: tuple[tuple[str, tuple[str, ...]], ...]  # (item, the few hosts with it)
+    split: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (item, hosts with it): half have it
 
     @property
     def differing_hosts(self) -> tuple[str, ...]:
         hosts = {h for _, hs in self.missing for h in hs} | {h for _, hs in self.extra for h in hs}
         return tuple(sorted(hosts))
+
+    def holders(self) -> Iterator[tuple[str, frozenset[str]]]:
+        """Each item that differs, with the hosts that have it."""
+        everyone = frozenset(self.hosts)
+        for item, without in self.missing:
+            yield item, everyone - set(without)
+        for item, having in (*self.extra, *self.split):
+            yield item, frozenset(having)
 
 
 @dataclass(frozen=True)
@@ -114,10 +155,11 @@ def compare_hosts(
     reporting = [o for o in outcomes if o.status not in NOT_REACHED and o.probes]
     groups = FactGroups(reporting, declarations)
     cohorts = find_cohorts(reporting, groups)
+    values, sets = fold_consequences(groups.value_divergences(), groups.set_divergences())
     return FleetDiff(
         hosts=tuple(o.name for o in outcomes),
-        values=tuple(groups.value_divergences()),
-        sets=tuple(groups.set_divergences()),
+        values=tuple(values),
+        sets=tuple(sets),
         cohorts=tuple(cohorts),
         outliers=tuple(measure_outliers(groups, cohorts, tolerance)),
         unreported=tuple(unreported(outcomes)),
@@ -156,7 +198,7 @@ class FactGroups:
 
     def _reporters(self, path: str, field: str) -> dict[Any, tuple[str, ...]]:
         """group key → its hosts, for groups that report `path` or whose probe ran fine without it."""
-        probe = path.split(".", 1)[0].split("[", 1)[0]
+        probe = probe_of(path)
         found = {}
         for key, hosts in self.members.items():
             if path in getattr(self.facts_of[key], field) or probe in self.ran_ok[hosts[0]]:
@@ -189,28 +231,82 @@ class FactGroups:
 
 
 def _divergence(path: str, by_value: Mapping[Value, list[str]]) -> Divergence:
-    # most hosts first; ties broken by the value's text so the output is stable
-    ranked = sorted(by_value, key=lambda v: (-len(by_value[v]), repr(v)))
-    groups = [(v, tuple(sorted(by_value[v]))) for v in ranked]
-    (majority, majority_hosts), *others = groups
-    return Divergence(path, majority, majority_hosts, tuple(others))
+    ranking = rank(by_value)
+    (majority, majority_hosts), *others = ranking.groups
+    return Divergence(path, majority, majority_hosts, tuple(others), split=ranking.split)
 
 
 def _set_divergence(path: str, sets: Mapping[frozenset[str], tuple[str, ...]]) -> SetDivergence:
+    """Per item, the majority rule over "has it" and "lacks it": missing on the few, extra on the
+    few, or split (as many hosts have it as lack it)."""
     hosts = tuple(sorted(h for hs in sets.values() for h in hs))
     presence: Counter[str] = Counter()
     for items, members in sets.items():
         for item in items:
             presence[item] += len(members)
-    majority_items = {i for i, n in presence.items() if n * 2 > len(hosts)}
-    missing, extra = [], []
+    missing, extra, split = [], [], []
     for item in sorted(presence):
+        if presence[item] == len(hosts):
+            continue
         holders = tuple(sorted(h for s, hs in sets.items() if item in s for h in hs))
-        if item in majority_items and len(holders) < len(hosts):
-            missing.append((item, tuple(sorted(set(hosts) - set(holders)))))
-        elif item not in majority_items:
+        lacking = tuple(sorted(set(hosts) - set(holders)))
+        ranking = rank({True: holders, False: lacking})
+        if ranking.split:
+            split.append((item, holders))
+        elif ranking.groups[0][0]:
+            missing.append((item, lacking))
+        else:
             extra.append((item, holders))
-    return SetDivergence(path, hosts, tuple(missing), tuple(extra))
+    return SetDivergence(path, hosts, tuple(missing), tuple(extra), tuple(split))
+
+
+# ------------------------------------------------------------------------------ consequences
+
+WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def fold_consequences(
+    values: list[Divergence], sets: list[SetDivergence]
+) -> tuple[list[Divergence], list[SetDivergence]]:
+    """Fold under each probe's `_status.<probe>` divergence the facts that differ because of it:
+    facts named after the probe (`dir.modules."torch.distributed".names` for torch) whose hosts
+    split exactly into those where the probe succeeded (all alike) and those where it did not."""
+    for cause in [d for d in values if d.fact.startswith("_status.")]:
+        probe = probe_of(cause.fact)
+        down = frozenset(h for value, hosts in cause.groups if value != "ok" for h in hosts)
+        up = frozenset(cause.hosts) - down
+        if not down or not up:
+            continue
+        folded_values = [d for d in values if d is not cause and _follows(d, probe, down, up)]
+        folded_sets = [d for d in sets if _set_follows(d, probe, up)]
+        if not folded_values and not folded_sets:
+            continue
+        names = tuple(sorted([d.fact for d in folded_values] + [d.fact for d in folded_sets]))
+        values = [dataclasses.replace(d, consequences=names) if d is cause else d for d in values]
+        values = [d for d in values if d not in folded_values]
+        sets = [d for d in sets if d not in folded_sets]
+    return values, sets
+
+
+def _named_after(fact: str, probe: str) -> bool:
+    return probe_of(fact) == probe or probe in WORD.findall(fact)
+
+
+def _follows(item: Divergence, probe: str, down: frozenset[str], up: frozenset[str]) -> bool:
+    if not _named_after(item.fact, probe):
+        return False
+    sides = [frozenset(hosts) for _, hosts in item.groups]
+    ok_sides = [side for side in sides if side & up]
+    return len(ok_sides) == 1 and not ok_sides[0] & down
+
+
+def _set_follows(item: SetDivergence, probe: str, up: frozenset[str]) -> bool:
+    if not _named_after(item.fact, probe):
+        return False
+    up_here = up & set(item.hosts)  # the hosts where the probe succeeded must all agree
+    return bool(up_here) and all(
+        holders & up_here in (frozenset(), up_here) for _, holders in item.holders()
+    )
 
 
 # ------------------------------------------------------------------------------ measurements
@@ -221,7 +317,7 @@ def cohort_name(facts: HostFacts) -> str:
     model = values.get("gpu.gpus[0].name")
     if model is None:
         return "no GPU data"
-    count = values.get("gpu.gpu_count", values.get("gpu.gpus.len", "?"))
+    count = values.get("gpu.gpu_count", values.get(length_path("gpu.gpus"), "?"))
     return f"{count}× {model} · {values.get('gpu.interconnect', '?')}"
 
 
@@ -285,11 +381,12 @@ class DivergenceGroup:
         return tuple(sorted({h for item in self.items for h in item.differing_hosts}))
 
 
-DEVICE_INDEX = re.compile(r'\[\d+\]|\["?(?:GPU|NIC|mlx5_)?\d+"?\]|\.(?:GPU|NIC)\d+')
+DEVICE_INDEX = re.compile(r'\[\d+\]|\."(?:GPU|NIC|mlx5_)?\d+"|\.(?:GPU|NIC)\d+')
 
 
 def shape(path: str) -> str:
-    """`gpu.gpus[3].name` → `gpu.gpus[*].name`; `torch.p2p_access["5"]["7"]` → `…[*][*]`."""
+    """`gpu.gpus[3].name` → `gpu.gpus[*].name`; `torch.p2p_access."5"."7"` → `….*.*` (JMESPath
+    wildcards: the shape is an expression a rule can use too)."""
     return DEVICE_INDEX.sub(lambda m: ".*" if m.group(0).startswith(".") else "[*]", path)
 
 

@@ -3,17 +3,31 @@
 Version changes (`torch.version 2.9.1 → 2.11.0`), names added to or removed from dir() dumps and
 arch lists, NCCL settings, interconnect, host and probe status, measurements beyond tolerance, and
 hosts that appeared or vanished. Changes shared by many hosts are reported once, with the hosts.
+
+Like with like: only probes both runs ran are compared (a probe left out of one run with `-p` is
+named in `probes_only_old`/`probes_only_new`, never a change), and when the runs come from
+different inventories the hosts only one of them has are listed but are not drift.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from fleet.analysis.diff import DEFAULT_TOLERANCE
-from fleet.analysis.facts import FactCache, HostFacts, ProbeFacts, Value, slowness
+from fleet.analysis.facts import (
+    FactCache,
+    HostFacts,
+    ProbeFacts,
+    Value,
+    probe_of,
+    slowness,
+    status_path,
+)
 from fleet.models import HostOutcome, Run
+
+HOST_STATUS = "_host.status"  # the name rules read it by
 
 
 @dataclass(frozen=True)
@@ -35,10 +49,36 @@ class Drift:
     removed_hosts: tuple[str, ...]
     changes: tuple[Change, ...]
     tolerance: float
+    old_inventory: str | None = None
+    new_inventory: str | None = None
+    probes_only_old: tuple[str, ...] = ()  # not compared: the new run did not run them
+    probes_only_new: tuple[str, ...] = ()
+
+    @property
+    def same_inventory(self) -> bool:
+        return self.old_inventory == self.new_inventory
 
     @property
     def found(self) -> bool:
-        return bool(self.added_hosts or self.removed_hosts or self.changes)
+        """Something changed on a host both runs probed, or (same inventory only) a host came or
+        went. Runs of different inventories differ in hosts by design: that is not drift."""
+        moved = self.same_inventory and bool(self.added_hosts or self.removed_hosts)
+        return moved or bool(self.changes)
+
+    @property
+    def unlike(self) -> list[str]:
+        """What makes the two runs not like with like, one sentence each (empty: comparable)."""
+        notes = []
+        if not self.same_inventory:
+            notes.append(
+                f"the runs are of different inventories ({self.old_inventory} → "
+                f"{self.new_inventory}): hosts in only one of them are not drift"
+            )
+        if self.probes_only_old:
+            notes.append(f"not compared, not run in the new run: {', '.join(self.probes_only_old)}")
+        if self.probes_only_new:
+            notes.append(f"not compared, not run in the old run: {', '.join(self.probes_only_new)}")
+        return notes
 
     @property
     def changed_hosts(self) -> tuple[str, ...]:
@@ -50,9 +90,11 @@ def compare_runs(
 ) -> Drift:
     cache = FactCache(declarations)
     common = [h for h in new.hosts if h in old.hosts]
+    old_probes, new_probes = probes_run(old), probes_run(new)
+    both = old_probes & new_probes
     per_host: dict[tuple[str, str, Value, Value], list[str]] = defaultdict(list)
     for host in common:
-        for change in host_changes(old.hosts[host], new.hosts[host], cache, tolerance):
+        for change in host_changes(old.hosts[host], new.hosts[host], cache, tolerance, both):
             per_host[change].append(host)
     changes = [
         Change(fact, kind, a, b, tuple(sorted(hosts)))
@@ -65,16 +107,33 @@ def compare_runs(
         removed_hosts=tuple(sorted(set(old.hosts) - set(new.hosts))),
         changes=tuple(sorted(changes, key=lambda c: (-len(c.hosts), c.fact, c.kind))),
         tolerance=tolerance,
+        old_inventory=old.inventory,
+        new_inventory=new.inventory,
+        probes_only_old=tuple(sorted(old_probes - new_probes)),
+        probes_only_new=tuple(sorted(new_probes - old_probes)),
     )
 
 
+def probes_run(run: Run) -> frozenset[str]:
+    """The probes a run shipped to its hosts (older documents without the list: those reported)."""
+    if run.probes:
+        return frozenset(run.probes)
+    return frozenset(p for outcome in run.hosts.values() for p in outcome.probes)
+
+
 def host_changes(
-    old: HostOutcome, new: HostOutcome, cache: FactCache, tolerance: float
+    old: HostOutcome,
+    new: HostOutcome,
+    cache: FactCache,
+    tolerance: float,
+    compared: Collection[str] | None = None,
 ) -> Iterable[tuple[str, str, Value, Value]]:
+    """What changed on one host, over the `compared` probes (default: every probe either ran)."""
     if old.status != new.status:
-        yield ("host.status", "status", old.status, new.status)
+        yield (HOST_STATUS, "status", old.status, new.status)
     ran_both = _probes_ok(old) & _probes_ok(new)
-    for probe in sorted(set(old.probes) | set(new.probes)):
+    probes = set(old.probes) | set(new.probes)
+    for probe in sorted(probes if compared is None else probes & set(compared)):
         before = _part(cache, probe, old)
         after = _part(cache, probe, new)
         if before[0] is None or before[0] != after[0]:  # equal content: nothing changed there
@@ -97,11 +156,11 @@ def _value_changes(
     before: HostFacts, after: HostFacts, ran_both: set[str]
 ) -> Iterable[tuple[str, str, Value, Value]]:
     for path in sorted(set(before.values) | set(after.values)):
-        probe = path.split(".", 1)[0].split("[", 1)[0]
+        probe = probe_of(path)
         if path not in before.values and path not in after.values:
             continue
         one_sided = path not in before.values or path not in after.values
-        if one_sided and probe not in ran_both and path != f"{probe}.status":
+        if one_sided and probe not in ran_both and path != status_path(probe):
             continue  # the probe did not run on one side: its .status change says so
         old, new = before.values.get(path), after.values.get(path)
         if old != new:

@@ -1,7 +1,11 @@
 """Facts: a host's probe data flattened into addressable, comparable values. Pure.
 
-Paths read like the data: `torch.version`, `gpu.gpus[0].compute_capability`,
-`imports.results["torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"].resolved`.
+A fact's name is the JMESPath expression that reads it from a host's document, the same one a
+rule (fleet/checks/rules.py) writes: `torch.version`, `gpu.gpus[0].compute_capability`,
+`imports.results."torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory".resolved`
+(keys that are not identifiers are quoted), `length(gpu.gpus)` (a list of objects' length), and
+`_status.torch` (the probe's own status: ok, absent, failed, timeout). One name everywhere: the
+diff, drift, JSON documents and rules.
 
 Each probe declares in its file (a `FACTS = {...}` literal, read with `ast`, never run) which of its
 fields are
@@ -18,6 +22,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import functools
+import json
 import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -101,11 +106,35 @@ class HostFacts:
     measures: dict[str, float] = field(default_factory=dict)
 
 
+def status_path(probe: str) -> str:
+    """The fact naming a probe's own status, as rules read it."""
+    return f"_status.{probe}"
+
+
+def length_path(where: str) -> str:
+    return f"length({where})"
+
+
+def child_path(where: str, key: str) -> str:
+    """`where.key`, the key quoted (a JSON string, as JMESPath wants) unless an identifier."""
+    return f"{where}.{key}" if IDENTIFIER.match(key) else f"{where}.{json.dumps(key)}"
+
+
+PROBE_OF = re.compile(r"^(?:length\()?(?:_status\.)?([A-Za-z0-9_]+)")
+
+
+def probe_of(path: str) -> str:
+    """The probe a fact comes from: `torch` for `torch.version`, `_status.torch` and
+    `length(torch.devices)`."""
+    found = PROBE_OF.match(path)
+    return found.group(1) if found else path
+
+
 def host_facts(outcome: HostOutcome, declarations: Mapping[str, ProbeFacts]) -> HostFacts:
     """Every comparable fact a host reported: each probe's status, then its classified data."""
     facts = HostFacts()
     for probe, result in outcome.probes.items():
-        facts.values[f"{probe}.status"] = result.status
+        facts.values[status_path(probe)] = result.status
         declared = declarations.get(probe, ProbeFacts())
         _walk(result.data, "", probe, declared, facts)
         for name, value in measurements(probe, result.data).items():
@@ -117,7 +146,8 @@ def _walk(value: Any, match: str, where: str, declared: ProbeFacts, facts: HostF
     """Classify and record `value`, building its two paths one segment at a time on the way down:
     `match`, what FACTS patterns match against (keys joined by '.', list indices as '.#'; a
     pattern's `[*]` becomes '.#' too, as fnmatch would read `[*]` as a character class), and
-    `where`, the path people read, probe first: `gpu.gpus[0].name`, `imports.results["a.b:C"]`."""
+    `where`, the path people read and rules write, probe first: `gpu.gpus[0].name`,
+    `imports.results."a.b:C"`."""
     kind = "fact"
     if match:
         kind = declared.kind_of(match)
@@ -132,12 +162,12 @@ def _walk(value: Any, match: str, where: str, declared: ProbeFacts, facts: HostF
     elif isinstance(value, dict | Mapping):  # dict first: the abc check is slow
         for key, item in value.items():
             key = str(key)
-            child = f".{key}" if IDENTIFIER.match(key) else f'["{key}"]'
-            _walk(item, f"{match}.{key}" if match else key, where + child, declared, facts)
+            child = child_path(where, key)
+            _walk(item, f"{match}.{key}" if match else key, child, declared, facts)
     elif isinstance(value, list | tuple) and not value:
-        facts.values[f"{where}.len"] = 0  # the same path an empty list of objects would get
+        facts.values[length_path(where)] = 0  # the same path an empty list of objects would get
     elif isinstance(value, list | tuple) and all(isinstance(v, dict | Mapping) for v in value):
-        facts.values[f"{where}.len"] = len(value)
+        facts.values[length_path(where)] = len(value)
         for index, item in enumerate(value):
             _walk(item, f"{match}.#", f"{where}[{index}]", declared, facts)
     else:

@@ -43,6 +43,7 @@ Why JMESPath: a well-kept, specified query language with no access to Python (no
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -56,6 +57,7 @@ from jmespath import exceptions as jmespath_errors
 from jmespath import functions as jmespath_functions
 
 from fleet.analysis.facts import allreduce_summary
+from fleet.analysis.majority import rank
 from fleet.errors import UsageError
 from fleet.models import NOT_REACHED, HostOutcome, Run
 from fleet.yamlfile import Location
@@ -459,14 +461,31 @@ class RuleResult:
         }
 
 
+UNJUDGED = ("unknown", "skipped")
+
+
 @dataclass(frozen=True)
 class CheckReport:
+    """Every rule's verdicts; `unreached` maps each host that was not reached (so no rule judged
+    it) to why, its own name and address blanked out: said once, not under every rule."""
+
     results: tuple[RuleResult, ...]
     hosts: tuple[str, ...]
+    unreached: Mapping[str, str] = field(default_factory=dict)
 
     def failures(self, severity: str) -> list[tuple[Rule, Verdict]]:
         return [
             (r.rule, v) for r in self.results if r.rule.severity == severity for v in r.failures
+        ]
+
+    def unjudged(self, severity: str | None = None) -> list[tuple[Rule, Verdict]]:
+        """(rule, verdict) pairs that were `unknown` or `skipped`, of one severity or all."""
+        return [
+            (r.rule, v)
+            for r in self.results
+            if severity in (None, r.rule.severity)
+            for v in r.verdicts
+            if v.status in UNJUDGED
         ]
 
     @property
@@ -474,24 +493,65 @@ class CheckReport:
         """An error-severity rule failed somewhere: the check fails (warnings do not count)."""
         return bool(self.failures("error"))
 
+    @property
+    def outcome(self) -> str:
+        """ "failed" (an error rule failed), "incomplete" (none failed, but an error rule was not
+        judged somewhere, or nothing passed at all) or "passed": never green when nothing was
+        judged."""
+        if self.failed:
+            return "failed"
+        if self.unjudged("error") or not self.counts()["pass"]:
+            return "incomplete"
+        return "passed"
+
+    def fails(self, strict: bool = False) -> bool:
+        """Whether the check sets exit bit 32: an error rule failed, or with `strict`, one was
+        unknown or skipped somewhere."""
+        return self.failed or (strict and bool(self.unjudged("error")))
+
     def counts(self) -> dict[str, int]:
         """Verdicts over every (rule, host) pair."""
         tally = Counter(v.status for r in self.results for v in r.verdicts)
         return {status: tally.get(status, 0) for status in VERDICTS}
 
+    def not_judged(self) -> list[NotJudged]:
+        """Unknown and skipped verdicts grouped by why (the host's own name blanked out), most
+        common first: each cause once, with the rules and hosts it kept from being judged."""
+        groups: dict[tuple[str, str], tuple[dict[str, None], dict[str, None]]] = {}
+        for rule, verdict in self.unjudged():
+            reason = self.unreached.get(verdict.host) or verdict.reason.replace(verdict.host, "…")
+            cause = (verdict.status, reason)
+            rules, hosts = groups.setdefault(cause, ({}, {}))  # dicts: ordered sets
+            rules[rule.id] = hosts[verdict.host] = None
+        found = [NotJudged(s, r, tuple(rs), tuple(hs)) for (s, r), (rs, hs) in groups.items()]
+        return sorted(found, key=lambda n: -len(n.rules) * len(n.hosts))
+
     def to_dict(self) -> dict[str, Any]:
         counts = self.counts()
         return {
             "schema": CHECK_SCHEMA,
-            "passed": not self.failed,
+            "passed": self.outcome == "passed",
+            "outcome": self.outcome,
             "hosts": list(self.hosts),
             "summary": {
                 **counts,
                 "failed_error": len(self.failures("error")),
                 "failed_warn": len(self.failures("warn")),
+                "unjudged_error": len(self.unjudged("error")),
             },
+            "not_judged": [dataclasses.asdict(n) for n in self.not_judged()],
             "rules": [r.to_dict() for r in self.results],
         }
+
+
+@dataclass(frozen=True)
+class NotJudged:
+    """One reason some (rule, host) pairs were not judged."""
+
+    status: str  # "unknown" | "skipped"
+    reason: str  # with the host's own name as "…"
+    rules: tuple[str, ...]
+    hosts: tuple[str, ...]
 
 
 def evaluate(
@@ -505,7 +565,22 @@ def evaluate(
         name: host_document(outcome, args.get(name)) for name, outcome in run.hosts.items()
     }
     results = tuple(RuleResult(rule, _judge(rule, run.hosts, documents)) for rule in rules)
-    return CheckReport(results, tuple(run.hosts))
+    unreached = {
+        name: _unreached_reason(outcome, blanked=True)
+        for name, outcome in run.hosts.items()
+        if _not_reached(outcome)
+    }
+    return CheckReport(results, tuple(run.hosts), unreached)
+
+
+def _not_reached(outcome: HostOutcome) -> bool:
+    return outcome.status in NOT_REACHED or outcome.status == "interrupted" or not outcome.probes
+
+
+def _unreached_reason(outcome: HostOutcome, blanked: bool = False) -> str:
+    """Why no rule judged the host; `blanked`: its own name and address as "…" (to fold)."""
+    error = outcome.ending()[1].split("\n")[0] if blanked else outcome.error or ""
+    return f"host {outcome.status}: {error}".rstrip(": ")
 
 
 def _judge(
@@ -527,8 +602,8 @@ def _judge(
 def _precondition(rule: Rule, outcome: HostOutcome, document: dict[str, Any]) -> Verdict | None:
     """skipped (host not reached, probe not ok) or n/a (`when:` false); None: go on judging."""
     name = outcome.name
-    if outcome.status in NOT_REACHED or outcome.status == "interrupted" or not outcome.probes:
-        return Verdict(name, "skipped", reason=f"host {outcome.status}: {outcome.error or ''}")
+    if _not_reached(outcome):
+        return Verdict(name, "skipped", reason=_unreached_reason(outcome))
     for probe in rule.needs:
         result = outcome.probes.get(probe)
         if result is None:
@@ -637,20 +712,20 @@ def _uniform_verdict(
 def _majorities(
     values: Mapping[str, Any], cohorts: Mapping[str, Any]
 ) -> dict[str, tuple[Any, str]]:
-    """Per cohort: (the value most hosts report, "") or (None, why) when no value leads."""
-    by_cohort: dict[str, list[Any]] = {}
+    """Per cohort: (the majority value, "") or (None, why) when the hosts are split; the one
+    majority rule of fleet.analysis.majority, which the cross-host diff uses too."""
+    by_cohort: dict[str, dict[str, list[str]]] = {}
     for name, value in values.items():
-        by_cohort.setdefault(_key(cohorts[name]), []).append(value)
-    return {cohort: _majority(reported) for cohort, reported in by_cohort.items()}
+        by_cohort.setdefault(_key(cohorts[name]), {}).setdefault(_key(value), []).append(name)
+    return {cohort: _majority(by_value) for cohort, by_value in by_cohort.items()}
 
 
-def _majority(values: list[Any]) -> tuple[Any, str]:
-    tally = Counter(_key(v) for v in values)
-    ranked = tally.most_common()
-    if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
-        split = "; ".join(f"{json.loads(k)!r} on {n}" for k, n in ranked)
+def _majority(by_value: Mapping[str, list[str]]) -> tuple[Any, str]:
+    ranking = rank(by_value)
+    if ranking.majority is None:
+        split = "; ".join(f"{json.loads(k)!r} on {len(hosts)}" for k, hosts in ranking.groups)
         return None, f"no majority value to compare with ({split})"
-    return json.loads(ranked[0][0]), ""
+    return json.loads(ranking.majority[0]), ""
 
 
 def _key(value: Any) -> str:

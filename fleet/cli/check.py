@@ -1,7 +1,9 @@
 """`fleet check`: probe (or load a saved run), evaluate rules, print verdicts, gate with the exit code.
 
 Exit code: the probe run's bits (see fleet.cli; none with --run) OR 32 when a rule of severity
-`error` fails on some host. Warnings, unknown and skipped verdicts are reported, never bit 32.
+`error` fails on some host, or with --strict is unknown or skipped on some host. Warnings never set
+it. Without --strict an error rule that was not judged is reported ("check incomplete"), never
+shown as passed.
 The rules are loaded and validated before any host is contacted.
 
 fleet.cli registers this command at its end, so import fleet.cli (not this module) first: this
@@ -33,6 +35,7 @@ from fleet.cli.main import (
 from fleet.errors import UsageError
 from fleet.models import Run
 from fleet.render.checks import render_report
+from fleet.render.console import make_console
 from fleet.render.junit import write_junit
 from fleet.store import default_runs_dir, load_run, resolve_run
 
@@ -72,6 +75,11 @@ DEFAULT_PACK = api.DEFAULT_PACK
     show_default=True,
     help="terminal verdicts, or a fleet.check/1 JSON document on stdout.",
 )
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Error rules that are unknown or skipped on a host count as failures (exit bit 32).",
+)
 @probe_options
 def check_command(
     request: ProbeRequest,
@@ -80,12 +88,13 @@ def check_command(
     run_ref: str | None,
     junit_path: str | None,
     output_format: str,
+    strict: bool,
 ) -> None:
     """Pre-flight: probe the hosts (or read --run) and judge them against rules. Exit bit 32 on failure."""
     if output_format == "json" and request.json_path == "-":
         raise UsageError("--format json and --json - both write to stdout", hint="pick one")
     rules, sources = api.load_checks(packs, rules_files)  # a bad rules file fails before probing
-    console = Console(stderr=output_format == "json" or request.json_path == "-")
+    console = make_console(stderr=output_format == "json" or request.json_path == "-")
     run, where, probe_code = obtain_run(request, run_ref, console)
     report = evaluate(rules, run, inventory_probe_args(request))
     kept = _write_junit(report, junit_path, run.started) if junit_path else True
@@ -94,7 +103,8 @@ def check_command(
         click.echo(json.dumps(check_document(report, run, sources, where), indent=2, default=str))
     else:
         render_report(console, report, title)
-    sys.exit(check_exit_code(report, with_bits(probe_code, 0 if kept else EXIT_NOT_KEPT)))
+    kept_bits = 0 if kept else EXIT_NOT_KEPT
+    sys.exit(check_exit_code(report, with_bits(probe_code, kept_bits), strict))
 
 
 # The name fleet.cli's FleetGroup loads on first use of `fleet check`.
@@ -109,7 +119,8 @@ def obtain_run(
         probed = execute_probe(request, console)
         where = str(probed.saved) if probed.saved else f"{probed.run.started} (not saved)"
         return probed.run, where, probed.exit_code()
-    path = resolve_run(run_ref, request.runs_dir or default_runs_dir())
+    # with -i, latest/previous are that inventory's runs
+    path = resolve_run(run_ref, request.runs_dir or default_runs_dir(), request.inventory_path)
     return load_run(path), str(path), EXIT_OK
 
 
@@ -121,8 +132,8 @@ def inventory_probe_args(request: ProbeRequest) -> dict[str, Mapping[str, Any]]:
     return {name: host.probe_args for name, host in loaded.hosts.items()}
 
 
-def check_exit_code(report: CheckReport, probe_code: int) -> int:
-    return with_bits(probe_code, EXIT_CHECK_FAILED if report.failed else 0)
+def check_exit_code(report: CheckReport, probe_code: int, strict: bool = False) -> int:
+    return with_bits(probe_code, EXIT_CHECK_FAILED if report.fails(strict) else 0)
 
 
 def check_document(

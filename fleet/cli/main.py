@@ -21,16 +21,17 @@ from typing import Any, ClassVar
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from fleet import __version__, api
 from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff
 from fleet.analysis.drift import Drift
 from fleet.cli.selection import HostChoice, origin_summary, selection_options
-from fleet.errors import FleetError, StoreError
+from fleet.errors import FleetError, StoreError, UsageError
 from fleet.execution.bundle import Bundle, available_probes
 from fleet.execution.fanout import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_S
 from fleet.models import NOT_REACHED, PROBE_TROUBLE, Run
+from fleet.render.console import make_console
 from fleet.render.diffview import drift_view, fleet_diff_view
 from fleet.render.documents import (
     drift_document,
@@ -38,8 +39,17 @@ from fleet.render.documents import (
     fleet_diff_document,
     fleet_diff_markdown,
 )
+from fleet.render.tables import Column, print_table
 from fleet.render.terminal import ProgressEvents, render_run
-from fleet.store import default_runs_dir, list_runs, load_run, write_private_json
+from fleet.store import (
+    BUILT_IN_LOCAL,
+    default_runs_dir,
+    list_runs,
+    load_run,
+    parse_duration,
+    prune_runs,
+    write_private_json,
+)
 from fleet.transport.slurm import parse_slurm_args
 
 log = logging.getLogger("fleet")
@@ -149,23 +159,33 @@ main.params.append(debug_flag())
 def hosts(inventory_path: str | None, limit: str | None, **choice: Any) -> None:
     """Print the selected hosts, their resolved settings and where each came from. Contacts nothing."""
     selection = HostChoice.pop_from(choice).select(inventory_path, limit, require_files=False)
-    table = Table(title=f"{selection.source}", title_justify="left")
-    columns = ("host", "transport", "target", "python", "jump", "identity", "groups", "probe_args")
-    for column in (*columns, "from"):
-        table.add_column(column, overflow="fold")
-    for host in selection.hosts:
-        table.add_row(
-            host.name,
-            host.transport,
-            host.target(),
-            host.python,
-            host.jump or "",
-            host.identity_file or "",
-            ",".join(host.groups),
-            ", ".join(host.probe_args),
-            origin_summary(host),
-        )
-    Console().print(table)
+    rows = [
+        (h.name, h.transport, h.target(), h.python, h.jump or "", h.identity_file or "",
+         ",".join(h.groups), ", ".join(h.probe_args), origin_summary(h))
+        for h in selection.hosts
+    ]  # fmt: skip
+    print_table(make_console(), str(selection.source), HOSTS_COLUMNS, rows)
+
+
+# What `fleet hosts` shows; at 80 columns the least needed columns give way first (keep).
+HOSTS_COLUMNS = (
+    Column("host", whole=True),
+    Column("transport", keep=1),
+    Column("target", whole=True, keep=5),
+    Column("python", whole=True, keep=4),
+    Column("jump", whole=True, keep=3),
+    Column("identity", whole=True, keep=2),
+    Column("groups", keep=2),
+    Column("probe_args", keep=0),
+    Column("from", keep=1),
+)
+RUNS_COLUMNS = (
+    Column("run", whole=True),
+    Column("started", whole=True, keep=1),
+    Column("inventory", whole=True, keep=3),
+    Column("hosts", keep=4, justify="right"),
+    Column("statuses", keep=2),
+)
 
 
 @main.command("probes")
@@ -307,7 +327,7 @@ class ProbeRequest:
 
     def console(self) -> Console:
         """Tables go to stdout, unless the run document does (--json -)."""
-        return Console(stderr=self.json_path == "-")
+        return make_console(stderr=self.json_path == "-")
 
     def options(self) -> api.ProbeOptions:
         names = [n.strip() for n in (self.probe_list or "").split(",") if n.strip()]
@@ -398,7 +418,8 @@ format_option = click.option(
 def probe(request: ProbeRequest, tolerance: float, baseline: str | None) -> None:
     """Run the probes on every selected host and show where the hosts differ."""
     runs_dir = request.runs_dir or default_runs_dir()
-    old = open_run(baseline, runs_dir) if baseline else None  # a bad baseline fails before probing
+    scope = request.inventory_path or BUILT_IN_LOCAL  # latest/previous: of this inventory
+    old = open_run(baseline, runs_dir, scope) if baseline else None  # fails before probing
     console = request.console()
     probed = execute_probe(request, console)
     run = probed.run
@@ -416,8 +437,8 @@ def probe(request: ProbeRequest, tolerance: float, baseline: str | None) -> None
     sys.exit(code)
 
 
-def open_run(ref: str, runs_dir: Path) -> Run:
-    return api.load_run(ref, runs_dir)
+def open_run(ref: str, runs_dir: Path, inventory: str | None = None) -> Run:
+    return api.load_run(ref, runs_dir, inventory)
 
 
 runs_dir_option = click.option(
@@ -425,27 +446,41 @@ runs_dir_option = click.option(
     type=click.Path(file_okay=False, path_type=Path),
     help="Where runs are saved (default ~/.local/state/fleet/runs).",
 )
+scope_option = click.option(
+    "-i",
+    "--inventory",
+    "scope",
+    metavar="INVENTORY",
+    help="latest/previous count only this inventory's runs (path, file name or name; "
+    "or write latest:NAME).",
+)
 
 
 @main.command()
 @click.argument("old")
 @click.argument("new", required=False)
 @runs_dir_option
+@scope_option
 @tolerance_option
 @format_option
 def diff(
-    old: str, new: str | None, runs_dir: Path | None, tolerance: float, output_format: str
+    old: str,
+    new: str | None,
+    runs_dir: Path | None,
+    scope: str | None,
+    tolerance: float,
+    output_format: str,
 ) -> None:
     """Drift between two saved runs (OLD NEW), or the cross-host diff of one run (OLD).
 
-    Runs are files, names from the runs folder, `latest` or `previous`. Exit code 16 when drift is
-    found, 0 when none."""
+    Runs are files, names from the runs folder, `latest` or `previous` (`latest:INVENTORY`: that
+    inventory's). Exit code 16 when drift is found, 0 when none."""
     folder = runs_dir or default_runs_dir()
-    first = open_run(old, folder)
+    first = open_run(old, folder, scope)
     if new is None:
         print_fleet_diff(api.cross_host_diff(first, tolerance), output_format)
         return
-    drift = api.drift(first, open_run(new, folder), tolerance)
+    drift = api.drift(first, open_run(new, folder, scope), tolerance)
     print_drift(drift, output_format)
     sys.exit(EXIT_DRIFT if drift.found else EXIT_OK)
 
@@ -456,7 +491,7 @@ def print_fleet_diff(result: FleetDiff, output_format: str) -> None:
     elif output_format == "markdown":
         click.echo(fleet_diff_markdown(result), nl=False)
     else:
-        Console().print(fleet_diff_view(result))
+        make_console().print(fleet_diff_view(result), crop=False)  # paths stay whole
 
 
 def print_drift(drift: Drift, output_format: str) -> None:
@@ -465,47 +500,72 @@ def print_drift(drift: Drift, output_format: str) -> None:
     elif output_format == "markdown":
         click.echo(drift_markdown(drift), nl=False)
     else:
-        Console().print(drift_view(drift))
+        make_console().print(drift_view(drift), crop=False)
 
 
 @main.command()
 @runs_dir_option
-def runs(runs_dir: Path | None) -> None:
+@click.option("--prune", is_flag=True, help="Delete old runs (with --keep and/or --older-than).")
+@click.option("--keep", type=click.IntRange(0), metavar="N", help="--prune: keep the N newest.")
+@click.option(
+    "--older-than", metavar="AGE", help="--prune: delete runs older than AGE (45m, 12h, 30d, 2w)."
+)
+@click.option("--dry-run", is_flag=True, help="--prune: say what would be deleted, delete nothing.")
+def runs(
+    runs_dir: Path | None, prune: bool, keep: int | None, older_than: str | None, dry_run: bool
+) -> None:
     """List the saved runs: when, which inventory, how many hosts, their statuses."""
     folder = runs_dir or default_runs_dir()
-    table = Table(title=str(folder), title_justify="left")
-    for column in ("run", "started", "inventory", "hosts", "statuses"):
-        table.add_column(column, overflow="fold")
-    for path in list_runs(folder):
-        try:
-            run = load_run(path)
-        except StoreError as exc:
-            table.add_row(path.name, "", "", "", f"[red]{exc.message}")
-            continue
-        statuses = Counter(o.status for o in run.hosts.values())
-        table.add_row(
-            path.stem,
-            run.started,
-            run.inventory or "",
-            str(len(run.hosts)),
-            ", ".join(f"{n} {s}" for s, n in statuses.most_common()),
+    if prune or keep is not None or older_than or dry_run:
+        prune_command(folder, prune, keep, older_than, dry_run)
+        return
+    print_table(make_console(), str(folder), RUNS_COLUMNS, [_run_row(p) for p in list_runs(folder)])
+
+
+def _run_row(path: Path) -> tuple[str | Text, ...]:
+    try:
+        run = load_run(path)
+    except StoreError as exc:
+        return (path.name, "", "", "", Text(exc.message, style="red"))
+    statuses = Counter(o.status for o in run.hosts.values())
+    counts = ", ".join(f"{n} {s}" for s, n in statuses.most_common())
+    return (path.stem, run.started, run.inventory or "", str(len(run.hosts)), counts)
+
+
+def prune_command(
+    folder: Path, prune: bool, keep: int | None, older_than: str | None, dry_run: bool
+) -> None:
+    """`fleet runs --prune`: delete what --keep / --older-than select, naming every run."""
+    if not prune or (keep is None and older_than is None):
+        raise UsageError(
+            "--keep, --older-than and --dry-run go with --prune, which needs one of the first two",
+            hint="e.g. fleet runs --prune --keep 20, or fleet runs --prune --older-than 30d",
         )
-    Console().print(table)
+    age = parse_duration(older_than) if older_than else None
+    total = len(list_runs(folder))
+    doomed = prune_runs(folder, keep, age, dry_run)
+    verb = "would delete" if dry_run else "deleted"
+    click.echo(f"{verb} {len(doomed)} run(s) from {folder}; {total - len(doomed)} kept")
+    for path in doomed:
+        click.echo(f"  {path.name}")
 
 
 @main.command()
 @click.argument("run_ref", metavar="RUN", default="latest")
 @runs_dir_option
+@scope_option
 @tolerance_option
 @format_option
-def show(run_ref: str, runs_dir: Path | None, tolerance: float, output_format: str) -> None:
+def show(
+    run_ref: str, runs_dir: Path | None, scope: str | None, tolerance: float, output_format: str
+) -> None:
     """Render a saved run again (default: the latest)."""
-    run = open_run(run_ref, runs_dir or default_runs_dir())
+    run = open_run(run_ref, runs_dir or default_runs_dir(), scope)
     result = api.cross_host_diff(run, tolerance)
     if output_format != "terminal":
         print_fleet_diff(result, output_format)
         return
-    render_run(Console(), run, result)
+    render_run(make_console(), run, result)
 
 
 def _save(run: Run, runs_dir: Path | None) -> Path | None:

@@ -6,13 +6,14 @@ Hosts that fail the same way (same observed value, same fix) share one entry, na
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from fleet.checks import CheckReport, RuleResult, Verdict, format_value
+from fleet.checks.rules import UNJUDGED, NotJudged
 from fleet.inventory import compact_hosts
 
 MARK = {
@@ -28,24 +29,36 @@ WARN_MARK = "[bold yellow]! warn[/]"  # a failed warn-severity rule: reported, e
 def render_report(console: Console, report: CheckReport, title: str = "") -> None:
     if title:
         console.print(f"[bold]{escape(title)}[/]")
-    for result in report.results:
-        render_rule(console, result)
+    reached = [h for h in report.hosts if h not in report.unreached]
+    if reached:
+        for result in report.results:
+            render_rule(console, result, report.unreached)
+    else:  # every rule would list the same hosts, skipped for the same reasons
+        console.print(
+            f"[yellow]no host was reached: none of {len(report.results)} rule(s) judged[/]"
+        )
     console.print()
-    console.print(summary_line(report))
+    for line in summary_lines(report):
+        console.print(line)
 
 
-def render_rule(console: Console, result: RuleResult) -> None:
+def render_rule(
+    console: Console, result: RuleResult, unreached: Collection[str] = frozenset()
+) -> None:
+    """The rule's verdict and tally, then why it failed or was not judged, per group of hosts.
+    Hosts that were not reached are only counted here: the summary says why, once."""
     rule = result.rule
     status = result.status
     mark = WARN_MARK if status == "fail" and rule.severity == "warn" else MARK[status]
     console.print(
         f"{mark} [bold]{escape(rule.id)}[/] [dim]{rule.severity} · {_tally(result.verdicts)}[/]"
     )
-    if status in ("fail", "unknown", "skipped") and rule.description:
+    if status in ("fail", "unknown") and rule.description:
         console.print(f"    [dim]{escape(rule.description)}[/]")
     for verdicts in _grouped(v for v in result.verdicts if v.status == "fail"):
         _print_failure(console, verdicts)
-    for verdicts in _grouped(v for v in result.verdicts if v.status in ("unknown", "skipped")):
+    pending = (v for v in result.verdicts if v.status in UNJUDGED and v.host not in unreached)
+    for verdicts in _grouped(pending):
         names = compact_hosts(v.host for v in verdicts)
         first = verdicts[0]
         console.print(f"    [yellow]{first.status}[/] on {escape(names)}: {escape(first.reason)}")
@@ -90,17 +103,51 @@ def _tally(verdicts: Iterable[Verdict]) -> str:
     return " · ".join(f"{status} {counts[status]}" for status in order if status in counts)
 
 
-def summary_line(report: CheckReport) -> str:
-    errors, warnings = report.failures("error"), report.failures("warn")
+def summary_lines(report: CheckReport) -> list[str]:
+    """The verdict (failed, incomplete or passed: never green when an error rule was not judged
+    or nothing passed), then each reason something was not judged, once."""
+    lines = [_verdict_line(report)]
+    causes = report.not_judged()
+    if causes:
+        lines.append("  not judged:")
+        lines += [_cause_line(cause, len(report.results)) for cause in causes]
+        if report.unjudged("error"):
+            lines.append(
+                "  [dim]--strict counts error rules not judged as failures (exit bit 32)[/]"
+            )
+    return lines
+
+
+def _verdict_line(report: CheckReport) -> str:
+    warnings = len(report.failures("warn"))
     counts = report.counts()
-    rest = f"{counts['unknown']} unknown, {counts['skipped']} skipped (rule × host)"
+    rest = (
+        f"{warnings} warning(s); {counts['pass']} pass, {counts['unknown']} unknown, "
+        f"{counts['skipped']} skipped (rule × host)"
+    )
+    errors = report.failures("error")
     if errors:
         hosts_by_rule: dict[str, list[str]] = {}
         for rule, verdict in errors:
             hosts_by_rule.setdefault(rule.id, []).append(verdict.host)
         where = "; ".join(f"{r} on {compact_hosts(h)}" for r, h in hosts_by_rule.items())
         return (
-            f"[bold red]✗ check failed[/]: {len(errors)} error failure(s) — {escape(where)}; "
-            f"{len(warnings)} warning(s); {rest}"
+            f"[bold red]✗ check failed[/]: {len(errors)} error failure(s) — {escape(where)}; {rest}"
         )
-    return f"[bold green]✓ check passed[/]: no error failures; {len(warnings)} warning(s); {rest}"
+    if report.outcome == "incomplete":
+        unjudged = len(report.unjudged("error"))
+        what = f"{unjudged} error-rule verdict(s) not judged" if unjudged else "nothing passed"
+        return f"[bold yellow]? check incomplete[/]: no error failures, but {what}; {rest}"
+    return f"[bold green]✓ check passed[/]: every error rule judged, none failed; {rest}"
+
+
+def _cause_line(cause: NotJudged, rule_count: int) -> str:
+    rules = f"{len(cause.rules)} rules"
+    if len(cause.rules) == 1:
+        rules = cause.rules[0]
+    elif len(cause.rules) == rule_count:
+        rules = f"all {rule_count} rules"
+    return (
+        f"    [yellow]{cause.status}[/] {escape(rules)} on {escape(compact_hosts(cause.hosts))}: "
+        f"{escape(cause.reason)}"
+    )

@@ -26,6 +26,7 @@ from fleet.inventory import compact_hosts
 
 MAX_VALUE_CHARS = 60
 MAX_ITEMS = 8
+MAX_CONSEQUENCES = 2
 
 
 def short(value: Any) -> str:
@@ -75,30 +76,69 @@ def diff_summary(diff: FleetDiff) -> Text:
         )
         return text
     text.append(f"{len(diff.hosts)} hosts · ")
-    text.append(f"odd: {hosts_text(diff.odd_hosts)}", style="bold yellow")
+    if diff.odd_hosts:
+        text.append(f"odd: {hosts_text(diff.odd_hosts)}", style="bold yellow")
+    else:
+        text.append("no odd host: the hosts are split", style="bold yellow")
     text.append(f" · {facts} fact(s) differ")
     if diff.outliers:
         text.append(f" · {len({o.host for o in diff.outliers})} slow host(s)")
     return text
 
 
-def _block(item: Divergence | DivergenceGroup | SetDivergence) -> Text:
+def _block(item: Divergence | DivergenceGroup | SetDivergence) -> Group:
+    """The fact's line, unwrapped (a path stays whole), then its values, wrapped between words."""
     if isinstance(item, DivergenceGroup):
-        return _group_block(item)
-    if isinstance(item, SetDivergence):
-        return _set_block(item)
-    return _value_block(item)
+        text = _group_block(item)
+    elif isinstance(item, SetDivergence):
+        text = _set_block(item)
+    else:
+        text = _value_block(item)
+    header, _, body = text.plain.partition("\n")
+    if not body:
+        return Group(text)
+    first, rest = text[: len(header)], text[len(header) + 1 :]
+    first.no_wrap, first.overflow = True, "ignore"
+    return Group(first, rest)
+
+
+def fact_line(fact: str) -> Text:
+    """A fact's name: _block keeps this first line unwrapped, as it is the JMESPath a rule
+    copies, whole even when longer than the line (print the view with crop=False)."""
+    text = Text("  ")
+    text.append(fact, style="bold")
+    return text
 
 
 def _value_block(item: Divergence) -> Text:
-    text = Text("  ")
-    text.append(item.fact, style="bold")
+    text = fact_line(item.fact)
+    if item.split:
+        return _split_block(text, item)
     text.append(f"\n      {short(item.majority)}", style="green")
     text.append(f"  majority, {len(item.majority_hosts)} host(s)", style="dim")
     for value, hosts in item.others:
         delta = list_delta(item.majority, value)
         text.append(f"\n      {delta or short(value)}", style="yellow")
         text.append(f"  {hosts_text(hosts)}")
+    return _consequences(text, item)
+
+
+def _split_block(text: Text, item: Divergence) -> Text:
+    """No value leads (two hosts that disagree): every value with its hosts, none 'majority'."""
+    text.append(f"  (split: no majority, {len(item.hosts)} hosts)", style="dim")
+    for value, hosts in item.groups:
+        text.append(f"\n      {short(value)}", style="yellow")
+        text.append(f"  {hosts_text(hosts)}")
+    return _consequences(text, item)
+
+
+def _consequences(text: Text, item: Divergence) -> Text:
+    """Facts that differ only because of this one (a probe that did not succeed), on one line."""
+    if item.consequences:
+        names = ", ".join(item.consequences[:MAX_CONSEQUENCES])
+        more = len(item.consequences) - MAX_CONSEQUENCES
+        text.append(f"\n      and so {len(item.consequences)} more fact(s) differ: ", style="dim")
+        text.append(names + (f", … (+{more}; --format json lists all)" if more > 0 else ""))
     return text
 
 
@@ -107,16 +147,14 @@ def _group_block(item: DivergenceGroup) -> Text:
         text = _value_block(dataclasses.replace(item.items[0], fact=item.parent))
         text.append(f"\n      ({len(item.items)} devices alike)", style="dim")
         return text
-    text = Text("  ")
-    text.append(f"{item.parent}", style="bold")
+    text = fact_line(item.parent)
     text.append(f"  ({len(item.items)} facts, by device, values vary)", style="dim")
     text.append(f"\n      differ on  {hosts_text(item.differing_hosts)}", style="yellow")
     return text
 
 
 def _set_block(item: SetDivergence) -> Text:
-    text = Text("  ")
-    text.append(item.fact, style="bold")
+    text = fact_line(item.fact)
     text.append(f"  (names, {len(item.hosts)} hosts)", style="dim")
     for name, hosts in item.missing[:MAX_ITEMS]:
         text.append(f"\n      {name}", style="yellow")
@@ -126,7 +164,11 @@ def _set_block(item: SetDivergence) -> Text:
     for name, hosts in item.extra[:MAX_ITEMS]:
         text.append(f"\n      {name}", style="yellow")
         text.append(f"  present only on {hosts_text(hosts)}")
-    hidden = max(0, len(item.missing) - MAX_ITEMS) + max(0, len(item.extra) - MAX_ITEMS)
+    for name, hosts in item.split[:MAX_ITEMS]:
+        text.append(f"\n      {name}", style="yellow")
+        lacking = sorted(set(item.hosts) - set(hosts))
+        text.append(f"  split: present on {hosts_text(hosts)}, missing on {hosts_text(lacking)}")
+    hidden = sum(max(0, len(part) - MAX_ITEMS) for part in (item.missing, item.extra, item.split))
     if hidden:
         text.append(f"\n      … and {hidden} more name(s)", style="dim")
     return text
@@ -166,10 +208,14 @@ def unreported_view(items: Iterable[Unreported]) -> Text:
 
 def drift_view(drift: Drift) -> Group:
     parts: list[Any] = [drift_summary(drift)]
+    parts += [Text(f"  warning: {note}", style="bold magenta") for note in drift.unlike]
+    new_label, gone_label = ("new hosts", "hosts gone")
+    if not drift.same_inventory:  # other hosts by design, not hosts that came or went
+        new_label, gone_label = ("only in the new run", "only in the old run")
     if drift.added_hosts:
-        parts.append(Text(f"  new hosts: {hosts_text(drift.added_hosts)}", style="cyan"))
+        parts.append(Text(f"  {new_label}: {hosts_text(drift.added_hosts)}", style="cyan"))
     if drift.removed_hosts:
-        parts.append(Text(f"  hosts gone: {hosts_text(drift.removed_hosts)}", style="magenta"))
+        parts.append(Text(f"  {gone_label}: {hosts_text(drift.removed_hosts)}", style="magenta"))
     parts += [change_line(c) for c in drift.changes]
     return Group(*parts)
 
@@ -178,10 +224,17 @@ def drift_summary(drift: Drift) -> Text:
     text = Text(f"drift from {drift.old_started} to {drift.new_started}: ", style="bold")
     if not drift.found:
         text.append("none", style="green")
+        if drift.unlike:
+            text.append(" (among what both runs can compare)", style="dim")
         return text
-    text.append(
-        f"{len(drift.changes)} change(s) on {len(drift.changed_hosts)} host(s)", style="yellow"
-    )
+    parts = []
+    if drift.changes:
+        parts.append(f"{len(drift.changes)} change(s) on {len(drift.changed_hosts)} host(s)")
+    if drift.same_inventory and drift.added_hosts:
+        parts.append(f"{len(drift.added_hosts)} new host(s)")
+    if drift.same_inventory and drift.removed_hosts:
+        parts.append(f"{len(drift.removed_hosts)} host(s) gone")
+    text.append(", ".join(parts), style="yellow")
     return text
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -17,13 +16,10 @@ from fleet.execution.fanout import Events
 from fleet.inventory import compact_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, Host, HostOutcome, Run
 from fleet.render.diffview import fleet_diff_view, short
+from fleet.render.tables import Column, fitted_table, print_left_out
 
 STATUS_STYLE = {"ok": "green", "partial": "yellow", "interrupted": "magenta", "unavailable": "dim"}
 MAX_HOST_COLUMNS = 6
-# Above this many hosts, hosts that ended alike (status, error, hint) share one row of the status
-# table, so the hosts that need attention stay on screen at 1,000 hosts.
-MAX_STATUS_ROWS = 40
-FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/=]+")
 SYMMETRIC_MEMORY_SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
 
 # The facts an operator looks at first: (label, paths into the probes' data). Shown joined by " / ";
@@ -97,46 +93,50 @@ class ProgressEvents(Events):
 
 
 def render_run(console: Console, run: Run, diff: FleetDiff, saved_to: str | None = None) -> None:
-    console.print(status_table(run.hosts.values()))
+    """Titles are lines of their own (a table's title is padded to its width)."""
+    console.print(Text("hosts", style="italic"))
+    table, left_out = fitted_table(STATUS_COLUMNS, status_rows(run.hosts.values()), console.width)
+    console.print(table)
+    print_left_out(console, left_out)
     facts = key_facts_table(run.hosts.values())
     if facts is not None:
+        console.print(Text("key facts", style="italic"))
         console.print(facts)
     failed_probes = probe_failures(run.hosts.values())
     if failed_probes:
+        console.print(Text("failed probes", style="italic"))
         console.print(failed_probes)
-    console.print(fleet_diff_view(diff))
+    console.print(fleet_diff_view(diff), crop=False)  # a fact path longer than a line stays whole
     console.print(summary_line(run, saved_to))
 
 
-def status_table(outcomes: Iterable[HostOutcome]) -> Table:
-    outcomes = list(outcomes)
-    table = Table(title="hosts", title_justify="left", expand=False)
-    table.add_column("host", style="bold", overflow="fold")
-    table.add_column("status")
-    table.add_column("elapsed", justify="right")
-    table.add_column("probes", justify="right")
-    table.add_column("error / hint", overflow="fold")
-    groups = [[o] for o in outcomes] if len(outcomes) <= MAX_STATUS_ROWS else _ended_alike(outcomes)
-    for group in groups:
-        table.add_row(*_status_row(group))
-    return table
+# The status table's columns: names and statuses whole; at 80 columns timings give way first.
+STATUS_COLUMNS = (
+    Column("host", whole=True),
+    Column("status", whole=True, keep=9),
+    Column("elapsed", keep=1, justify="right"),
+    Column("probes", keep=2, justify="right"),
+    Column("error / hint", keep=8),
+)
+
+
+def status_table(outcomes: Iterable[HostOutcome], width: int = 1000) -> Table:
+    return fitted_table(STATUS_COLUMNS, status_rows(outcomes), width)[0]
+
+
+def status_rows(outcomes: Iterable[HostOutcome]) -> list[tuple[str, Text, str, str, Text]]:
+    """One row per way of ending (hosts that ended alike share it), trouble first."""
+    return [_status_row(group) for group in _ended_alike(list(outcomes))]
 
 
 def _ended_alike(outcomes: list[HostOutcome]) -> list[list[HostOutcome]]:
-    """Hosts grouped by how they ended; trouble first, then the biggest groups."""
+    """Hosts grouped by how they ended (status, error and hint, their own names blanked out),
+    at any fleet size: one cause is one row, whether 2 hosts share it or 1,000. Trouble first,
+    then the biggest groups."""
     groups: dict[tuple[str, str], list[HostOutcome]] = {}
     for outcome in outcomes:
-        groups.setdefault(_ending(outcome), []).append(outcome)
+        groups.setdefault(outcome.ending(), []).append(outcome)
     return sorted(groups.values(), key=lambda g: (g[0].status == "ok", -len(g)))
-
-
-def _ending(outcome: HostOutcome) -> tuple[str, str]:
-    """Status and message with the host's own name, address and key fingerprint blanked out:
-    1,000 hosts refusing connections, or showing unknown keys on a first run, share one row."""
-    text = f"{outcome.error or ''}\n{outcome.hint or ''}"
-    for own in sorted({outcome.name, outcome.address} - {""}, key=len, reverse=True):
-        text = text.replace(own, "…")
-    return outcome.status, FINGERPRINT.sub("SHA256:…", text)
 
 
 def _status_row(group: list[HostOutcome]) -> tuple[str, Text, str, str, Text]:
@@ -170,7 +170,7 @@ def key_facts_table(outcomes: Iterable[HostOutcome]) -> Table | None:
     if not reporting:
         return None
     per_host = len(reporting) <= MAX_HOST_COLUMNS
-    table = Table(title="key facts", title_justify="left")
+    table = Table()
     table.add_column("fact", style="bold")
     for name in [o.name for o in reporting] if per_host else ["values (hosts)"]:
         table.add_column(name, overflow="fold")
@@ -237,7 +237,7 @@ def probe_failures(outcomes: Iterable[HostOutcome]) -> Table | None:
     ]
     if not rows:
         return None
-    table = Table(title="failed probes", title_justify="left")
+    table = Table()
     for column in ("host", "probe", "status", "why", "last output"):
         table.add_column(column, overflow="fold")
     for host, probe, result in rows:

@@ -58,7 +58,7 @@ def test_one_upgraded_host_is_exactly_the_drift(farm: SshdFarm, tmp_path: Path) 
         ("packages.packages.torch", "2.11.0+cu130", "2.12.0+cu130"),
         ("torch.version", "2.11.0+cu130", "2.12.0+cu130"),
         ("imports.results.torch.version", "2.11.0+cu130", "2.12.0+cu130"),
-        (f'imports.results["{SYMM}"].version', "2.11.0+cu130", "2.12.0+cu130"),
+        (f'imports.results."{SYMM}".version', "2.11.0+cu130", "2.12.0+cu130"),
     }
     unchanged = run_fleet(tmp_path, "diff", "latest", "latest")
     assert unchanged.returncode == 0

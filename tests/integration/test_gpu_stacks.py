@@ -76,7 +76,7 @@ def test_host_where_only_private_symmetric_memory_resolves_is_shown(stack_run) -
     resolved = {h: data(stack_run, h, "imports")["results"][SYMM_SPEC]["resolved"] for h in STACKS}
     assert resolved["symm-old"] == "torch.distributed._symmetric_memory:_SymmetricMemory"
     assert resolved["nvl-1"] == "torch.distributed._symmetric_memory:SymmetricMemory"
-    row = divergence_block(stack_run.stdout, f'imports.results["{SYMM_SPEC}"].resolved')
+    row = divergence_block(stack_run.stdout, f'imports.results."{SYMM_SPEC}".resolved')
     assert "symm-old" in row
     assert "nvl-1" not in row
 

@@ -36,7 +36,7 @@ def allreduce(small_us: float, large_busbw: float) -> dict[str, Any]:
 def test_flatten_keeps_scalar_lists_whole_and_indexes_object_lists() -> None:
     facts = flatten({"gpus": [{"name": "H200"}, {"name": "H200"}], "arch": ["sm_90"]}, "gpu")
     assert facts == {
-        "gpu.gpus.len": 2,
+        "length(gpu.gpus)": 2,
         "gpu.gpus[0].name": "H200",
         "gpu.gpus[1].name": "H200",
         "gpu.arch": ("sm_90",),
@@ -57,12 +57,17 @@ def test_majority_and_outliers_with_compact_host_lists() -> None:
     assert diff.odd_hosts == ("gpu-07", "gpu-08")
 
 
-def test_a_tie_picks_a_stable_majority() -> None:
+def test_a_tie_is_a_split_with_no_majority_and_no_odd_host() -> None:
+    """Two hosts that disagree: a 1–1 split, neither is 'the majority' nor odd (issue 12, 6)."""
     outcomes = [host("a", torch={"version": "1"}), host("b", torch={"version": "2"})]
-    first = compare_hosts(outcomes, DECLARED).values[0]
+    diff = compare_hosts(outcomes, DECLARED)
+    first = diff.values[0]
     again = compare_hosts(list(reversed(outcomes)), DECLARED).values[0]
-    assert first == again
-    assert first.majority == "1"
+    assert first == again  # a stable order, but no winner
+    assert first.split
+    assert first.differing_hosts == ()
+    assert diff.odd_hosts == ()
+    assert first.hosts == ("a", "b")
 
 
 def test_all_different_lists_every_value() -> None:
@@ -106,7 +111,7 @@ def test_unreachable_hosts_and_absent_probes_are_listed_not_dropped() -> None:
         ("c", "torch", "absent"),
         ("d", None, "unreachable"),
     ]
-    assert [d.fact for d in diff.values] == ["torch.status"]
+    assert [d.fact for d in diff.values] == ["_status.torch"]  # the name rules use
 
 
 def test_name_sets_are_compared_item_by_item() -> None:
@@ -118,7 +123,7 @@ def test_name_sets_are_compared_item_by_item() -> None:
         host("gpu-08", dir=modules(["empty", "rendezvous"])),
     ]
     [names] = compare_hosts(outcomes, DECLARED).sets
-    assert names.fact == 'dir.modules["torch.distributed._symmetric_memory"].names'
+    assert names.fact == 'dir.modules."torch.distributed._symmetric_memory".names'
     assert names.missing == (("_SymmetricMemory", ("gpu-07", "gpu-08")),)
     assert names.extra == (("SymmetricMemory", ("gpu-07",)),)
 
@@ -161,7 +166,7 @@ def test_facts_splitting_hosts_alike_collapse_into_one_group() -> None:
     groups = [d for d in shown if isinstance(d, DivergenceGroup)]
     # pairs both hosts have (True vs False), and pairs only the 8-GPU host has (unset vs False)
     assert sorted(len(g.items) for g in groups) == [2, 54]
-    assert all(g.uniform and g.parent == "torch.p2p_access[*][*]" for g in groups)
+    assert all(g.uniform and g.parent == "torch.p2p_access.*.*" for g in groups)
     assert {g.differing_hosts for g in groups} == {("c",)}
     assert [d.fact for d in shown if not isinstance(d, DivergenceGroup)] == ["torch.version"]
 

@@ -14,11 +14,15 @@ def run(*outcomes, started: str = "2026-11-30T01:00:00Z") -> Run:
     return Run("0.1.0", started, started, "ab" * 32, {o.name: o for o in outcomes})
 
 
-def test_no_change_is_no_drift() -> None:
+def test_a_probe_only_one_run_ran_is_not_a_change() -> None:
+    """`-p` in one run: its probes are named as not compared, never counted as drift."""
     old = run(host("a", torch={"version": "2.9.1"}))
     new = run(host("a", torch={"version": "2.9.1"}, system={"hostname": "a"}))
     drift = compare_runs(old, new, DECLARED)
-    assert [c.fact for c in drift.changes] == ["system.status"]  # a probe that was not run before
+    assert drift.changes == ()
+    assert not drift.found
+    assert drift.probes_only_new == ("system",)
+    assert any("not run in the old run: system" in note for note in drift.unlike)
 
 
 def test_version_change_on_some_hosts_is_reported_once_with_the_hosts() -> None:
@@ -62,4 +66,4 @@ def test_host_status_change_is_drift() -> None:
     old = run(host("a", torch={"version": "1"}))
     dead = host("a", status="unreachable")
     drift = compare_runs(old, run(dead), DECLARED)
-    assert ("host.status", "ok", "unreachable") in {(c.fact, c.old, c.new) for c in drift.changes}
+    assert ("_host.status", "ok", "unreachable") in {(c.fact, c.old, c.new) for c in drift.changes}

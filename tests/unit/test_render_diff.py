@@ -24,8 +24,8 @@ from tests.conftest import ROOT
 RECORDED = ROOT / "tests" / "probes" / "golden" / "real_run" / "loopback8_two_odd.json"
 SYMM = "torch.distributed._symmetric_memory"
 EXPECTED_FACTS = {
-    f'dir.modules["{SYMM}"].names',
-    f'imports.results["{SYMM}:SymmetricMemory|_SymmetricMemory"].resolved',
+    f'dir.modules."{SYMM}".names',
+    f'imports.results."{SYMM}:SymmetricMemory|_SymmetricMemory".resolved',
     "nccl.env.NCCL_P2P_DISABLE",
     "torch.symmetric_memory.class_name",
 }

@@ -9,7 +9,7 @@ import json
 from rich.console import Console
 
 from fleet.models import HostOutcome, Run
-from fleet.render.terminal import MAX_STATUS_ROWS, status_table
+from fleet.render.terminal import status_table
 from tests.conftest import ROOT
 
 RECORDED = ROOT / "tests" / "probes" / "golden" / "real_run" / "loopback8_two_odd.json"
@@ -59,10 +59,33 @@ def recorded_fleet(size: int) -> list[HostOutcome]:
     return outcomes
 
 
-def test_a_small_fleet_gets_one_row_per_host() -> None:
-    text = rendered(recorded_fleet(MAX_STATUS_ROWS))
-    assert all(f"gpu-{i:03d}" in text for i in range(1, MAX_STATUS_ROWS + 1))
-    assert "hosts)" not in text
+def missing_identity(name: str) -> HostOutcome:
+    return HostOutcome(
+        name, "auth_failed", name,
+        f"cannot read identity file /home/ops/.ssh/id_fleet for {name}: no such file",
+        "check identity_file in the inventory",
+    )  # fmt: skip
+
+
+def test_a_small_fleet_folds_hosts_that_ended_alike_too() -> None:
+    """Nine hosts with the same missing identity file: one row, not nine (issue 12, item 2)."""
+    outcomes = [missing_identity(f"gpu-{i:02d}") for i in range(1, 10)]
+    text = rendered([*recorded_fleet(2), *outcomes])
+    rows = [line for line in text.splitlines() if "gpu-" in line]
+    assert len(rows) == 2, text
+    assert "gpu-[01-09] (9 hosts)" in rows[0]
+    assert "auth_failed" in rows[0]
+    assert text.count("no such file") == 1
+    assert "gpu-[001-002] (2 hosts)" in rows[1]
+    assert " ok " in rows[1]
+
+
+def test_a_host_alone_in_how_it_ended_keeps_its_own_row() -> None:
+    text = rendered(recorded_fleet(8))
+    rows = [line for line in text.splitlines() if "gpu-" in line]
+    assert len(rows) == 2, text
+    assert rows[0].lstrip("│ ").startswith("gpu-007 ")
+    assert "hosts)" not in rows[0]
 
 
 def test_a_big_fleet_folds_hosts_that_ended_alike_trouble_first() -> None:

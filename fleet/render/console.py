@@ -1,0 +1,50 @@
+"""The consoles the CLI prints through. Off a terminal (pipes, CI logs, files) every line is
+written without trailing spaces: rich pads titles, table rows and wrapped lines to the width,
+which shows up as trailing whitespace in logs and in text copied from them."""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import TextIO
+
+from rich.console import Console
+
+TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
+
+
+class TrimmedLines:
+    """A text stream that writes whole lines with trailing blanks removed (ANSI codes kept)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.pending = ""
+
+    def write(self, text: str) -> int:
+        *lines, self.pending = (self.pending + text).split("\n")
+        for line in lines:
+            self.stream.write(TRAILING.sub(r"\1", line) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def close_line(self) -> None:
+        if self.pending:
+            self.stream.write(TRAILING.sub(r"\1", self.pending))
+            self.pending = ""
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.stream, "encoding", None) or "utf-8"
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A rich Console on stdout (or stderr); off a terminal, without trailing spaces."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    return Console(file=TrimmedLines(stream))  # type: ignore[arg-type]

@@ -1,0 +1,32 @@
+"""Run the `fleet` command in-process (click's CliRunner): fast, no subprocess, same exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner, Result
+
+from fleet.cli import main
+from tests.conftest import ROOT
+
+REAL_RUN_DIR = ROOT / "tests" / "probes" / "golden" / "real_run"
+GPULESS = REAL_RUN_DIR / "gpuless_local.json"
+LOOPBACK8 = REAL_RUN_DIR / "loopback8_two_odd.json"
+H200X2 = REAL_RUN_DIR / "h200x2_run.json"
+
+
+def invoke(tmp_path: Path, *args: str, columns: int = 200) -> Result:
+    """`fleet ARGS` with its state (saved runs) under tmp_path and a terminal `columns` wide."""
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "COLUMNS": str(columns)}
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def run_document(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())  # type: ignore[no-any-return]
+
+
+def write_run(path: Path, document: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(document))
+    return path

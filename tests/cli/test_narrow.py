@@ -1,0 +1,82 @@
+"""80 columns, as in pipes and CI logs (issue 12, item 7): ids, paths and hints stay whole,
+tables leave a column out instead of breaking them, no line ends in padding. In-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fleet.models import Run
+from fleet.store import save_run
+from tests.cli.inprocess import LOOPBACK8, invoke, run_document, write_run
+from tests.conftest import ROOT
+
+WIDTH = 80
+
+
+def assert_no_trailing_blanks(output: str) -> None:
+    padded = [line for line in output.splitlines() if line != line.rstrip()]
+    assert not padded, padded
+
+
+def runs_listing(tmp_path: Path, inventory: str) -> tuple[str, str]:
+    document = run_document(LOOPBACK8)
+    document["inventory"] = inventory
+    saved = save_run(Run.from_dict(document), tmp_path / "state" / "fleet" / "runs")
+    done = invoke(tmp_path, "runs", columns=WIDTH)
+    assert done.exit_code == 0, done.output
+    assert max(len(line) for line in done.stdout.splitlines()) <= WIDTH  # the table; warnings aside
+    assert_no_trailing_blanks(done.output)
+    return saved.stem, done.output
+
+
+def test_runs_keeps_run_ids_whole_at_80_columns(tmp_path: Path) -> None:
+    run_id, output = runs_listing(tmp_path, "inv/lab.yaml")
+    assert run_id in output  # the id the README tells users to copy, on one line
+    assert "inv/lab.yaml" in output
+    assert "8 ok" in output
+    assert "left out to fit 80 columns: started (" in output  # the id says when, too
+
+
+def test_runs_leaves_out_a_path_too_long_to_fit_rather_than_breaking_it(tmp_path: Path) -> None:
+    inventory = "/srv/ops/inventories/production-blackwell-cluster-east-2.yaml"
+    run_id, output = runs_listing(tmp_path, inventory)
+    assert run_id in output
+    assert "left out to fit 80 columns: inventory (" in output
+    assert "production" not in output
+
+
+def test_hosts_keeps_targets_and_paths_whole_at_80_columns(tmp_path: Path) -> None:
+    done = invoke(
+        tmp_path, "hosts", "-i", str(ROOT / "inventory" / "blackwell.yaml"), columns=WIDTH
+    )
+    assert done.exit_code == 0, done.output
+    assert "ubuntu@bastion.example.internal:22" in done.output
+    assert "/opt/sglang/.venv/bin/python" in done.output
+    assert "left out to fit 80 columns:" in done.output
+    assert max(len(line) for line in done.stdout.splitlines()) <= WIDTH  # the table; warnings aside
+    assert_no_trailing_blanks(done.output)
+
+
+def test_diff_keeps_fact_paths_whole_at_80_columns(tmp_path: Path) -> None:
+    done = invoke(tmp_path, "diff", str(LOOPBACK8), columns=WIDTH)
+    facts = json.loads(invoke(tmp_path, "diff", str(LOOPBACK8), "--format", "json").stdout)
+    names = [d["fact"] for d in facts["values"]] + [s["fact"] for s in facts["sets"]]
+    assert names
+    assert all(name in done.output for name in names), done.output
+    long_lines = [line for line in done.output.splitlines() if len(line) > WIDTH]
+    assert all(line.strip() in names for line in long_lines), long_lines
+    assert_no_trailing_blanks(done.output)
+
+
+def test_status_hints_and_names_stay_whole_at_80_columns(tmp_path: Path) -> None:
+    document = run_document(LOOPBACK8)
+    hint = "is sshd listening there? try: ssh -p 22 ops@gpu-07.example.internal true"
+    document["hosts"]["gpu-07"].update(
+        status="unreachable", error="cannot connect: connection refused", hint=hint, probes={}
+    )
+    done = invoke(tmp_path, "show", str(write_run(tmp_path / "r.json", document)), columns=WIDTH)
+    words = set(done.output.split())
+    assert all(word in words for word in hint.split()), done.output
+    assert "gpu-[01-06,08] (7 hosts)" in done.output
+    assert_no_trailing_blanks(done.output)

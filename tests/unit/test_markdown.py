@@ -1,0 +1,74 @@
+"""The Markdown forms of a diff, read back by a real CommonMark parser with GFM tables
+(markdown-it-py): every row keeps its cells, whatever the values hold (issue 12, item 4)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from markdown_it import MarkdownIt
+
+from fleet.analysis.diff import compare_hosts
+from fleet.analysis.drift import compare_runs
+from fleet.analysis.facts import declared_facts
+from fleet.models import Run
+from fleet.render.documents import drift_markdown, fleet_diff_markdown, md_code, md_text
+from tests.cli.inprocess import LOOPBACK8, run_document
+
+SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
+
+
+def two_host_run() -> Run:
+    """The recorded loopback run cut to gpu-01 and gpu-07 (whose torch has only _SymmetricMemory)."""
+    document = run_document(LOOPBACK8)
+    document["hosts"] = {k: v for k, v in document["hosts"].items() if k in ("gpu-01", "gpu-07")}
+    return Run.from_dict(document)
+
+
+def table_rows(markdown: str) -> list[list[str]]:
+    """Each table row (header included) as the text of its cells, as GitHub would render them."""
+    tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
+    rows: list[list[str]] = []
+    for token in tokens:
+        if token.type == "tr_open":
+            rows.append([])
+        elif token.type == "inline" and rows and _in_cell(tokens, token):
+            rows[-1].append(_plain(token))
+    return rows
+
+
+def _in_cell(tokens: list[Any], token: Any) -> bool:
+    before = tokens[tokens.index(token) - 1]
+    return before.type in ("th_open", "td_open")
+
+
+def _plain(inline: Any) -> str:
+    return "".join(child.content for child in inline.children or [])
+
+
+def test_two_host_diff_parses_as_a_table_with_three_cells_per_row() -> None:
+    markdown = fleet_diff_markdown(compare_hosts(two_host_run().hosts.values(), declared_facts()))
+    rows = table_rows(markdown)
+    assert rows[0] == ["fact", "majority", "differs on"]
+    assert len(rows) >= 3
+    assert all(len(row) == 3 for row in rows), rows
+    spec_row = next(row for row in rows if SPEC in row[0])
+    assert "gpu-07" in spec_row[2] or "gpu-07" in spec_row[1], spec_row
+
+
+def test_drift_markdown_keeps_its_cells_when_values_hold_pipes() -> None:
+    old = two_host_run()
+    document = json.loads(json.dumps(old.to_dict()))
+    imports = document["hosts"]["gpu-01"]["probes"]["imports"]["data"]["results"]
+    imports[SPEC]["resolved"] = "a|b *c* <d> `e`"
+    rows = table_rows(drift_markdown(compare_runs(old, Run.from_dict(document), declared_facts())))
+    assert len(rows) >= 2
+    assert all(len(row) == 3 for row in rows), rows
+    assert any("a|b *c* <d> `e`" in row[1] for row in rows), rows
+
+
+def test_escaped_text_and_code_read_back_as_written() -> None:
+    for text in ("a|b", "_x_ *y* [z](w) <b>", "`tick` and ``two``", "back\\slash"):
+        row = f"| {md_text(text)} | {md_code(text)} |"
+        rows = table_rows(f"| a | b |\n| --- | --- |\n{row}\n")
+        assert rows[1] == [text, text], (text, rows)
