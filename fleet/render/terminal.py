@@ -116,13 +116,13 @@ def status_table(outcomes: Iterable[HostOutcome]) -> Table:
     table.add_column("elapsed", justify="right")
     table.add_column("probes", justify="right")
     table.add_column("error / hint", overflow="fold")
-    groups = [[o] for o in outcomes] if len(outcomes) <= MAX_STATUS_ROWS else _ended_alike(outcomes)
+    groups = [[o] for o in outcomes] if len(outcomes) <= MAX_STATUS_ROWS else ended_alike(outcomes)
     for group in groups:
         table.add_row(*_status_row(group))
     return table
 
 
-def _ended_alike(outcomes: list[HostOutcome]) -> list[list[HostOutcome]]:
+def ended_alike(outcomes: list[HostOutcome]) -> list[list[HostOutcome]]:
     """Hosts grouped by how they ended; trouble first, then the biggest groups."""
     groups: dict[tuple[str, str], list[HostOutcome]] = {}
     for outcome in outcomes:

@@ -1,0 +1,250 @@
+"""Sections of the HTML report after the divergence: check verdicts, drift, hosts not compared,
+the fabric, and the per-host drill-down with raw probe data (within a size budget)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fleet.analysis.diff import Unreported
+from fleet.analysis.drift import Drift
+from fleet.checks import CheckReport, RuleResult, Verdict, format_value
+from fleet.inventory import compact_hosts
+from fleet.models import HostOutcome
+from fleet.render.diffview import short
+from fleet.render.checks import grouped_verdicts, tally
+from fleet.render.markup import chip, clip, esc, folded, hosts_label, row, table
+
+RAW_BUDGET = 1_500_000  # characters of raw probe JSON in the drill-down; odd and troubled hosts first
+MAX_MATRIX_HOSTS = 48  # fabric: a host × host matrix up to here, a list of bad pairs beyond
+MAX_TAIL_CHARS = 2000
+
+# ------------------------------------------------------------------------------------ checks
+
+
+def checks_section(report: CheckReport) -> str:
+    order = {"fail": 0, "unknown": 1, "skipped": 2, "pass": 3, "n/a": 4}
+    results = sorted(report.results, key=lambda r: order.get(r.status, 5))
+    return "".join(_rule(r) for r in results)
+
+
+def _rule(result: RuleResult) -> str:
+    rule = result.rule
+    status = result.status
+    shown = "warn" if status == "fail" and rule.severity == "warn" else status
+    summary = (
+        f"{chip(status if shown != 'warn' else 'unknown', shown)} <b>{esc(rule.id)}</b> "
+        f'<span class="dim">{esc(rule.severity)} · {esc(tally(result.verdicts))}</span>'
+    )
+    body = [f'<p class="dim">{esc(rule.description)} <code>{esc(rule.source)}</code></p>']
+    failing = [v for v in result.verdicts if v.status in ("fail", "unknown", "skipped")]
+    rows = [_verdict_row(group) for group in grouped_verdicts(failing)]
+    if rows:
+        body.append(table(["hosts", "verdict", "observed", "expected", "fix / why"], rows))
+    keys = " ".join([rule.id, *(v.host for v in failing)])
+    return folded(summary, "".join(body), keys, is_open=status == "fail")
+
+
+def _verdict_row(verdicts: list[Verdict]) -> str:
+    first = verdicts[0]
+    hosts = [v.host for v in verdicts]
+    why = esc(first.fix or "")
+    if first.reason:
+        why += f'<div class="dim">{esc(first.reason)}</div>'
+    expected = "" if first.expected is None else esc(format_value(first.expected))
+    cells = [hosts_label(hosts), chip(first.status), esc(format_value(first.observed)), expected, why]
+    return row(cells, " ".join(hosts))
+
+
+# ------------------------------------------------------------------------------------- drift
+
+
+def drift_section(drift: Drift) -> str:
+    lines = [
+        f"<p>baseline started {esc(drift.old_started)} · this run {esc(drift.new_started)} · "
+        f"{len(drift.changes)} change(s) on {len(drift.changed_hosts)} host(s)</p>"
+    ]
+    if drift.added_hosts:
+        lines.append(f"<p>hosts new since the baseline: {hosts_label(drift.added_hosts)}</p>")
+    if drift.removed_hosts:
+        lines.append(f"<p>hosts gone since the baseline: {hosts_label(drift.removed_hosts)}</p>")
+    if not drift.found:
+        lines.append('<p class="ok">no drift: nothing changed beyond tolerance</p>')
+    rows = [
+        row(
+            [f"<code>{esc(c.fact)}</code>", esc(c.kind), esc(short(c.old)), esc(short(c.new)), hosts_label(c.hosts)],
+            " ".join([c.fact, *c.hosts]),
+        )
+        for c in drift.changes
+    ]
+    if rows:
+        lines.append(table(["fact", "kind", "baseline", "now", "hosts"], rows))
+    return "".join(lines)
+
+
+# ------------------------------------------------------------------------------ not compared
+
+
+def unreported_section(items: Sequence[Unreported]) -> str:
+    """Grouped by probe, status and reason (the host's own name blanked), hosts named compactly."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for item in items:
+        reason = item.reason.replace(item.host, "…") if item.host else item.reason
+        groups.setdefault((item.probe or "", item.status, reason), []).append(item.host)
+    rows = [
+        row([hosts_label(hosts), esc(probe or "(the whole host)"), chip(status), esc(clip(reason, 400))], " ".join(hosts))
+        for (probe, status, reason), hosts in sorted(groups.items(), key=lambda g: (g[0][0] != "", -len(g[1])))
+    ]
+    return table(["hosts", "probe", "status", "why"], rows)
+
+
+# ------------------------------------------------------------------------------------ fabric
+
+
+def fabric_section(fabric: object) -> str:
+    """The fabric part of a run document, read defensively: any field may be missing or odd."""
+    if not isinstance(fabric, Mapping):
+        return f'<p class="note">a fabric section that is not a mapping: {esc(clip(repr(fabric), 400))}</p>'
+    pairs = [p for p in fabric.get("pairs") or [] if isinstance(p, Mapping)]
+    parts = [_suspects(fabric.get("suspects")), _pair_view(pairs)]
+    ring = fabric.get("ring")
+    if isinstance(ring, Mapping) and ring:
+        rows = [row([esc(k), esc(clip(_plain_text(v), 400))]) for k, v in ring.items()]
+        parts.append(f"<h3>ring</h3>{table(['field', 'value'], rows, css='plain')}")
+    return "".join(parts)
+
+
+def _plain_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, default=str, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _suspects(suspects: object) -> str:
+    if not isinstance(suspects, list) or not suspects:
+        return '<p class="ok">no suspects named</p>'
+    items = []
+    for suspect in suspects:
+        if isinstance(suspect, Mapping):
+            text = " · ".join(f"{k}: {_plain_text(v)}" for k, v in suspect.items())
+        else:
+            text = _plain_text(suspect)
+        items.append(f"<li>{esc(clip(text, 600))}</li>")
+    return f'<h3>suspects</h3><ul class="suspects">{"".join(items)}</ul>'
+
+
+def _pair_ok(pair: Mapping[str, Any]) -> bool:
+    return pair.get("status") == "ok" and pair.get("correct") is not False
+
+
+def _pair_text(pair: Mapping[str, Any]) -> str:
+    fields = ("status", "busbw_gbps", "latency_us", "correct", "error")
+    return "\n".join(f"{f}: {_plain_text(pair.get(f))}" for f in fields if f in pair)
+
+
+def _pair_view(pairs: list[Mapping[str, Any]]) -> str:
+    if not pairs:
+        return '<p class="dim">no pair results</p>'
+    hosts = sorted({str(p.get(end)) for p in pairs for end in ("a", "b")})
+    if len(hosts) > MAX_MATRIX_HOSTS:
+        bad = [p for p in pairs if not _pair_ok(p)]
+        rows = [row([esc(p.get("a")), esc(p.get("b")), f"<pre>{esc(_pair_text(p))}</pre>"], f"{p.get('a')} {p.get('b')}") for p in bad]
+        note = f'<p class="note">{len(hosts)} hosts: too many for a matrix; the {len(bad)} pair(s) not ok are listed.</p>'
+        return note + table(["a", "b", "result"], rows)
+    cells: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for pair in pairs:
+        a, b = str(pair.get("a")), str(pair.get("b"))
+        cells[(a, b)] = cells[(b, a)] = pair
+    head = "".join(f'<th class="group">{esc(h)}</th>' for h in hosts)
+    body = "".join(
+        f'<tr><th>{esc(a)}</th>{"".join(_pair_cell(cells.get((a, b))) for b in hosts)}</tr>' for a in hosts
+    )
+    return (
+        f'<h3>pairs</h3><div class="scroll"><table class="divmap pairs"><thead><tr><th></th>{head}</tr>'
+        f"</thead><tbody>{body}</tbody></table></div>"
+        '<p class="dim">cell: bus bandwidth in GB/s of the pair; <span class="cell odd key">≠</span> '
+        "failed or wrong; open a cell for the details</p>"
+    )
+
+
+def _pair_cell(pair: Mapping[str, Any] | None) -> str:
+    if pair is None:
+        return '<td class="cell none">–</td>'
+    busbw = pair.get("busbw_gbps")
+    text = f"{busbw:.3g}" if isinstance(busbw, int | float) and not isinstance(busbw, bool) else esc(pair.get("status"))
+    kind, mark = ("maj", "") if _pair_ok(pair) else ("odd", "≠ ")
+    return (
+        f'<td class="cell {kind}"><details><summary>{mark}{text}</summary>'
+        f'<pre class="value">{esc(_pair_text(pair))}</pre></details></td>'
+    )
+
+
+# ------------------------------------------------------------------------------- drill-down
+
+
+class RawBudget:
+    """Raw probe JSON shown once per distinct payload, until the budget is spent."""
+
+    def __init__(self, limit: int = RAW_BUDGET) -> None:
+        self.left = limit
+        self.shown_by_id: dict[int, str] = {}
+        self.shown_by_text: dict[str, str] = {}
+        self.left_out = 0
+
+    def payload(self, host: str, data: Mapping[str, Any]) -> str:
+        earlier = self.shown_by_id.get(id(data))
+        if earlier is None and self.left > 0:
+            text = json.dumps(data, indent=1, sort_keys=True, default=str)
+            earlier = self.shown_by_text.get(text)
+            if earlier is None and len(text) <= self.left:
+                self.left -= len(text)
+                self.shown_by_id[id(data)] = self.shown_by_text[text] = host
+                return f"<pre>{esc(text)}</pre>"
+        if earlier is not None:
+            return f'<p class="dim">the same data as {esc(earlier)}\'s (shown there)</p>'
+        self.left_out += 1
+        return '<p class="dim">left out to keep the page small: see the run file</p>'
+
+
+def drilldown_section(outcomes: Sequence[HostOutcome], first: Sequence[str]) -> str:
+    """One folded block per host, `first` (odd, troubled) first; raw data within RAW_BUDGET."""
+    budget = RawBudget()
+    ahead = set(first)
+    ordered = [o for o in outcomes if o.name in ahead] + [o for o in outcomes if o.name not in ahead]
+    blocks = "".join(_host_block(o, budget) for o in ordered)
+    note = ""
+    if budget.left_out:
+        note = (
+            f'<p class="note">{budget.left_out} probe payload(s) left out of the raw data to keep the page '
+            "small (odd and troubled hosts come first); the run file has them all.</p>"
+        )
+    return note + blocks
+
+
+def _host_block(outcome: HostOutcome, budget: RawBudget) -> str:
+    good = sum(1 for r in outcome.probes.values() if r.status in ("ok", "absent"))
+    summary = (
+        f"<b>{esc(outcome.name)}</b> {chip(outcome.status)} "
+        f'<span class="dim">{esc(outcome.address)} · {outcome.elapsed_s:.1f}s · {good}/{len(outcome.probes)} probes</span>'
+    )
+    parts = []
+    if outcome.error:
+        parts.append(f'<p class="error">{esc(outcome.error)}</p>')
+    if outcome.hint:
+        parts.append(f'<p class="hint">hint: {esc(outcome.hint)}</p>')
+    for name, result in sorted(outcome.probes.items()):
+        head = f"{esc(name)} {chip(result.status)} <span class=dim>{result.elapsed_s:.2f}s</span>"
+        body = f'<p class="error">{esc(result.error)}</p>' if result.error else ""
+        if result.output_tail.strip():
+            body += f'<pre class="tail">{esc(result.output_tail[-MAX_TAIL_CHARS:])}</pre>'
+        body += budget.payload(outcome.name, result.data) if result.data else ""
+        parts.append(folded(head, body))
+    return folded(summary, "".join(parts), outcome.name)
+
+
+def compact(hosts: Sequence[str]) -> str:
+    return compact_hosts(hosts)
