@@ -45,7 +45,9 @@ def render_rule(console: Console, result: RuleResult) -> None:
         console.print(f"    [dim]{escape(rule.description)}[/]")
     for verdicts in grouped_verdicts(v for v in result.verdicts if v.status == "fail"):
         _print_failure(console, verdicts)
-    for verdicts in grouped_verdicts(v for v in result.verdicts if v.status in ("unknown", "skipped")):
+    for verdicts in grouped_verdicts(
+        v for v in result.verdicts if v.status in ("unknown", "skipped")
+    ):
         names = compact_hosts(v.host for v in verdicts)
         first = verdicts[0]
         console.print(f"    [yellow]{first.status}[/] on {escape(names)}: {escape(first.reason)}")

@@ -67,7 +67,9 @@ def cohort_curves(outcomes: Mapping[str, HostOutcome], diff: FleetDiff) -> list[
         curves = {h: c for h, c in curves.items() if c}
         if curves:
             outliers = tuple(
-                o for o in diff.outliers if o.cohort == cohort.name and o.measure.startswith("allreduce")
+                o
+                for o in diff.outliers
+                if o.cohort == cohort.name and o.measure.startswith("allreduce")
             )
             found.append(CohortCurves(cohort, curves, outliers))
     return found
@@ -136,7 +138,9 @@ def _points(rows: Sequence[tuple[int, Mapping[str, Any]]], metric: str) -> tuple
     return tuple(found)
 
 
-def _by_size(lines: Mapping[str, tuple[Point, ...]], hosts: Sequence[str]) -> dict[float, list[float]]:
+def _by_size(
+    lines: Mapping[str, tuple[Point, ...]], hosts: Sequence[str]
+) -> dict[float, list[float]]:
     values: dict[float, list[float]] = defaultdict(list)
     for host in hosts:
         for size, value in lines[host]:

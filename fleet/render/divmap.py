@@ -51,7 +51,9 @@ def value_text(value: object) -> str:
 
 
 def divergence_row(item: Divergence, fact: str | None = None, note: str = "") -> MapRow:
-    cells = {h: Cell("maj", short(item.majority), value_text(item.majority)) for h in item.majority_hosts}
+    cells = {
+        h: Cell("maj", short(item.majority), value_text(item.majority)) for h in item.majority_hosts
+    }
     for value, hosts in item.others:
         delta = list_delta(item.majority, value)
         full = f"{value_text(value)}\n\nmajority: {value_text(item.majority)}"
@@ -141,7 +143,11 @@ def _map_row(map_row: MapRow, columns: Sequence[tuple[str, ...]]) -> str:
     cells = []
     for group in columns:
         found = {map_row.cells.get(h, NOT_REPORTED) for h in group}
-        cell = found.pop() if len(found) == 1 else Cell("mixed", "varies", "the hosts of this column differ here")
+        cell = (
+            found.pop()
+            if len(found) == 1
+            else Cell("mixed", "varies", "the hosts of this column differ here")
+        )
         cells.append(
             f'<td class="cell {cell.kind}"><details><summary>{MARK[cell.kind]} {esc(cell.text)}'
             f'</summary><pre class="value">{esc(clip(cell.full))}</pre></details></td>'
@@ -158,15 +164,25 @@ def name_lists(diff: FleetDiff) -> str:
     """Each divergent name list, item by item: which hosts miss a majority name, which have extras."""
     blocks = []
     for item in diff.sets:
-        entries = [("missing on", n, hs) for n, hs in item.missing] + [("only on", n, hs) for n, hs in item.extra]
+        entries = [("missing on", n, hs) for n, hs in item.missing] + [
+            ("only on", n, hs) for n, hs in item.extra
+        ]
         rows = [
             row([f"<code>{esc(name)}</code>", esc(kind), hosts_label(hosts)], " ".join(hosts))
             for kind, name, hosts in entries[:MAX_ITEMS]
         ]
-        more = f'<p class="note">{len(entries) - MAX_ITEMS} more items not listed</p>' if len(entries) > MAX_ITEMS else ""
+        more = (
+            f'<p class="note">{len(entries) - MAX_ITEMS} more items not listed</p>'
+            if len(entries) > MAX_ITEMS
+            else ""
+        )
         summary = (
             f"<code>{esc(item.fact)}</code> · {len(item.missing)} missing, {len(item.extra)} extra "
             f"· odd: {esc(compact_hosts(item.differing_hosts))}"
         )
-        blocks.append(folded(summary, table(["name", "", "hosts"], rows) + more, " ".join(item.differing_hosts)))
+        blocks.append(
+            folded(
+                summary, table(["name", "", "hosts"], rows) + more, " ".join(item.differing_hosts)
+            )
+        )
     return "".join(blocks)

@@ -19,7 +19,7 @@ from pathlib import Path
 from fleet.analysis.diff import FleetDiff
 from fleet.analysis.drift import Drift
 from fleet.checks import CheckReport
-from fleet.errors import FleetError
+from fleet.errors import ReportError
 from fleet.inventory import compact_hosts
 from fleet.models import HostOutcome, Run
 from fleet.render.curves import curves_section
@@ -43,10 +43,6 @@ EXIT_BITS = (
     (32, "a check rule of severity error failed"),
     (64, "the run could not be kept"),
 )
-
-
-class ReportError(FleetError):
-    """The HTML report could not be written."""
 
 
 @dataclass(frozen=True)
@@ -106,13 +102,18 @@ def _header(report: Report) -> str:
     statuses = Counter(o.status for o in run.hosts.values())
     chips = " ".join(chip(s, f"{n} {s}") for s, n in statuses.most_common())
     facts = [
-        ("when", f"{esc(run.started)} → {esc(run.finished)}{' (interrupted)' if run.interrupted else ''}"),
+        (
+            "when",
+            f"{esc(run.started)} → {esc(run.finished)}{' (interrupted)' if run.interrupted else ''}",
+        ),
         ("source", esc(report.source or run.inventory or "—")),
         ("hosts", f"{len(run.hosts)} · {chips}"),
         ("probes", esc(", ".join(run.probes) or "—")),
     ]
     if report.exit_code is not None:
-        facts.append(("exit code", f"<b>{report.exit_code}</b> · {esc(exit_meaning(report.exit_code))}"))
+        facts.append(
+            ("exit code", f"<b>{report.exit_code}</b> · {esc(exit_meaning(report.exit_code))}")
+        )
     items = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
     return (
         f'<header><h1>fleet report</h1><dl class="facts">{items}</dl>{_verdict(report, diff)}'
@@ -140,7 +141,9 @@ def _verdict(report: Report, diff: FleetDiff) -> str:
         text = f"check failed on {compact_hosts(failed)}" if failed else "check passed"
         lines.append(f'<p class="verdict {"bad" if failed else "ok"}">{esc(text)}</p>')
     if report.drift is not None and report.drift.found:
-        lines.append(f'<p class="verdict odd">drift on {esc(compact_hosts(report.drift.changed_hosts))}</p>')
+        lines.append(
+            f'<p class="verdict odd">drift on {esc(compact_hosts(report.drift.changed_hosts))}</p>'
+        )
     return "".join(lines)
 
 

@@ -12,11 +12,13 @@ from fleet.analysis.drift import Drift
 from fleet.checks import CheckReport, RuleResult, Verdict, format_value
 from fleet.inventory import compact_hosts
 from fleet.models import HostOutcome
-from fleet.render.diffview import short
 from fleet.render.checks import grouped_verdicts, tally
+from fleet.render.diffview import short
 from fleet.render.markup import chip, clip, esc, folded, hosts_label, row, table
 
-RAW_BUDGET = 1_500_000  # characters of raw probe JSON in the drill-down; odd and troubled hosts first
+RAW_BUDGET = (
+    1_500_000  # characters of raw probe JSON in the drill-down; odd and troubled hosts first
+)
 MAX_MATRIX_HOSTS = 48  # fabric: a host × host matrix up to here, a list of bad pairs beyond
 MAX_TAIL_CHARS = 2000
 
@@ -53,7 +55,13 @@ def _verdict_row(verdicts: list[Verdict]) -> str:
     if first.reason:
         why += f'<div class="dim">{esc(first.reason)}</div>'
     expected = "" if first.expected is None else esc(format_value(first.expected))
-    cells = [hosts_label(hosts), chip(first.status), esc(format_value(first.observed)), expected, why]
+    cells = [
+        hosts_label(hosts),
+        chip(first.status),
+        esc(format_value(first.observed)),
+        expected,
+        why,
+    ]
     return row(cells, " ".join(hosts))
 
 
@@ -73,7 +81,13 @@ def drift_section(drift: Drift) -> str:
         lines.append('<p class="ok">no drift: nothing changed beyond tolerance</p>')
     rows = [
         row(
-            [f"<code>{esc(c.fact)}</code>", esc(c.kind), esc(short(c.old)), esc(short(c.new)), hosts_label(c.hosts)],
+            [
+                f"<code>{esc(c.fact)}</code>",
+                esc(c.kind),
+                esc(short(c.old)),
+                esc(short(c.new)),
+                hosts_label(c.hosts),
+            ],
             " ".join([c.fact, *c.hosts]),
         )
         for c in drift.changes
@@ -93,8 +107,18 @@ def unreported_section(items: Sequence[Unreported]) -> str:
         reason = item.reason.replace(item.host, "…") if item.host else item.reason
         groups.setdefault((item.probe or "", item.status, reason), []).append(item.host)
     rows = [
-        row([hosts_label(hosts), esc(probe or "(the whole host)"), chip(status), esc(clip(reason, 400))], " ".join(hosts))
-        for (probe, status, reason), hosts in sorted(groups.items(), key=lambda g: (g[0][0] != "", -len(g[1])))
+        row(
+            [
+                hosts_label(hosts),
+                esc(probe or "(the whole host)"),
+                chip(status),
+                esc(clip(reason, 400)),
+            ],
+            " ".join(hosts),
+        )
+        for (probe, status, reason), hosts in sorted(
+            groups.items(), key=lambda g: (g[0][0] != "", -len(g[1]))
+        )
     ]
     return table(["hosts", "probe", "status", "why"], rows)
 
@@ -152,7 +176,13 @@ def _pair_view(pairs: list[Mapping[str, Any]]) -> str:
     hosts = sorted({str(p.get(end)) for p in pairs for end in ("a", "b")})
     if len(hosts) > MAX_MATRIX_HOSTS:
         bad = [p for p in pairs if not _pair_ok(p)]
-        rows = [row([esc(p.get("a")), esc(p.get("b")), f"<pre>{esc(_pair_text(p))}</pre>"], f"{p.get('a')} {p.get('b')}") for p in bad]
+        rows = [
+            row(
+                [esc(p.get("a")), esc(p.get("b")), f"<pre>{esc(_pair_text(p))}</pre>"],
+                f"{p.get('a')} {p.get('b')}",
+            )
+            for p in bad
+        ]
         note = f'<p class="note">{len(hosts)} hosts: too many for a matrix; the {len(bad)} pair(s) not ok are listed.</p>'
         return note + table(["a", "b", "result"], rows)
     cells: dict[tuple[str, str], Mapping[str, Any]] = {}
@@ -161,7 +191,8 @@ def _pair_view(pairs: list[Mapping[str, Any]]) -> str:
         cells[(a, b)] = cells[(b, a)] = pair
     head = "".join(f'<th class="group">{esc(h)}</th>' for h in hosts)
     body = "".join(
-        f'<tr><th>{esc(a)}</th>{"".join(_pair_cell(cells.get((a, b))) for b in hosts)}</tr>' for a in hosts
+        f"<tr><th>{esc(a)}</th>{''.join(_pair_cell(cells.get((a, b))) for b in hosts)}</tr>"
+        for a in hosts
     )
     return (
         f'<h3>pairs</h3><div class="scroll"><table class="divmap pairs"><thead><tr><th></th>{head}</tr>'
@@ -175,7 +206,11 @@ def _pair_cell(pair: Mapping[str, Any] | None) -> str:
     if pair is None:
         return '<td class="cell none">–</td>'
     busbw = pair.get("busbw_gbps")
-    text = f"{busbw:.3g}" if isinstance(busbw, int | float) and not isinstance(busbw, bool) else esc(pair.get("status"))
+    text = (
+        f"{busbw:.3g}"
+        if isinstance(busbw, int | float) and not isinstance(busbw, bool)
+        else esc(pair.get("status"))
+    )
     kind, mark = ("maj", "") if _pair_ok(pair) else ("odd", "≠ ")
     return (
         f'<td class="cell {kind}"><details><summary>{mark}{text}</summary>'
@@ -214,7 +249,9 @@ def drilldown_section(outcomes: Sequence[HostOutcome], first: Sequence[str]) -> 
     """One folded block per host, `first` (odd, troubled) first; raw data within RAW_BUDGET."""
     budget = RawBudget()
     ahead = set(first)
-    ordered = [o for o in outcomes if o.name in ahead] + [o for o in outcomes if o.name not in ahead]
+    ordered = [o for o in outcomes if o.name in ahead] + [
+        o for o in outcomes if o.name not in ahead
+    ]
     blocks = "".join(_host_block(o, budget) for o in ordered)
     note = ""
     if budget.left_out:

@@ -42,7 +42,9 @@ def hosts_label(hosts: Iterable[str]) -> str:
 def table(headers: Sequence[str], rows: Iterable[str], css: str = "sortable") -> str:
     """A table whose rows are already `<tr>…</tr>` markup; headers are plain text."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return (
+        f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    )
 
 
 def row(cells: Sequence[str], key: str | None = None) -> str:

@@ -104,9 +104,7 @@ def _axes(
     for value, label in decade_ticks(y.low, y.high):
         py = y(value)
         parts.append(f'<path class="grid" d="M{left} {py:.1f}H{WIDTH - RIGHT}"/>')
-        parts.append(
-            f'<text class="tick y" x="{left - 4}" y="{py + 3:.1f}">{escape(label)}</text>'
-        )
+        parts.append(f'<text class="tick y" x="{left - 4}" y="{py + 3:.1f}">{escape(label)}</text>')
     middle_x, middle_y = (left + WIDTH - RIGHT) / 2, (TOP + bottom) / 2
     parts.append(
         f'<text class="axis-title" x="{middle_x:.0f}" y="{HEIGHT - 6}">{escape(x_label)}</text>'

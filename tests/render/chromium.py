@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,13 @@ class Browser:
         self.next_id = 0
         self.events: list[dict[str, Any]] = []
 
-    def send(self, method: str, params: dict[str, Any] | None = None, session: str = "", timeout: float = 30) -> Any:
+    def send(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        session: str = "",
+        timeout: float = 30,
+    ) -> Any:
         self.next_id += 1
         message: dict[str, Any] = {"id": self.next_id, "method": method, "params": params or {}}
         if session:
@@ -92,12 +98,16 @@ class Browser:
 
     def wait_for(self, method: str, session: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
-        while not any(e.get("method") == method and e.get("sessionId") == session for e in self.events):
+        while not any(
+            e.get("method") == method and e.get("sessionId") == session for e in self.events
+        ):
             self.events.append(self.receive(max(0.1, deadline - time.monotonic())))
 
     def open_page(self, path: Path, settle_s: float = 0.5) -> Page:
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
         for domain in ("Runtime", "Log", "Network", "Page"):
             self.send(f"{domain}.enable", session=session)
         self.send("Page.navigate", {"url": path.resolve().as_uri()}, session=session)
@@ -151,20 +161,16 @@ def chromium() -> Iterator[Browser]:
 def _stop(browser: Browser) -> None:
     """Browser.close first (Chromium then ends its own children), the process group if it hangs."""
     process = browser.process
-    try:
+    with suppress(ProtocolError, TimeoutError, OSError):  # gone already, or closing: wait decides
         browser.send("Browser.close", timeout=5)
-    except (ProtocolError, TimeoutError, OSError):
-        pass  # it may be gone already, or closing: the wait below decides
     try:
         process.wait(timeout=10)
         os.killpg(process.pid, signal.SIGKILL)  # anything of its group still around
     except ProcessLookupError:
         pass
     except subprocess.TimeoutExpired:
-        try:
+        with suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         process.wait(timeout=10)
     finally:
         for stream in (process.stdin, process.stdout):
