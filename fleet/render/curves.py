@@ -12,7 +12,6 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
-from typing import Any
 
 from fleet.analysis.diff import Cohort, FleetDiff, Outlier
 from fleet.analysis.facts import median
@@ -25,8 +24,9 @@ MAX_NAMED = 6  # odd hosts with their own colour (Okabe-Ito has 7 besides the me
 MODE_LABELS = {"eager": "eager", "graph": "CUDA graph"}
 METRICS = (("latency_us", "latency (µs)"), ("busbw_gbps", "bus bandwidth (GB/s)"))
 
-# host → mode → [(bytes, row)]
-Curves = dict[str, dict[str, list[tuple[int, Mapping[str, Any]]]]]
+# host → mode → metric → [(bytes, value)] by size
+Lines = dict[str, dict[str, tuple[Point, ...]]]
+Curves = dict[str, Lines]
 
 
 @dataclass(frozen=True)
@@ -48,22 +48,28 @@ class CohortCurves:
         return {h: min(i, MAX_NAMED) for i, h in enumerate(hosts)}
 
 
-def allreduce_rows(outcome: HostOutcome) -> dict[str, list[tuple[int, Mapping[str, Any]]]]:
-    """mode → [(bytes, row)] sorted by size, from whatever rows the probe returned (also partial)."""
+def allreduce_lines(outcome: HostOutcome) -> Lines:
+    """mode → metric → points by size, from whatever rows the probe returned (also partial ones).
+    One pass over the rows: at 1,000 hosts this is most of the charts' cost."""
     result = outcome.probes.get("allreduce")
     rows = result.data.get("results") if result is not None else None
-    by_mode: dict[str, list[tuple[int, Mapping[str, Any]]]] = defaultdict(list)
+    found: dict[str, dict[str, list[Point]]] = {}
     for row in rows if isinstance(rows, list) else []:
-        size = row.get("bytes") if isinstance(row, Mapping) else None
-        if isinstance(size, int) and size > 0:
-            by_mode[str(row.get("mode", "?"))].append((size, row))
-    return {mode: sorted(found, key=lambda r: r[0]) for mode, found in by_mode.items()}
+        size = row.get("bytes") if isinstance(row, dict) else None
+        if type(size) is not int or size <= 0:  # bool and float sizes are not sizes
+            continue
+        per_metric = found.setdefault(str(row.get("mode", "?")), {m: [] for m, _ in METRICS})
+        for metric, points in per_metric.items():
+            value = row.get(metric)
+            if type(value) is float or type(value) is int:
+                points.append((float(size), float(value)))
+    return {mode: {m: tuple(sorted(p)) for m, p in lines.items()} for mode, lines in found.items()}
 
 
 def cohort_curves(outcomes: Mapping[str, HostOutcome], diff: FleetDiff) -> list[CohortCurves]:
     found = []
     for cohort in diff.cohorts:
-        curves = {h: allreduce_rows(outcomes[h]) for h in cohort.hosts if h in outcomes}
+        curves = {h: allreduce_lines(outcomes[h]) for h in cohort.hosts if h in outcomes}
         curves = {h: c for h, c in curves.items() if c}
         if curves:
             outliers = tuple(
@@ -113,29 +119,23 @@ def _cohort_html(cohort: CohortCurves, tolerance: float) -> str:
 def _chart(cohort: CohortCurves, mode: str, metric: str, label: str) -> str:
     odd = {o.host for o in cohort.outliers if o.measure.startswith(f"allreduce {mode} ")}
     named = cohort.named
-    lines = {h: _points(per_mode.get(mode, []), metric) for h, per_mode in cohort.curves.items()}
+    lines = {h: per_mode[mode][metric] for h, per_mode in cohort.curves.items() if mode in per_mode}
     lines = {h: p for h, p in lines.items() if p}
     series: list[Series] = []
     band = None
     plain = sorted(h for h in lines if h not in odd)
+    values = _by_size(lines, plain)
     if len(lines) > MAX_LINES:
-        band = _band(lines, plain)
+        band = _band(values, len(plain))
     else:
         series += [Series(h, lines[h], "host") for h in plain]
     if len(lines) > 1:
-        series.append(Series(f"cohort median ({len(lines)} hosts)", _median(lines), "median"))
+        for size, value in (p for h in odd if h in lines for p in lines[h]):
+            values[size].append(value)  # the median is over every host, the odd ones too
+        series.append(Series(f"cohort median ({len(lines)} hosts)", _median(values), "median"))
     series += [Series(h, lines[h], f"odd odd-{named.get(h, MAX_NAMED)}") for h in sorted(odd)]
     title = f"{MODE_LABELS.get(mode, mode)} · {label.split(' (')[0]}"
     return log_chart(title, "message size", label, series, band, x_ticks=byte_ticks)
-
-
-def _points(rows: Sequence[tuple[int, Mapping[str, Any]]], metric: str) -> tuple[Point, ...]:
-    found = []
-    for size, row in rows:
-        value = row.get(metric)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            found.append((float(size), float(value)))
-    return tuple(found)
 
 
 def _by_size(
@@ -148,28 +148,28 @@ def _by_size(
     return values
 
 
-def _median(lines: Mapping[str, tuple[Point, ...]]) -> tuple[Point, ...]:
-    values = _by_size(lines, list(lines))
+def _median(values: Mapping[float, list[float]]) -> tuple[Point, ...]:
     return tuple((size, median(found)) for size, found in sorted(values.items()))
 
 
-def _band(lines: Mapping[str, tuple[Point, ...]], hosts: Sequence[str]) -> Band | None:
-    values = _by_size(lines, hosts)
+def _band(values: Mapping[float, list[float]], hosts: int) -> Band | None:
     if not values:
         return None
     sizes = sorted(values)
     return Band(
-        f"{len(hosts)} hosts within tolerance: lowest to highest",
+        f"{hosts} hosts within tolerance: lowest to highest",
         tuple((s, min(values[s])) for s in sizes),
         tuple((s, max(values[s])) for s in sizes),
     )
 
 
 def _legend(cohort: CohortCurves, tolerance: float) -> str:
-    items = [
-        '<li><span class="swatch median"></span>cohort median</li>',
-        '<li><span class="swatch host"></span>a host within tolerance</li>',
-    ]
+    within = (
+        '<span class="swatch band"></span>hosts within tolerance (lowest to highest)'
+        if len(cohort.curves) > MAX_LINES
+        else '<span class="swatch host"></span>a host within tolerance'
+    )
+    items = ['<li><span class="swatch median"></span>cohort median</li>', f"<li>{within}</li>"]
     named = cohort.named
     worst: dict[str, Outlier] = {}
     for outlier in cohort.outliers:

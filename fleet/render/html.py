@@ -307,7 +307,7 @@ svg .chart-title{font-weight:600;font-size:12.5px}
 @media (prefers-color-scheme:dark){.odd-5{--c:#F0E442}}
 .legend{list-style:none;padding:0;margin:6px 0;display:flex;flex-wrap:wrap;gap:4px 18px}
 .swatch{display:inline-block;width:26px;height:0;margin-right:6px;vertical-align:middle;border-top:3px solid var(--c)}
-.swatch.host{--c:var(--host);border-top-width:1.5px}.swatch.median{--c:var(--median);border-top-width:4px}
+.swatch.host{--c:var(--host);border-top-width:1.5px}.swatch.band{height:10px;border:0;background:var(--band)}.swatch.median{--c:var(--median);border-top-width:4px}
 .swatch.odd-1,.swatch.odd-2,.swatch.odd-4,.swatch.odd-5{border-top-style:dashed}
 footer{color:var(--dim);margin:30px auto 20px;font-size:12px}
 [hidden]{display:none!important}

@@ -14,7 +14,7 @@ from fleet.inventory import compact_hosts
 from fleet.models import HostOutcome
 from fleet.render.checks import grouped_verdicts, tally
 from fleet.render.diffview import short
-from fleet.render.markup import chip, clip, esc, folded, hosts_label, row, table
+from fleet.render.markup import chip, clip, esc, esc_text, folded, hosts_label, row, table
 
 RAW_BUDGET = (
     1_500_000  # characters of raw probe JSON in the drill-down; odd and troubled hosts first
@@ -233,16 +233,35 @@ class RawBudget:
     def payload(self, host: str, data: Mapping[str, Any]) -> str:
         earlier = self.shown_by_id.get(id(data))
         if earlier is None and self.left > 0:
-            text = json.dumps(data, indent=1, sort_keys=True, default=str)
-            earlier = self.shown_by_text.get(text)
-            if earlier is None and len(text) <= self.left:
-                self.left -= len(text)
-                self.shown_by_id[id(data)] = self.shown_by_text[text] = host
-                return f"<pre>{esc(text)}</pre>"
+            compact = json.dumps(data, sort_keys=True, default=str)  # the C encoder: fast
+            earlier = self.shown_by_text.get(compact)
+            if earlier is None and len(compact) <= self.left:
+                self.left -= len(compact)
+                self.shown_by_id[id(data)] = self.shown_by_text[compact] = host
+                return f"<pre>{esc_text(pretty(data))}</pre>"
+            if earlier is None:
+                self.left = (
+                    0  # spent: encoding the other hosts' payloads only to drop them costs seconds
+                )
         if earlier is not None:
             return f'<p class="dim">the same data as {esc(earlier)}\'s (shown there)</p>'
         self.left_out += 1
         return '<p class="dim">left out to keep the page small: see the run file</p>'
+
+
+def pretty(value: Any, depth: int = 0) -> str:
+    """JSON with one member or item per line for two levels (an allreduce row per line), deeper
+    values compact: readable, and written by the C encoder (indent= would use the slow one)."""
+    if depth >= 2 or not isinstance(value, dict | list) or not value:
+        return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    pad, end = " " * (depth + 1), " " * depth
+    if isinstance(value, dict):
+        items = [
+            f"{pad}{json.dumps(str(k))}: {pretty(v, depth + 1)}"
+            for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))
+        ]
+        return "{\n" + ",\n".join(items) + f"\n{end}}}"
+    return "[\n" + ",\n".join(f"{pad}{pretty(v, depth + 1)}" for v in value) + f"\n{end}]"
 
 
 def drilldown_section(outcomes: Sequence[HostOutcome], first: Sequence[str]) -> str:

@@ -16,6 +16,12 @@ def esc(value: object) -> str:
     return escape(str(value), quote=True)
 
 
+def esc_text(value: object) -> str:
+    """For element text only (never attributes): quotes stay as they are, so raw JSON in a <pre>
+    is not inflated by a `&quot;` per quote."""
+    return escape(str(value), quote=False)
+
+
 def clip(text: str, limit: int = MAX_CELL_CHARS) -> str:
     return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text):,} characters)"
 
