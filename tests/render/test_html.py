@@ -19,9 +19,8 @@ from fleet.checks import evaluate, load_rules
 from fleet.checks.packs import pack_path
 from fleet.execution.bundle import available_probes
 from fleet.models import HostOutcome, Run
-from fleet.render import curves
 from fleet.render.html import Report, exit_meaning, render_html
-from fleet.render.svg import byte_ticks, decade_ticks, log_chart
+from fleet.render.svg import Series, byte_ticks, decade_ticks, log_chart
 from tests.cli.test_cli import fleet
 from tests.render.fleets import loopback8, loopback8_with_allreduce
 
@@ -216,9 +215,9 @@ def test_ticks_are_readable_units() -> None:
 
 
 def test_a_chart_skips_values_a_log_axis_cannot_draw() -> None:
-    svg = log_chart("t", "x", "y", [curves.Series("h", ((1, 0.0), (2, 5.0), (4, 6.0)), "host")])
+    svg = log_chart("t", "x", "y", [Series("h", ((1, 0.0), (2, 5.0), (4, 6.0)), "host")])
     assert 'd="M' in svg and "<title>h</title>" in svg
-    assert "no data to draw" in log_chart("t", "x", "y", [curves.Series("h", ((1, 0),), "host")])
+    assert "no data to draw" in log_chart("t", "x", "y", [Series("h", ((1, 0),), "host")])
 
 
 # ------------------------------------------------------------------------------------- cli
@@ -248,3 +247,24 @@ def test_fleet_report_into_a_missing_folder_is_a_clear_error(tmp_path: Path) -> 
     done = fleet(tmp_path, "report", str(recorded), "-o", str(tmp_path / "nowhere" / "r.html"))
     assert done.returncode == 2
     assert "cannot write the HTML report" in done.stderr and "hint:" in done.stderr
+
+
+def test_probe_html_writes_the_page_of_the_run_it_probed(tmp_path: Path) -> None:
+    out = tmp_path / "probe.html"
+    done = fleet(tmp_path, "probe", "-p", "system,packages", "--no-save", "--html", str(out))
+    assert done.returncode == 0, done.stderr
+    page = Page(out.read_text())
+    assert "local" in page.visible and "every host ok" in page.visible
+
+
+def test_check_html_has_the_verdicts_and_a_failed_write_sets_bit_64(tmp_path: Path) -> None:
+    recorded = tmp_path / "run.json"
+    recorded.write_text(json.dumps(loopback8()))
+    out = tmp_path / "check.html"
+    done = fleet(tmp_path, "check", "--run", str(recorded), "--html", str(out))
+    ids = [a.get("id") for tag, a in Page(out.read_text()).tags if tag == "section"]
+    assert "checks" in ids
+    missing = tmp_path / "nowhere" / "check.html"
+    failed = fleet(tmp_path, "check", "--run", str(recorded), "--html", str(missing))
+    assert failed.returncode == done.returncode | 64
+    assert "cannot write the HTML report" in failed.stderr
