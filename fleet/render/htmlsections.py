@@ -208,7 +208,7 @@ def _pair_cell(pair: Mapping[str, Any] | None) -> str:
     busbw = pair.get("busbw_gbps")
     text = (
         f"{busbw:.3g}"
-        if isinstance(busbw, int | float) and not isinstance(busbw, bool)
+        if isinstance(busbw, (int, float)) and not isinstance(busbw, bool)
         else esc(pair.get("status"))
     )
     kind, mark = ("maj", "") if _pair_ok(pair) else ("odd", "≠ ")
@@ -252,7 +252,7 @@ class RawBudget:
 def pretty(value: Any, depth: int = 0) -> str:
     """JSON with one member or item per line for two levels (an allreduce row per line), deeper
     values compact: readable, and written by the C encoder (indent= would use the slow one)."""
-    if depth >= 2 or not isinstance(value, dict | list) or not value:
+    if depth >= 2 or not isinstance(value, (dict, list)) or not value:
         return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
     pad, end = " " * (depth + 1), " " * depth
     if isinstance(value, dict):

@@ -125,12 +125,14 @@ def test_nothing_in_the_page_points_to_the_network(page: Page) -> None:
             assert not name.startswith("on"), f"inline handler <{tag} {name}>: run text as code?"
             assert "url(" not in value.lower() or name != "style"
     css = " ".join([*page.styles, *(a.get("style", "") for _, a in page.tags)]).lower()
-    assert "url(" not in css and "@import" not in css
+    assert "url(" not in css
+    assert "@import" not in css
     assert all("fetch(" not in s and "XMLHttpRequest" not in s for s in page.scripts)
 
 
 def test_run_text_is_escaped_everywhere(page: Page, page_text: str) -> None:
-    assert len(page.all("script")) == 1 and not page.all("script")[0]  # ours, inline, no src
+    assert len(page.all("script")) == 1
+    assert not page.all("script")[0]
     assert not page.all("img")
     assert all(a["href"].startswith("#") for a in page.all("a"))  # only the page's own nav links
     assert HOSTILE in page.visible  # shown to the reader as text, not markup
@@ -138,10 +140,12 @@ def test_run_text_is_escaped_everywhere(page: Page, page_text: str) -> None:
 
 def test_header_says_when_where_how_many_and_what_the_exit_code_means(page: Page) -> None:
     text = page.visible
-    assert "2026-11-30T01:46:24.212Z" in text and "9 · " in text
+    assert "2026-11-30T01:46:24.212Z" in text
+    assert "9 · " in text
     assert "some host not reached" in text
     assert exit_meaning(12) == "some host not reached; some probe failed or timed out"
-    assert exit_meaning(0) == "every host ok" and exit_meaning(130) == "interrupted"
+    assert exit_meaning(0) == "every host ok"
+    assert exit_meaning(130) == "interrupted"
 
 
 def test_divergence_map_names_the_odd_hosts_and_their_facts(page: Page) -> None:
@@ -159,15 +163,18 @@ def test_each_chart_has_data_paths_and_the_slow_host_is_named(page: Page) -> Non
     assert len(page.all("svg")) == 4  # latency and busbw, eager and graph
     assert all(re.fullmatch(r"M[\d. ]+(L[\d. ]+){3,}", a["d"]) for a in lines)
     classes = [a["class"] for a in lines]
-    assert classes.count("line median") == 4 and classes.count("line odd odd-0") == 4
-    assert "gpu-08" in page.visible and "3.09× worse" in page.visible
+    assert classes.count("line median") == 4
+    assert classes.count("line odd odd-0") == 4
+    assert "gpu-08" in page.visible
+    assert "3.09× worse" in page.visible
 
 
 def test_checks_drift_fabric_and_not_compared_sections_are_there(page: Page) -> None:
     ids = [a.get("id") for tag, a in page.tags if tag == "section"]
     assert ids == ["hosts", "divergence", "names", "allreduce", "checks", "drift", "fabric",
                    "not-compared", "host-details"]  # fmt: skip
-    assert "allreduce" in page.visible and "(the whole host)" in page.visible
+    assert "allreduce" in page.visible
+    assert "(the whole host)" in page.visible
     assert "link gpu-01↔gpu-08" in page.visible  # a suspect given as a plain string
 
 
@@ -216,7 +223,8 @@ def test_ticks_are_readable_units() -> None:
 
 def test_a_chart_skips_values_a_log_axis_cannot_draw() -> None:
     svg = log_chart("t", "x", "y", [Series("h", ((1, 0.0), (2, 5.0), (4, 6.0)), "host")])
-    assert 'd="M' in svg and "<title>h</title>" in svg
+    assert 'd="M' in svg
+    assert "<title>h</title>" in svg
     assert "no data to draw" in log_chart("t", "x", "y", [Series("h", ((1, 0),), "host")])
 
 
@@ -233,12 +241,14 @@ def test_fleet_report_writes_the_page_of_a_recorded_run(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert f"wrote {out}" in done.stdout
     ids = [a.get("id") for tag, a in Page(out.read_text()).tags if tag == "section"]
-    assert "drift" in ids and "allreduce" in ids
+    assert "drift" in ids
+    assert "allreduce" in ids
 
 
 def test_fleet_report_without_runs_says_so(tmp_path: Path) -> None:
     done = fleet(tmp_path, "report", "-o", str(tmp_path / "r.html"))
-    assert done.returncode == 2 and "no latest run" in done.stderr
+    assert done.returncode == 2
+    assert "no latest run" in done.stderr
 
 
 def test_fleet_report_into_a_missing_folder_is_a_clear_error(tmp_path: Path) -> None:
@@ -246,7 +256,8 @@ def test_fleet_report_into_a_missing_folder_is_a_clear_error(tmp_path: Path) -> 
     recorded.write_text(json.dumps(loopback8()))
     done = fleet(tmp_path, "report", str(recorded), "-o", str(tmp_path / "nowhere" / "r.html"))
     assert done.returncode == 2
-    assert "cannot write the HTML report" in done.stderr and "hint:" in done.stderr
+    assert "cannot write the HTML report" in done.stderr
+    assert "hint:" in done.stderr
 
 
 def test_probe_html_writes_the_page_of_the_run_it_probed(tmp_path: Path) -> None:
@@ -254,7 +265,8 @@ def test_probe_html_writes_the_page_of_the_run_it_probed(tmp_path: Path) -> None
     done = fleet(tmp_path, "probe", "-p", "system,packages", "--no-save", "--html", str(out))
     assert done.returncode == 0, done.stderr
     page = Page(out.read_text())
-    assert "local" in page.visible and "every host ok" in page.visible
+    assert "local" in page.visible
+    assert "every host ok" in page.visible
 
 
 def test_check_html_has_the_verdicts_and_a_failed_write_sets_bit_64(tmp_path: Path) -> None:

@@ -58,7 +58,8 @@ def test_the_report_of_8_loopback_hosts_opens_clean_and_names_the_odd_ones(
     for fact in ("nccl.env.NCCL_P2P_DISABLE", "torch.symmetric_memory.class_name"):
         assert fact in dom["text"]
     assert "gpu-08 3.09× worse" in dom["text"]  # the slow host, named in the legend
-    assert dom["charts"] == 4 and dom["openDetails"] == 0  # folded by default
+    assert dom["charts"] == 4
+    assert dom["openDetails"] == 0
     drawn = [line for line in dom["lines"] if line["length"] > 50]
     per_chart = 7 + 1 + 1  # the hosts within tolerance, the median, gpu-08
     assert len(drawn) == len(dom["lines"]) == 4 * per_chart
@@ -94,4 +95,5 @@ def test_dark_mode_changes_the_colours(tmp_path: Path, browser: Browser) -> None
     media = {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
     browser.send("Emulation.setEmulatedMedia", media, session=page.session)
     dark = browser.evaluate(page.session, DOM_FACTS)["background"]
-    assert light == "rgb(255, 255, 255)" and dark != light
+    assert light == "rgb(255, 255, 255)"
+    assert dark != light
