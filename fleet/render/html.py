@@ -24,11 +24,11 @@ from fleet.inventory import compact_hosts
 from fleet.models import HostOutcome, Run
 from fleet.render.curves import curves_section
 from fleet.render.divmap import divergence_map, name_lists
+from fleet.render.htmlfabric import fabric_section
 from fleet.render.htmlsections import (
     checks_section,
     drift_section,
     drilldown_section,
-    fabric_section,
     unreported_section,
 )
 from fleet.render.markup import chip, esc, hosts_label, row, section, table

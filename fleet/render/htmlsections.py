@@ -1,5 +1,5 @@
 """Sections of the HTML report after the divergence: check verdicts, drift, hosts not compared,
-the fabric, and the per-host drill-down with raw probe data (within a size budget)."""
+and the per-host drill-down with raw probe data (within a size budget)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from fleet.render.markup import chip, clip, esc, esc_text, folded, hosts_label, 
 RAW_BUDGET = (
     1_500_000  # characters of raw probe JSON in the drill-down; odd and troubled hosts first
 )
-MAX_MATRIX_HOSTS = 48  # fabric: a host × host matrix up to here, a list of bad pairs beyond
 MAX_TAIL_CHARS = 2000
 
 # ------------------------------------------------------------------------------------ checks
@@ -121,101 +120,6 @@ def unreported_section(items: Sequence[Unreported]) -> str:
         )
     ]
     return table(["hosts", "probe", "status", "why"], rows)
-
-
-# ------------------------------------------------------------------------------------ fabric
-
-
-def fabric_section(fabric: object) -> str:
-    """The fabric part of a run document, read defensively: any field may be missing or odd."""
-    if not isinstance(fabric, Mapping):
-        return f'<p class="note">a fabric section that is not a mapping: {esc(clip(repr(fabric), 400))}</p>'
-    pairs = [p for p in fabric.get("pairs") or [] if isinstance(p, Mapping)]
-    parts = [_suspects(fabric.get("suspects")), _pair_view(pairs)]
-    ring = fabric.get("ring")
-    if isinstance(ring, Mapping) and ring:
-        rows = [row([esc(k), esc(clip(_plain_text(v), 400))]) for k, v in ring.items()]
-        parts.append(f"<h3>ring</h3>{table(['field', 'value'], rows, css='plain')}")
-    return "".join(parts)
-
-
-def _plain_text(value: object) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, default=str, sort_keys=True)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _suspects(suspects: object) -> str:
-    if not isinstance(suspects, list) or not suspects:
-        return '<p class="ok">no suspects named</p>'
-    items = []
-    for suspect in suspects:
-        if isinstance(suspect, Mapping):
-            text = " · ".join(f"{k}: {_plain_text(v)}" for k, v in suspect.items())
-        else:
-            text = _plain_text(suspect)
-        items.append(f"<li>{esc(clip(text, 600))}</li>")
-    return f'<h3>suspects</h3><ul class="suspects">{"".join(items)}</ul>'
-
-
-def _pair_ok(pair: Mapping[str, Any]) -> bool:
-    return pair.get("status") == "ok" and pair.get("correct") is not False
-
-
-def _pair_text(pair: Mapping[str, Any]) -> str:
-    fields = ("status", "busbw_gbps", "latency_us", "correct", "error")
-    return "\n".join(f"{f}: {_plain_text(pair.get(f))}" for f in fields if f in pair)
-
-
-def _pair_view(pairs: list[Mapping[str, Any]]) -> str:
-    if not pairs:
-        return '<p class="dim">no pair results</p>'
-    hosts = sorted({str(p.get(end)) for p in pairs for end in ("a", "b")})
-    if len(hosts) > MAX_MATRIX_HOSTS:
-        bad = [p for p in pairs if not _pair_ok(p)]
-        rows = [
-            row(
-                [esc(p.get("a")), esc(p.get("b")), f"<pre>{esc(_pair_text(p))}</pre>"],
-                f"{p.get('a')} {p.get('b')}",
-            )
-            for p in bad
-        ]
-        note = f'<p class="note">{len(hosts)} hosts: too many for a matrix; the {len(bad)} pair(s) not ok are listed.</p>'
-        return note + table(["a", "b", "result"], rows)
-    cells: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for pair in pairs:
-        a, b = str(pair.get("a")), str(pair.get("b"))
-        cells[(a, b)] = cells[(b, a)] = pair
-    head = "".join(f'<th class="group">{esc(h)}</th>' for h in hosts)
-    body = "".join(
-        f"<tr><th>{esc(a)}</th>{''.join(_pair_cell(cells.get((a, b))) for b in hosts)}</tr>"
-        for a in hosts
-    )
-    return (
-        f'<h3>pairs</h3><div class="scroll"><table class="divmap pairs"><thead><tr><th></th>{head}</tr>'
-        f"</thead><tbody>{body}</tbody></table></div>"
-        '<p class="dim">cell: bus bandwidth in GB/s of the pair; <span class="cell odd key">≠</span> '
-        "failed or wrong; open a cell for the details</p>"
-    )
-
-
-def _pair_cell(pair: Mapping[str, Any] | None) -> str:
-    if pair is None:
-        return '<td class="cell none">–</td>'
-    busbw = pair.get("busbw_gbps")
-    text = (
-        f"{busbw:.3g}"
-        if isinstance(busbw, (int, float)) and not isinstance(busbw, bool)
-        else esc(pair.get("status"))
-    )
-    kind, mark = ("maj", "") if _pair_ok(pair) else ("odd", "≠ ")
-    return (
-        f'<td class="cell {kind}"><details><summary>{mark}{text}</summary>'
-        f'<pre class="value">{esc(_pair_text(pair))}</pre></details></td>'
-    )
 
 
 # ------------------------------------------------------------------------------- drill-down

@@ -83,15 +83,25 @@ def full_report(run: Run) -> Report:
     """Every section: diff, drift against the unchanged recording, checks, a fabric section."""
     declarations = declared_facts()
     rules = load_rules(pack_path("inference"), available_probes())
-    fabric = {
+    fabric = {  # the shape `fleet fabric` writes, plus entries of the wrong shape
+        "schema": "fleet.fabric/1",
+        "median_busbw_gbps": 380.0,
+        "tolerance": 0.25,
         "pairs": [
-            {"a": "gpu-01", "b": "gpu-02", "status": "ok", "busbw_gbps": 380.5, "correct": True},
-            {"a": "gpu-01", "b": "gpu-08", "status": "failed", "error": HOSTILE, "correct": False},
+            {"hosts": ["gpu-01", "gpu-02"], "status": "ok", "busbw_gbps": 380.5, "correct": True},
+            {"hosts": ["gpu-03", "gpu-08"], "status": "ok", "busbw_gbps": 120.0, "correct": True},
+            {"hosts": ["gpu-01", "gpu-08"], "status": "failed", "error": HOSTILE, "correct": None},
+            {"hosts": ["gpu-04", "gpu-05"], "status": "skipped", "error": "gpu-05 not reached"},
             {"a": "gpu-02", "b": HOSTILE, "status": "ok", "busbw_gbps": "fast?"},
             "not a pair",
         ],
-        "ring": {"busbw_gbps": 12.5, "note": HOSTILE},
-        "suspects": [{"host": "gpu-08", "reason": HOSTILE}, "link gpu-01↔gpu-08", 42],
+        "ring": {"hosts": ["gpu-01", "gpu-02"], "status": "ok", "busbw_gbps": 12.5, "sizes": []},
+        "suspects": [
+            {"kind": "host", "hosts": ["gpu-08"], "reason": HOSTILE, "factor": 3.17},
+            "link gpu-01↔gpu-08",
+            42,
+        ],
+        "skipped_hosts": {"gpu-09": "not reached"},
     }
     return Report(
         run,
@@ -176,6 +186,19 @@ def test_checks_drift_fabric_and_not_compared_sections_are_there(page: Page) -> 
     assert "allreduce" in page.visible
     assert "(the whole host)" in page.visible
     assert "link gpu-01↔gpu-08" in page.visible  # a suspect given as a plain string
+
+
+def test_fabric_matrix_marks_failed_and_slow_pairs_and_names_suspects(
+    page: Page, page_text: str
+) -> None:
+    fabric = page.text[page.text.index("fabric") :]
+    matrix = page_text[page_text.index('<table class="divmap pairs">') :]
+    matrix = matrix[: matrix.index("</table>")]
+    assert matrix.count('class="cell odd"') == 4  # gpu-03↔08 (120 < 380/1.25), gpu-01↔08: both ways
+    assert matrix.count('class="cell none"><details>') == 2  # gpu-04↔05 skipped
+    assert matrix.count('class="cell maj"') == 4  # gpu-01↔02, and gpu-02↔HOSTILE (no number)
+    assert "3.17× slower than the median" in " ".join(fabric)
+    assert "hosts left out of the fabric test" in fabric
 
 
 def test_a_big_fleet_folds_hosts_and_draws_a_band(tmp_path: Path) -> None:
