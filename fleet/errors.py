@@ -4,6 +4,7 @@
     ├── UsageError                 a bad command line (exit code 2, nothing contacted)
     ├── InventoryError             a bad inventory file: names file:line and the value (exit code 2)
     ├── StoreError                 a saved run that cannot be read or written
+    ├── ReportError                a report (the HTML page) that cannot be written
     └── HostError                  one host failed; carries the host status it ends with
         ├── UnreachableError       status "unreachable": refused, timed out connecting, no route, DNS
         ├── AuthError              status "auth_failed"
@@ -52,6 +53,10 @@ class InventoryError(FleetError):
 
 class StoreError(FleetError):
     """A run could not be saved or loaded."""
+
+
+class ReportError(FleetError):
+    """A report could not be written (a missing or read-only folder, a full disk)."""
 
 
 class HostError(FleetError):

@@ -32,10 +32,12 @@ from fleet.cli.main import (
     probe_options,
     with_bits,
 )
+from fleet.cli.report import emit_html
 from fleet.errors import UsageError
 from fleet.models import Run
 from fleet.render.checks import render_report
 from fleet.render.console import make_console
+from fleet.render.html import Report, fabric_of
 from fleet.render.junit import write_junit
 from fleet.store import default_runs_dir, load_run, resolve_run
 
@@ -103,8 +105,12 @@ def check_command(
         click.echo(json.dumps(check_document(report, run, sources, where), indent=2, default=str))
     else:
         render_report(console, report, title)
-    kept_bits = 0 if kept else EXIT_NOT_KEPT
-    sys.exit(check_exit_code(report, with_bits(probe_code, kept_bits), strict))
+    code = check_exit_code(report, with_bits(probe_code, 0 if kept else EXIT_NOT_KEPT), strict)
+    if request.html_path:
+        diff = api.cross_host_diff(run, probe_dirs=request.probe_dirs)
+        page = Report(run, diff, checks=report, fabric=fabric_of(run), exit_code=code, source=where)
+        code = with_bits(code, emit_html(page, request.html_path))
+    sys.exit(code)
 
 
 # The name fleet.cli's FleetGroup loads on first use of `fleet check`.

@@ -95,7 +95,10 @@ class FleetGroup(click.Group):
     Loads `fleet check` on first use: its rules engine (jmespath) would cost every other command
     ~50 ms of start-up. fleet.cli.check imports this module, not the other way."""
 
-    LAZY: ClassVar[dict[str, tuple[str, str]]] = {"check": ("fleet.cli.check", "check")}
+    LAZY: ClassVar[dict[str, tuple[str, str]]] = {
+        "check": ("fleet.cli.check", "check"),
+        "report": ("fleet.cli.report", "report"),
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.LAZY])
@@ -212,6 +215,7 @@ PROBE_OPTIONS = (
         "-p", "--probes", "probe_list", help="Comma-separated probes to run (default: all)."
     ),
     click.option("--json", "json_path", help="Write the run document here ('-' for stdout)."),
+    click.option("--html", "html_path", metavar="FILE", help="Also write the HTML report here."),
     click.option(
         "--runs-dir",
         type=click.Path(file_okay=False, path_type=Path),
@@ -310,6 +314,7 @@ class ProbeRequest:
     limit: str | None
     probe_list: str | None
     json_path: str | None
+    html_path: str | None
     runs_dir: Path | None
     no_save: bool
     concurrency: int
@@ -423,17 +428,17 @@ def probe(request: ProbeRequest, tolerance: float, baseline: str | None) -> None
     console = request.console()
     probed = execute_probe(request, console)
     run = probed.run
-    render_run(
-        console,
-        run,
-        api.cross_host_diff(run, tolerance, request.probe_dirs),
-        str(probed.saved) if probed.saved else None,
-    )
+    result = api.cross_host_diff(run, tolerance, request.probe_dirs)
+    render_run(console, run, result, str(probed.saved) if probed.saved else None)
     code = probed.exit_code()
-    if old is not None:
-        drift = api.drift(old, run, tolerance, request.probe_dirs)
+    drift = api.drift(old, run, tolerance, request.probe_dirs) if old is not None else None
+    if drift is not None:
         console.print(drift_view(drift))
         code = with_bits(code, EXIT_DRIFT if drift.found else 0)
+    if request.html_path:
+        from fleet.cli.report import emit_html, page_for  # the HTML renderer only when asked
+
+        code = with_bits(code, emit_html(page_for(probed, result, drift, code), request.html_path))
     sys.exit(code)
 
 

@@ -51,14 +51,14 @@ def render_rule(
     status = result.status
     mark = WARN_MARK if status == "fail" and rule.severity == "warn" else MARK[status]
     console.print(
-        f"{mark} [bold]{escape(rule.id)}[/] [dim]{rule.severity} · {_tally(result.verdicts)}[/]"
+        f"{mark} [bold]{escape(rule.id)}[/] [dim]{rule.severity} · {tally(result.verdicts)}[/]"
     )
     if status in ("fail", "unknown") and rule.description:
         console.print(f"    [dim]{escape(rule.description)}[/]")
-    for verdicts in _grouped(v for v in result.verdicts if v.status == "fail"):
+    for verdicts in grouped_verdicts(v for v in result.verdicts if v.status == "fail"):
         _print_failure(console, verdicts)
     pending = (v for v in result.verdicts if v.status in UNJUDGED and v.host not in unreached)
-    for verdicts in _grouped(pending):
+    for verdicts in grouped_verdicts(pending):
         names = compact_hosts(v.host for v in verdicts)
         first = verdicts[0]
         console.print(f"    [yellow]{first.status}[/] on {escape(names)}: {escape(first.reason)}")
@@ -80,7 +80,7 @@ def _print_failure(console: Console, verdicts: list[Verdict]) -> None:
         console.print(f"      [bold]fix:[/] {escape(first.fix)}")
 
 
-def _grouped(verdicts: Iterable[Verdict]) -> list[list[Verdict]]:
+def grouped_verdicts(verdicts: Iterable[Verdict]) -> list[list[Verdict]]:
     """Verdicts that read the same (status, observed, expected, fix, reason), in first-seen order."""
     groups: dict[tuple[Any, ...], list[Verdict]] = {}
     for verdict in verdicts:
@@ -95,7 +95,7 @@ def _grouped(verdicts: Iterable[Verdict]) -> list[list[Verdict]]:
     return list(groups.values())
 
 
-def _tally(verdicts: Iterable[Verdict]) -> str:
+def tally(verdicts: Iterable[Verdict]) -> str:
     counts: dict[str, int] = {}
     for verdict in verdicts:
         counts[verdict.status] = counts.get(verdict.status, 0) + 1

@@ -126,10 +126,10 @@ def status_table(outcomes: Iterable[HostOutcome], width: int = 1000) -> Table:
 
 def status_rows(outcomes: Iterable[HostOutcome]) -> list[tuple[str, Text, str, str, Text]]:
     """One row per way of ending (hosts that ended alike share it), trouble first."""
-    return [_status_row(group) for group in _ended_alike(list(outcomes))]
+    return [_status_row(group) for group in ended_alike(list(outcomes))]
 
 
-def _ended_alike(outcomes: list[HostOutcome]) -> list[list[HostOutcome]]:
+def ended_alike(outcomes: list[HostOutcome]) -> list[list[HostOutcome]]:
     """Hosts grouped by how they ended (status, error and hint, their own names blanked out),
     at any fleet size: one cause is one row, whether 2 hosts share it or 1,000. Trouble first,
     then the biggest groups."""

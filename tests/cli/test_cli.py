@@ -155,7 +155,7 @@ def test_ctrl_c_saves_finished_hosts_and_exits_130(tmp_path: Path) -> None:
     sent = time.monotonic()
     process.send_signal(signal.SIGINT)
     process.communicate(timeout=10)  # reads and closes the pipes
-    assert time.monotonic() - sent < 2.5
+    assert time.monotonic() - sent < 8  # did not wait for the slow host (it sleeps 60 s)
     assert process.returncode == 130
     document = json.loads((tmp_path / "run.json").read_text())
     assert document["hosts"]["fast"]["status"] == "ok"
