@@ -20,6 +20,8 @@ TIMEOUT_S = 120  # backstop only: the probe ends itself at `time_budget_s` (30 s
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py): the timing
 # rows are measurements (compared within cohorts, fleet/analysis/diff.py), never plain divergence.
 FACTS = {"measure": ["results"], "volatile": ["elapsed_s"]}
+SHIPS = ("_allreduce_worker.py",)  # files the bundle carries with this probe (never written)
+WORKER_FILE = SHIPS[0]
 
 MARKER = "FLEET_ALLREDUCE "  # rank 0's result lines; NCCL_DEBUG output shares that stdout
 KiB, MiB = 1 << 10, 1 << 20
@@ -92,227 +94,24 @@ def result_row(record: Dict[str, Any], world_size: int) -> Optional[Dict[str, An
     }
 
 
-# Planning code runs inside every worker, so it ships as source; tests exec it (plan_functions).
-PLAN_SOURCE = r'''
-def size_budget_s(remaining_s, sizes_left, modes):
-    """Share what is left of the budget evenly among the sizes (and modes) still to measure."""
-    return max(0.0, remaining_s) / max(1, sizes_left) / max(1, modes)
-
-
-def iterations_for(estimate_s, budget_s, min_iters, max_iters):
-    """As many timed iterations as fit the budget, at least min_iters, at most max_iters."""
-    if estimate_s <= 0:
-        return max_iters
-    return int(max(min_iters, min(max_iters, budget_s / estimate_s)))
-
-
-def graph_plan(iterations, max_captured=10, max_replays=5):
-    """(allreduces captured in one graph, replays): about `iterations` allreduces in all."""
-    captured = max(1, min(iterations, max_captured))
-    replays = max(1, min(max_replays, -(-iterations // captured)))
-    return captured, replays
-'''
+# The rank processes run probes/_allreduce_worker.py: a file of its own (linted and type-checked),
+# shipped beside this one in the bundle (fleet/execution/bundle.py reads SHIPS) and handed to the
+# ranks as `python -c SOURCE`, so nothing is written on the host.
+def worker_source() -> str:
+    """The worker's text: from the bundle on a host, else from the file beside this one."""
+    shipped = globals().get("__shipped__") or {}
+    if WORKER_FILE in shipped:
+        return str(shipped[WORKER_FILE])
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, WORKER_FILE), encoding="utf-8") as handle:
+        return handle.read()
 
 
 def plan_functions() -> Dict[str, Any]:
-    """The planning functions the workers run, as a namespace (for tests)."""
-    namespace: Dict[str, Any] = {}
-    exec(compile(PLAN_SOURCE, "<allreduce plan>", "exec"), namespace)
+    """The worker's namespace without running it (its planning functions, for tests)."""
+    namespace: Dict[str, Any] = {"__name__": "fleet_allreduce_worker"}
+    exec(compile(worker_source(), WORKER_FILE, "exec"), namespace)
     return namespace
-
-
-# ---------------------------------------------------------------- the worker (one per rank)
-WORKER_SOURCE = r'''
-import datetime
-import json
-import os
-import signal
-import sys
-import threading
-import time
-
-if sys.path and sys.path[0] == "":
-    del sys.path[0]  # a torch.py in the working directory must not shadow torch
-
-
-def watch_parent(parent_pid):
-    """An orphaned worker (the probe killed by its runner) must not keep a GPU or a port."""
-    while os.getppid() == parent_pid:
-        time.sleep(0.5)
-    os._exit(3)
-
-
-def emit(cfg, record):
-    sys.stdout.write(cfg["marker"] + json.dumps(record) + "\n")
-    sys.stdout.flush()
-
-
-class Bench:
-    def __init__(self, cfg, torch, dist):
-        self.cfg, self.torch, self.dist = cfg, torch, dist
-        self.rank = int(os.environ["RANK"])
-        self.world = int(os.environ["WORLD_SIZE"])
-        self.on_cuda = cfg["backend"] == "nccl"
-        self.device = torch.device("cuda", self.rank) if self.on_cuda else torch.device("cpu")
-        self.dtype = getattr(torch, cfg["dtype"])
-        self.graph_ok = bool(cfg["graph"])
-
-    def agree_max(self, values):
-        """Every rank gets the same numbers, so every rank takes the same decisions (no hang)."""
-        t = self.torch.tensor(values, dtype=self.torch.float64, device=self.device)
-        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX)
-        return t.tolist()
-
-    def sync(self):
-        self.agree_max([0.0])
-        if self.on_cuda:
-            self.torch.cuda.synchronize()
-
-    def timed(self, fn, count):
-        if not self.on_cuda:
-            start = time.perf_counter()
-            for _ in range(count):
-                fn()
-            return time.perf_counter() - start
-        start = self.torch.cuda.Event(enable_timing=True)
-        end = self.torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(count):
-            fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
-
-    def sum_is_correct(self, buf, reduce):
-        """Each rank contributes rank+1; every element must come back as 1+2+…+world."""
-        buf.fill_(self.rank + 1)
-        reduce()
-        expected = self.world * (self.world + 1) / 2
-        ok = bool((buf == expected).all().item())
-        return self.agree_max([0.0 if ok else 1.0])[0] == 0.0
-
-    def eager(self, buf, budget_s):
-        run = lambda: self.dist.all_reduce(buf)
-        self.timed(run, self.cfg["warmup"])
-        estimate = self.agree_max([self.timed(run, 1)])[0]
-        iters = iterations_for(estimate, budget_s, self.cfg["min_iters"], self.cfg["max_iters"])
-        self.sync()
-        seconds = self.agree_max([self.timed(run, iters)])[0] / iters
-        return {"mode": "eager", "seconds": seconds, "iterations": iters,
-                "correct": self.sum_is_correct(buf, run)}
-
-    def capture(self, buf, count):
-        torch = self.torch
-        graph = torch.cuda.CUDAGraph()
-        try:
-            # thread_local: NCCL's watchdog thread may query events while this thread captures
-            context = torch.cuda.graph(graph, capture_error_mode="thread_local")
-        except TypeError:  # torch < 2.0 has no capture_error_mode
-            context = torch.cuda.graph(graph)
-        with context:
-            for _ in range(count):
-                self.dist.all_reduce(buf)
-        return graph
-
-    def warm_side_stream(self, buf):
-        """NCCL must have run on a side stream before its kernels can be captured."""
-        torch = self.torch
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                self.dist.all_reduce(buf)
-        torch.cuda.current_stream().wait_stream(stream)
-        torch.cuda.synchronize()
-
-    def graph(self, buf, iters):
-        captured, replays = graph_plan(iters)
-        error = None
-        try:
-            self.warm_side_stream(buf)
-            timing_graph, check_graph = self.capture(buf, captured), self.capture(buf, 1)
-        except Exception as exc:
-            error = "%s: %s" % (type(exc).__name__, exc)
-        if self.agree_max([1.0 if error else 0.0])[0]:
-            self.graph_ok = False
-            return {"mode": "graph", "error": (error or "capture failed on another rank")[:500]}
-        timing_graph.replay()
-        self.sync()
-        seconds = self.agree_max([self.timed(timing_graph.replay, replays)])[0]
-        return {"mode": "graph", "seconds": seconds / (captured * replays),
-                "iterations": captured * replays, "captured": captured,
-                "correct": self.sum_is_correct(buf, check_graph.replay)}
-
-    def one_size(self, nbytes, remaining_s, sizes_left):
-        elem = self.torch.tensor([], dtype=self.dtype).element_size()
-        numel = max(1, nbytes // elem)
-        buf = self.torch.ones(numel, dtype=self.dtype, device=self.device)
-        modes = 2 if self.graph_ok else 1
-        budget_s = size_budget_s(remaining_s, sizes_left, modes)
-        records = [self.eager(buf, budget_s)]
-        if self.graph_ok:
-            records.append(self.graph(buf, records[0]["iterations"]))
-        for r in records:
-            r["bytes"] = numel * elem
-        return records
-
-    def run(self):
-        sizes = self.cfg["sizes"]
-        for index, nbytes in enumerate(sizes):
-            now = self.agree_max([time.time()])[0]
-            remaining = self.cfg["deadline"] - now
-            if remaining <= 0:
-                return {"stopped_early": True, "next_bytes": nbytes}
-            for record in self.one_size(nbytes, remaining, len(sizes) - index):
-                if self.rank == 0:
-                    emit(self.cfg, record)
-        return {"stopped_early": False}
-
-
-def init(cfg, torch, dist):
-    rank = int(os.environ["RANK"])
-    # A file rendezvous, not a TCP port: a free port picked by the parent could be taken by
-    # anything on the host before rank 0 binds it (EADDRINUSE); the file lives in the
-    # probe's private directory, which the parent removes.
-    kwargs = {"backend": cfg["backend"], "init_method": "file://" + cfg["rendezvous_file"],
-              "rank": rank, "world_size": int(os.environ["WORLD_SIZE"]),
-              "timeout": datetime.timedelta(seconds=cfg["hard_timeout_s"])}
-    if cfg["backend"] == "nccl":
-        torch.cuda.set_device(rank)
-        kwargs["device_id"] = torch.device("cuda", rank)  # eager NCCL init (torch >= 2.3)
-    try:
-        dist.init_process_group(**kwargs)
-    except TypeError:
-        kwargs.pop("device_id", None)
-        dist.init_process_group(**kwargs)
-
-
-def versions(torch, cfg):
-    facts = {"torch_version": str(torch.__version__), "nccl_version": None, "device_name": None}
-    if cfg["backend"] == "nccl":
-        facts["nccl_version"] = ".".join(str(p) for p in torch.cuda.nccl.version())
-        facts["device_name"] = torch.cuda.get_device_name(0)
-    return facts
-
-
-def main():
-    cfg = json.loads(sys.argv[1])
-    signal.alarm(cfg["hard_timeout_s"])  # SIGALRM's default action ends the process
-    threading.Thread(target=watch_parent, args=(cfg["parent_pid"],), daemon=True).start()
-    import torch
-    import torch.distributed as dist
-
-    init(cfg, torch, dist)
-    if int(os.environ["RANK"]) == 0:
-        emit(cfg, dict(versions(torch, cfg), started=True))
-    summary = Bench(cfg, torch, dist).run()
-    if int(os.environ["RANK"]) == 0:
-        emit(cfg, dict(summary, done=True))
-    dist.destroy_process_group()
-
-
-main()
-'''
 
 
 # ---------------------------------------------------------------- options and environment
@@ -524,7 +323,7 @@ class Workers:
 
 
 def start_workers(world_size: int, env: Dict[str, str], cfg: Dict[str, Any]) -> Workers:
-    source = PLAN_SOURCE + WORKER_SOURCE
+    source = worker_source()
     procs = []
     try:
         for rank in range(world_size):

@@ -4,6 +4,7 @@ skips against stubs and CPU torch, and a real gloo run on CPU."""
 from __future__ import annotations
 
 import itertools
+import json
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.execution.bundle import LAUNCH_ARGS, build_bundle
 from tests.probes import handrun
 from tests.probes.handrun import load_probe
 
@@ -128,7 +130,7 @@ def test_graph_plan(iterations, expected):
 
 
 def test_worker_source_compiles():
-    compile(probe.PLAN_SOURCE + probe.WORKER_SOURCE, "<worker>", "exec")
+    compile(probe.worker_source(), "<worker>", "exec")
 
 
 # ------------------------------------------------------------------ options and environment
@@ -361,4 +363,28 @@ def test_gloo_world_size_3_bus_bandwidth_leaves_no_rendezvous_behind(monkeypatch
     result = probe.collect({"backend": "gloo", "quick": True, "world_size": 3, "max_bytes": 4096})
     assert result["ok"] is True, result["error"]
     check_rows(result["data"], 3)
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ the worker ships in the bundle
+def test_the_worker_travels_in_the_bundle_and_runs_from_it(tmp_path):
+    """Run as a transport runs it, from an empty folder: the worker text can only come from the
+    bundle (the probe's fallback, the file beside it, does not exist there), and nothing is left."""
+    pytest.importorskip("torch")
+    bundle = build_bundle(["allreduce"])
+    worker = (REPO / "probes" / "_allreduce_worker.py").read_text(encoding="utf-8")
+    assert dict(bundle.probes["allreduce"].files) == {"_allreduce_worker.py": worker}
+    options = {"allreduce": {"backend": "gloo", "quick": True, "max_bytes": 64}}
+    done = subprocess.run(
+        [sys.executable, *LAUNCH_ARGS],
+        input=bundle.script(options, deadline_s=100),
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    report = next(line for line in lines if line.get("type") == "probe")
+    assert report["status"] == "ok", report
+    assert [row["bytes"] for row in report["data"]["results"]] == [8, 64]
     assert list(tmp_path.iterdir()) == []
