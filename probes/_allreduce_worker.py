@@ -41,6 +41,25 @@ def graph_plan(iterations: int, max_captured: int = 10, max_replays: int = 5) ->
     return captured, replays
 
 
+def plan_steps(sizes: List[int], graph: bool, order: str) -> List[Tuple[str, int]]:
+    """(mode, bytes) in the order measured: per size eager then graph ("by_size", the sweep), or
+    every eager size before any graph ("by_mode", the matrix: a graph mode that hangs then costs
+    only graph results)."""
+    modes = ["eager", "graph"] if graph else ["eager"]
+    if order == "by_mode":
+        return [(mode, size) for mode in modes for size in sizes]
+    return [(mode, size) for size in sizes for mode in modes]
+
+
+def spread(samples: List[float]) -> Dict[str, float]:
+    """Median, min and max of the repetitions' per-allreduce times (the median is reported: one
+    repetition disturbed by the host, a clock ramp or a late rank moves it least)."""
+    ordered = sorted(samples)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    return {"seconds": median, "seconds_min": ordered[0], "seconds_max": ordered[-1]}
+
+
 # ---------------------------------------------------------------------------------- the rank
 def watch_parent(parent_pid: int) -> None:
     """An orphaned worker (the probe killed by its runner) must not keep a GPU or a port."""
@@ -58,6 +77,74 @@ def describe(exc: BaseException) -> str:
     return ("%s: %s" % (type(exc).__name__, exc))[:500]
 
 
+# Never called, whatever an option says: multimem operations need NVLink multicast, which stays off.
+MULTIMEM_MARK = "multimem"
+SYMM_MEM_MODULES = ("torch.distributed._symmetric_memory", "torch.distributed.symmetric_memory")
+
+
+class DistOp:
+    """torch.distributed.all_reduce in place (NCCL or gloo, as the process group was made)."""
+
+    def __init__(self, bench: "Bench") -> None:
+        self.bench = bench
+
+    def buffer(self, numel: int) -> Any:
+        b = self.bench
+        return b.torch.ones(numel, dtype=b.dtype, device=b.device)
+
+    def run(self, buf: Any) -> Any:
+        self.bench.dist.all_reduce(buf)
+        return buf
+
+
+class SymmMemOp:
+    """One of torch's symmetric-memory allreduce kernels (torch.ops.symm_mem.<name>) over a
+    buffer from symm_mem.empty + rendezvous, big enough for the largest size (views below it)."""
+
+    def __init__(self, bench: "Bench", name: str, max_numel: int) -> None:
+        if MULTIMEM_MARK in name:
+            raise ValueError("%s needs NVLink multicast, which fleet never uses" % name)
+        if not bench.on_cuda:
+            raise RuntimeError("symmetric memory needs CUDA (backend %s)" % bench.cfg["backend"])
+        self.bench = bench
+        self.kernel = getattr(bench.torch.ops.symm_mem, name)
+        self.group_name = bench.dist.group.WORLD.group_name
+        module = import_first(SYMM_MEM_MODULES)
+        enable = getattr(module, "enable_symm_mem_for_group", None)
+        if enable is not None and not hasattr(module, "set_backend"):  # needed before torch 2.9
+            enable(self.group_name)
+        self.pool = module.empty(max_numel, dtype=bench.dtype, device=bench.device)
+        module.rendezvous(self.pool, self.group_name)
+
+    def buffer(self, numel: int) -> Any:
+        return self.pool[:numel].fill_(1)
+
+    def run(self, buf: Any) -> Any:
+        out = self.kernel(buf, "sum", self.group_name)  # one_shot: a new tensor; two_shot_: buf
+        return buf if out is None else out
+
+
+def import_first(names: Tuple[str, ...]) -> Any:
+    """The first module of `names` that imports (the imports probe's fallback rule)."""
+    errors = []
+    for name in names:
+        try:
+            return __import__(name, fromlist=["_"])
+        except Exception as exc:  # any failure means: try the next name
+            errors.append("%s: %s" % (name, describe(exc)))
+    raise ImportError("; ".join(errors))
+
+
+def make_op(bench: "Bench") -> Any:
+    op = str(bench.cfg.get("op") or "dist")
+    if op == "dist":
+        return DistOp(bench)
+    if op.startswith("symm_mem:"):
+        elem = bench.torch.tensor([], dtype=bench.dtype).element_size()
+        return SymmMemOp(bench, op.split(":", 1)[1], max(bench.cfg["sizes"]) // elem)
+    raise ValueError("unknown op %r" % op)
+
+
 class Bench:
     """The timing loops of one rank; every decision is agreed across ranks (no rank hangs alone)."""
 
@@ -69,6 +156,8 @@ class Bench:
         self.device = torch.device("cuda", self.rank) if self.on_cuda else torch.device("cpu")
         self.dtype = getattr(torch, cfg["dtype"])
         self.graph_ok = bool(cfg["graph"])
+        self.op: Any = DistOp(self)
+        self.iterations: Dict[int, int] = {}  # eager's per-repetition count, reused by graph mode
 
     def agree_max(self, values: List[float]) -> List[float]:
         """Every rank gets the same numbers, so every rank takes the same decisions (no hang)."""
@@ -96,31 +185,54 @@ class Bench:
         end_event.synchronize()
         return float(start_event.elapsed_time(end_event)) / 1e3
 
+    def repetitions(self, fn: Callable[[], Any], count: int, per_sample: int) -> List[float]:
+        """`count` timed samples of `per_sample` calls each, every one started together on all
+        ranks and taken as the slowest rank's time (as nccl-tests does), per call."""
+        samples = []
+        for _ in range(count):
+            self.sync()
+            samples.append(self.agree_max([self.timed(fn, per_sample)])[0] / per_sample)
+        return samples
+
     def sum_is_correct(self, buf: Any, reduce: Callable[[], Any]) -> bool:
         """Each rank contributes rank+1; every element must come back as 1+2+…+world."""
         buf.fill_(self.rank + 1)
-        reduce()
+        out = reduce()
         expected = self.world * (self.world + 1) / 2
-        ok = bool((buf == expected).all().item())
+        ok = bool((out == expected).all().item())
         return self.agree_max([0.0 if ok else 1.0])[0] == 0.0
 
+    def warm_up(self) -> int:
+        """Allreduce small messages until `warmup_s` has passed on every rank: the first calls
+        after start-up pay for lazy set-up and idle clocks, which no size should be charged.
+        Through the process group (each size then warms the kernel it times itself)."""
+        plain = DistOp(self)
+        buf = plain.buffer(4)
+        done, started = 0, time.perf_counter()
+        while True:
+            self.timed(lambda: plain.run(buf), 10)
+            done += 10
+            if self.agree_max([time.perf_counter() - started])[0] >= self.cfg["warmup_s"]:
+                return done
+
     def eager(self, buf: Any, budget_s: float) -> Record:
-        def run() -> None:
-            self.dist.all_reduce(buf)
+        def run() -> Any:
+            return self.op.run(buf)
 
         self.timed(run, self.cfg["warmup"])
         estimate = self.agree_max([self.timed(run, 1)])[0]
-        iters = iterations_for(estimate, budget_s, self.cfg["min_iters"], self.cfg["max_iters"])
-        self.sync()
-        seconds = self.agree_max([self.timed(run, iters)])[0] / iters
-        return {
-            "mode": "eager",
-            "seconds": seconds,
-            "iterations": iters,
-            "correct": self.sum_is_correct(buf, run),
-        }
+        reps = max(1, int(self.cfg["repetitions"]))
+        iters = iterations_for(
+            estimate, budget_s / reps, self.cfg["min_iters"], self.cfg["max_iters"]
+        )
+        samples = self.repetitions(run, reps, iters)
+        record: Record = {"mode": "eager", "iterations": iters * reps, "repetitions": reps}
+        record.update(spread(samples))
+        record["correct"] = self.sum_is_correct(buf, run)
+        return record
 
-    def capture(self, buf: Any, count: int) -> Any:
+    def capture(self, buf: Any, count: int) -> Tuple[Any, Any]:
+        """A CUDA graph of `count` allreduces, and the tensor the last one writes."""
         torch = self.torch
         graph = torch.cuda.CUDAGraph()
         try:
@@ -128,10 +240,11 @@ class Bench:
             context = torch.cuda.graph(graph, capture_error_mode="thread_local")
         except TypeError:  # torch < 2.0 has no capture_error_mode
             context = torch.cuda.graph(graph)
+        out = buf
         with context:
             for _ in range(count):
-                self.dist.all_reduce(buf)
-        return graph
+                out = self.op.run(buf)
+        return graph, out
 
     def warm_side_stream(self, buf: Any) -> None:
         """NCCL must have run on a side stream before its kernels can be captured."""
@@ -140,7 +253,7 @@ class Bench:
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(3):
-                self.dist.all_reduce(buf)
+                self.op.run(buf)
         torch.cuda.current_stream().wait_stream(stream)
         torch.cuda.synchronize()
 
@@ -149,46 +262,63 @@ class Bench:
         error = None
         try:
             self.warm_side_stream(buf)
-            timing_graph, check_graph = self.capture(buf, captured), self.capture(buf, 1)
+            timing_graph, _ = self.capture(buf, captured)
+            check_graph, check_out = self.capture(buf, 1)
         except Exception as exc:  # a capture that fails is the finding, on any rank
             error = describe(exc)
         if self.agree_max([1.0 if error else 0.0])[0]:
             self.graph_ok = False
             return {"mode": "graph", "error": (error or "capture failed on another rank")[:500]}
         timing_graph.replay()
-        self.sync()
-        seconds = self.agree_max([self.timed(timing_graph.replay, replays)])[0]
-        return {
-            "mode": "graph",
-            "seconds": seconds / (captured * replays),
-            "iterations": captured * replays,
-            "captured": captured,
-            "correct": self.sum_is_correct(buf, check_graph.replay),
-        }
+        samples = [s / captured for s in self.repetitions(timing_graph.replay, replays, 1)]
 
-    def one_size(self, nbytes: int, remaining_s: float, sizes_left: int) -> List[Record]:
+        def check() -> Any:
+            check_graph.replay()
+            return check_out
+
+        record: Record = {"mode": "graph", "iterations": captured * replays, "captured": captured}
+        record.update(spread(samples), repetitions=replays)
+        record["correct"] = self.sum_is_correct(buf, check)
+        return record
+
+    def step(self, mode: str, nbytes: int, budget_s: float) -> Record:
         elem = self.torch.tensor([], dtype=self.dtype).element_size()
         numel = max(1, nbytes // elem)
-        buf = self.torch.ones(numel, dtype=self.dtype, device=self.device)
-        modes = 2 if self.graph_ok else 1
-        budget_s = size_budget_s(remaining_s, sizes_left, modes)
-        records = [self.eager(buf, budget_s)]
-        if self.graph_ok:
-            records.append(self.graph(buf, records[0]["iterations"]))
-        for r in records:
-            r["bytes"] = numel * elem
-        return records
+        buf = self.op.buffer(numel)
+        if mode == "eager":
+            record = self.eager(buf, budget_s)
+            self.iterations[nbytes] = record["iterations"] // record["repetitions"]
+        else:
+            record = self.graph(buf, self.iterations.get(nbytes) or int(self.cfg["max_iters"]))
+        record["bytes"] = numel * elem
+        return record
 
-    def run(self) -> Record:
-        sizes = self.cfg["sizes"]
-        for index, nbytes in enumerate(sizes):
-            now = self.agree_max([time.time()])[0]
-            remaining = self.cfg["deadline"] - now
+    def guarded_step(self, mode: str, nbytes: int, budget_s: float) -> Record:
+        """One measurement; an error in it (a size the kernel refuses) is that size's result."""
+        try:
+            record = self.step(mode, nbytes, budget_s)
+            failed = 0.0
+        except Exception as exc:  # recorded as this (mode, size)'s error
+            record, failed = {"mode": mode, "bytes": nbytes, "error": describe(exc)}, 1.0
+        if self.agree_max([failed])[0] and not failed:
+            record = {"mode": mode, "bytes": nbytes, "error": "failed on another rank"}
+        return record
+
+    def runnable_left(self, steps: List[Tuple[str, int]]) -> int:
+        return sum(1 for mode, _ in steps if mode == "eager" or self.graph_ok)
+
+    def run(self, deadline: float) -> Record:
+        steps = plan_steps(self.cfg["sizes"], self.graph_ok, self.cfg.get("order", "by_size"))
+        for index, (mode, nbytes) in enumerate(steps):
+            if mode == "graph" and not self.graph_ok:
+                continue
+            remaining = deadline - self.agree_max([time.time()])[0]
             if remaining <= 0:
-                return {"stopped_early": True, "next_bytes": nbytes}
-            for record in self.one_size(nbytes, remaining, len(sizes) - index):
-                if self.rank == 0:
-                    emit(self.cfg, record)
+                return {"stopped_early": True, "next_bytes": nbytes, "next_mode": mode}
+            budget_s = remaining / max(1, self.runnable_left(steps[index:]))
+            record = self.guarded_step(mode, nbytes, budget_s)
+            if self.rank == 0:
+                emit(self.cfg, record)
         return {"stopped_early": False}
 
 
@@ -223,6 +353,33 @@ def versions(torch: Any, cfg: Record) -> Record:
     return facts
 
 
+def wait_for_go(cfg: Record) -> None:
+    """A rank started ahead of its turn (the matrix imports torch for the next variant while the
+    current one runs) touches no GPU until the probe writes `go` on its stdin."""
+    if not cfg.get("wait_for_go"):
+        return
+    if not sys.stdin.readline().strip():
+        os._exit(0)  # the probe went away or gave up on this variant
+    signal.alarm(cfg["turn_timeout_s"])
+
+
+def measure(cfg: Record, torch: Any, dist: Any) -> None:
+    rank = int(os.environ["RANK"])
+    init(cfg, torch, dist)
+    if rank == 0:
+        emit(cfg, dict(versions(torch, cfg), started=True))
+    bench = Bench(cfg, torch, dist)
+    bench.op = make_op(bench)
+    warmed = bench.warm_up()
+    # Everyone's clock after the warm-up, agreed: every rank must stop at the same step.
+    now = bench.agree_max([time.time()])[0]
+    deadline = now + cfg["budget_s"] if cfg.get("budget_s") else cfg["deadline"]
+    summary = bench.run(deadline)
+    if rank == 0:
+        emit(cfg, dict(summary, done=True, warmup_iterations=warmed))
+    dist.destroy_process_group()
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     cfg = json.loads((argv or sys.argv)[1])
     signal.alarm(cfg["hard_timeout_s"])  # SIGALRM's default action ends the process
@@ -230,13 +387,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     import torch
     import torch.distributed as dist
 
-    init(cfg, torch, dist)
-    if int(os.environ["RANK"]) == 0:
-        emit(cfg, dict(versions(torch, cfg), started=True))
-    summary = Bench(cfg, torch, dist).run()
-    if int(os.environ["RANK"]) == 0:
-        emit(cfg, dict(summary, done=True))
-    dist.destroy_process_group()
+    wait_for_go(cfg)
+    try:
+        measure(cfg, torch, dist)
+    except Exception as exc:  # a variant NCCL rejects: its error is the result
+        if int(os.environ["RANK"]) == 0:
+            emit(cfg, {"fatal": describe(exc)})
+        raise
 
 
 if __name__ == "__main__":

@@ -171,8 +171,8 @@ def test_bad_options_name_the_bad_value(options, quoted):
     assert result["error"].startswith("invalid options")
 
 
-def test_host_policy_variables_are_never_changed():
-    base = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "PATH": "/bin"}
+def test_multicast_stays_off_in_every_rank_whatever_the_host_or_options_say():
+    base = {"NCCL_NVLS_ENABLE": "1", "PATH": "/bin"}  # a host that would turn NVLS on
     requested = {
         "NCCL_NVLS_ENABLE": "1",
         "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0",
@@ -180,18 +180,22 @@ def test_host_policy_variables_are_never_changed():
         "NCCL_ALGO": "Ring",
     }
     env, refused = probe.worker_environment(base, requested)
-    assert refused == ["NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST"]
+    assert refused == [
+        "NCCL_NVLS_ENABLE",
+        "NVSHMEM_DISABLE_NVLS",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+    ]
     assert env["NCCL_NVLS_ENABLE"] == "0"
     assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
-    assert env["NVSHMEM_DISABLE_NVLS"] == "0"  # not set by the host: options may set it
+    assert env["NVSHMEM_DISABLE_NVLS"] == "1"
     assert env["NCCL_ALGO"] == "Ring"
     assert env["PATH"] == "/bin"
 
 
-def test_host_policy_variables_pass_through_untouched():
-    base = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1"}
+def test_without_options_the_host_environment_gains_only_the_multicast_policy():
+    base = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1", "NCCL_P2P_LEVEL": "NVL"}
     env, refused = probe.worker_environment(base, {})
-    assert env == base
+    assert env == {**base, **probe.FORCED_ENV}
     assert refused == []
 
 
