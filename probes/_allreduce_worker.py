@@ -358,6 +358,8 @@ def wait_for_go(cfg: Record) -> None:
     current one runs) touches no GPU until the probe writes `go` on its stdin."""
     if not cfg.get("wait_for_go"):
         return
+    if int(os.environ["RANK"]) == 0:
+        emit(cfg, {"ready": True})
     if not sys.stdin.readline().strip():
         os._exit(0)  # the probe went away or gave up on this variant
     signal.alarm(cfg["turn_timeout_s"])

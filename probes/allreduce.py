@@ -369,6 +369,7 @@ class Workers:
         self.failed_rank: Optional[int] = None
         self.records: List[Dict[str, Any]] = []
         self.done = threading.Event()  # rank 0 reported its summary: nothing more to wait for
+        self.ready = threading.Event()  # rank 0 imported torch and waits for its turn
         self.tails: List[Deque[str]] = [deque(maxlen=STDERR_TAIL_LINES) for _ in procs]
         self.threads = [threading.Thread(target=self._read_records, daemon=True)]
         self.threads += [
@@ -390,6 +391,8 @@ class Workers:
                 self.records.append(record)
                 if isinstance(record, dict) and record.get("done"):
                     self.done.set()
+                if isinstance(record, dict) and record.get("ready"):
+                    self.ready.set()
 
     def _read_tail(self, index: int) -> None:
         stream = self.procs[index].stderr
@@ -700,8 +703,12 @@ def run_variant(
     workers = launched.workers
     if workers is None:
         return variant_result(launched.variant, "failed", [], launched.error, 0.0, world)
-    own_deadline = begun + matrix.variant_timeout_s
-    workers.go()
+    # Importing torch is not the variant's doing (and overlaps the one before): its own deadline
+    # starts at its turn. Waiting for the import is bounded by the matrix's budget only.
+    ready = workers.ready.wait(max(0.0, matrix_deadline - time.monotonic()))
+    own_deadline = time.monotonic() + matrix.variant_timeout_s
+    if ready:
+        workers.go()
     try:
         status = workers.wait(min(own_deadline, matrix_deadline), until_done=True)
     finally:
