@@ -438,7 +438,8 @@ def test_eager_latency_is_the_median_of_repetitions_after_the_warm_up(gloo_alone
     bench = plan["Bench"](cfg, torch, slow)
     record = bench.eager(torch.ones(2), budget_s=0.05)
     assert slow.calls > cfg["warmup"]
-    assert record["repetitions"] == 7 and record["iterations"] % 7 == 0
+    assert record["repetitions"] == 7
+    assert record["iterations"] % 7 == 0
     assert record["seconds_min"] <= record["seconds"] <= record["seconds_max"]
     assert record["seconds_max"] < 0.05  # the slow warm-up calls are in no sample
     assert record["correct"] is True
@@ -480,7 +481,8 @@ def test_matrix_options():
     assert probe.parse_options({}).matrix is None
     matrix = probe.parse_options({"matrix": True}).matrix
     assert matrix.algos == ("Ring", "Tree", "CollnetDirect", "CollnetChain", "PAT")
-    assert matrix.protos == ("LL", "LL128", "Simple") and matrix.budget_s == 60
+    assert matrix.protos == ("LL", "LL128", "Simple")
+    assert matrix.budget_s == 60
     assert probe.parse_options({"matrix": {"algos": ["Ring"], "budget_s": 20}}).matrix.algos == (
         "Ring",
     )
@@ -505,14 +507,16 @@ def test_bad_matrix_options_name_the_bad_value(matrix, quoted):
 def test_nccl_variants_are_algo_by_proto_and_never_multicast():
     variants, absent = probe.nccl_variants(probe.parse_options({"matrix": True}).matrix, (2, 21, 5))
     names = [v.name for v in variants]
-    assert names[0] == "nccl:default" and variants[0].env == {}
+    assert names[0] == "nccl:default"
+    assert variants[0].env == {}
     assert len(names) == 1 + 4 * 3  # PAT is absent before NCCL 2.23
     assert sorted(absent) == ["nccl:PAT/LL", "nccl:PAT/LL128", "nccl:PAT/Simple"]
     assert "2.21.5" in absent["nccl:PAT/LL"]
     assert {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"} in [v.env for v in variants]
     assert not [n for n in names if "NVLS" in n]
     newer, none_absent = probe.nccl_variants(probe.parse_options({"matrix": True}).matrix, (2, 28))
-    assert len(newer) == 16 and none_absent == {}
+    assert len(newer) == 16
+    assert none_absent == {}
 
 
 def test_symm_mem_variants_are_the_one_and_two_shot_kernels_never_multimem():
@@ -550,17 +554,20 @@ def test_matrix_runs_each_variant_alone_and_records_refusals_and_hangs(tmp_path)
     results = probe.run_matrix(config, variants, {"PATH": "/usr/bin:/bin"}, 2, str(tmp_path))
     assert time.monotonic() - started < 8 + 30
     good, refused, hangs, symm = (results[v.name] for v in variants)
-    assert good["status"] == "ok" and good["error"] is None
+    assert good["status"] == "ok"
+    assert good["error"] is None
     assert [(r["mode"], r["bytes"]) for r in good["rows"]] == [
         ("eager", 8),
         ("eager", 65536),
         ("eager", MiB),
     ]
     assert all(r["correct"] and r["latency_us_min"] <= r["latency_us"] for r in good["rows"])
-    assert refused["status"] == "failed" and refused["failed_at"] == ["failed"]
+    assert refused["status"] == "failed"
+    assert refused["failed_at"] == ["failed"]
     assert refused["error"].startswith("rank 0 exited with code 1: NCCL WARN no algorithm")
     assert refused["env"] == {"NCCL_ALGO": "Tree"}
-    assert hangs["status"] == "timeout" and hangs["failed_at"] == ["timeout"]
+    assert hangs["status"] == "timeout"
+    assert hangs["failed_at"] == ["timeout"]
     assert hangs["error"] == "killed at its 8s deadline, before its first result"
     assert 7.5 <= hangs["elapsed_s"] < 12
     assert symm["status"] == "failed"
@@ -595,7 +602,8 @@ def test_every_rank_of_every_variant_has_multicast_off(tmp_path):
     probe.run_variant(launched, config.matrix, time.monotonic() + 20, 2)
     env = launched.workers.records[-1]
     assert {k: env[k] for k in probe.FORCED_ENV} == probe.FORCED_ENV
-    assert env["NCCL_ALGO"] == "Ring" and env["RANK"] == "0"
+    assert env["NCCL_ALGO"] == "Ring"
+    assert env["RANK"] == "0"
 
 
 # Rows as a 2×H200 run records them (latency in µs); winners are per mode and size.
@@ -652,6 +660,7 @@ def test_gloo_matrix_through_collect_keeps_the_whole_matrix_in_the_document():
     options = {"backend": "gloo", "quick": True, "max_bytes": 4096, "time_budget_s": 5}
     result = probe.collect({**options, "matrix": {"budget_s": 40}})
     matrix = result["data"]["matrix"]
-    assert matrix["sizes"] == [8] and matrix["stopped_early"] is False
+    assert matrix["sizes"] == [8]
+    assert matrix["stopped_early"] is False
     assert matrix["winners"] == {"eager": {"8 B": "gloo:default"}}
     assert matrix["variants"]["gloo:default"]["rows"][0]["ratio"] == 1.0

@@ -85,15 +85,18 @@ def test_a_configured_algorithm_that_fails_under_graphs_warns() -> None:
     found = verdict(evaluate(pack_rules(), run), "allreduce-configured-variant", "tree")
     assert found.status == "fail"
     assert "broken: nccl:Tree/LL (graph 8 B)" in found.observed
-    assert "this host sets NCCL_ALGO=Tree" in found.fix and "nccl:Tree/LL" in found.fix
+    assert "this host sets NCCL_ALGO=Tree" in found.fix
+    assert "nccl:Tree/LL" in found.fix
 
 
 def test_a_configured_protocol_much_slower_than_the_winner_warns() -> None:
     host = configured(with_matrix(real_host()), NCCL_ALGO="ring", NCCL_PROTO="LL")  # any case
     summary = configured_variant(data(host, "allreduce")["matrix"], data(host, "nccl")["env"])
     assert summary is not None
-    assert summary["variants"] == ["nccl:Ring/LL"] and summary["broken"] == []
-    assert summary["worst_ratio"] == 3.247 and summary["worst_at"] == "eager 256 MiB"
+    assert summary["variants"] == ["nccl:Ring/LL"]
+    assert summary["broken"] == []
+    assert summary["worst_ratio"] == 3.247
+    assert summary["worst_at"] == "eager 256 MiB"
     assert summary["ok"] is False
     assert summary["summary"] == "3.247× the winner (nccl:default) at eager 256 MiB"
     found = verdict(evaluate(pack_rules(), make_run(h=host)), "allreduce-configured-variant", "h")
@@ -104,7 +107,8 @@ def test_a_configured_algorithm_near_the_winner_passes() -> None:
     # Only NCCL_ALGO set: NCCL picks the protocol, so the best Ring variant per size counts.
     host = configured(with_matrix(real_host()), NCCL_ALGO="Ring")
     summary = configured_variant(data(host, "allreduce")["matrix"], data(host, "nccl")["env"])
-    assert summary is not None and summary["ok"] is True
+    assert summary is not None
+    assert summary["ok"] is True
     assert summary["variants"] == ["nccl:Ring/LL", "nccl:Ring/Simple"]
     found = verdict(evaluate(pack_rules(), make_run(h=host)), "allreduce-configured-variant", "h")
     assert found.status == "pass"
@@ -130,7 +134,8 @@ def test_terminal_shows_winner_bands_and_failures_per_cohort() -> None:
     )
     diff = compare_hosts(run.hosts.values(), declared_facts())
     summary = cohort_matrices([(c.name, [run.hosts[h] for h in c.hosts]) for c in diff.cohorts])
-    assert len(summary) == 1 and summary[0].hosts == 2
+    assert len(summary) == 1
+    assert summary[0].hosts == 2
     assert ("nccl:Tree/LL", "graph 8 B", 2) in summary[0].failures
     assert ("nccl:CollnetDirect/LL", "failed", 2) in summary[0].failures
     assert summary[0].winners["eager"]["8 B"] == (("nccl:Ring/LL", 2),)
@@ -139,7 +144,8 @@ def test_terminal_shows_winner_bands_and_failures_per_cohort() -> None:
     console = Console(file=io.StringIO(), width=200)
     console.print(table)
     text = console.file.getvalue()  # type: ignore[attr-defined]
-    assert "8 B nccl:Ring/LL" in text and "256 MiB nccl:default" in text
+    assert "8 B nccl:Ring/LL" in text
+    assert "256 MiB nccl:default" in text
     assert "nccl:Tree/LL: graph 8 B (2)" in text
 
 
@@ -160,9 +166,11 @@ def test_diff_compares_winners_and_failures_not_timings() -> None:
     diff = compare_hosts(run.hosts.values(), declared_facts())
     values = {d.fact: d for d in diff.values}
     status = values['allreduce.matrix.variants["nccl:Tree/LL"].status']
-    assert status.majority == "partial" and status.others == (("ok", ("c",)),)
+    assert status.majority == "partial"
+    assert status.others == (("ok", ("c",)),)
     winner = values['allreduce.matrix.winners.graph["8 B"]']
-    assert winner.majority == "nccl:default" and winner.others == (("nccl:Tree/LL", ("c",)),)
+    assert winner.majority == "nccl:default"
+    assert winner.others == (("nccl:Tree/LL", ("c",)),)
     sets = {s.fact: s for s in diff.sets}
     assert 'allreduce.matrix.variants["nccl:Tree/LL"].failed_at' in sets
     assert not [f for f in values if ".rows" in f or "elapsed_s" in f]
