@@ -382,7 +382,7 @@ def test_the_worker_travels_in_the_bundle_and_runs_from_it(tmp_path):
     options = {"allreduce": {"backend": "gloo", "quick": True, "max_bytes": 64}}
     done = subprocess.run(
         [sys.executable, *LAUNCH_ARGS],
-        input=bundle.script(options, deadline_s=100),
+        input=bundle.script(options, deadline_s=100, parallel=4),
         cwd=tmp_path,
         capture_output=True,
         timeout=120,
