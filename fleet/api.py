@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # the rules engine (jmespath) loads only when checks are aske
     from fleet.checks import CheckReport, Rule
 
 DEFAULT_PACK = "inference"
+MATRIX_TIMEOUT_S = 300.0  # per host, with --allreduce-matrix (30 s sweep + 60 s matrix + the rest)
 
 
 @dataclass(frozen=True)
@@ -54,12 +55,18 @@ class ProbeOptions:
     probes: Sequence[str] | None = None  # None: every probe
     allreduce: bool = True  # False drops the allreduce probe (the slow one) from the default set
     quick: bool = False
+    allreduce_matrix: bool = False  # the allreduce probe also runs its matrix (which variant wins)
     imports: Sequence[str] = ()  # import specs for the imports probe, e.g. "mod:Name|AltName"
     dir_modules: Sequence[str] = ()  # modules whose dir() the dir probe dumps
     concurrency: int = DEFAULT_CONCURRENCY
     timeout_s: float = DEFAULT_TIMEOUT_S
     accept_new: bool = False  # record unknown host keys in fleet's own known_hosts
     extra_probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def host_timeout_s(self) -> float:
+        """The matrix adds up to a minute and a half to the allreduce probe: room for it."""
+        return max(self.timeout_s, MATRIX_TIMEOUT_S) if self.allreduce_matrix else self.timeout_s
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,7 @@ def open_inventory(inventory: str | Path | None) -> Inventory:
 def build_probe_bundle(options: ProbeOptions) -> Bundle:
     """The probes to ship: `options.probes` (default all), without allreduce when it is off."""
     names = list(options.probes) if options.probes else None
-    if not options.allreduce:
+    if not options.allreduce and not options.allreduce_matrix:
         names = [n for n in (names or available_probes()) if n != "allreduce"]
     return build_bundle(names)
 
@@ -100,6 +107,8 @@ def probe_args_from(options: ProbeOptions) -> dict[str, dict[str, Any]]:
         args.setdefault("dir", {})["modules"] = list(options.dir_modules)
     if options.quick:
         args.setdefault("allreduce", {})["quick"] = True
+    if options.allreduce_matrix:
+        args.setdefault("allreduce", {})["matrix"] = True
     return args
 
 
@@ -130,7 +139,7 @@ async def probe_async(
     interrupt = interrupt or asyncio.Event()
     settings = RunSettings(
         concurrency=options.concurrency,
-        timeout_s=options.timeout_s,
+        timeout_s=options.host_timeout_s,
         cli_probe_args=probe_args_from(options),
     )
     transports = make_transports(selection.hosts, options.accept_new)

@@ -228,6 +228,12 @@ PROBE_OPTIONS = (
         help="Run the allreduce timing probe.",
     ),
     click.option("--quick", is_flag=True, help="Fewer message sizes and iterations."),
+    click.option(
+        "--allreduce-matrix",
+        is_flag=True,
+        help="Also time every NCCL algorithm x protocol and torch symmetric-memory allreduce, "
+        "and name the winner per size (per-host timeout at least 300 s).",
+    ),
 )
 
 
@@ -260,6 +266,7 @@ class ProbeRequest:
     dir_modules: tuple[str, ...]
     allreduce: bool
     quick: bool
+    allreduce_matrix: bool
 
     def console(self) -> Console:
         """Tables go to stdout, unless the run document does (--json -)."""
@@ -271,6 +278,7 @@ class ProbeRequest:
             probes=names or None,
             allreduce=self.allreduce,
             quick=self.quick,
+            allreduce_matrix=self.allreduce_matrix,
             imports=self.imports,
             dir_modules=self.dir_modules,
             concurrency=self.concurrency,

@@ -5,6 +5,7 @@ the real 2×H200 run with a matrix added from recorded rows (winners from the pr
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -13,8 +14,10 @@ from fleet.analysis.allreduce_matrix import cohort_matrices, configured_variant
 from fleet.analysis.diff import compare_hosts
 from fleet.analysis.drift import compare_runs
 from fleet.analysis.facts import declared_facts
+from fleet.api import ProbeOptions, build_probe_bundle, probe_args_from
 from fleet.checks import evaluate
 from fleet.render.terminal import allreduce_matrix_table
+from tests.helpers import invoke_fleet
 from tests.probes.handrun import load_probe
 from tests.unit.test_checks import data, make_run, pack_rules, real_host, verdict
 
@@ -191,3 +194,22 @@ def test_drift_reports_a_new_winner_and_a_new_failure() -> None:
         "nccl:Tree/LL",
         "nccl:default",
     ) in changed
+
+
+# ------------------------------------------------------------------------------ asking for it
+
+
+def test_the_matrix_flag_asks_the_probe_for_its_matrix_and_gives_the_host_time() -> None:
+    options = ProbeOptions(allreduce=False, allreduce_matrix=True, quick=True)
+    assert probe_args_from(options) == {"allreduce": {"quick": True, "matrix": True}}
+    assert "allreduce" in build_probe_bundle(options).probes  # the matrix brings its probe
+    assert options.host_timeout_s == 300
+    assert ProbeOptions(allreduce_matrix=True, timeout_s=900).host_timeout_s == 900
+    assert ProbeOptions().host_timeout_s == 120
+    assert "matrix" not in probe_args_from(ProbeOptions()).get("allreduce", {})
+
+
+def test_probe_and_check_both_take_the_matrix_flag(tmp_path: Path) -> None:
+    for command in ("probe", "check"):
+        shown = invoke_fleet(tmp_path, command, "--help")
+        assert "--allreduce-matrix" in shown.stdout
