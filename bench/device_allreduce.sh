@@ -39,12 +39,13 @@ for host, outcome in run["hosts"].items():
           f"{matrix.get('stopped_early')}")
     for name, v in sorted((matrix.get("variants") or {}).items()):
         where = ", ".join(v.get("failed_at") or [])
-        print(f"  {name:34} {v['status']:8} {v.get('elapsed_s', 0):6.2f} s  {where}  "
+        print(f"  {name:34} {v.get('status')!s:8} {v.get('elapsed_s') or 0:6.2f} s  {where}  "
               f"{(v.get('error') or '')[:150]}")
         for row in v.get("rows") or []:
-            print(f"      {row['mode']:5} {row['bytes']:>10} B {row['latency_us']:>10} us "
-                  f"[{row['latency_us_min']}-{row['latency_us_max']}] busbw {row['busbw_gbps']} "
-                  f"ratio {row.get('ratio')} correct {row['correct']}")
+            print(f"      {row.get('mode')!s:5} {row.get('bytes')!s:>10} B "
+                  f"{row.get('latency_us')!s:>10} us [{row.get('latency_us_min')}-"
+                  f"{row.get('latency_us_max')}] busbw {row.get('busbw_gbps')} "
+                  f"ratio {row.get('ratio')} correct {row.get('correct')}")
     print("  winners:", json.dumps(matrix.get("winners"), indent=1))
 PY
 
