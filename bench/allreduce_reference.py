@@ -3,8 +3,10 @@
     python3 bench/allreduce_reference.py [--world N] [--json OUT]
     python3 bench/allreduce_reference.py --compare RUN.json   # probe vs reference at 256 MiB
 
-One process per GPU (torch.multiprocessing), bf16, eager, CUDA-event timed: 5 warm-up and 20 timed
-iterations per size, the slowest rank's time (as nccl-tests does). busbw = algbw × 2(n−1)/n.
+One process per GPU (torch.multiprocessing), bf16, eager, CUDA-event timed: 20 warm-up iterations per
+size, then 7 repetitions of 20 timed iterations, each the slowest rank's time (as nccl-tests does);
+the median repetition is reported, with min and max (the probe reports the same statistic).
+busbw = algbw × 2(n−1)/n.
 Needs a machine with ≥ 2 GPUs; the NVLink-multicast variables of the environment are left as they are.
 """
 
@@ -15,9 +17,10 @@ import json
 import os
 import socket
 import sys
+from typing import Any
 
 SIZES = [8 * 4**i for i in range(14)] + [256 * 1024 * 1024]
-WARMUP, ITERS = 5, 20
+WARMUP, ITERS, REPS = 20, 20, 7
 
 
 def free_port() -> int:
@@ -44,21 +47,15 @@ def worker(rank: int, world: int, port: int, queue: object) -> None:
         tensor = torch.ones(numel, dtype=torch.bfloat16, device="cuda")
         for _ in range(WARMUP):
             dist.all_reduce(tensor)
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(ITERS):
-            dist.all_reduce(tensor)
-        end.record()
-        torch.cuda.synchronize()
-        elapsed = torch.tensor([start.elapsed_time(end) / ITERS], device="cuda")
-        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-        seconds = float(elapsed.item()) / 1e3
+        samples = sorted(repetition(torch, dist, tensor) for _ in range(REPS))
+        seconds = samples[len(samples) // 2]
         algbw = numel * 2 / seconds / 1e9
         rows.append(
             {
                 "bytes": numel * 2,
                 "latency_us": round(seconds * 1e6, 2),
+                "latency_us_min": round(samples[0] * 1e6, 2),
+                "latency_us_max": round(samples[-1] * 1e6, 2),
                 "algbw_gbps": round(algbw, 2),
                 "busbw_gbps": round(algbw * 2 * (world - 1) / world, 2),
             }
@@ -66,6 +63,21 @@ def worker(rank: int, world: int, port: int, queue: object) -> None:
     if rank == 0:
         queue.put(rows)  # type: ignore[attr-defined]
     dist.destroy_process_group()
+
+
+def repetition(torch: Any, dist: Any, tensor: Any) -> float:
+    """Seconds per allreduce over ITERS back-to-back calls, the slowest rank's."""
+    torch.cuda.synchronize()
+    dist.barrier()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(ITERS):
+        dist.all_reduce(tensor)
+    end.record()
+    torch.cuda.synchronize()
+    elapsed = torch.tensor([start.elapsed_time(end) / ITERS], device="cuda")
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+    return float(elapsed.item()) / 1e3
 
 
 def measure(world: int) -> dict:

@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # the rules engine (jmespath) loads only when checks are aske
     from fleet.checks import CheckReport, Rule
 
 DEFAULT_PACK = "inference"
+MATRIX_TIMEOUT_S = 300.0  # per host, with --allreduce-matrix (30 s sweep + 60 s matrix + the rest)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class ProbeOptions:
     probes: Sequence[str] | None = None  # None: every probe
     allreduce: bool = True  # False drops the allreduce probe (the slow one) from the default set
     quick: bool = False
+    allreduce_matrix: bool = False  # the allreduce probe also runs its matrix (which variant wins)
     imports: Sequence[str] = ()  # import specs for the imports probe, e.g. "mod:Name|AltName"
     dir_modules: Sequence[str] = ()  # modules whose dir() the dir probe dumps
     concurrency: int = DEFAULT_CONCURRENCY
@@ -75,6 +77,11 @@ class ProbeOptions:
     slurm_gpus: str = "exclusive"  # how srun asks for the nodes' GPUs: exclusive | none | N
     # told of each host key --accept-new records, one line: host, fingerprint, file
     on_key_recorded: Callable[[str], None] | None = None
+
+    @property
+    def host_timeout_s(self) -> float:
+        """The matrix adds up to a minute and a half to the allreduce probe: room for it."""
+        return max(self.timeout_s, MATRIX_TIMEOUT_S) if self.allreduce_matrix else self.timeout_s
 
 
 @dataclass(frozen=True)
@@ -157,7 +164,7 @@ def open_inventory(
 def build_probe_bundle(options: ProbeOptions) -> Bundle:
     """The probes to ship: `options.probes` (default all), without allreduce when it is off."""
     names = list(options.probes) if options.probes else None
-    if not options.allreduce:
+    if not options.allreduce and not options.allreduce_matrix:
         names = [n for n in (names or available_probes(options.probe_dirs)) if n != "allreduce"]
     return build_bundle(names, options.probe_dirs)
 
@@ -171,6 +178,8 @@ def probe_args_from(options: ProbeOptions) -> dict[str, dict[str, Any]]:
         args.setdefault("dir", {})["modules"] = list(options.dir_modules)
     if options.quick:
         args.setdefault("allreduce", {})["quick"] = True
+    if options.allreduce_matrix:
+        args.setdefault("allreduce", {})["matrix"] = True
     return args
 
 
@@ -206,7 +215,7 @@ async def probe_async(
     interrupt = interrupt or asyncio.Event()
     settings = RunSettings(  # Slurm nodes share one step: none of them waits for a slot
         concurrency=max(options.concurrency, len(selection.hosts) if selection.slurm else 0),
-        timeout_s=options.timeout_s,
+        timeout_s=options.host_timeout_s,
         cli_probe_args=probe_args_from(options),
     )
     transports = make_transports(selection.hosts, options.accept_new, options.on_key_recorded)

@@ -143,6 +143,16 @@ def read_preload(source):
     return re.findall(r"[\"']([A-Za-z0-9_.]+)[\"']", match.group(1)) if match else []
 
 
+def read_ships(source):
+    """The helper files a probe declares with `SHIPS = ("_helper.py",)`."""
+    match = re.search(r"^SHIPS\s*=\s*\(([^)]*)\)", source, re.MULTILINE)
+    return re.findall(r"[\"']([A-Za-z0-9_.]+)[\"']", match.group(1)) if match else []
+
+
+# probe name -> {file name: text}: the SHIPS files of the bundle, handed to each probe in memory
+SHIPPED = {}  # type: dict
+
+
 def read_timeout(source):
     match = re.search(r"^TIMEOUT_S\s*=\s*([0-9.]+)", source, re.MULTILINE)
     return float(match.group(1)) if match else DEFAULT_PROBE_TIMEOUT_S
@@ -181,6 +191,7 @@ def die_with_parent():
 
 def run_probe_source(name, source, options):
     namespace = {"__name__": "fleet_probe_" + name, "__file__": "probes/%s.py" % name}
+    namespace["__shipped__"] = dict(SHIPPED.get(name) or {})
     exec(compile(source, "probes/%s.py" % name, "exec"), namespace)
     return {"result": namespace["collect"](options)}
 
@@ -539,6 +550,7 @@ def clean_sys_path(script_dir=None):
 def run_bundle(bundle):
     started = time.monotonic()
     install_deadline(float(bundle.get("deadline_s") or 300))
+    SHIPPED.update(bundle.get("files") or {})
     emit(
         {
             "type": "hello",
@@ -595,11 +607,14 @@ def install_deadline(seconds):
 def bundle_from_directory(directory):
     """By hand: every probe file beside this one, with default options."""
     names = sorted(f[:-3] for f in os.listdir(directory) if f.endswith(".py") and f[0] not in "_.")
-    probes = {}
+    probes, files = {}, {}
     for name in names:
         with open(os.path.join(directory, name + ".py")) as handle:
             probes[name] = handle.read()
-    return {"probes": probes, "options": {}, "deadline_s": 600}
+        for file_name in read_ships(probes[name]):
+            with open(os.path.join(directory, file_name)) as handle:
+                files.setdefault(name, {})[file_name] = handle.read()
+    return {"probes": probes, "files": files, "options": {}, "deadline_s": 600}
 
 
 if __name__ == "__main__":

@@ -1,8 +1,14 @@
-"""Allreduce latency and bus bandwidth across the GPUs of this host, eager and CUDA-graph mode."""
+"""Allreduce latency and bus bandwidth across the GPUs of this host, eager and CUDA-graph mode.
+
+With the `matrix` option it also answers "which allreduce works here, and which wins": NCCL with
+each algorithm × protocol, and torch's symmetric-memory kernels, each in processes of its own with
+a deadline of its own (see run_matrix).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -16,22 +22,62 @@ from collections import deque
 from typing import Any, Deque, Dict, List, NamedTuple, Optional, Tuple
 
 RUN_ALONE = True  # it owns every GPU of the host while it runs
-TIMEOUT_S = 120  # backstop only: the probe ends itself at `time_budget_s` (30 s by default)
+TIMEOUT_S = 200  # backstop only: the probe ends itself at its budgets (30 s, +60 s for the matrix)
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py): the timing
 # rows are measurements (compared within cohorts, fleet/analysis/diff.py), never plain divergence.
-FACTS = {"measure": ["results"], "volatile": ["elapsed_s"]}
+# The matrix's facts are its winners per mode and size and each variant's status and the places it
+# failed (`failed_at`, compared item by item); its timings and error texts are detail.
+FACTS = {
+    "measure": ["results"],
+    "volatile": [
+        "elapsed_s",
+        "matrix.elapsed_s",
+        "matrix.variants.*.rows",
+        "matrix.variants.*.error",
+        "matrix.variants.*.failures",
+        "matrix.variants.*.elapsed_s",
+    ],
+    "sets": ["matrix.variants.*.failed_at"],
+}
+SHIPS = ("_allreduce_worker.py",)  # files the bundle carries with this probe (never written)
+WORKER_FILE = SHIPS[0]
 
 MARKER = "FLEET_ALLREDUCE "  # rank 0's result lines; NCCL_DEBUG output shares that stdout
 KiB, MiB = 1 << 10, 1 << 20
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
 BACKENDS = ("nccl", "gloo")
 MAX_BUDGET_S = TIMEOUT_S - 20  # leave the runner's backstop room to see the probe end itself
-# The host owner's policy (e.g. multicast off on shared machines): options may never override it.
-PROTECTED_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
+# NVLink multicast stays off in NCCL, torch's symmetric memory and NVSHMEM, in every rank, always:
+# the lent machines' policy, and nothing here may call cuMulticastCreate. Options cannot change it.
+FORCED_ENV = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+PROTECTED_ENV = tuple(FORCED_ENV)
 OPTION_ENV_PREFIXES = ("NCCL_", "TORCH_", "NVSHMEM_", "GLOO_")
 REPORTED_ENV_PREFIXES = ("NCCL_", "TORCH_", "NVSHMEM_", "GLOO_", "CUDA_")
 STDERR_TAIL_LINES = 12
 MAX_ERROR_CHARS = 1500
+EAGER_REPETITIONS = 7  # timed samples per size: the median is reported, with min and max
+
+# The matrix. NVLS and NVLSTree need NVLink multicast: never run, whatever the options say.
+NCCL_ALGOS = ("Ring", "Tree", "CollnetDirect", "CollnetChain", "PAT")
+MULTICAST_ALGOS = ("NVLS", "NVLSTree")
+NCCL_PROTOS = ("LL", "LL128", "Simple")
+PAT_SINCE = (2, 23)  # NCCL release that added the PAT algorithm
+SYMM_MEM_KERNELS = ("one_shot_all_reduce", "two_shot_all_reduce_")  # never multimem_*
+SYMM_MEM_MODULES = ("torch.distributed._symmetric_memory", "torch.distributed.symmetric_memory")
+MATRIX_SIZES = (8, 64 * KiB, MiB, 16 * MiB, 256 * MiB)
+MATRIX_KEYS = ("budget_s", "variant_timeout_s", "algos", "protos", "symm_mem")
+
+
+class Matrix(NamedTuple):
+    budget_s: float  # the whole matrix; variants not reached are "not_run" (stopped early)
+    variant_timeout_s: float  # one variant, start-up included: a hang costs at most this
+    algos: Tuple[str, ...]
+    protos: Tuple[str, ...]
+    symm_mem: bool
 
 
 class Config(NamedTuple):
@@ -43,6 +89,16 @@ class Config(NamedTuple):
     dtype: str
     time_budget_s: float
     env: Dict[str, str]  # NCCL_*/TORCH_*… set for the workers from options, nothing else
+    matrix: Optional[Matrix] = None
+
+
+class Variant(NamedTuple):
+    """One allreduce implementation of the matrix, run in processes of its own."""
+
+    name: str  # "nccl:Ring/LL", "symm_mem:one_shot_all_reduce", "nccl:default"
+    op: str  # what the worker calls: "dist" (torch.distributed) or "symm_mem:<kernel>"
+    env: Dict[str, str]  # set on top of the ranks' environment (NCCL_ALGO, NCCL_PROTO)
+    source: Optional[str] = None  # the ranks' program; None: probes/_allreduce_worker.py
 
 
 # ------------------------------------------------------------ pure math (nccl-tests' definitions)
@@ -74,7 +130,9 @@ def significant(value: float, digits: int = 6) -> float:
 
 
 def result_row(record: Dict[str, Any], world_size: int) -> Optional[Dict[str, Any]]:
-    """A worker's `{"mode", "bytes", "seconds", "correct"}` → a result row, or None if malformed."""
+    """A worker's `{"mode", "bytes", "seconds", "correct"}` → a result row, or None if malformed.
+
+    `seconds` is the median of the repetitions; latency_us_min/max are their fastest and slowest."""
     if record.get("mode") not in ("eager", "graph"):
         return None
     nbytes, seconds = record.get("bytes"), record.get("seconds")
@@ -85,234 +143,39 @@ def result_row(record: Dict[str, Any], world_size: int) -> Optional[Dict[str, An
         "mode": record["mode"],
         "bytes": nbytes,
         "latency_us": significant(seconds * 1e6),
+        "latency_us_min": _microseconds(record.get("seconds_min"), seconds),
+        "latency_us_max": _microseconds(record.get("seconds_max"), seconds),
         "algbw_gbps": significant(algbw),
         "busbw_gbps": significant(busbw_gbps(algbw, world_size)),
         "correct": record.get("correct") is True,
         "iterations": record.get("iterations"),
+        "repetitions": record.get("repetitions"),
     }
 
 
-# Planning code runs inside every worker, so it ships as source; tests exec it (plan_functions).
-PLAN_SOURCE = r'''
-def size_budget_s(remaining_s, sizes_left, modes):
-    """Share what is left of the budget evenly among the sizes (and modes) still to measure."""
-    return max(0.0, remaining_s) / max(1, sizes_left) / max(1, modes)
+def _microseconds(value: Any, default: float) -> float:
+    seconds = value if isinstance(value, (int, float)) and value > 0 else default
+    return significant(seconds * 1e6)
 
 
-def iterations_for(estimate_s, budget_s, min_iters, max_iters):
-    """As many timed iterations as fit the budget, at least min_iters, at most max_iters."""
-    if estimate_s <= 0:
-        return max_iters
-    return int(max(min_iters, min(max_iters, budget_s / estimate_s)))
-
-
-def graph_plan(iterations, max_captured=10, max_replays=5):
-    """(allreduces captured in one graph, replays): about `iterations` allreduces in all."""
-    captured = max(1, min(iterations, max_captured))
-    replays = max(1, min(max_replays, -(-iterations // captured)))
-    return captured, replays
-'''
+# The rank processes run probes/_allreduce_worker.py: a file of its own (linted and type-checked),
+# shipped beside this one in the bundle (fleet/execution/bundle.py reads SHIPS) and handed to the
+# ranks as `python -c SOURCE`, so nothing is written on the host.
+def worker_source() -> str:
+    """The worker's text: from the bundle on a host, else from the file beside this one."""
+    shipped = globals().get("__shipped__") or {}
+    if WORKER_FILE in shipped:
+        return str(shipped[WORKER_FILE])
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, WORKER_FILE), encoding="utf-8") as handle:
+        return handle.read()
 
 
 def plan_functions() -> Dict[str, Any]:
-    """The planning functions the workers run, as a namespace (for tests)."""
-    namespace: Dict[str, Any] = {}
-    exec(compile(PLAN_SOURCE, "<allreduce plan>", "exec"), namespace)
+    """The worker's namespace without running it (its planning functions, for tests)."""
+    namespace: Dict[str, Any] = {"__name__": "fleet_allreduce_worker"}
+    exec(compile(worker_source(), WORKER_FILE, "exec"), namespace)
     return namespace
-
-
-# ---------------------------------------------------------------- the worker (one per rank)
-WORKER_SOURCE = r'''
-import datetime
-import json
-import os
-import signal
-import sys
-import threading
-import time
-
-if sys.path and sys.path[0] == "":
-    del sys.path[0]  # a torch.py in the working directory must not shadow torch
-
-
-def watch_parent(parent_pid):
-    """An orphaned worker (the probe killed by its runner) must not keep a GPU or a port."""
-    while os.getppid() == parent_pid:
-        time.sleep(0.5)
-    os._exit(3)
-
-
-def emit(cfg, record):
-    sys.stdout.write(cfg["marker"] + json.dumps(record) + "\n")
-    sys.stdout.flush()
-
-
-class Bench:
-    def __init__(self, cfg, torch, dist):
-        self.cfg, self.torch, self.dist = cfg, torch, dist
-        self.rank = int(os.environ["RANK"])
-        self.world = int(os.environ["WORLD_SIZE"])
-        self.on_cuda = cfg["backend"] == "nccl"
-        self.device = torch.device("cuda", self.rank) if self.on_cuda else torch.device("cpu")
-        self.dtype = getattr(torch, cfg["dtype"])
-        self.graph_ok = bool(cfg["graph"])
-
-    def agree_max(self, values):
-        """Every rank gets the same numbers, so every rank takes the same decisions (no hang)."""
-        t = self.torch.tensor(values, dtype=self.torch.float64, device=self.device)
-        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX)
-        return t.tolist()
-
-    def sync(self):
-        self.agree_max([0.0])
-        if self.on_cuda:
-            self.torch.cuda.synchronize()
-
-    def timed(self, fn, count):
-        if not self.on_cuda:
-            start = time.perf_counter()
-            for _ in range(count):
-                fn()
-            return time.perf_counter() - start
-        start = self.torch.cuda.Event(enable_timing=True)
-        end = self.torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(count):
-            fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
-
-    def sum_is_correct(self, buf, reduce):
-        """Each rank contributes rank+1; every element must come back as 1+2+…+world."""
-        buf.fill_(self.rank + 1)
-        reduce()
-        expected = self.world * (self.world + 1) / 2
-        ok = bool((buf == expected).all().item())
-        return self.agree_max([0.0 if ok else 1.0])[0] == 0.0
-
-    def eager(self, buf, budget_s):
-        run = lambda: self.dist.all_reduce(buf)
-        self.timed(run, self.cfg["warmup"])
-        estimate = self.agree_max([self.timed(run, 1)])[0]
-        iters = iterations_for(estimate, budget_s, self.cfg["min_iters"], self.cfg["max_iters"])
-        self.sync()
-        seconds = self.agree_max([self.timed(run, iters)])[0] / iters
-        return {"mode": "eager", "seconds": seconds, "iterations": iters,
-                "correct": self.sum_is_correct(buf, run)}
-
-    def capture(self, buf, count):
-        torch = self.torch
-        graph = torch.cuda.CUDAGraph()
-        try:
-            # thread_local: NCCL's watchdog thread may query events while this thread captures
-            context = torch.cuda.graph(graph, capture_error_mode="thread_local")
-        except TypeError:  # torch < 2.0 has no capture_error_mode
-            context = torch.cuda.graph(graph)
-        with context:
-            for _ in range(count):
-                self.dist.all_reduce(buf)
-        return graph
-
-    def warm_side_stream(self, buf):
-        """NCCL must have run on a side stream before its kernels can be captured."""
-        torch = self.torch
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                self.dist.all_reduce(buf)
-        torch.cuda.current_stream().wait_stream(stream)
-        torch.cuda.synchronize()
-
-    def graph(self, buf, iters):
-        captured, replays = graph_plan(iters)
-        error = None
-        try:
-            self.warm_side_stream(buf)
-            timing_graph, check_graph = self.capture(buf, captured), self.capture(buf, 1)
-        except Exception as exc:
-            error = "%s: %s" % (type(exc).__name__, exc)
-        if self.agree_max([1.0 if error else 0.0])[0]:
-            self.graph_ok = False
-            return {"mode": "graph", "error": (error or "capture failed on another rank")[:500]}
-        timing_graph.replay()
-        self.sync()
-        seconds = self.agree_max([self.timed(timing_graph.replay, replays)])[0]
-        return {"mode": "graph", "seconds": seconds / (captured * replays),
-                "iterations": captured * replays, "captured": captured,
-                "correct": self.sum_is_correct(buf, check_graph.replay)}
-
-    def one_size(self, nbytes, remaining_s, sizes_left):
-        elem = self.torch.tensor([], dtype=self.dtype).element_size()
-        numel = max(1, nbytes // elem)
-        buf = self.torch.ones(numel, dtype=self.dtype, device=self.device)
-        modes = 2 if self.graph_ok else 1
-        budget_s = size_budget_s(remaining_s, sizes_left, modes)
-        records = [self.eager(buf, budget_s)]
-        if self.graph_ok:
-            records.append(self.graph(buf, records[0]["iterations"]))
-        for r in records:
-            r["bytes"] = numel * elem
-        return records
-
-    def run(self):
-        sizes = self.cfg["sizes"]
-        for index, nbytes in enumerate(sizes):
-            now = self.agree_max([time.time()])[0]
-            remaining = self.cfg["deadline"] - now
-            if remaining <= 0:
-                return {"stopped_early": True, "next_bytes": nbytes}
-            for record in self.one_size(nbytes, remaining, len(sizes) - index):
-                if self.rank == 0:
-                    emit(self.cfg, record)
-        return {"stopped_early": False}
-
-
-def init(cfg, torch, dist):
-    rank = int(os.environ["RANK"])
-    # A file rendezvous, not a TCP port: a free port picked by the parent could be taken by
-    # anything on the host before rank 0 binds it (EADDRINUSE); the file lives in the
-    # probe's private directory, which the parent removes.
-    kwargs = {"backend": cfg["backend"], "init_method": "file://" + cfg["rendezvous_file"],
-              "rank": rank, "world_size": int(os.environ["WORLD_SIZE"]),
-              "timeout": datetime.timedelta(seconds=cfg["hard_timeout_s"])}
-    if cfg["backend"] == "nccl":
-        torch.cuda.set_device(rank)
-        kwargs["device_id"] = torch.device("cuda", rank)  # eager NCCL init (torch >= 2.3)
-    try:
-        dist.init_process_group(**kwargs)
-    except TypeError:
-        kwargs.pop("device_id", None)
-        dist.init_process_group(**kwargs)
-
-
-def versions(torch, cfg):
-    facts = {"torch_version": str(torch.__version__), "nccl_version": None, "device_name": None}
-    if cfg["backend"] == "nccl":
-        facts["nccl_version"] = ".".join(str(p) for p in torch.cuda.nccl.version())
-        facts["device_name"] = torch.cuda.get_device_name(0)
-    return facts
-
-
-def main():
-    cfg = json.loads(sys.argv[1])
-    signal.alarm(cfg["hard_timeout_s"])  # SIGALRM's default action ends the process
-    threading.Thread(target=watch_parent, args=(cfg["parent_pid"],), daemon=True).start()
-    import torch
-    import torch.distributed as dist
-
-    init(cfg, torch, dist)
-    if int(os.environ["RANK"]) == 0:
-        emit(cfg, dict(versions(torch, cfg), started=True))
-    summary = Bench(cfg, torch, dist).run()
-    if int(os.environ["RANK"]) == 0:
-        emit(cfg, dict(summary, done=True))
-    dist.destroy_process_group()
-
-
-main()
-'''
 
 
 # ---------------------------------------------------------------- options and environment
@@ -326,7 +189,7 @@ def parse_options(options: Dict[str, Any]) -> Config:
         raise ValueError("dtype %r is not one of %s" % (dtype, ", ".join(DTYPE_BYTES)))
     quick = bool(options.get("quick", False))
     default_max = 256 * MiB if backend == "nccl" else (1 if quick else 4) * MiB
-    return Config(
+    config = Config(
         enabled=bool(options.get("enabled", True)),
         quick=quick,
         backend=backend,
@@ -335,7 +198,45 @@ def parse_options(options: Dict[str, Any]) -> Config:
         dtype=dtype,
         time_budget_s=_number_option(options, "time_budget_s", 30.0, 5.0, MAX_BUDGET_S),
         env=_env_option(options.get("env", {})),
+        matrix=_matrix_option(options.get("matrix")),
     )
+    if config.matrix and config.time_budget_s + config.matrix.budget_s > MAX_BUDGET_S:
+        raise ValueError(
+            "time_budget_s + matrix budget_s must be at most %g, got %g + %g"
+            % (MAX_BUDGET_S, config.time_budget_s, config.matrix.budget_s)
+        )
+    return config
+
+
+def _matrix_option(value: Any) -> Optional[Matrix]:
+    """`matrix: true`, or an object of MATRIX_KEYS; false or absent: no matrix."""
+    if value is None or value is False:
+        return None
+    settings = {} if value is True else value
+    if not isinstance(settings, dict) or set(settings) - set(MATRIX_KEYS):
+        raise ValueError(
+            "matrix must be true, false or an object with %s, got %r"
+            % (", ".join(MATRIX_KEYS), value)
+        )
+    return Matrix(
+        budget_s=_number_option(settings, "budget_s", 60.0, 5.0, MAX_BUDGET_S),
+        variant_timeout_s=_number_option(settings, "variant_timeout_s", 15.0, 3.0, MAX_BUDGET_S),
+        algos=_names_option(settings, "algos", NCCL_ALGOS),
+        protos=_names_option(settings, "protos", NCCL_PROTOS),
+        symm_mem=bool(settings.get("symm_mem", True)),
+    )
+
+
+def _names_option(settings: Dict[str, Any], key: str, known: Tuple[str, ...]) -> Tuple[str, ...]:
+    names = settings.get(key, list(known))
+    if not isinstance(names, list):
+        raise ValueError("matrix %s must be a list of %s, got %r" % (key, ", ".join(known), names))
+    for name in names:
+        if name in MULTICAST_ALGOS:
+            raise ValueError("matrix algos: %s needs NVLink multicast, which stays off" % name)
+        if name not in known:
+            raise ValueError("matrix %s: %r is not one of %s" % (key, name, ", ".join(known)))
+    return tuple(names)
 
 
 def _int_option(
@@ -373,13 +274,14 @@ def _env_option(env: Any) -> Dict[str, str]:
 def worker_environment(
     base: Dict[str, str], requested: Dict[str, str]
 ) -> Tuple[Dict[str, str], List[str]]:
-    """The host's environment plus the options' variables; the host's policy variables win.
+    """The host's environment plus the options' variables, then FORCED_ENV over both.
 
-    Returns (environment, names refused because the host already sets them).
+    Returns (environment, the options' names refused because FORCED_ENV fixes them).
     """
     env = dict(base)
-    refused = sorted(k for k in requested if k in PROTECTED_ENV and k in base)
+    refused = sorted(k for k in requested if k in FORCED_ENV)
     env.update({k: v for k, v in requested.items() if k not in refused})
+    env.update(FORCED_ENV)
     return env, refused
 
 
@@ -466,6 +368,8 @@ class Workers:
         self.procs = procs
         self.failed_rank: Optional[int] = None
         self.records: List[Dict[str, Any]] = []
+        self.done = threading.Event()  # rank 0 reported its summary: nothing more to wait for
+        self.ready = threading.Event()  # rank 0 imported torch and waits for its turn
         self.tails: List[Deque[str]] = [deque(maxlen=STDERR_TAIL_LINES) for _ in procs]
         self.threads = [threading.Thread(target=self._read_records, daemon=True)]
         self.threads += [
@@ -481,9 +385,14 @@ class Workers:
         for line in stream:
             if line.startswith(MARKER):
                 try:
-                    self.records.append(json.loads(line[len(MARKER) :]))
+                    record = json.loads(line[len(MARKER) :])
                 except ValueError:
                     continue
+                self.records.append(record)
+                if isinstance(record, dict) and record.get("done"):
+                    self.done.set()
+                if isinstance(record, dict) and record.get("ready"):
+                    self.ready.set()
 
     def _read_tail(self, index: int) -> None:
         stream = self.procs[index].stderr
@@ -491,15 +400,25 @@ class Workers:
         for line in stream:
             self.tails[index].append(line.rstrip()[:500])
 
-    def wait(self, deadline: float) -> str:
-        """ "finished", "failed" (a rank exited non-zero: the others would hang) or "deadline"."""
+    def go(self) -> None:
+        """Start ranks that wait for their turn (Variant processes started ahead of it)."""
+        for proc in self.procs:
+            with contextlib.suppress(OSError, ValueError):
+                assert proc.stdin is not None
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+
+    def wait(self, deadline: float, until_done: bool = False) -> str:
+        """ "finished", "failed" (a rank exited non-zero: the others would hang) or "deadline".
+
+        With `until_done`, rank 0's summary is enough: the ranks' teardown is not waited for."""
         while True:
             codes = [p.poll() for p in self.procs]
             failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
             if failed:
                 self.failed_rank = failed[0]  # before kill() gives every rank a non-zero code
                 return "failed"
-            if all(code == 0 for code in codes):
+            if all(code == 0 for code in codes) or (until_done and self.done.is_set()):
                 return "finished"
             if time.monotonic() >= deadline:
                 return "deadline"
@@ -508,6 +427,9 @@ class Workers:
     def kill(self) -> None:
         for proc in self.procs:
             kill_group(proc)
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
         for proc in self.procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
@@ -523,8 +445,11 @@ class Workers:
         return "rank %d exited with code %s: %s" % (rank, self.procs[rank].returncode, tail)
 
 
-def start_workers(world_size: int, env: Dict[str, str], cfg: Dict[str, Any]) -> Workers:
-    source = PLAN_SOURCE + WORKER_SOURCE
+def start_workers(
+    world_size: int, env: Dict[str, str], cfg: Dict[str, Any], source: Optional[str] = None
+) -> Workers:
+    """One `python -c SOURCE CONFIG` per rank; with cfg["wait_for_go"] their stdin is a pipe."""
+    source = source or worker_source()
     procs = []
     try:
         for rank in range(world_size):
@@ -532,7 +457,7 @@ def start_workers(world_size: int, env: Dict[str, str], cfg: Dict[str, Any]) -> 
                 subprocess.Popen(
                     [sys.executable, "-c", source, json.dumps(cfg)],
                     env=rank_environment(env, rank, world_size),
-                    stdin=subprocess.DEVNULL,
+                    stdin=subprocess.PIPE if cfg.get("wait_for_go") else subprocess.DEVNULL,
                     stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
                     stderr=subprocess.PIPE,
                     universal_newlines=True,
@@ -556,6 +481,10 @@ def worker_config(
         "sizes": size_ladder(config.max_bytes, config.quick),
         "graph": config.backend == "nccl",  # CUDA graphs exist only for NCCL on CUDA
         "warmup": 2 if config.quick else 5,
+        "warmup_s": 0.1 if config.quick else 0.3,  # once, before the first size
+        "repetitions": EAGER_REPETITIONS,
+        "order": "by_size",
+        "op": "dist",
         "min_iters": 2,
         "max_iters": 20 if config.quick else 50,
         "deadline": started_wall + config.time_budget_s - reserve_s,
@@ -586,6 +515,7 @@ def summarize(records: List[Dict[str, Any]], world_size: int) -> Dict[str, Any]:
         "results": rows,
         "all_correct": bool(rows) and all(row["correct"] for row in rows),
         "graph_error": errors[0] if errors else None,
+        "step_errors": [_failure(r) for r in records if r.get("mode") == "eager" and "error" in r],
         "completed": bool(done),
         "stopped_early": bool(done.get("stopped_early")) or not done,
     }
@@ -604,6 +534,307 @@ def skipped(reason: str, data: Dict[str, Any]) -> Dict[str, Any]:
     return {"ok": False, "data": data, "error": reason}
 
 
+# ---------------------------------------------------------------- the matrix: which variants
+def plan_variants(config: Config, torch: Any) -> Tuple[List[Variant], Dict[str, str]]:
+    """The variants to run here, and those absent here with the reason (never started)."""
+    matrix = config.matrix or _matrix_option(True)
+    assert matrix is not None
+    if config.backend == "gloo":
+        return [Variant("gloo:default", "dist", {})], {}
+    variants, absent = nccl_variants(matrix, nccl_version_of(torch))
+    if matrix.symm_mem:
+        found, missing = symm_mem_variants(torch)
+        variants += found
+        absent.update(missing)
+    return variants, absent
+
+
+def nccl_variants(
+    matrix: Matrix, version: Optional[Tuple[int, ...]]
+) -> Tuple[List[Variant], Dict[str, str]]:
+    """NCCL as the host configures it, then each NCCL_ALGO × NCCL_PROTO asked for. Which of them
+    the installed NCCL accepts is learnt by running them: a refusal is that variant's result."""
+    variants = [Variant("nccl:default", "dist", {})]
+    absent: Dict[str, str] = {}
+    for algo in matrix.algos:
+        for proto in matrix.protos:
+            name = "nccl:%s/%s" % (algo, proto)
+            if algo == "PAT" and version is not None and version[:2] < PAT_SINCE:
+                absent[name] = "NCCL %s has no PAT algorithm (2.23 and later)" % (
+                    ".".join(str(p) for p in version),
+                )
+                continue
+            variants.append(Variant(name, "dist", {"NCCL_ALGO": algo, "NCCL_PROTO": proto}))
+    return variants, absent
+
+
+def nccl_version_of(torch: Any) -> Optional[Tuple[int, ...]]:
+    try:
+        version = torch.cuda.nccl.version()
+    except Exception:  # no NCCL in this torch: the variants will say so themselves
+        return None
+    return tuple(int(p) for p in version) if isinstance(version, tuple) else None
+
+
+def symm_mem_variants(torch: Any) -> Tuple[List[Variant], Dict[str, str]]:
+    """torch's symmetric-memory allreduce kernels that this torch has (never the multimem ones)."""
+    names = ["symm_mem:" + kernel for kernel in SYMM_MEM_KERNELS]
+    try:
+        module = import_first(SYMM_MEM_MODULES)
+    except ImportError as exc:
+        return [], {name: "no symmetric memory in this torch: %s" % exc for name in names}
+    lacking = [f for f in ("empty", "rendezvous") if not callable(getattr(module, f, None))]
+    if lacking:
+        why = "%s has no %s" % (module.__name__, " or ".join(lacking))
+        return [], {name: why for name in names}
+    variants, absent = [], {}
+    for kernel, name in zip(SYMM_MEM_KERNELS, names):  # noqa: B905 - py3.8
+        if _has_symm_mem_op(torch, kernel):
+            variants.append(Variant(name, name, {}))
+        else:
+            why = "torch %s has no torch.ops.symm_mem.%s" % (torch.__version__, kernel)
+            absent[name] = why
+    return variants, absent
+
+
+def _has_symm_mem_op(torch: Any, kernel: str) -> bool:
+    try:
+        return hasattr(torch.ops.symm_mem, kernel)
+    except Exception:  # an op namespace that cannot even be looked at
+        return False
+
+
+def import_first(names: Tuple[str, ...]) -> Any:
+    """The first module of `names` that imports (the imports probe's `a|b` fallback rule)."""
+    errors = []
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except (Exception, SystemExit) as exc:  # what is probed may fail in any way
+            errors.append(describe_error(exc))
+    raise ImportError("; ".join(errors))
+
+
+# ---------------------------------------------------------------- the matrix: running it
+def matrix_sizes(config: Config) -> List[int]:
+    return [size for size in MATRIX_SIZES if size <= config.max_bytes] or [config.max_bytes]
+
+
+def matrix_worker_config(
+    config: Config, world_size: int, variant: Variant, rendezvous_file: str
+) -> Dict[str, Any]:
+    """A variant's ranks: a short sweep, every eager size before any graph one, started ahead of
+    their turn (they wait for `go`), measuring for a few seconds of their own deadline."""
+    matrix = config.matrix or _matrix_option(True)
+    assert matrix is not None
+    cfg = worker_config(config, time.time(), world_size, rendezvous_file)
+    cfg.update(
+        sizes=matrix_sizes(config),
+        order="by_mode",
+        op=variant.op,
+        wait_for_go=True,
+        budget_s=min(3.0, 0.3 * matrix.variant_timeout_s),
+        turn_timeout_s=int(matrix.variant_timeout_s) + 5,
+        hard_timeout_s=int(matrix.budget_s + matrix.variant_timeout_s) + 15,
+        warmup=3,
+        warmup_s=0.05,
+        repetitions=5,
+        max_iters=20,
+    )
+    return cfg
+
+
+class Launched(NamedTuple):
+    variant: Variant
+    workers: Optional[Workers]
+    error: Optional[str]  # why its ranks could not even start
+
+
+def launch(
+    config: Config, variant: Variant, index: int, env: Dict[str, str], scratch: str, world: int
+) -> Launched:
+    """Start a variant's ranks; they import torch, then wait for their turn."""
+    rendezvous = os.path.join(scratch, "rendezvous-%d" % index)
+    cfg = matrix_worker_config(config, world, variant, rendezvous)
+    ranks_env = dict(env)
+    ranks_env.update(variant.env)
+    ranks_env.update(FORCED_ENV)
+    try:
+        return Launched(variant, start_workers(world, ranks_env, cfg, variant.source), None)
+    except OSError as exc:
+        return Launched(variant, None, "ranks could not start: " + describe_error(exc))
+
+
+def run_matrix(
+    config: Config, variants: List[Variant], env: Dict[str, str], world: int, scratch: str
+) -> Dict[str, Dict[str, Any]]:
+    """Each variant in turn, in ranks of its own, under min(its deadline, the matrix's budget).
+    The next variant's ranks start (and import torch) while the current one measures."""
+    matrix = config.matrix or _matrix_option(True)
+    assert matrix is not None
+    deadline = time.monotonic() + matrix.budget_s
+    results: Dict[str, Dict[str, Any]] = {}
+    upcoming: Optional[Launched] = None
+    try:
+        for index, variant in enumerate(variants):
+            current = upcoming or launch(config, variant, index, env, scratch, world)
+            upcoming = None
+            if time.monotonic() >= deadline:
+                _end(current)
+                results.update((v.name, not_run(v)) for v in variants[index:])
+                break
+            if index + 1 < len(variants):
+                upcoming = launch(config, variants[index + 1], index + 1, env, scratch, world)
+            results[variant.name] = run_variant(current, matrix, deadline, world)
+    finally:
+        _end(upcoming)
+    return results
+
+
+def _end(launched: Optional[Launched]) -> None:
+    if launched is not None and launched.workers is not None:
+        launched.workers.kill()
+
+
+def run_variant(
+    launched: Launched, matrix: Matrix, matrix_deadline: float, world: int
+) -> Dict[str, Any]:
+    begun = time.monotonic()
+    workers = launched.workers
+    if workers is None:
+        return variant_result(launched.variant, "failed", [], launched.error, 0.0, world)
+    # Importing torch is not the variant's doing (and overlaps the one before): its own deadline
+    # starts at its turn. Waiting for the import is bounded by the matrix's budget only.
+    ready = workers.ready.wait(max(0.0, matrix_deadline - time.monotonic()))
+    own_deadline = time.monotonic() + matrix.variant_timeout_s
+    if ready:
+        workers.go()
+    try:
+        status = workers.wait(min(own_deadline, matrix_deadline), until_done=True)
+    finally:
+        workers.kill()
+    error = workers.failure() if status == "failed" else None
+    if status == "deadline":
+        status = "timeout" if own_deadline <= matrix_deadline else "stopped"
+        error = deadline_error(status, matrix, workers.records)
+    elapsed = time.monotonic() - begun
+    return variant_result(launched.variant, status, workers.records, error, elapsed, world)
+
+
+def deadline_error(status: str, matrix: Matrix, records: List[Dict[str, Any]]) -> str:
+    steps = [r for r in records if r.get("mode")]
+    where = "after %s %s" % (steps[-1]["mode"], size_label(steps[-1]["bytes"])) if steps else ""
+    where = where or ("before its first result" if records else "before it started")
+    if status == "timeout":
+        return "killed at its %gs deadline, %s" % (matrix.variant_timeout_s, where)
+    return "stopped: the matrix's %gs budget ran out, %s" % (matrix.budget_s, where)
+
+
+def not_run(variant: Variant) -> Dict[str, Any]:
+    result = variant_result(variant, "not_run", [], None, 0.0, 0)
+    result["error"] = "not run: the matrix's budget ran out first"
+    return result
+
+
+def absent_variant(name: str, reason: str) -> Dict[str, Any]:
+    op = name if name.startswith("symm_mem:") else "dist"
+    return dict(variant_result(Variant(name, op, {}), "absent", [], reason, 0.0, 0))
+
+
+def variant_result(
+    variant: Variant,
+    status: str,
+    records: List[Dict[str, Any]],
+    error: Optional[str],
+    elapsed_s: float,
+    world: int,
+) -> Dict[str, Any]:
+    """One variant's entry in the matrix: its rows, where it failed and why, and one status:
+    ok · partial (some sizes or modes failed) · failed · timeout · stopped · not_run · absent."""
+    rows = [row for row in (result_row(r, world) for r in records) if row is not None]
+    failures = [_failure(r) for r in records if r.get("mode") and "error" in r]
+    failures += [
+        {"mode": r["mode"], "bytes": r["bytes"], "error": "wrong sum"}
+        for r in rows
+        if not r["correct"]
+    ]
+    fatal = next((r["fatal"] for r in records if r.get("fatal")), None)
+    if status == "finished":
+        status = "partial" if failures and rows else ("ok" if rows else "failed")
+    failed_at = sorted({"%s %s" % (f["mode"], size_label(f["bytes"])) for f in failures})
+    if status in ("failed", "timeout"):
+        failed_at.append(status)
+    return {
+        "op": variant.op,
+        "env": dict(variant.env),
+        "status": status,
+        "error": (fatal or error or _first_error(failures)) if status != "ok" else None,
+        "failed_at": failed_at,
+        "failures": failures,
+        "rows": rows,
+        "elapsed_s": round(elapsed_s, 3),
+    }
+
+
+def _failure(record: Dict[str, Any]) -> Dict[str, Any]:
+    return {"mode": record["mode"], "bytes": record.get("bytes"), "error": record["error"]}
+
+
+def _first_error(failures: List[Dict[str, Any]]) -> Optional[str]:
+    return str(failures[0]["error"]) if failures else None
+
+
+def size_label(size: Any) -> str:
+    """8 B, 64 KiB, 1 MiB: the keys of the winners (the same words as the controller's)."""
+    if not isinstance(size, int):
+        return str(size)
+    for unit, scale in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", KiB)):
+        if size >= scale and size % scale == 0:
+            return "%d %s" % (size // scale, unit)
+    return "%d B" % size
+
+
+# ---------------------------------------------------------------- the matrix: who wins
+def matrix_winners(variants: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, str]]:
+    """Per mode and size, the variant with the lowest correct latency (ties: the first name in
+    sort order); every row gets `ratio`, its latency over the winner's (1.0 = the winner)."""
+    best: Dict[Tuple[str, int], Tuple[float, str]] = {}
+    for name in sorted(variants):
+        for row in variants[name].get("rows") or []:
+            key = (row["mode"], row["bytes"])
+            if row.get("correct") is True and (key not in best or row["latency_us"] < best[key][0]):
+                best[key] = (row["latency_us"], name)
+    for entry in variants.values():
+        for row in entry.get("rows") or []:
+            fastest = best.get((row["mode"], row["bytes"]))
+            row["ratio"] = significant(row["latency_us"] / fastest[0], 4) if fastest else None
+    winners: Dict[str, Dict[str, str]] = {}
+    for (mode, size), (_, name) in sorted(best.items()):
+        winners.setdefault(mode, {})[size_label(size)] = name
+    return winners
+
+
+def matrix_document(
+    config: Config, torch: Any, env: Dict[str, str], world: int, scratch: str
+) -> Dict[str, Any]:
+    matrix = config.matrix or _matrix_option(True)
+    assert matrix is not None
+    started = time.monotonic()
+    variants, absent = plan_variants(config, torch)
+    results = run_matrix(config, variants, env, world, scratch)
+    results.update((name, absent_variant(name, why)) for name, why in absent.items())
+    return {
+        "sizes": matrix_sizes(config),
+        "budget_s": matrix.budget_s,
+        "variant_timeout_s": matrix.variant_timeout_s,
+        "elapsed_s": round(time.monotonic() - started, 3),
+        "stopped_early": any(r["status"] in ("stopped", "not_run") for r in results.values()),
+        "winners": matrix_winners(results),
+        "variants": results,
+    }
+
+
+# ---------------------------------------------------------------- collect
 def collect(options: Dict[str, Any]) -> Dict[str, Any]:
     started_wall, started = time.time(), time.monotonic()
     try:
@@ -633,14 +864,35 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
         why = "cannot create the ranks' rendezvous folder in %s: %s"
         return skipped(why % (tempfile.gettempdir(), exc.strerror or exc), base)
     try:
-        cfg = worker_config(config, started_wall, world_size, os.path.join(scratch, "rendezvous"))
-        workers = start_workers(world_size, env, cfg)
-        try:
-            status = workers.wait(started + config.time_budget_s)
-        finally:
-            workers.kill()
+        result = sweep(config, started_wall, started, world_size, env, scratch, base)
+        if config.matrix:
+            torch = sys.modules["torch"]  # imported by readiness()
+            base["matrix"] = matrix_document(config, torch, env, world_size, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    base["elapsed_s"] = round(time.monotonic() - started, 3)
+    return result
+
+
+def sweep(
+    config: Config,
+    started_wall: float,
+    started: float,
+    world_size: int,
+    env: Dict[str, str],
+    scratch: str,
+    base: Dict[str, Any],
+) -> Dict[str, Any]:
+    """The probe's own measurement: NCCL (or gloo) as configured, the whole size ladder."""
+    cfg = worker_config(config, started_wall, world_size, os.path.join(scratch, "rendezvous"))
+    try:
+        workers = start_workers(world_size, env, cfg)
+    except OSError as exc:  # the worker's file missing beside a hand-run probe, or no fork
+        return skipped("allreduce workers could not start: " + describe_error(exc), base)
+    try:
+        status = workers.wait(started + config.time_budget_s)
+    finally:
+        workers.kill()
     base.update(
         summarize(workers.records, world_size),
         sizes_planned=cfg["sizes"],

@@ -23,6 +23,9 @@ A host's document is `{probe: data}` for every probe it ran, plus helpers (names
     _args       the host's probe_args from the inventory (e.g. _args.gpu.expected_count)
     _allreduce  from the allreduce probe: small_bytes, small_latency_us.{eager,graph},
                 large_bytes, large_busbw_gbps (the best mode's busbw at the largest size)
+    _allreduce_configured  the host's NCCL_ALGO / NCCL_PROTO judged on its allreduce matrix
+                (fleet/analysis/allreduce_matrix.py): configured, variants, broken, worst_ratio,
+                worst_at, ok, summary; absent without a matrix or without those variables
 
 JMESPath functions added to the standard ones:
 
@@ -56,6 +59,7 @@ import jmespath
 from jmespath import exceptions as jmespath_errors
 from jmespath import functions as jmespath_functions
 
+from fleet.analysis.allreduce_matrix import configured_variant, matrix_of
 from fleet.analysis.facts import allreduce_summary
 from fleet.analysis.majority import rank
 from fleet.errors import UsageError
@@ -85,6 +89,7 @@ HELPERS: Mapping[str, str | None] = {
     "_host": None,
     "_args": None,
     "_allreduce": "allreduce",
+    "_allreduce_configured": "allreduce",
 }
 RULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
@@ -402,6 +407,10 @@ def host_document(outcome: HostOutcome, probe_args: Mapping[str, Any] | None = N
     allreduce = outcome.probes.get("allreduce")
     if allreduce is not None and allreduce.status == "ok":
         document["_allreduce"] = allreduce_summary(allreduce.data)
+    nccl = outcome.probes.get("nccl")
+    configured = configured_variant(matrix_of(outcome), nccl.data.get("env") if nccl else None)
+    if configured is not None:
+        document["_allreduce_configured"] = configured
     return document
 
 

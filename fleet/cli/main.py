@@ -290,6 +290,12 @@ PROBE_OPTIONS = (
         metavar="exclusive|none|N",
         help="How srun asks for each node's GPUs: whole nodes, nothing, or --gpus-per-node=N.",
     ),
+    click.option(
+        "--allreduce-matrix",
+        is_flag=True,
+        help="Also time every NCCL algorithm x protocol and torch symmetric-memory allreduce, "
+        "and name the winner per size (per-host timeout at least 300 s).",
+    ),
 )
 
 
@@ -328,6 +334,7 @@ class ProbeRequest:
     slurm_target: str | None
     slurm_args: str | None
     slurm_gpus: str
+    allreduce_matrix: bool
     choice: HostChoice = dataclasses.field(default_factory=HostChoice)
 
     def console(self) -> Console:
@@ -340,6 +347,7 @@ class ProbeRequest:
             probes=names or None,
             allreduce=self.allreduce,
             quick=self.quick,
+            allreduce_matrix=self.allreduce_matrix,
             imports=self.imports,
             dir_modules=self.dir_modules,
             concurrency=self.concurrency,

@@ -7,13 +7,14 @@ touches disk.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
@@ -42,6 +43,9 @@ class ProbeSource:
     name: str
     source: str
     summary: str
+    # Files the probe declares with `SHIPS = ("_helper.py",)`: their text travels in the bundle
+    # and the runner hands it to the probe as `__shipped__` (nothing is written on the host).
+    files: Mapping[str, str] = field(default_factory=dict)
 
 
 PROBE_DIR_ENV = "FLEET_PROBE_DIR"  # your own probe folders, separated like PATH
@@ -79,7 +83,9 @@ def _probes_in(folder: Traversable, where: str) -> dict[str, ProbeSource]:
                     hint="letters, digits and '_', starting with a letter",
                 )
             source = entry.read_text(encoding="utf-8")
-            found[name] = ProbeSource(name, source, _summary(source))
+            found[name] = ProbeSource(
+                name, source, _summary(source), _shipped_files(source, folder)
+            )
     return found
 
 
@@ -90,6 +96,28 @@ def _readable_dir(folder: Path) -> Path:
             hint=f"check --probe-dir and ${PROBE_DIR_ENV}",
         )
     return folder
+
+
+def _shipped_files(source: str, folder: Traversable) -> dict[str, str]:
+    """The text of each file named in the probe's `SHIPS` literal (read with `ast`, never run),
+    from the probe's own folder."""
+    files: dict[str, str] = {}
+    for name in _ships_declaration(source):
+        if not name.startswith("_") or not name.endswith(".py") or "/" in name:
+            raise UsageError(
+                f"SHIPS names {name!r}", hint="ship only private files beside the probe: _name.py"
+            )
+        files[name] = folder.joinpath(name).read_text(encoding="utf-8")
+    return files
+
+
+def _ships_declaration(source: str) -> tuple[str, ...]:
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "SHIPS" for t in node.targets
+        ):
+            return tuple(str(n) for n in ast.literal_eval(node.value))
+    return ()
 
 
 def _summary(source: str) -> str:
@@ -128,6 +156,9 @@ class Bundle:
         for name, probe in self.probes.items():
             digest.update(f"\0{name}\0".encode())
             digest.update(probe.source.encode())
+            for file_name, text in sorted(probe.files.items()):
+                digest.update(f"\0{name}/{file_name}\0".encode())
+                digest.update(text.encode())
         return digest.hexdigest()
 
     def script(self, options: Mapping[str, Any], deadline_s: float, parallel: int) -> bytes:
@@ -135,6 +166,7 @@ class Bundle:
         payload = {
             "probes": {n: p.source for n, p in self.probes.items()},
             "options": {n: dict(options.get(n) or {}) for n in self.probes},
+            "files": {n: dict(p.files) for n, p in self.probes.items() if p.files},
             "deadline_s": deadline_s,
             "parallel": parallel,
         }

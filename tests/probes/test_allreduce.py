@@ -4,6 +4,7 @@ skips against stubs and CPU torch, and a real gloo run on CPU."""
 from __future__ import annotations
 
 import itertools
+import json
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.execution.bundle import LAUNCH_ARGS, build_bundle
 from tests.probes import handrun
 from tests.probes.handrun import load_probe
 
@@ -128,7 +130,7 @@ def test_graph_plan(iterations, expected):
 
 
 def test_worker_source_compiles():
-    compile(probe.PLAN_SOURCE + probe.WORKER_SOURCE, "<worker>", "exec")
+    compile(probe.worker_source(), "<worker>", "exec")
 
 
 # ------------------------------------------------------------------ options and environment
@@ -169,8 +171,8 @@ def test_bad_options_name_the_bad_value(options, quoted):
     assert result["error"].startswith("invalid options")
 
 
-def test_host_policy_variables_are_never_changed():
-    base = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "PATH": "/bin"}
+def test_multicast_stays_off_in_every_rank_whatever_the_host_or_options_say():
+    base = {"NCCL_NVLS_ENABLE": "1", "PATH": "/bin"}  # a host that would turn NVLS on
     requested = {
         "NCCL_NVLS_ENABLE": "1",
         "TORCH_SYMM_MEM_DISABLE_MULTICAST": "0",
@@ -178,18 +180,22 @@ def test_host_policy_variables_are_never_changed():
         "NCCL_ALGO": "Ring",
     }
     env, refused = probe.worker_environment(base, requested)
-    assert refused == ["NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST"]
+    assert refused == [
+        "NCCL_NVLS_ENABLE",
+        "NVSHMEM_DISABLE_NVLS",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+    ]
     assert env["NCCL_NVLS_ENABLE"] == "0"
     assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
-    assert env["NVSHMEM_DISABLE_NVLS"] == "0"  # not set by the host: options may set it
+    assert env["NVSHMEM_DISABLE_NVLS"] == "1"
     assert env["NCCL_ALGO"] == "Ring"
     assert env["PATH"] == "/bin"
 
 
-def test_host_policy_variables_pass_through_untouched():
-    base = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1"}
+def test_without_options_the_host_environment_gains_only_the_multicast_policy():
+    base = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1", "NCCL_P2P_LEVEL": "NVL"}
     env, refused = probe.worker_environment(base, {})
-    assert env == base
+    assert env == {**base, **probe.FORCED_ENV}
     assert refused == []
 
 
@@ -318,7 +324,8 @@ def check_rows(data, world_size):
     for row in data["results"]:
         assert row["mode"] == "eager"
         assert row["correct"] is True
-        assert row["latency_us"] > 0
+        assert 0 < row["latency_us_min"] <= row["latency_us"] <= row["latency_us_max"]
+        assert row["repetitions"] == probe.EAGER_REPETITIONS
         assert row["algbw_gbps"] == pytest.approx(
             row["bytes"] / (row["latency_us"] * 1e-6) / 1e9, rel=1e-4
         )
@@ -362,3 +369,298 @@ def test_gloo_world_size_3_bus_bandwidth_leaves_no_rendezvous_behind(monkeypatch
     assert result["ok"] is True, result["error"]
     check_rows(result["data"], 3)
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ the worker ships in the bundle
+def test_the_worker_travels_in_the_bundle_and_runs_from_it(tmp_path):
+    """Run as a transport runs it, from an empty folder: the worker text can only come from the
+    bundle (the probe's fallback, the file beside it, does not exist there), and nothing is left."""
+    pytest.importorskip("torch")
+    bundle = build_bundle(["allreduce"])
+    worker = (REPO / "probes" / "_allreduce_worker.py").read_text(encoding="utf-8")
+    assert dict(bundle.probes["allreduce"].files) == {"_allreduce_worker.py": worker}
+    options = {"allreduce": {"backend": "gloo", "quick": True, "max_bytes": 64}}
+    done = subprocess.run(
+        [sys.executable, *LAUNCH_ARGS],
+        input=bundle.script(options, deadline_s=100, parallel=4),
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    report = next(line for line in lines if line.get("type") == "probe")
+    assert report["status"] == "ok", report
+    assert [row["bytes"] for row in report["data"]["results"]] == [8, 64]
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ latency statistics (issue 13)
+class SlowStart:
+    """torch.distributed whose first `slow` measured allreduces each take `delay_s` longer: what
+    lazy set-up and idle clocks do to the first calls of a real run."""
+
+    def __init__(self, dist, slow, delay_s):
+        self.dist, self.slow, self.delay_s = dist, slow, delay_s
+        self.calls = 0
+
+    def __getattr__(self, name):
+        return getattr(self.dist, name)
+
+    def all_reduce(self, tensor, **kwargs):
+        if "op" not in kwargs:  # the measured calls; the ranks' agreements pass op=MAX
+            self.calls += 1
+            if self.calls <= self.slow:
+                time.sleep(self.delay_s)
+        return self.dist.all_reduce(tensor, **kwargs)
+
+
+@pytest.fixture
+def gloo_alone(monkeypatch, tmp_path):
+    """A real gloo process group of one rank, in this process."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1
+    )
+    yield torch, dist
+    dist.destroy_process_group()
+
+
+def test_eager_latency_is_the_median_of_repetitions_after_the_warm_up(gloo_alone):
+    torch, dist = gloo_alone
+    cfg = {"backend": "gloo", "dtype": "float32", "graph": False, "warmup": 5, "warmup_s": 0.0}
+    cfg.update(repetitions=7, min_iters=2, max_iters=10)
+    slow = SlowStart(dist, slow=cfg["warmup"], delay_s=0.05)
+    bench = plan["Bench"](cfg, torch, slow)
+    record = bench.eager(torch.ones(2), budget_s=0.05)
+    assert slow.calls > cfg["warmup"]
+    assert record["repetitions"] == 7
+    assert record["iterations"] % 7 == 0
+    assert record["seconds_min"] <= record["seconds"] <= record["seconds_max"]
+    assert record["seconds_max"] < 0.05  # the slow warm-up calls are in no sample
+    assert record["correct"] is True
+
+
+def test_one_slow_repetition_moves_the_median_not():
+    samples = [1e-5] * 6 + [5e-3]
+    assert plan["spread"](samples) == {"seconds": 1e-5, "seconds_min": 1e-5, "seconds_max": 5e-3}
+    assert plan["spread"]([3.0, 1.0, 2.0, 4.0])["seconds"] == 2.5
+
+
+def test_rows_carry_min_and_max_of_the_repetitions():
+    row = probe.result_row(
+        {"mode": "eager", "bytes": 8, "seconds": 27e-6, "seconds_min": 25e-6},
+        world_size=2,
+    )
+    assert (row["latency_us_min"], row["latency_us"], row["latency_us_max"]) == (25, 27, 27)
+
+
+# ------------------------------------------------------------------ the matrix (issue 19)
+READY = "import sys, time\nprint(%r, flush=True)\nsys.stdin.readline()\n" % (
+    probe.MARKER + '{"ready": true}'
+)
+HANG = READY + "time.sleep(600)\n"  # takes its turn, never ends
+REFUSE = READY + (
+    "sys.stderr.write('NCCL WARN no algorithm/protocol available for AllReduce\\n')\nsys.exit(1)\n"
+)
+
+
+def matrix_config(**matrix):
+    return probe.parse_options({"backend": "gloo", "quick": True, "matrix": matrix or True})
+
+
+def alive(workers):
+    return [p.pid for p in workers.procs if p.poll() is None]
+
+
+def test_matrix_options():
+    assert probe.parse_options({}).matrix is None
+    matrix = probe.parse_options({"matrix": True}).matrix
+    assert matrix.algos == ("Ring", "Tree", "CollnetDirect", "CollnetChain", "PAT")
+    assert matrix.protos == ("LL", "LL128", "Simple")
+    assert matrix.budget_s == 60
+    assert probe.parse_options({"matrix": {"algos": ["Ring"], "budget_s": 20}}).matrix.algos == (
+        "Ring",
+    )
+
+
+@pytest.mark.parametrize(
+    ("matrix", "quoted"),
+    [
+        ({"algos": ["NVLS"]}, "NVLink multicast"),
+        ({"algos": ["NVLSTree"]}, "NVLink multicast"),
+        ({"protos": ["LL256"]}, "'LL256'"),
+        ({"budget": 3}, "budget_s"),
+        ("yes", "'yes'"),
+        ({"budget_s": 160}, "at most 180"),
+    ],
+)
+def test_bad_matrix_options_name_the_bad_value(matrix, quoted):
+    with pytest.raises(ValueError, match=quoted):
+        probe.parse_options({"matrix": matrix})
+
+
+def test_nccl_variants_are_algo_by_proto_and_never_multicast():
+    variants, absent = probe.nccl_variants(probe.parse_options({"matrix": True}).matrix, (2, 21, 5))
+    names = [v.name for v in variants]
+    assert names[0] == "nccl:default"
+    assert variants[0].env == {}
+    assert len(names) == 1 + 4 * 3  # PAT is absent before NCCL 2.23
+    assert sorted(absent) == ["nccl:PAT/LL", "nccl:PAT/LL128", "nccl:PAT/Simple"]
+    assert "2.21.5" in absent["nccl:PAT/LL"]
+    assert {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"} in [v.env for v in variants]
+    assert not [n for n in names if "NVLS" in n]
+    newer, none_absent = probe.nccl_variants(probe.parse_options({"matrix": True}).matrix, (2, 28))
+    assert len(newer) == 16
+    assert none_absent == {}
+
+
+def test_symm_mem_variants_are_the_one_and_two_shot_kernels_never_multimem():
+    torch = pytest.importorskip("torch")
+    variants, absent = probe.symm_mem_variants(torch)
+    found = sorted([v.name for v in variants] + list(absent))
+    assert found == ["symm_mem:one_shot_all_reduce", "symm_mem:two_shot_all_reduce_"]
+    assert all("multimem" not in v.op for v in variants)
+
+
+def test_a_symm_mem_kernel_this_torch_lacks_is_absent_with_the_reason():
+    class Ops:
+        symm_mem = type("Namespace", (), {"one_shot_all_reduce": object()})()
+
+    torch = type("Torch", (), {"ops": Ops, "__version__": "2.5.0"})
+    variants, absent = probe.symm_mem_variants(torch)
+    assert [v.name for v in variants] == ["symm_mem:one_shot_all_reduce"]
+    assert absent == {
+        "symm_mem:two_shot_all_reduce_": "torch 2.5.0 has no torch.ops.symm_mem.two_shot_all_reduce_"
+    }
+
+
+def test_matrix_runs_each_variant_alone_and_records_refusals_and_hangs(tmp_path):
+    """Real gloo ranks for the good variant; a refused one, a hanging one killed at its own
+    deadline, and one the worker itself refuses (symmetric memory on CPU) — each costs itself."""
+    pytest.importorskip("torch")
+    config = matrix_config(budget_s=60, variant_timeout_s=8)
+    variants = [
+        probe.Variant("gloo:default", "dist", {}),
+        probe.Variant("refused", "dist", {"NCCL_ALGO": "Tree"}, source=REFUSE),
+        probe.Variant("hangs", "dist", {}, source=HANG),
+        probe.Variant("symm_mem:one_shot_all_reduce", "symm_mem:one_shot_all_reduce", {}),
+    ]
+    started = time.monotonic()
+    results = probe.run_matrix(config, variants, {"PATH": "/usr/bin:/bin"}, 2, str(tmp_path))
+    assert time.monotonic() - started < 8 + 30
+    good, refused, hangs, symm = (results[v.name] for v in variants)
+    assert good["status"] == "ok"
+    assert good["error"] is None
+    assert [(r["mode"], r["bytes"]) for r in good["rows"]] == [
+        ("eager", 8),
+        ("eager", 65536),
+        ("eager", MiB),
+    ]
+    assert all(r["correct"] and r["latency_us_min"] <= r["latency_us"] for r in good["rows"])
+    assert refused["status"] == "failed"
+    assert refused["failed_at"] == ["failed"]
+    assert refused["error"].startswith("rank 0 exited with code 1: NCCL WARN no algorithm")
+    assert refused["env"] == {"NCCL_ALGO": "Tree"}
+    assert hangs["status"] == "timeout"
+    assert hangs["failed_at"] == ["timeout"]
+    assert hangs["error"] == "killed at its 8s deadline, before its first result"
+    assert 7.5 <= hangs["elapsed_s"] < 12
+    assert symm["status"] == "failed"
+    assert "symmetric memory needs CUDA (backend gloo)" in symm["error"]
+
+
+def test_the_budget_stops_the_matrix_honestly(tmp_path):
+    config = matrix_config(budget_s=5, variant_timeout_s=3)
+    variants = [probe.Variant(f"hang-{i}", "dist", {}, source=HANG) for i in range(4)]
+    results = probe.run_matrix(config, variants, {}, 2, str(tmp_path))
+    statuses = [results[v.name]["status"] for v in variants]
+    assert statuses == ["timeout", "stopped", "not_run", "not_run"]
+    assert results["hang-1"]["error"].startswith("stopped: the matrix's 5s budget ran out")
+    assert results["hang-2"]["error"] == "not run: the matrix's budget ran out first"
+
+
+def test_a_killed_variant_leaves_no_rank_behind(tmp_path):
+    config = matrix_config(budget_s=10, variant_timeout_s=3)
+    launched = probe.launch(
+        config, probe.Variant("h", "dist", {}, source=HANG), 0, {}, str(tmp_path), 2
+    )
+    probe.run_variant(launched, config.matrix, time.monotonic() + 10, 2)
+    assert alive(launched.workers) == []
+    assert [p.returncode for p in launched.workers.procs] == [-signal.SIGKILL] * 2
+
+
+def test_every_rank_of_every_variant_has_multicast_off(tmp_path):
+    dump = READY + "import json, os\nprint(%r + json.dumps(dict(os.environ)))\n"
+    config = matrix_config(budget_s=20, variant_timeout_s=5)
+    variant = probe.Variant("env", "dist", {"NCCL_ALGO": "Ring"}, source=dump % probe.MARKER)
+    launched = probe.launch(config, variant, 0, {"NCCL_NVLS_ENABLE": "1"}, str(tmp_path), 2)
+    probe.run_variant(launched, config.matrix, time.monotonic() + 20, 2)
+    env = launched.workers.records[-1]
+    assert {k: env[k] for k in probe.FORCED_ENV} == probe.FORCED_ENV
+    assert env["NCCL_ALGO"] == "Ring"
+    assert env["RANK"] == "0"
+
+
+# Rows as a 2×H200 run records them (latency in µs); winners are per mode and size.
+RECORDED = {
+    "nccl:default": {
+        "rows": [
+            {"mode": "eager", "bytes": 8, "latency_us": 27.0, "correct": True},
+            {"mode": "graph", "bytes": 8, "latency_us": 9.1, "correct": True},
+            {"mode": "eager", "bytes": 256 * MiB, "latency_us": 893.0, "correct": True},
+        ]
+    },
+    "nccl:Ring/LL": {
+        "rows": [
+            {"mode": "eager", "bytes": 8, "latency_us": 25.0, "correct": True},
+            {"mode": "graph", "bytes": 8, "latency_us": 9.1, "correct": True},
+            {"mode": "eager", "bytes": 256 * MiB, "latency_us": 2900.0, "correct": True},
+        ]
+    },
+    "nccl:Tree/LL": {
+        "rows": [
+            {"mode": "eager", "bytes": 8, "latency_us": 12.0, "correct": False},  # fast and wrong
+        ]
+    },
+    "symm_mem:one_shot_all_reduce": {
+        "rows": [
+            {"mode": "graph", "bytes": 8, "latency_us": 6.5, "correct": True},
+        ]
+    },
+    "nccl:CollnetDirect/LL": {"status": "failed", "rows": []},
+}
+
+
+def test_winners_per_mode_and_size_and_each_rows_ratio():
+    variants = json.loads(json.dumps(RECORDED))
+    winners = probe.matrix_winners(variants)
+    assert winners == {
+        "eager": {"8 B": "nccl:Ring/LL", "256 MiB": "nccl:default"},
+        "graph": {"8 B": "symm_mem:one_shot_all_reduce"},
+    }
+    ratios = {name: [r["ratio"] for r in v["rows"]] for name, v in variants.items()}
+    assert ratios["nccl:default"] == [1.08, 1.4, 1.0]
+    assert ratios["nccl:Ring/LL"] == [1.0, 1.4, 3.247]
+    assert ratios["nccl:Tree/LL"] == [0.48]  # measured, but never a winner: its sum was wrong
+
+
+def test_a_tie_goes_to_the_first_name_so_winners_do_not_flap():
+    rows = {"mode": "graph", "bytes": 8, "latency_us": 9.0, "correct": True}
+    variants = {"nccl:b": {"rows": [dict(rows)]}, "nccl:a": {"rows": [dict(rows)]}}
+    assert probe.matrix_winners(variants) == {"graph": {"8 B": "nccl:a"}}
+
+
+def test_gloo_matrix_through_collect_keeps_the_whole_matrix_in_the_document():
+    pytest.importorskip("torch")
+    options = {"backend": "gloo", "quick": True, "max_bytes": 4096, "time_budget_s": 5}
+    result = probe.collect({**options, "matrix": {"budget_s": 40}})
+    matrix = result["data"]["matrix"]
+    assert matrix["sizes"] == [8]
+    assert matrix["stopped_early"] is False
+    assert matrix["winners"] == {"eager": {"8 B": "gloo:default"}}
+    assert matrix["variants"]["gloo:default"]["rows"][0]["ratio"] == 1.0
