@@ -43,7 +43,10 @@ JMESPath functions added to the standard ones:
                            (both null for null: a host that did not report the object)
 
 Values in fix texts and reports: lists are joined with ", ", objects read `KEY=value, …` with
-`KEY unset` for null, null alone is "(not reported)".
+`KEY unset` for null, null alone is "(not reported)". Lists longer than 8 are summarised: the
+pairs of pairs_not as each distinct value with its count and three example pairs ("56 pairs: NS ×
+56 (e.g. GPU0→GPU1, GPU0→GPU2, GPU0→GPU3)"), other lists as distinct items with counts. The
+JSON report keeps every item.
 
 Verdicts per rule and host, never a silent pass:
 
@@ -105,6 +108,9 @@ HELPERS: Mapping[str, str | None] = {
 RULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 NOT_REPORTED = "(not reported)"
+LONG_LIST = 8  # longer lists are summarised in fix texts and reports (the JSON keeps them whole)
+EXAMPLES = 3  # example pairs shown per distinct value
+PAIR = re.compile(r"^(?P<pair>[^:→]+→[^:]+): (?P<value>.*)$", re.DOTALL)
 
 
 class RuleFileError(UsageError):
@@ -791,10 +797,30 @@ def format_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, list):
+        if len(value) > LONG_LIST:
+            return _summarised([format_value(v) for v in value])
         return ", ".join(format_value(v) for v in value) if value else "(none)"
     if isinstance(value, dict):
         return ", ".join(_setting(k, v) for k, v in sorted(value.items())) if value else "(none)"
     return str(value)
+
+
+def _summarised(items: list[str]) -> str:
+    """A long list read at a glance: an 8-GPU matrix has 56 pairs. Pairs (`GPU0→GPU1: NS`, from
+    pairs_not) by value, with counts and a few examples; other lists by distinct item."""
+    pairs = [PAIR.match(item) for item in items]
+    if all(pairs):
+        by_value: dict[str, list[str]] = {}
+        for match in pairs:
+            assert match is not None
+            by_value.setdefault(match["value"], []).append(match["pair"])
+        ranked = sorted(by_value.items(), key=lambda entry: -len(entry[1]))
+        shown = [f"{v} × {len(p)} (e.g. {', '.join(p[:EXAMPLES])})" for v, p in ranked]
+        return f"{len(items)} pairs: " + "; ".join(shown)
+    counts = Counter(items).most_common()
+    shown = [f"{item} × {n}" if n > 1 else item for item, n in counts[:LONG_LIST]]
+    more = f", … ({len(counts) - LONG_LIST} more distinct)" if len(counts) > LONG_LIST else ""
+    return f"{len(items)} items: " + ", ".join(shown) + more
 
 
 def _setting(key: str, value: Any) -> str:
