@@ -27,10 +27,12 @@ def test_escape_shown_as_caret_bracket_is_read_too() -> None:
 def test_unreadable_header_is_an_error_and_no_interconnect_is_guessed() -> None:
     data = case_probe_data("h200x2_collapsed_lines")
     topology = data["topology"]
-    assert topology["devices"] == [] and topology["matrix"] == []
+    assert topology["devices"] == []
+    assert topology["matrix"] == []
     assert "'X' is not a device name" in topology["parse_errors"][0]
     assert data["interconnect"] is None
-    assert data["gpu_count"] == 2 and data["p2p_read"] == {
+    assert data["gpu_count"] == 2
+    assert data["p2p_read"] == {
         "GPU0": {"GPU1": "OK"},
         "GPU1": {"GPU0": "OK"},
     }

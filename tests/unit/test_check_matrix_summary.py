@@ -37,7 +37,8 @@ def test_all_56_pairs_failing_read_as_one_value_with_count_and_examples() -> Non
     host = host_with_p2p({"PIX": "NS", "NODE": "NS", "SYS": "NS"})  # e.g. the IOMMU blocks P2P
     report = evaluate(pack_rules(), make_run(box=host))
     failed = verdict(report, "p2p-all-pairs", "box")
-    assert failed.status == "fail" and len(failed.observed) == 56  # the JSON keeps them all
+    assert failed.status == "fail"
+    assert len(failed.observed) == 56
     summary = "56 pairs: NS × 56 (e.g. GPU0→GPU1, GPU0→GPU2, GPU0→GPU3)"
     assert f"P2P is not OK for {summary}: NCCL" in failed.fix
     text = rendered(report)

@@ -117,7 +117,8 @@ def test_hosts_failing_alike_share_one_fix_that_names_them_all() -> None:
     fixes = {
         verdict(report, "nccl-transport-settings-uniform", h).fix for h in ("rtx-03", "rtx-05")
     }
-    assert len(fixes) == 1 and fixes.pop().startswith("rtx-[03,05]: NCCL_P2P_DISABLE=1")
+    assert len(fixes) == 1
+    assert fixes.pop().startswith("rtx-[03,05]: NCCL_P2P_DISABLE=1")
     console = Console(file=StringIO(), width=200)
     render_report(console, report)
     assert console.file.getvalue().count("NCCL_P2P_DISABLE=1, where") == 1  # type: ignore[attr-defined]
@@ -137,7 +138,8 @@ def test_uniform_keys_unknown_where_not_reported_or_not_an_object() -> None:
     run.hosts["rtx-02"].probes["nccl"].data["env"] = ["NCCL_ALGO"]
     report = evaluate(rules(KEYS_RULE), run)
     statuses = {v.host: v.status for v in report.results[0].verdicts}
-    assert statuses["rtx-01"] == "unknown" and statuses["rtx-02"] == "unknown"
+    assert statuses["rtx-01"] == "unknown"
+    assert statuses["rtx-02"] == "unknown"
     assert {statuses[f"rtx-0{i}"] for i in range(3, 7)} == {"pass"}
 
 

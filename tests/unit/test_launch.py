@@ -19,7 +19,7 @@ SCRIPT = b"# fleet start-up alarm, seconds: 7\nprint('ran')\n"
 def test_deadline_is_the_start_up_alarm_plus_the_grace() -> None:
     argv = launch_argv("python3", SCRIPT)
     assert argv[4:7] == [str(7 + LAUNCH_GRACE_S), str(LAUNCH_GRACE_S), "python3"]
-    script = build_bundle(["system"]).script({}, deadline_s=12.2)
+    script = build_bundle(["system"]).script({}, deadline_s=12.2, parallel=4)
     assert start_up_alarm(script) == 13
 
 
@@ -29,8 +29,10 @@ def test_wrapper_reports_its_process_group_then_runs_the_script(tmp_path: Path) 
     )
     first, rest = done.stdout.split(b"\n", 1)
     pgid = launch_pgid(first)
-    assert pgid is not None and pgid > 1
-    assert rest == b"ran\n" and done.returncode == 0
+    assert pgid is not None
+    assert pgid > 1
+    assert rest == b"ran\n"
+    assert done.returncode == 0
 
 
 def test_home_relative_interpreter_is_expanded_on_the_host(tmp_path: Path) -> None:
@@ -52,8 +54,10 @@ def test_remote_command_quotes_every_word() -> None:
 def test_launch_report_reads_only_a_valid_first_line() -> None:
     seen: list[bytes] = []
     report = LaunchReport(lambda chunk: seen.append(chunk) or True)
-    assert report(b'{"type":"launch",') and report(b'"pgid":4242}\n{"type":"hello"}\n')
-    assert report.pgid == 4242 and b"".join(seen).startswith(b'{"type":"launch"')
+    assert report(b'{"type":"launch",')
+    assert report(b'"pgid":4242}\n{"type":"hello"}\n')
+    assert report.pgid == 4242
+    assert b"".join(seen).startswith(b'{"type":"launch"')
     for line in (b'{"type":"launch","pgid":1}', b'{"type":"launch","pgid":true}', b"garbage"):
         assert launch_pgid(line) is None
 
