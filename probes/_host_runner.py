@@ -591,10 +591,16 @@ def try_emit(message):
 def install_deadline(seconds):
     """Our own deadline: sshd may refuse to signal us, and a closed channel alone would not stop us."""
 
+    stopping = (signal.SIGALRM, signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
     def on_signal(signum, frame):
+        # once: the same stop often comes twice (the controller's killpg, and `timeout` passing
+        # it on to us and our group), and a second Deadline would cut short kill_all()
+        for other in stopping:
+            signal.signal(other, signal.SIG_IGN)
         raise Deadline()
 
-    for signum in (signal.SIGALRM, signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    for signum in stopping:
         signal.signal(signum, on_signal)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed channel shows up as EPIPE in emit()
     wanted = max(1, int(seconds + 0.999))

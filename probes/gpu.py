@@ -75,6 +75,13 @@ MISSING_VALUE = re.compile(
     r"^\[?(N/A|Not Supported|Unknown Error|Insufficient Permissions)\]?$", re.IGNORECASE
 )
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# The same SGR codes in pasted captures that lost the ESC byte (`[4mGPU0 … [0m`), or show it as
+# `^[` (cat -v) or U+FFFD (a bad decode). nvidia-smi's own text never has `[digits m`.
+LOST_ESCAPE = re.compile(r"(?:\^\[|\ufffd)?\[[0-9;]*m")
+# A link cell of `topo -m`: X (self), NV#, PIX, PXB, PHB, NODE, SYS, SOC (old drivers), ...
+LINK_CELL = re.compile(r"^(X|[A-Z]+[0-9]*)$")
+DEVICE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*[0-9]$")  # GPU0, NIC3, mlx5_0 (old drivers)
+EXCERPT_CHARS = 60
 # `topo -m` headers that are not devices; all the others (GPU0, NIC0, or mlx5_0 on old drivers) are.
 TOPOLOGY_EXTRA_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 NIC_LEGEND_ENTRY = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
@@ -97,25 +104,38 @@ def parse_query_gpu(text: str) -> List[Dict[str, Any]]:
 
 
 def parse_topology(text: str) -> Dict[str, Any]:
-    """`nvidia-smi topo -m` -> devices, the link matrix, CPU/NUMA affinity and the NIC legend."""
-    lines = [ANSI_ESCAPE.sub("", line) for line in text.splitlines()]
+    """`nvidia-smi topo -m` -> devices, the link matrix, CPU/NUMA affinity and the NIC legend.
+
+    What cannot be read is said in `parse_errors` (present only then): a header or row that is
+    not nvidia-smi's, rows missing. An unreadable row stays in the matrix as [] (rows follow the
+    header's device order), and the interconnect is then not guessed (see _interconnect)."""
+    lines = [_plain(line) for line in text.splitlines()]
     topology = _empty_topology()
     topology["nics"] = parse_nic_legend(text)
     header_at = _header_index(lines)
     if header_at is None:
-        return topology
+        return _with_errors(topology, _no_header(lines))
     devices, extra_columns = _topology_header(_from_gpu0(lines[header_at]))
+    problem = _bad_header(devices)
+    if problem:
+        return _with_errors(topology, ["header %s: %s" % (_excerpt(lines[header_at]), problem)])
     topology["devices"] = devices
+    errors = []
     for line in _matrix_rows(lines[header_at + 1 :]):
-        _add_topology_row(topology, line.split(), devices, extra_columns)
-    return topology
+        error = _add_topology_row(topology, line.split(), devices, extra_columns)
+        if error:
+            errors.append(error)
+    missing = devices[len(topology["matrix"]) :]
+    if missing:
+        errors.append("no row for %s (the capture ends first)" % ", ".join(missing))
+    return _with_errors(topology, errors)
 
 
 def parse_nic_legend(text: str) -> Dict[str, str]:
     """The `NIC Legend:` block under `topo -m` -> {"NIC0": "mlx5_0", ...}."""
     nics: Dict[str, str] = {}
     in_legend = False
-    for line in ANSI_ESCAPE.sub("", text).splitlines():
+    for line in _plain(text).splitlines():
         if line.strip().startswith("NIC Legend"):
             in_legend = True
             continue
@@ -127,7 +147,7 @@ def parse_nic_legend(text: str) -> Dict[str, str]:
 
 def parse_p2p(text: str) -> Dict[str, Dict[str, str]]:
     """`nvidia-smi topo -p2p r|rw|...` -> {"GPU0": {"GPU1": "OK" | "CNS" | "NS" ...}}, no self."""
-    lines = [ANSI_ESCAPE.sub("", line) for line in text.splitlines()]
+    lines = [_plain(line) for line in text.splitlines()]
     header_at = _header_index(lines)
     if header_at is None:
         return {}
@@ -225,6 +245,37 @@ def _int_value(raw: str) -> Optional[int]:
     return int(match.group(1)) if match else None
 
 
+def _plain(text: str) -> str:
+    return LOST_ESCAPE.sub("", ANSI_ESCAPE.sub("", text))
+
+
+def _excerpt(line: str) -> str:
+    line = " ".join(line.split())
+    return repr(line if len(line) <= EXCERPT_CHARS else line[:EXCERPT_CHARS] + "...")
+
+
+def _with_errors(topology: Dict[str, Any], errors: List[str]) -> Dict[str, Any]:
+    if errors:
+        topology["parse_errors"] = errors
+    return topology
+
+
+def _no_header(lines: List[str]) -> List[str]:
+    first = next((line for line in lines if line.strip()), None)
+    if first is None:
+        return []  # nothing printed: not a parse error (the command's own status says why)
+    return ["no header line naming GPU0 (the first line reads %s)" % _excerpt(first)]
+
+
+def _bad_header(devices: List[str]) -> Optional[str]:
+    """Why a header's device list is not one (e.g. a capture whose line breaks were lost)."""
+    odd = next((name for name in devices if not DEVICE_NAME.match(name)), None)
+    if odd is not None:
+        return "%r is not a device name" % odd
+    repeated = sorted({name for name in devices if devices.count(name) > 1})
+    return "%s listed twice" % ", ".join(repeated) if repeated else None
+
+
 def _empty_topology() -> Dict[str, Any]:
     return {
         "devices": [],
@@ -271,10 +322,15 @@ def _matrix_rows(lines: List[str]) -> List[str]:
 
 def _add_topology_row(
     topology: Dict[str, Any], tokens: List[str], devices: List[str], extra_columns: List[str]
-) -> None:
+) -> Optional[str]:
+    """Add one matrix row; the reason it cannot be read, if so (it then stays [])."""
     # Splitting on any whitespace copes with both tab layouts (where nvidia-smi pads the NUMA
     # column with an extra tab) and captures pasted with tabs turned into spaces.
     name, cells = tokens[0], tokens[1 : 1 + len(devices)]
+    problem = _bad_row(name, cells, devices, len(topology["matrix"]))
+    if problem:
+        topology["matrix"].append([])
+        return "row %s: %s" % (_excerpt(" ".join(tokens)), problem)
     topology["matrix"].append(cells)
     extras = dict(zip(extra_columns, tokens[1 + len(devices) :]))  # noqa: B905 (3.8)
     for column, key in (
@@ -284,13 +340,34 @@ def _add_topology_row(
     ):
         if column in extras:
             topology[key][name] = _str_value(extras[column])
+    return None
+
+
+def _bad_row(name: str, cells: List[str], devices: List[str], position: int) -> Optional[str]:
+    expected = devices[position] if position < len(devices) else None
+    if name != expected:
+        return "expected the row of %s here" % (expected or "no device (all rows read)")
+    if len(cells) < len(devices) or not all(LINK_CELL.match(cell) for cell in cells):
+        return "not %d link cells (X, NV#, PIX, PXB, PHB, NODE, SYS)" % len(devices)
+    return None
 
 
 def _interconnect(topology: Optional[Dict[str, Any]], gpus: List[Dict[str, Any]]) -> Optional[str]:
     if topology is None or not topology["devices"]:
         # No matrix to read: only the GPU count can still be told apart.
         return {0: "none", 1: "single"}.get(len(gpus))
+    if not _gpu_rows_complete(topology):
+        return None  # unreadable GPU rows (parse_errors): unknown, not a guess
     return classify_interconnect(topology["matrix"], topology["devices"])
+
+
+def _gpu_rows_complete(topology: Dict[str, Any]) -> bool:
+    devices, matrix = topology["devices"], topology["matrix"]
+    return all(
+        i < len(matrix) and len(matrix[i]) == len(devices)
+        for i, name in enumerate(devices)
+        if GPU_DEVICE.match(name)
+    )
 
 
 def _first_driver_version(gpus: List[Dict[str, Any]]) -> Optional[str]:

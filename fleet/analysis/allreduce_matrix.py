@@ -95,9 +95,9 @@ def configured_variant(
     """How the NCCL_ALGO / NCCL_PROTO the host sets fared in its matrix; None when it sets
     neither or has no matrix. `ok` is false when a matching variant failed anywhere or, at some
     size, even the best matching one is SLOWER_THAN_WINNER times the winner (same mode)."""
-    wanted = {
-        k: str(nccl_env[k]) for k in ("NCCL_ALGO", "NCCL_PROTO") if nccl_env and k in nccl_env
-    }
+    if not isinstance(nccl_env, Mapping) or not isinstance(matrix, Mapping):
+        return None  # not reported, or not in the shape a probe writes: nothing to judge
+    wanted = {k: str(nccl_env[k]) for k in ("NCCL_ALGO", "NCCL_PROTO") if k in nccl_env}
     if not matrix or not wanted:
         return None
     variants = matrix.get("variants") or {}

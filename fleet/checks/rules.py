@@ -7,14 +7,22 @@ A rules file (YAML) holds `rules:`, a list of rules; each rule has
     severity:    error (fails the check: exit bit 32) | warn (reported, exit unchanged)
     check:       a JMESPath condition over ONE host's document: true pass, false fail, null unknown
     uniform:     or a JMESPath value that must be the same on every host of a cohort
-    cohort:      (uniform only) JMESPath naming a host's cohort; default: the whole fleet
+    uniform_keys: or a JMESPath object (e.g. a host's NCCL_* settings) each of whose keys must
+                 have the same value on every host of a cohort; a key a host lacks is unset
+                 there, and unset is a value too: a key set on a minority of the cohort fails
+                 those hosts, a key the majority sets fails the hosts that lack it or differ.
+                 Each host's observed/expected are {key: value} of just the keys it differs on
+                 (null: unset)
+    cohort:      (uniform, uniform_keys) JMESPath naming a host's cohort; default: the whole fleet
     expected:    (uniform only) JMESPath giving the value a host must have; when it is null
                  there, the cohort's majority value is expected
     when:        optional JMESPath: the rule applies only where it is true (else "n/a")
     observed:    optional JMESPath: the value shown, quoted by `{observed}` in `fix`, and
                  readable as `_observed` in `check:`
     fix:         what to do; `{EXPR}` quotes a JMESPath value of the host, `{observed}` and
-                 `{expected}` the rule's own; `{{` and `}}` are literal braces
+                 `{expected}` the rule's own, `{hosts}` every host of the cohort that fails
+                 with the same observed value (named compactly, e.g. gpu-[03,06]); `{{` and
+                 `}}` are literal braces
 
 A host's document is `{probe: data}` for every probe it ran, plus helpers (names start with "_"):
 
@@ -33,6 +41,15 @@ JMESPath functions added to the standard ones:
     none(array, value)     true if no item equals value; null if the array is empty or has null
     unique(array)          the items without repeats, in order
     pairs_not(matrix, v)   ["GPU0→GPU1: NS", …] for the cells of {row: {col: status}} not equal to v
+    with_prefix(obj, ps)   the object with only the keys that start with one of the strings ps
+    without_prefix(obj, ps)  the object without the keys that start with one of the strings ps
+                           (both null for null: a host that did not report the object)
+
+Values in fix texts and reports: lists are joined with ", ", objects read `KEY=value, …` with
+`KEY unset` for null, null alone is "(not reported)". Lists longer than 8 are summarised: the
+pairs of pairs_not as each distinct value with its count and three example pairs ("56 pairs: NS ×
+56 (e.g. GPU0→GPU1, GPU0→GPU2, GPU0→GPU3)"), other lists as distinct items with counts. The
+JSON report keeps every item.
 
 Verdicts per rule and host, never a silent pass:
 
@@ -51,7 +68,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +80,7 @@ from fleet.analysis.allreduce_matrix import configured_variant, matrix_of
 from fleet.analysis.facts import allreduce_summary
 from fleet.analysis.majority import rank
 from fleet.errors import UsageError
+from fleet.inventory.nodeset import compact_hosts
 from fleet.models import NOT_REACHED, HostOutcome, Run
 from fleet.yamlfile import Location
 
@@ -76,13 +94,16 @@ RULE_KEYS = (
     "severity",
     "check",
     "uniform",
+    "uniform_keys",
     "cohort",
     "expected",
     "when",
     "observed",
     "fix",
 )
-EXPRESSION_KEYS = ("check", "uniform", "cohort", "expected", "when", "observed")
+EXPRESSION_KEYS = ("check", "uniform", "uniform_keys", "cohort", "expected", "when", "observed")
+KINDS = ("check", "uniform", "uniform_keys")  # a rule has exactly one of these keys
+FIX_OWN = ("observed", "expected", "hosts")  # placeholders the rule fills, not JMESPath
 # Helpers in a host's document: the probe whose success each needs (None: always there).
 HELPERS: Mapping[str, str | None] = {
     "_status": None,
@@ -94,6 +115,9 @@ HELPERS: Mapping[str, str | None] = {
 RULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 NOT_REPORTED = "(not reported)"
+LONG_LIST = 8  # longer lists are summarised in fix texts and reports (the JSON keeps them whole)
+EXAMPLES = 3  # example pairs shown per distinct value
+PAIR = re.compile(r"^(?P<pair>[^:→]+→[^:]+): (?P<value>.*)$", re.DOTALL)
 
 
 class RuleFileError(UsageError):
@@ -135,6 +159,26 @@ class _FleetFunctions(jmespath_functions.Functions):
             for column, cell in cells.items()
             if cell != value
         ]
+
+    @jmespath_functions.signature({"types": ["object", "null"]}, {"types": ["array"]})
+    def _func_with_prefix(
+        self, items: Mapping[str, Any] | None, prefixes: list[Any]
+    ) -> dict[str, Any] | None:
+        if items is None:
+            return None
+        return {k: v for k, v in items.items() if k.startswith(_prefixes(prefixes))}
+
+    @jmespath_functions.signature({"types": ["object", "null"]}, {"types": ["array"]})
+    def _func_without_prefix(
+        self, items: Mapping[str, Any] | None, prefixes: list[Any]
+    ) -> dict[str, Any] | None:
+        if items is None:
+            return None
+        return {k: v for k, v in items.items() if not k.startswith(_prefixes(prefixes))}
+
+
+def _prefixes(items: list[Any]) -> tuple[str, ...]:
+    return tuple(str(item) for item in items)
 
 
 # Nodes whose first child reads the current node and whose other children read its result (or
@@ -201,6 +245,7 @@ class Rule:
     source: str  # FILE:LINE of the rule, for messages and reports
     check: Expression | None = None
     uniform: Expression | None = None
+    uniform_keys: Expression | None = None
     cohort: Expression | None = None
     expected: Expression | None = None
     when: Expression | None = None
@@ -210,7 +255,7 @@ class Rule:
 
     @property
     def kind(self) -> str:
-        return "uniform" if self.uniform is not None else "check"
+        return next(k for k in KINDS if getattr(self, k) is not None)
 
     def expressions(self) -> Iterator[Expression]:
         for key in EXPRESSION_KEYS:
@@ -311,13 +356,15 @@ def _rule_id(raw: dict[Any, Any], where: Location) -> str:
 
 
 def _check_shape(raw: dict[Any, Any], where: Location) -> None:
-    if ("check" in raw) == ("uniform" in raw):
+    if sum(kind in raw for kind in KINDS) != 1:
         raise where.fail(
-            "a rule has exactly one of 'check:' (per host) or 'uniform:' (across hosts)"
+            "a rule has exactly one of 'check:' (per host), 'uniform:' or 'uniform_keys:' "
+            "(across hosts)"
         )
-    for key in ("cohort", "expected"):
-        if key in raw and "uniform" not in raw:
-            raise where.at(raw, key).fail(f"'{key}:' only goes with 'uniform:'")
+    if "cohort" in raw and "check" in raw:
+        raise where.at(raw, "cohort").fail("'cohort:' only goes with 'uniform:' or 'uniform_keys:'")
+    if "expected" in raw and "uniform" not in raw:
+        raise where.at(raw, "expected").fail("'expected:' only goes with 'uniform:'")
 
 
 def _severity(raw: dict[Any, Any], where: Location) -> str:
@@ -377,7 +424,7 @@ def _fix_expressions(fix: str, where: Location, probes: frozenset[str]) -> dict[
     found: dict[str, Expression] = {}
     for match in PLACEHOLDER.finditer(fix):
         text = match.group(1)
-        if text is None or text.strip() in ("observed", "expected"):
+        if text is None or text.strip() in FIX_OWN:
             continue
         expression = compile_expression(text.strip(), where, "fix")
         _check_roots(expression, where, "fix", probes)
@@ -603,9 +650,26 @@ def _judge(
             pending[name] = documents[name]
         else:
             settled[name] = verdict
-    judged = _judge_uniform(rule, pending) if rule.uniform else _judge_each(rule, pending)
-    settled.update(judged)
-    return tuple(settled[name] for name in hosts)
+    judge = {"check": _judge_each, "uniform": _judge_uniform, "uniform_keys": _judge_keys}
+    settled.update(judge[rule.kind](rule, pending))
+    return tuple(_with_fixes(rule, [settled[name] for name in hosts], documents))
+
+
+def _with_fixes(
+    rule: Rule, verdicts: list[Verdict], documents: Mapping[str, dict[str, Any]]
+) -> Iterator[Verdict]:
+    """Each failure's fix text; `{hosts}` names every host of its cohort failing the same way."""
+    alike: dict[tuple[str, str], list[str]] = {}
+    for v in verdicts:
+        if v.status == "fail":
+            alike.setdefault((_key(v.cohort), _key(v.observed)), []).append(v.host)
+    for v in verdicts:
+        if v.status != "fail":
+            yield v
+            continue
+        hosts = compact_hosts(alike[(_key(v.cohort), _key(v.observed))])
+        fix = render_fix(rule, documents[v.host], v.observed, v.expected, hosts)
+        yield replace(v, fix=fix)
 
 
 def _precondition(rule: Rule, outcome: HostOutcome, document: dict[str, Any]) -> Verdict | None:
@@ -655,8 +719,7 @@ def _verdict(rule: Rule, name: str, document: dict[str, Any], value: Any, observ
         return Verdict(name, "unknown", observed, reason=_unreported(rule, observed))
     if truthy(value):
         return Verdict(name, "pass", observed)
-    fix = render_fix(rule, document, observed, None)
-    return Verdict(name, "fail", observed, fix=fix)
+    return Verdict(name, "fail", observed)
 
 
 def _unreported(rule: Rule, observed: Any) -> str:
@@ -677,45 +740,86 @@ def _search_or_none(expression: Expression | None, document: dict[str, Any]) -> 
 
 def _judge_uniform(rule: Rule, documents: Mapping[str, dict[str, Any]]) -> dict[str, Verdict]:
     assert rule.uniform is not None
+    values, cohorts, verdicts = _read_across(rule, rule.uniform, documents)
+    majorities = _majorities(values, cohorts)
+    for name, value in values.items():
+        expected = _search_or_none(rule.expected, documents[name])
+        reference, why = (expected, "") if expected is not None else majorities[_key(cohorts[name])]
+        verdicts[name] = _uniform_verdict(name, value, reference, why, cohorts[name])
+    return verdicts
+
+
+def _read_across(
+    rule: Rule, expression: Expression, documents: Mapping[str, dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Verdict]]:
+    """Each host's value of a cross-host rule and its cohort; `unknown` where either is missing."""
     verdicts: dict[str, Verdict] = {}
     values: dict[str, Any] = {}
     cohorts: dict[str, Any] = {}
     for name, document in documents.items():
         try:
-            value = rule.uniform.search(document)
+            value = expression.search(document)
             cohort = rule.cohort.search(document) if rule.cohort else None
         except EvaluationError as exc:
             verdicts[name] = Verdict(name, "unknown", reason=str(exc))
             continue
         if value is None or (rule.cohort is not None and cohort is None):
-            what = rule.uniform.text if value is None else f"cohort {rule.cohort.text}"  # type: ignore[union-attr]
+            what = expression.text if value is None else f"cohort {rule.cohort.text}"  # type: ignore[union-attr]
             verdicts[name] = Verdict(name, "unknown", reason=f"{what} is not reported")
             continue
         values[name], cohorts[name] = value, cohort
-    majorities = _majorities(values, cohorts)
-    for name, value in values.items():
-        document = documents[name]
-        expected = _search_or_none(rule.expected, document)
-        reference, why = (expected, "") if expected is not None else majorities[_key(cohorts[name])]
-        verdicts[name] = _uniform_verdict(
-            rule, name, document, value, reference, why, cohorts[name]
-        )
+    return values, cohorts, verdicts
+
+
+def _judge_keys(rule: Rule, documents: Mapping[str, dict[str, Any]]) -> dict[str, Verdict]:
+    """uniform_keys: every key of the object is its own uniform comparison (unset is a value)."""
+    assert rule.uniform_keys is not None
+    values, cohorts, verdicts = _read_across(rule, rule.uniform_keys, documents)
+    for name in [n for n, v in values.items() if not isinstance(v, dict)]:
+        shape = type(values.pop(name)).__name__
+        verdicts[name] = Verdict(name, "unknown", reason=f"{rule.uniform_keys.text} is a {shape}")
+    majorities = _key_majorities(values, cohorts)
+    for name, settings in values.items():
+        reference = majorities[_key(cohorts[name])]
+        verdicts[name] = _keys_verdict(name, settings, reference, cohorts[name])
     return verdicts
 
 
-def _uniform_verdict(
-    rule: Rule,
-    name: str,
-    document: dict[str, Any],
-    value: Any,
-    reference: Any,
-    why: str,
-    cohort: Any,
+def _key_majorities(
+    values: Mapping[str, dict[str, Any]], cohorts: Mapping[str, Any]
+) -> dict[str, dict[str, tuple[Any, str]]]:
+    """Per cohort, per key any host of it has: the majority's value (None: unset) or why none."""
+    members: dict[str, list[dict[str, Any]]] = {}
+    for name, settings in values.items():
+        members.setdefault(_key(cohorts[name]), []).append(settings)
+    return {
+        cohort: {
+            k: _majority(_by_value([s.get(k) for s in found])) for k in sorted(set().union(*found))
+        }
+        for cohort, found in members.items()
+    }
+
+
+def _keys_verdict(
+    name: str, settings: dict[str, Any], reference: dict[str, tuple[Any, str]], cohort: Any
 ) -> Verdict:
+    differing = {
+        key: (settings.get(key), majority, why)
+        for key, (majority, why) in reference.items()
+        if why or _key(settings.get(key)) != _key(majority)
+    }
+    if not differing:
+        return Verdict(name, "pass", cohort=cohort)
+    observed = {key: here for key, (here, _, _) in differing.items()}
+    expected = {key: majority for key, (_, majority, why) in differing.items() if not why}
+    reason = "; ".join(f"{key}: {why}" for key, (_, _, why) in differing.items() if why)
+    return Verdict(name, "fail", observed, expected or None, reason=reason, cohort=cohort)
+
+
+def _uniform_verdict(name: str, value: Any, reference: Any, why: str, cohort: Any) -> Verdict:
     if reference is not None and _key(value) == _key(reference):
         return Verdict(name, "pass", value, reference, cohort=cohort)
-    fix = render_fix(rule, document, value, reference)
-    return Verdict(name, "fail", value, reference, fix=fix, reason=why, cohort=cohort)
+    return Verdict(name, "fail", value, reference, reason=why, cohort=cohort)
 
 
 def _majorities(
@@ -732,9 +836,21 @@ def _majorities(
 def _majority(by_value: Mapping[str, list[str]]) -> tuple[Any, str]:
     ranking = rank(by_value)
     if ranking.majority is None:
-        split = "; ".join(f"{json.loads(k)!r} on {len(hosts)}" for k, hosts in ranking.groups)
+        split = "; ".join(f"{_shown(json.loads(k))} on {len(hosts)}" for k, hosts in ranking.groups)
         return None, f"no majority value to compare with ({split})"
     return json.loads(ranking.majority[0]), ""
+
+
+def _by_value(values: list[Any]) -> dict[str, list[str]]:
+    """Values as the majority rule takes them: each distinct value with who has it (by index)."""
+    grouped: dict[str, list[str]] = {}
+    for index, value in enumerate(values):
+        grouped.setdefault(_key(value), []).append(str(index))
+    return grouped
+
+
+def _shown(value: Any) -> str:
+    return "unset" if value is None else repr(value)  # None: a key a host lacks (uniform_keys)
 
 
 def _key(value: Any) -> str:
@@ -744,23 +860,26 @@ def _key(value: Any) -> str:
 # ------------------------------------------------------------------------------ fix texts
 
 
-def render_fix(rule: Rule, document: Mapping[str, Any], observed: Any, expected: Any) -> str:
+def render_fix(
+    rule: Rule, document: Mapping[str, Any], observed: Any, expected: Any, hosts: str = ""
+) -> str:
     """The rule's fix with `{…}` placeholders replaced by what this host reported."""
+    own = {"observed": observed, "expected": expected}
 
-    def replace(match: re.Match[str]) -> str:
+    def fill(match: re.Match[str]) -> str:
         if match.group(0) in ("{{", "}}"):
             return match.group(0)[0]
         text = match.group(1)
-        if text.strip() == "observed":
-            return format_value(observed)
-        if text.strip() == "expected":
-            return format_value(expected)
+        if text.strip() == "hosts":
+            return hosts or str(document.get("_host", {}).get("name", "?"))
+        if text.strip() in own:
+            return format_value(own[text.strip()])
         try:
             return format_value(rule.fix_expressions[text].search(document))
         except EvaluationError:
             return NOT_REPORTED
 
-    return PLACEHOLDER.sub(replace, rule.fix)
+    return PLACEHOLDER.sub(fill, rule.fix)
 
 
 def format_value(value: Any) -> str:
@@ -772,7 +891,34 @@ def format_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, list):
+        if len(value) > LONG_LIST:
+            return _summarised([format_value(v) for v in value])
         return ", ".join(format_value(v) for v in value) if value else "(none)"
     if isinstance(value, dict):
-        return json.dumps(value, sort_keys=True)
+        return ", ".join(_setting(k, v) for k, v in sorted(value.items())) if value else "(none)"
     return str(value)
+
+
+def _summarised(items: list[str]) -> str:
+    """A long list read at a glance: an 8-GPU matrix has 56 pairs. Pairs (`GPU0→GPU1: NS`, from
+    pairs_not) by value, with counts and a few examples; other lists by distinct item."""
+    pairs = [PAIR.match(item) for item in items]
+    if all(pairs):
+        by_value: dict[str, list[str]] = {}
+        for match in pairs:
+            assert match is not None
+            by_value.setdefault(match["value"], []).append(match["pair"])
+        ranked = sorted(by_value.items(), key=lambda entry: -len(entry[1]))
+        shown = [f"{v} × {len(p)} (e.g. {', '.join(p[:EXAMPLES])})" for v, p in ranked]
+        return f"{len(items)} pairs: " + "; ".join(shown)
+    counts = Counter(items).most_common()
+    shown = [f"{item} × {n}" if n > 1 else item for item, n in counts[:LONG_LIST]]
+    more = f", … ({len(counts) - LONG_LIST} more distinct)" if len(counts) > LONG_LIST else ""
+    return f"{len(items)} items: " + ", ".join(shown) + more
+
+
+def _setting(key: str, value: Any) -> str:
+    if value is None:
+        return f"{key} unset"
+    shown = json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else value
+    return f"{key}={format_value(shown)}"

@@ -175,8 +175,19 @@ def _older_than_supported(hello: dict[str, Any]) -> str | None:
     return version if parsed < MIN_PYTHON else None
 
 
+TIMEOUT_EXIT = 124  # coreutils `timeout`: the command timed out (see bundle.LAUNCH_WRAPPER)
+
+
 def _stopped_by_start_up_alarm(result: ExecResult | None) -> bool:
-    return result is not None and result.exit_signal == "SIGALRM"
+    """Ended by the launcher's alarm, or by the host-side deadline (`timeout` or the watchdog:
+    TERM, then KILL) around an
+    interpreter that never said hello."""
+    if result is None:
+        return False
+    return (
+        result.exit_signal in ("SIGALRM", "SIGTERM", "SIGKILL")
+        or result.exit_status == TIMEOUT_EXIT
+    )
 
 
 def _never_started(python: str, timeout_s: float) -> Verdict:
@@ -184,8 +195,9 @@ def _never_started(python: str, timeout_s: float) -> Verdict:
     return Verdict(
         "timeout",
         f"{python} did not start the probes within {timeout_s:.0f} s",
-        "something Python runs at start-up hangs there: a sitecustomize, a .pth file in "
-        f"site-packages or a stale mount on its path; time `{python} -c pass` on the host",
+        f"{python} hangs before our first line runs: a shim or wrapper (pyenv, conda, a `module` "
+        "wrapper) waiting on a lock, a sitecustomize or .pth file in site-packages, or a stale "
+        f"mount on its path; time `{python} -c pass` on the host",
     )
 
 

@@ -53,7 +53,7 @@ def _case(result: RuleResult, verdict: Verdict) -> ET.Element:
             line
             for line in (
                 f"observed: {format_value(verdict.observed)}",
-                f"expected: {format_value(verdict.expected)}" if rule.uniform else "",
+                f"expected: {format_value(verdict.expected)}" if rule.kind != "check" else "",
                 verdict.reason,
                 f"fix: {verdict.fix}" if verdict.fix else "",
                 f"rule: {rule.source}",

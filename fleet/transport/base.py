@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -29,8 +30,8 @@ OutputSink = Callable[[bytes], bool]
 
 class Transport(Protocol):
     async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
-        """Run `script` on `host` (`<python> *LAUNCH_ARGS`, script on stdin), stream stdout to
-        `sink`, return how it ended.
+        """Run `script` on `host` (`launch_argv(python, script)`, script on stdin), stream stdout
+        to `sink`, return how it ended.
 
         Raises a fleet.errors.HostError when the host cannot be reached. When cancelled (deadline,
         Ctrl-C) it must stop the remote process and release the connection before re-raising.
@@ -71,3 +72,44 @@ async def finish_reading(stderr_task: asyncio.Task[str], wait_s: float = 2.0) ->
     except TimeoutError:
         stderr_task.cancel()
         return ""
+
+
+MAX_LAUNCH_LINE = 256
+
+
+class LaunchReport:
+    """A sink in front of another that reads the launch wrapper's first line,
+    `{"type":"launch","pgid":N}` (fleet.execution.bundle.LAUNCH_WRAPPER): the process group to end
+    on the host when we give up on it. Every byte still goes to the sink behind it."""
+
+    def __init__(self, sink: OutputSink) -> None:
+        self.sink = sink
+        self.pgid: int | None = None
+        self._head: bytes | None = b""  # None once the first line has been read
+
+    def __call__(self, chunk: bytes) -> bool:
+        if self._head is not None:
+            self._read_head(chunk)
+        return self.sink(chunk)
+
+    def _read_head(self, chunk: bytes) -> None:
+        assert self._head is not None
+        self._head += chunk
+        line, newline, _ = self._head.partition(b"\n")
+        if newline or len(self._head) > MAX_LAUNCH_LINE:
+            self.pgid = launch_pgid(line[:MAX_LAUNCH_LINE])
+            self._head = None
+
+
+def launch_pgid(line: bytes) -> int | None:
+    """The process group in a launch line; None for anything else. Group ids 0 and 1 are never
+    ours to end (`kill -TERM -1` would reach every process of the user)."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("type") != "launch":
+        return None
+    pgid = message.get("pgid")
+    valid = isinstance(pgid, int) and not isinstance(pgid, bool) and 1 < pgid < 2**31
+    return pgid if valid else None

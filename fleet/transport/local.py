@@ -8,7 +8,7 @@ import os
 import signal
 
 from fleet.errors import NoPythonError
-from fleet.execution.bundle import LAUNCH_ARGS
+from fleet.execution.bundle import launch_argv
 from fleet.models import Host
 from fleet.transport.base import ExecResult, OutputSink, finish_reading, pump, read_tail
 
@@ -17,15 +17,16 @@ class LocalTransport:
     async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
         python = os.path.expanduser(host.python)  # noqa: ASYNC240 (no I/O: reads $HOME only)
         try:
+            # the launch wrapper too: a shim that hangs here is ended by its own deadline even
+            # if this controller is killed before it can stop it
             process = await asyncio.create_subprocess_exec(
-                python,
-                *LAUNCH_ARGS,
+                *launch_argv(python, script),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
             )
-        except (FileNotFoundError, PermissionError) as exc:
+        except (FileNotFoundError, PermissionError) as exc:  # no /bin/sh: a missing python is 127
             raise NoPythonError(
                 f"{python} cannot be started here: {exc.strerror}",
                 hint="set python: in the inventory to a Python 3.8+ interpreter",

@@ -25,10 +25,17 @@ from fleet.errors import (
     HostKeyUnknownError,
     UnreachableError,
 )
-from fleet.execution.bundle import LAUNCH_ARGS
+from fleet.execution.bundle import LAUNCH_GRACE_S, launch_argv
 from fleet.files import ensure_private_dir
 from fleet.models import Host
-from fleet.transport.base import ExecResult, OutputSink, finish_reading, pump, read_tail
+from fleet.transport.base import (
+    ExecResult,
+    LaunchReport,
+    OutputSink,
+    finish_reading,
+    pump,
+    read_tail,
+)
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 KEEPALIVE_S = 15
@@ -36,6 +43,7 @@ KEEPALIVE_COUNT = 3
 HANDSHAKE_RETRIES = 6
 MAX_BACKOFF_S = 5.0
 TUNNEL_HANDSHAKES = 8
+END_REMOTE_S = 1.0  # how long we try to end a host's process group over a second channel
 # AES-GCM before chacha20-poly1305 (asyncssh's first choice): one AEAD call per packet instead of
 # several cipher contexts, 18 % less controller CPU per host over 200 real sshd (bench/README.md).
 # Only AEAD and CTR modes: OpenSSH has offered AES-GCM since 6.2 and CTR since 5.2.
@@ -110,21 +118,23 @@ class SSHTransport:
         self, conn: asyncssh.SSHClientConnection, host: Host, script: bytes, sink: OutputSink
     ) -> ExecResult:
         try:
-            process = await conn.create_process(remote_command(host.python), encoding=None)
+            process = await conn.create_process(remote_command(host.python, script), encoding=None)
         except (asyncssh.Error, OSError) as exc:  # e.g. sshd refused the session channel
             raise UnreachableError(
                 f"{host.name} ({host.target()}) refused to run {host.python}",
                 context=str(getattr(exc, "reason", "") or exc or type(exc).__name__),
             ) from exc
         stderr_task = asyncio.ensure_future(read_tail(process.stderr))
+        launch = LaunchReport(sink)
         try:
             process.stdin.write(script)
             process.stdin.write_eof()
-            if not await pump(process.stdout, sink):
-                _stop_remote(process)
+            if not await pump(process.stdout, launch):
+                await _end_remote(conn, process, launch.pgid)
             await process.wait_closed()
         except asyncio.CancelledError:
-            _stop_remote(process)  # deadline or Ctrl-C: the bundle's own alarm is the backstop
+            # deadline or Ctrl-C: the host-side `timeout` and the bundle's alarm are the backstop
+            await _end_remote(conn, process, launch.pgid)
             stderr_task.cancel()
             raise
         except (asyncssh.Error, OSError):
@@ -276,12 +286,17 @@ class SSHTransport:
 # ------------------------------------------------------------------------------------ helpers
 
 
-def remote_command(python: str) -> str:
-    """`<python> -S -c LAUNCHER`, quoted. A leading ~/ means the remote user's home: expanded there."""
-    launch = " ".join(shlex.quote(arg) for arg in LAUNCH_ARGS)
-    if python.startswith("~/"):
-        return f'"$HOME"/{shlex.quote(python[2:])} {launch}'
-    return f"{shlex.quote(python)} {launch}"
+def remote_command(python: str, script: bytes) -> str:
+    """The launch wrapper's argv (fleet.execution.bundle.launch_argv) as one command line for the
+    remote login shell, every word quoted: nothing from the inventory is read as shell syntax."""
+    return shlex.join(launch_argv(python, script))
+
+
+def end_group_command(pgid: int) -> str:
+    """Ends a process group on the host: TERM (the runner then kills its probes' own groups),
+    KILL after the grace. In the background, detached from the channel we close at once."""
+    kill = f"kill -TERM -{pgid}; sleep {LAUNCH_GRACE_S}; kill -KILL -{pgid}"
+    return shlex.join(["sh", "-c", f"({kill}) </dev/null >/dev/null 2>&1 &"])
 
 
 def _transient(exc: Exception) -> bool:
@@ -303,6 +318,19 @@ def _stop_remote(process: asyncssh.SSHClientProcess[bytes]) -> None:
     ):  # sshd may refuse signals (root sessions before OpenSSH 10)
         process.send_signal("KILL")
     process.close()
+
+
+async def _end_remote(
+    conn: asyncssh.SSHClientConnection, process: asyncssh.SSHClientProcess[bytes], pgid: int | None
+) -> None:
+    """Stop the session, and end the process group the launch wrapper reported over a second
+    channel: that works where sshd refuses our signals. Bounded: a frozen host costs 1 s."""
+    _stop_remote(process)
+    if pgid is None:
+        return
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(END_REMOTE_S):
+            await conn.run(end_group_command(pgid), check=False)
 
 
 def _signal_of(process: asyncssh.SSHClientProcess[bytes]) -> str | None:

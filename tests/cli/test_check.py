@@ -25,10 +25,10 @@ def test_saved_run_with_broken_hosts_exits_32_with_fixes_and_junit(tmp_path: Pat
     assert done.returncode == 32, done.stderr
     assert "fix: torch 2.7.0+cu126 has no kernels for compute capability 12.0" in done.stdout
     assert "fix: NCCL_P2P_DISABLE=1 on an NVLink host" in done.stdout
-    assert "✗ check failed: 4 error failure(s)" in done.stdout
+    assert "✗ check failed: 5 error failure(s)" in done.stdout
     root = ET.parse(junit).getroot()
-    assert root.get("failures") == "4"
-    assert len(root.findall("testsuite/testcase/failure")) == 4
+    assert root.get("failures") == "5"
+    assert len(root.findall("testsuite/testcase/failure")) == 5
 
 
 def test_clean_saved_run_exits_0(tmp_path: Path) -> None:

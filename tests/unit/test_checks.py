@@ -144,6 +144,7 @@ def test_pack_fails_exactly_the_broken_hosts_on_exactly_their_rules() -> None:
     assert failures(report) == {
         ("torch-arch-supported", "sm120"),
         ("nccl-p2p-not-disabled-on-nvlink", "p2p-off"),
+        ("nccl-transport-settings-uniform", "p2p-off"),  # its H200 twins leave it unset
         ("allreduce-latency-nvlink", "slow"),
         ("allreduce-busbw-nvlink", "slow"),
     }
@@ -480,7 +481,7 @@ def test_junit_has_one_case_per_rule_and_host_and_counts_failures(tmp_path: Path
     assert len(cases) == len(report.results) * len(report.hosts)
     failed = [(c.get("classname"), c.get("name")) for c in cases if c.find("failure") is not None]
     assert {(cls.removeprefix("fleet.check."), host) for cls, host in failed} == failures(report)
-    assert int(root.get("failures", "-1")) == len(failed) == 4
+    assert int(root.get("failures", "-1")) == len(failed) == 5
     assert int(root.get("tests", "-1")) == len(cases)
     skipped = sum(1 for c in cases if c.find("skipped") is not None)
     assert int(root.get("skipped", "-1")) == skipped == report.counts()["n/a"]
@@ -502,7 +503,7 @@ def test_terminal_view_shows_failing_hosts_observed_values_and_fixes() -> None:
     assert "sm120: observed 12.0" in text
     assert "fix: NCCL_P2P_DISABLE=1 on an NVLink host" in text
     assert "✓ pass same-torch" in text
-    assert "✗ check failed: 4 error failure(s)" in text
+    assert "✗ check failed: 5 error failure(s)" in text
 
 
 def test_same_failures_on_many_hosts_print_once() -> None:
@@ -518,7 +519,7 @@ def test_check_document_is_json() -> None:
     document = evaluate(pack_rules(), variant_fleet()).to_dict()
     assert document["schema"] == "fleet.check/1"
     assert document["passed"] is False
-    assert document["summary"]["failed_error"] == 4
+    assert document["summary"]["failed_error"] == 5
     json.dumps(document)
 
 

@@ -1,0 +1,67 @@
+"""The launch wrapper every transport starts the interpreter under (fleet.execution.bundle),
+run here with /bin/sh, and the controller's reading of its first line."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from fleet.execution.bundle import LAUNCH_GRACE_S, build_bundle, launch_argv, start_up_alarm
+from fleet.transport.base import LaunchReport, launch_pgid
+from fleet.transport.ssh import end_group_command, remote_command
+
+SCRIPT = b"# fleet start-up alarm, seconds: 7\nprint('ran')\n"
+
+
+def test_deadline_is_the_start_up_alarm_plus_the_grace() -> None:
+    argv = launch_argv("python3", SCRIPT)
+    assert argv[4:7] == [str(7 + LAUNCH_GRACE_S), str(LAUNCH_GRACE_S), "python3"]
+    script = build_bundle(["system"]).script({}, deadline_s=12.2, parallel=4)
+    assert start_up_alarm(script) == 13
+
+
+def test_wrapper_reports_its_process_group_then_runs_the_script(tmp_path: Path) -> None:
+    done = subprocess.run(
+        launch_argv(sys.executable, SCRIPT), input=SCRIPT, capture_output=True, timeout=30
+    )
+    first, rest = done.stdout.split(b"\n", 1)
+    pgid = launch_pgid(first)
+    assert pgid is not None
+    assert pgid > 1
+    assert rest == b"ran\n"
+    assert done.returncode == 0
+
+
+def test_home_relative_interpreter_is_expanded_on_the_host(tmp_path: Path) -> None:
+    (tmp_path / "venv").mkdir()
+    (tmp_path / "venv" / "python").symlink_to(sys.executable)
+    env = {**os.environ, "HOME": str(tmp_path)}
+    command = remote_command("~/venv/python", SCRIPT)  # as the remote login shell gets it
+    done = subprocess.run(
+        ["sh", "-c", command], input=SCRIPT, capture_output=True, env=env, timeout=30
+    )
+    assert done.stdout.endswith(b"ran\n"), done
+
+
+def test_remote_command_quotes_every_word() -> None:
+    words = shlex.split(remote_command("/opt/venv/bin/python", SCRIPT))
+    assert words == launch_argv("/opt/venv/bin/python", SCRIPT)
+
+
+def test_launch_report_reads_only_a_valid_first_line() -> None:
+    seen: list[bytes] = []
+    report = LaunchReport(lambda chunk: seen.append(chunk) or True)
+    assert report(b'{"type":"launch",')
+    assert report(b'"pgid":4242}\n{"type":"hello"}\n')
+    assert report.pgid == 4242
+    assert b"".join(seen).startswith(b'{"type":"launch"')
+    for line in (b'{"type":"launch","pgid":1}', b'{"type":"launch","pgid":true}', b"garbage"):
+        assert launch_pgid(line) is None
+
+
+def test_end_group_command_names_only_the_group() -> None:
+    assert "kill -TERM -4242" in end_group_command(4242)
+    assert shlex.split(end_group_command(4242))[:2] == ["sh", "-c"]
