@@ -49,15 +49,19 @@ for host, outcome in run["hosts"].items():
     print("  winners:", json.dumps(matrix.get("winners"), indent=1))
 PY
 
-echo "== 2. default probe vs reference, 3 times each, alternating"
-for i in 1 2 3; do
-    timeout 150 python3 probes/allreduce.py >"$OUT/probe_$i.json" 2>"$OUT/probe_$i.err"
+echo "== 2. default probe vs reference, alternating: 5 pairs pinned near the GPU (the default),"
+echo "==    then 2 pairs unpinned (u1, u2: FLEET_ALLREDUCE_PIN=0 REFERENCE_PIN=0) for comparison"
+RUNS="1 2 3 4 5 u1 u2"
+for i in $RUNS; do
+    pin=1; case $i in u*) pin=0 ;; esac
+    FLEET_ALLREDUCE_PIN=$pin timeout 150 python3 probes/allreduce.py \
+        >"$OUT/probe_$i.json" 2>"$OUT/probe_$i.err"
     echo "probe $i: rc=$?"
-    timeout 150 python3 bench/allreduce_reference.py --json "$OUT/reference_$i.json" \
-        2>"$OUT/reference_$i.err"
+    REFERENCE_PIN=$pin timeout 150 python3 bench/allreduce_reference.py \
+        --json "$OUT/reference_$i.json" 2>"$OUT/reference_$i.err"
     echo "reference $i: rc=$?"
 done
-python3 - "$OUT" <<'PY'
+python3 - "$OUT" $RUNS <<'PY'
 import json, os, sys
 
 def row(rows, size, mode="eager"):
@@ -72,7 +76,7 @@ def load(path):
 
 print(f"{'run':4} {'probe 8B eager us (min-max)':30} {'ref 8B us (min-max)':24} {'ratio':6} "
       f"{'probe 256MiB busbw':18} {'ref busbw':10} {'ratio':6} {'probe graph 8B us':18}")
-for i in (1, 2, 3):
+for i in sys.argv[2:]:
     probe = (load(os.path.join(sys.argv[1], f"probe_{i}.json")).get("data") or {}).get("results") or []
     ref = load(os.path.join(sys.argv[1], f"reference_{i}.json")).get("results") or []
     p8, r8 = row(probe, 8), row(ref, 8)
@@ -80,9 +84,12 @@ for i in (1, 2, 3):
     g8 = row(probe, 8, "graph")
     lat = (p8.get("latency_us") or 0) / (r8.get("latency_us") or float("nan"))
     bw = (pb.get("busbw_gbps") or 0) / (rb.get("busbw_gbps") or float("nan"))
-    print(f"{i:<4} {p8.get('latency_us')} ({p8.get('latency_us_min')}-{p8.get('latency_us_max')})"
+    print(f"{i!s:<4} {p8.get('latency_us')} ({p8.get('latency_us_min')}-{p8.get('latency_us_max')})"
           f"{'':8} {r8.get('latency_us')} ({r8.get('latency_us_min')}-{r8.get('latency_us_max')})"
           f"{'':6} {lat:6.3f} {pb.get('busbw_gbps')!s:18} {rb.get('busbw_gbps')!s:10} {bw:6.3f} "
           f"{g8.get('latency_us')}")
 PY
 tail -n 5 "$OUT"/probe_1.err "$OUT"/reference_1.err 2>/dev/null
+# Everything in one archive (the device returns at most 8 files).
+tar czf "$OUT/allreduce_runs.tgz" -C "$OUT" $(cd "$OUT" && ls probe_* reference_* 2>/dev/null) \
+    && (cd "$OUT" && rm -f probe_* reference_*)
