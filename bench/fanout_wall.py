@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
 import sys
 import tempfile
 from pathlib import Path
+
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -47,7 +48,8 @@ def write_inventory(fleet: sbs.Fleet, path: Path, python: str, bastion: bool) ->
         jump = fleet.farm.hosts["jump"]
         hosts["jump"] = {"address": jump.address, "port": jump.port, "jump": None}
         defaults["jump"] = "jump"
-    path.write_text(json.dumps({"defaults": defaults, "hosts": hosts}))  # JSON is YAML
+    # block YAML: fleet tells its own format from Ansible's by the top-level keys it sees
+    path.write_text(yaml.safe_dump({"defaults": defaults, "hosts": hosts}, sort_keys=False))
     return path
 
 
@@ -61,7 +63,7 @@ def slow_shim(workdir: Path) -> Path:
 def measure(fleet: sbs.Fleet, label: str, python: str, args: argparse.Namespace) -> sbs.Measure:
     rundir = fleet.workdir / label
     rundir.mkdir()
-    inventory = write_inventory(fleet, rundir / "inventory.json", python, args.bastion)
+    inventory = write_inventory(fleet, rundir / "inventory.yaml", python, args.bastion)
     command = [
         sbs.PYTHON, "-m", "fleet", "probe", "-i", str(inventory), "-p", PROBES, "-l", "h*",
         "--no-save", "--json", str(rundir / "run.json"), "-t", "600",

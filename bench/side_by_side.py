@@ -41,6 +41,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -282,8 +284,8 @@ def fleet_command(fleet: Fleet, rundir: Path, args: argparse.Namespace) -> list[
         },
         "hosts": {t.name: {"address": t.address, "port": t.port} for t in fleet.targets},
     }
-    path = rundir / "inventory.json"  # JSON is YAML
-    path.write_text(json.dumps(inventory))
+    path = rundir / "inventory.yaml"  # block YAML: fleet tells its format by the top-level keys
+    path.write_text(yaml.safe_dump(inventory, sort_keys=False))
     return [
         PYTHON, "-m", "fleet", "probe", "-i", str(path), "-p", ",".join(PROBES), "--no-save",
         "--json", str(rundir / "run.json"), "-t", str(args.host_timeout),
