@@ -41,6 +41,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -282,12 +284,12 @@ def fleet_command(fleet: Fleet, rundir: Path, args: argparse.Namespace) -> list[
         },
         "hosts": {t.name: {"address": t.address, "port": t.port} for t in fleet.targets},
     }
-    path = rundir / "inventory.json"  # JSON is YAML
-    path.write_text(json.dumps(inventory))
+    path = rundir / "inventory.yaml"  # block YAML: fleet tells its format by the top-level keys
+    path.write_text(yaml.safe_dump(inventory, sort_keys=False))
     return [
         PYTHON, "-m", "fleet", "probe", "-i", str(path), "-p", ",".join(PROBES), "--no-save",
-        "--json", str(rundir / "run.json"), "-c", str(args.concurrency),
-        "-t", str(args.host_timeout),
+        "--json", str(rundir / "run.json"), "-t", str(args.host_timeout),
+        *(["-c", str(args.concurrency)] if args.concurrency else []),  # 0: fleet's own defaults
     ]  # fmt: skip
 
 
@@ -320,7 +322,7 @@ def floor_command(fleet: Fleet, rundir: Path, args: argparse.Namespace) -> list[
         "known_hosts": str(fleet.known_hosts),
         "command": f"{PYTHON} -",
         "bundle": str(fleet.workdir / "bundle.py"),
-        "concurrency": args.concurrency,
+        "concurrency": args.concurrency or len(fleet.targets),  # 0: every host at once
         "out": str(rundir / "floor.jsonl"),
     }
     path = rundir / "floor.json"
@@ -368,7 +370,8 @@ def pssh_command(fleet: Fleet, rundir: Path, args: argparse.Namespace) -> list[s
         "ConnectTimeout=60",
     ]  # fmt: skip
     return [
-        binary, "-h", str(hosts), "-l", getpass.getuser(), "-p", str(args.concurrency),
+        binary, "-h", str(hosts), "-l", getpass.getuser(),
+        "-p", str(args.concurrency or len(fleet.targets)),
         "-t", str(args.host_timeout), "-o", str(rundir / "out"), "-e", str(rundir / "err"),
         "-I", "-x", f"-F {config}", *[x for o in options for x in ("-O", o)], f"{PYTHON} -",
     ]  # fmt: skip
@@ -417,7 +420,8 @@ def ansible_command(fleet: Fleet, rundir: Path, args: argparse.Namespace) -> lis
     assert binary
     return [
         binary, "all", "-i", str(path), "-m", "script",
-        "-a", f"{fleet.workdir / 'bundle.py'} executable={PYTHON}", "-f", str(args.concurrency),
+        "-a", f"{fleet.workdir / 'bundle.py'} executable={PYTHON}",
+        "-f", str(args.concurrency or len(fleet.targets)),
     ]  # fmt: skip
 
 
@@ -586,7 +590,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--hosts", type=int, default=200, help="inventory hosts N (default 200)")
     parser.add_argument("--sshd", type=int, default=20, help="real sshd K serving them (20)")
     parser.add_argument("--runs", type=int, default=3, help="runs of each tool (3)")
-    parser.add_argument("--concurrency", type=int, default=100, help="hosts at once (100)")
+    parser.add_argument(
+        "--concurrency", type=int, default=100,
+        help="hosts at once (100); 0: fleet's defaults, every host at once for the others",
+    )  # fmt: skip
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated subset")
     parser.add_argument("--timeout", type=float, default=0, help="s per tool run (auto)")
     parser.add_argument("--host-timeout", type=int, default=600, help="fleet/pssh per-host s")

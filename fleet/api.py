@@ -68,7 +68,7 @@ class ProbeOptions:
     allreduce_matrix: bool = False  # the allreduce probe also runs its matrix (which variant wins)
     imports: Sequence[str] = ()  # import specs for the imports probe, e.g. "mod:Name|AltName"
     dir_modules: Sequence[str] = ()  # modules whose dir() the dir probe dumps
-    concurrency: int = DEFAULT_CONCURRENCY
+    concurrency: int | None = DEFAULT_CONCURRENCY  # caps handshakes and sessions; None: no cap
     timeout_s: float = DEFAULT_TIMEOUT_S
     accept_new: bool = False  # record unknown host keys in fleet's own known_hosts
     probe_dirs: Sequence[str | Path] = ()  # folders of your own probes (also $FLEET_PROBE_DIR)
@@ -214,7 +214,7 @@ async def probe_async(
     """Probe `selection` with `bundle`; setting `interrupt` ends pending hosts as interrupted."""
     interrupt = interrupt or asyncio.Event()
     settings = RunSettings(  # Slurm nodes share one step: none of them waits for a slot
-        concurrency=max(options.concurrency, len(selection.hosts) if selection.slurm else 0),
+        concurrency=None if selection.slurm else options.concurrency,
         timeout_s=options.host_timeout_s,
         cli_probe_args=probe_args_from(options),
     )

@@ -5,7 +5,7 @@ probe sources and options, to `<python> -` on the host. Nothing is written to di
 
 Protocol, one JSON object per line on stdout:
     {"type": "hello", "protocol": 1, "python": "3.12.3", "executable": ..., "pid": ...}
-    {"type": "tick"}                              every second, so a closed channel is noticed (EPIPE)
+    {"type": "tick", "running": [names]}          every second (a closed channel shows as EPIPE)
     {"type": "probe", "name", "status", "ok", "data", "error", "elapsed_s", "output_tail"}
     {"type": "done", "elapsed_s": ...}
 
@@ -572,7 +572,7 @@ def run_bundle(bundle):
             scheduler.start_ready()
             scheduler.step(HEARTBEAT_S / 4)
             if time.monotonic() - last_tick >= HEARTBEAT_S:
-                emit({"type": "tick"})
+                emit({"type": "tick", "running": sorted(scheduler.running)})
                 last_tick = time.monotonic()
     except (ChannelClosed, Deadline) as exc:
         scheduler.kill_all()

@@ -15,7 +15,7 @@ from typing import Any
 from fleet.errors import HostError
 from fleet.execution.protocol import ExecResult
 from fleet.models import Host
-from fleet.transport.base import OutputSink
+from fleet.transport.base import ExecuteSession, HandshakeSlot, OutputSink, Session
 
 
 def runner_lines(probes: Mapping[str, Mapping[str, Any]], done: bool = True) -> list[bytes]:
@@ -46,6 +46,9 @@ class MemoryTransport:
     executed: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     closed: bool = False
+
+    async def open_session(self, host: Host, handshake: HandshakeSlot) -> Session:
+        return await ExecuteSession.open(self, host, handshake)
 
     async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
         self.executed.append(host.name)

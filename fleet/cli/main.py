@@ -39,8 +39,9 @@ from fleet.render.documents import (
     fleet_diff_document,
     fleet_diff_markdown,
 )
+from fleet.render.progress import ProgressEvents
 from fleet.render.tables import Column, print_table
-from fleet.render.terminal import ProgressEvents, render_run
+from fleet.render.terminal import render_run
 from fleet.store import (
     BUILT_IN_LOCAL,
     default_runs_dir,
@@ -225,10 +226,10 @@ PROBE_OPTIONS = (
     click.option(
         "-c",
         "--concurrency",
-        type=click.IntRange(1, 10000),
+        type=click.IntRange(1, 100000),
         default=DEFAULT_CONCURRENCY,
-        show_default=True,
-        help="Hosts probed at once.",
+        help="Cap on hosts probed at once (default: every selected host, within the open-file "
+        "limit; handshakes in flight are bounded by the CPU count either way).",
     ),
     click.option(
         "-t",
@@ -323,7 +324,7 @@ class ProbeRequest:
     html_path: str | None
     runs_dir: Path | None
     no_save: bool
-    concurrency: int
+    concurrency: int | None
     timeout_s: float
     accept_new: bool
     imports: tuple[str, ...]
@@ -381,21 +382,23 @@ def execute_probe(request: ProbeRequest, console: Console) -> ProbedRun:
         request.inventory_path, request.limit, slurm=request.slurm_target
     )
     bundle = api.build_probe_bundle(options)  # bad probe names fail before any host is contacted
-    run = asyncio.run(probe_with_progress(selection, bundle, options, console))
+    run = asyncio.run(probe_with_progress(selection, bundle, options))
     saved = None if request.no_save else _save(run, request.runs_dir)
     written = _write_json(run, request.json_path) if request.json_path else True
     return ProbedRun(run, saved, kept=written and (request.no_save or saved is not None))
 
 
 async def probe_with_progress(
-    selection: api.Selection, bundle: Bundle, options: api.ProbeOptions, console: Console
+    selection: api.Selection, bundle: Bundle, options: api.ProbeOptions
 ) -> Run:
-    """api.probe_async with a live progress display; Ctrl-C ends pending hosts as interrupted."""
+    """api.probe_async with a live progress display; Ctrl-C ends pending hosts as interrupted.
+    Progress goes to stderr: stdout carries the report, whatever the two are connected to."""
     interrupt = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, interrupt.set)
     try:
-        with ProgressEvents(console, len(selection.hosts)) as events:
+        progress = Console(stderr=True)
+        with ProgressEvents(progress, len(selection.hosts), list(bundle.probes)) as events:
             return await api.probe_async(selection, bundle, options, events, interrupt)
     finally:
         loop.remove_signal_handler(signal.SIGINT)

@@ -3,19 +3,26 @@
 Each host ends with exactly one HostOutcome. A slow, dead or hostile host costs only itself: its own
 deadline, its own output cap, its own error. Ctrl-C turns every unfinished host into `interrupted`
 while keeping whatever probes it had already reported.
+
+A host goes queued → connecting → running → done. Connecting (the handshake: controller CPU) is
+bounded by `FanLimits.handshakes`; a host's deadline starts there. Hosts connecting or running
+(sockets, waiting on remote work) are bounded by `FanLimits.sessions`: all of them by default.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.errors import HostError, UnreachableError
 from fleet.execution.bundle import Bundle
+from fleet.execution.deadline import Deadline
+from fleet.execution.limits import FanLimits, plan_limits
 from fleet.execution.protocol import (
     DEFAULT_OUTPUT_LIMIT,
     ExecResult,
@@ -29,8 +36,8 @@ from fleet.transport.base import Transport
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_S = 120.0  # per host, connecting included: the one default (CLI and API use it)
-DEFAULT_CONCURRENCY = 64
+DEFAULT_TIMEOUT_S = 120.0  # per host from its handshake, connecting included: CLI and API default
+DEFAULT_CONCURRENCY: int | None = None  # no cap of the user's: the bounds of execution/limits.py
 REMOTE_PARALLEL = 4  # probes at once on a host (the torch ones share one preloaded fork server)
 INTERRUPT_GRACE_S = 1.5
 DEADLINE_SLACK_S = 5.0  # the remote alarm fires a little before the controller gives up
@@ -38,8 +45,9 @@ DEADLINE_SLACK_S = 5.0  # the remote alarm fires a little before the controller 
 
 @dataclass
 class RunSettings:
-    concurrency: int = DEFAULT_CONCURRENCY
-    timeout_s: float = DEFAULT_TIMEOUT_S
+    concurrency: int | None = DEFAULT_CONCURRENCY  # caps handshakes and sessions
+    handshakes: int | None = None  # handshakes in flight; None: from the controller's cores
+    timeout_s: float = DEFAULT_TIMEOUT_S  # per host, from the start of its handshake to its end
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     remote_parallel: int = REMOTE_PARALLEL
     cli_probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -48,7 +56,17 @@ class RunSettings:
 class Events:
     """What the runner tells the display. Override what you need; the defaults do nothing."""
 
-    def host_started(self, host: Host) -> None: ...
+    def run_planned(self, limits: FanLimits) -> None:
+        """Before any host: the bounds this run works within."""
+
+    def host_connecting(self, host: Host) -> None:
+        """Its handshake started (its clock runs from here)."""
+
+    def host_running(self, host: Host) -> None:
+        """Its session is open and the bundle is on its way."""
+
+    def probes_running(self, host: Host, probes: Sequence[str]) -> None:
+        """The probes the host is on, from its runner's heartbeat (about once a second)."""
 
     def probe_finished(self, host: Host, probe: str, status: str) -> None: ...
 
@@ -80,10 +98,12 @@ class FanOut:
         self._decoders: dict[str, StreamDecoder] = {}
         self._started: dict[str, float] = {}
         self._scripts: dict[str, bytes] = {}
+        self._handshakes: asyncio.Semaphore | None = None  # made by run(), inside the loop
 
     async def run(self, hosts: Sequence[Host]) -> dict[str, HostOutcome]:
-        limit = asyncio.Semaphore(self.settings.concurrency)
-        tasks = {h.name: asyncio.ensure_future(self._bounded(h, limit)) for h in hosts}
+        limits = self._plan(hosts)
+        sessions = asyncio.Semaphore(limits.sessions)
+        tasks = {h.name: asyncio.ensure_future(self._bounded(h, sessions)) for h in hosts}
         interrupted = asyncio.ensure_future(self.interrupt.wait())
         # one future for all hosts: waking per finished host over all N tasks was O(N²)
         everything: asyncio.Future[Any] = asyncio.gather(*tasks.values(), return_exceptions=True)
@@ -94,6 +114,14 @@ class FanOut:
         if self.interrupt.is_set():
             await self._cancel(tasks)
         return {h.name: self._outcome_of(h, tasks[h.name]) for h in hosts}
+
+    def _plan(self, hosts: Sequence[Host]) -> FanLimits:
+        limits = plan_limits(hosts, self.settings.concurrency, self.settings.handshakes)
+        if limits.capped_by_open_files:
+            log.warning("the open-file limit caps this run: %s", limits.describe())
+        self._handshakes = asyncio.Semaphore(limits.handshakes)
+        self.events.run_planned(limits)
+        return limits
 
     async def _cancel(self, tasks: Mapping[str, asyncio.Task[HostOutcome]]) -> None:
         pending = [t for t in tasks.values() if not t.done()]
@@ -113,10 +141,9 @@ class FanOut:
         self.events.host_finished(outcome)
         return outcome
 
-    async def _bounded(self, host: Host, limit: asyncio.Semaphore) -> HostOutcome:
-        async with limit:
-            self._started[host.name] = time.monotonic()
-            self.events.host_started(host)
+    async def _bounded(self, host: Host, sessions: asyncio.Semaphore) -> HostOutcome:
+        async with sessions:
+            self._started[host.name] = time.monotonic()  # until its handshake starts
             outcome = await self.probe_host(host)
         self.events.host_finished(outcome)
         return outcome
@@ -126,31 +153,53 @@ class FanOut:
             limit_bytes=self.settings.output_limit, expected=frozenset(self.bundle.probes)
         )
         self._decoders[host.name] = decoder
-        expected = list(self.bundle.probes)
+        deadline = Deadline(self.settings.timeout_s)
         result: ExecResult | None = None
-        timed_out = False
         try:
-            async with asyncio.timeout(self.settings.timeout_s):
-                result = await self._transport(host).execute(
-                    host, self._script_for(host), self._sink(host, decoder)
-                )
-        except TimeoutError:
-            timed_out = True
+            result = await self._attempt(host, decoder, deadline)
+        except asyncio.CancelledError:
+            if not deadline.expired:
+                raise  # Ctrl-C: run() concludes this host as interrupted
         except HostError as exc:
-            return self._failed(host, decoder, exc)
+            if not deadline.expired:
+                return self._failed(host, decoder, exc)
         except Exception as exc:  # noqa: BLE001 (an error no transport mapped costs only this host)
-            lost = UnreachableError(f"lost {host.name} ({host.target()})", context=repr(exc))
-            lost.__cause__ = exc
-            return self._failed(host, decoder, lost)
+            if not deadline.expired:
+                return self._failed(host, decoder, _lost(host, exc))
+        finally:
+            deadline.stop()
+        if deadline.expired:
+            deadline.absorb()  # whatever the cancellation became on its way out
         verdict = conclude(
             decoder,
             result,
-            expected,
+            list(self.bundle.probes),
             python=host.python,
-            timed_out=timed_out,
+            timed_out=deadline.expired and result is None,
             timeout_s=self.settings.timeout_s,
         )
         return build_outcome(host.name, host.address, decoder, verdict, self._elapsed(host))
+
+    async def _attempt(self, host: Host, decoder: StreamDecoder, deadline: Deadline) -> ExecResult:
+        """Connect (within a handshake slot), then run the bundle; the deadline covers both."""
+        session = await self._transport(host).open_session(
+            host, self._handshake_slot(host, deadline)
+        )
+        deadline.start()  # already running unless the transport had no handshake to bound
+        try:
+            self.events.host_running(host)
+            return await session.run(self._script_for(host), self._sink(host, decoder))
+        finally:
+            await session.close()
+
+    @contextlib.asynccontextmanager
+    async def _handshake_slot(self, host: Host, deadline: Deadline) -> AsyncIterator[None]:
+        assert self._handshakes is not None, "run() plans the bounds first"
+        async with self._handshakes:
+            deadline.start()
+            self._started[host.name] = deadline.started_at or time.monotonic()
+            self.events.host_connecting(host)
+            yield
 
     def _failed(self, host: Host, decoder: StreamDecoder, exc: HostError) -> HostOutcome:
         log.debug("%s: %s", host.name, exc.message, exc_info=exc)  # --debug shows the cause chain
@@ -161,13 +210,17 @@ class FanOut:
     def _sink(self, host: Host, decoder: StreamDecoder) -> Callable[[bytes], bool]:
         def sink(chunk: bytes) -> bool:
             for message in decoder.feed(chunk):
-                if message.get("type") == "probe":
-                    self.events.probe_finished(
-                        host, str(message.get("name")), str(message.get("status"))
-                    )
+                self._tell(host, message)
             return not decoder.truncated
 
         return sink
+
+    def _tell(self, host: Host, message: Mapping[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == "probe":
+            self.events.probe_finished(host, str(message.get("name")), str(message.get("status")))
+        elif kind == "tick" and isinstance(message.get("running"), list):
+            self.events.probes_running(host, [str(name) for name in message["running"]])
 
     def _script_for(self, host: Host) -> bytes:
         options = probe_options(host, self.bundle, self.settings.cli_probe_args)
@@ -185,3 +238,9 @@ class FanOut:
     def _elapsed(self, host: Host) -> float:
         started = self._started.get(host.name)
         return time.monotonic() - started if started else 0.0
+
+
+def _lost(host: Host, exc: Exception) -> UnreachableError:
+    lost = UnreachableError(f"lost {host.name} ({host.target()})", context=repr(exc))
+    lost.__cause__ = exc
+    return lost

@@ -7,15 +7,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from fleet.analysis.allreduce_matrix import CohortMatrix, cohort_matrices, size_order
 from fleet.analysis.diff import FleetDiff
-from fleet.execution.fanout import Events
 from fleet.inventory import compact_hosts
-from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, Host, HostOutcome, Run
+from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, HostOutcome, Run
 from fleet.render.diffview import fleet_diff_view, short
 from fleet.render.tables import Column, fitted_table, print_left_out
 
@@ -51,46 +49,6 @@ def status_style(status: str) -> str:
     if status in PROBE_TROUBLE:
         return "yellow"
     return STATUS_STYLE.get(status, "white")
-
-
-PROGRESS_REFRESH_PER_S = 4  # the bar redraws at this bounded rate (its own thread), never per host
-
-
-class ProgressEvents(Events):
-    """Feeds a rich Progress bar: done/total and the failures so far."""
-
-    def __init__(self, console: Console, total: int) -> None:
-        self.progress = Progress(
-            TextColumn("[bold]probing"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[failures]}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            refresh_per_second=PROGRESS_REFRESH_PER_S,
-            disable=not console.is_terminal,  # a pipe or a file gets no bar: nothing to redraw
-        )
-        self.task = self.progress.add_task("hosts", total=total, failures="")
-        self.failures: Counter[str] = Counter()
-
-    def __enter__(self) -> ProgressEvents:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-    def host_finished(self, outcome: HostOutcome) -> None:
-        if outcome.status == "ok":  # the common case: one step, no failure text to rebuild
-            self.progress.advance(self.task)
-            return
-        self.failures[outcome.status] += 1
-        text = ", ".join(f"{n} {s}" for s, n in self.failures.most_common())
-        self.progress.update(self.task, advance=1, failures=f"[yellow]{text}")
-
-    def host_started(self, host: Host) -> None:
-        return None
 
 
 def render_run(console: Console, run: Run, diff: FleetDiff, saved_to: str | None = None) -> None:

@@ -1,10 +1,16 @@
-"""The one seam between the fan-out and the wire: `Transport.execute`, and how it ended."""
+"""The seam between the runner and the wire: `Transport.open_session`, then `Session.run`.
+
+Two steps, because they cost different things: opening a session (an SSH handshake) is CPU work on
+the controller and is bounded by the fan-out's handshake slots; a session that runs the bundle only
+waits on the host, and many stay open at once.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,19 +34,72 @@ class ExecResult:
 OutputSink = Callable[[bytes], bool]
 
 
-class Transport(Protocol):
-    async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
-        """Run `script` on `host` (`launch_argv(python, script)`, script on stdin), stream stdout
-        to `sink`, return how it ended.
+# Entered around the handshake itself (after any wait of the transport's own, e.g. for a bastion's
+# slots): the fan-out bounds handshakes in flight with it and starts the host's clock on entry.
+HandshakeSlot = contextlib.AbstractAsyncContextManager[None]
 
-        Raises a fleet.errors.HostError when the host cannot be reached. When cancelled (deadline,
-        Ctrl-C) it must stop the remote process and release the connection before re-raising.
-        """
+
+class Session(Protocol):
+    async def run(self, script: bytes, sink: OutputSink) -> ExecResult:
+        """Run `script` (`launch_argv(python, script)`, script on stdin), stream stdout to `sink`,
+        return how it ended. When cancelled (deadline, Ctrl-C) it stops the remote process before
+        re-raising."""
+        ...
+
+    async def close(self) -> None:
+        """Release the connection at once (never waits on a hung host)."""
+        ...
+
+
+class Transport(Protocol):
+    async def open_session(self, host: Host, handshake: HandshakeSlot) -> Session:
+        """Connect to `host`, entering `handshake` around the work that costs controller CPU.
+
+        Raises a fleet.errors.HostError when the host cannot be reached; when cancelled it
+        releases what it opened before re-raising."""
         ...
 
     async def close(self) -> None:
         """Release shared resources (e.g. bastion connections)."""
         ...
+
+
+@contextlib.asynccontextmanager
+async def no_slot() -> AsyncIterator[None]:
+    """A handshake slot that bounds nothing (a session opened outside the fan-out)."""
+    yield
+
+
+async def execute(transport: Transport, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
+    """Open a session, run `script`, close it: one host, unbounded (tests, one-off tools)."""
+    session = await transport.open_session(host, no_slot())
+    try:
+        return await session.run(script, sink)
+    finally:
+        await session.close()
+
+
+class Executes(Protocol):
+    async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult: ...
+
+
+class ExecuteSession:
+    """The session of a transport whose hosts have no connection of their own to open (Slurm's
+    one shared step, an in-memory test transport): `run` is the transport's `execute`."""
+
+    def __init__(self, transport: Executes, host: Host) -> None:
+        self.transport, self.host = transport, host
+
+    @classmethod
+    async def open(cls, transport: Executes, host: Host, handshake: HandshakeSlot) -> Session:
+        async with handshake:  # nothing to negotiate: the slot only starts the host's clock
+            return cls(transport, host)
+
+    async def run(self, script: bytes, sink: OutputSink) -> ExecResult:
+        return await self.transport.execute(self.host, script, sink)
+
+    async def close(self) -> None:
+        return None  # `execute` releases what it used on every exit path
 
 
 class ByteReader(Protocol):
@@ -67,11 +126,12 @@ async def read_tail(reader: ByteReader, limit: int = STDERR_TAIL_BYTES) -> str:
 
 async def finish_reading(stderr_task: asyncio.Task[str], wait_s: float = 2.0) -> str:
     """The stderr tail, without waiting forever for a stream a lingering child keeps open."""
-    try:
-        return await asyncio.wait_for(asyncio.shield(stderr_task), wait_s)
-    except TimeoutError:
+    # asyncio.wait, not wait_for: its timeout raises no exception, whose class differs before 3.11
+    done, _ = await asyncio.wait({stderr_task}, timeout=wait_s)
+    if not done:
         stderr_task.cancel()
         return ""
+    return stderr_task.result()
 
 
 MAX_LAUNCH_LINE = 256

@@ -10,12 +10,38 @@ import signal
 from fleet.errors import NoPythonError
 from fleet.execution.bundle import launch_argv
 from fleet.models import Host
-from fleet.transport.base import ExecResult, OutputSink, finish_reading, pump, read_tail
+from fleet.transport.base import (
+    ExecResult,
+    HandshakeSlot,
+    OutputSink,
+    execute,
+    finish_reading,
+    pump,
+    read_tail,
+)
 
 
 class LocalTransport:
+    async def open_session(self, host: Host, handshake: HandshakeSlot) -> LocalSession:
+        async with handshake:  # nothing to negotiate: the slot only starts the host's clock
+            return LocalSession(host)
+
     async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
-        python = os.path.expanduser(host.python)  # noqa: ASYNC240 (no I/O: reads $HOME only)
+        return await execute(self, host, script, sink)
+
+    async def close(self) -> None:
+        return None
+
+
+class LocalSession:
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    async def close(self) -> None:
+        return None  # run() stops its process on every exit path
+
+    async def run(self, script: bytes, sink: OutputSink) -> ExecResult:
+        python = os.path.expanduser(self.host.python)  # noqa: ASYNC240 (no I/O: reads $HOME only)
         try:
             # the launch wrapper too: a shim that hangs here is ended by its own deadline even
             # if this controller is killed before it can stop it
@@ -59,9 +85,6 @@ class LocalTransport:
             )
         return ExecResult(exit_status=status, stderr_tail=stderr)
 
-    async def close(self) -> None:
-        return None
-
 
 async def _stop(process: asyncio.subprocess.Process, grace_s: float = 1.0) -> None:
     """SIGTERM lets the runner kill its probes' process groups; SIGKILL if it does not exit."""
@@ -69,8 +92,8 @@ async def _stop(process: asyncio.subprocess.Process, grace_s: float = 1.0) -> No
         return
     _kill_group(process, signal.SIGTERM)
     try:
-        await asyncio.wait_for(process.wait(), grace_s)
-    except TimeoutError:
+        await asyncio.wait({asyncio.ensure_future(process.wait())}, timeout=grace_s)
+    finally:  # also when cancelled while waiting (a deadline during Ctrl-C's clean-up)
         _kill_group(process, signal.SIGKILL)
 
 

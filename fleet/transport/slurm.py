@@ -37,7 +37,10 @@ from fleet.transport.base import (
     READ_CHUNK,
     STDERR_TAIL_BYTES,
     ExecResult,
+    ExecuteSession,
+    HandshakeSlot,
     OutputSink,
+    Session,
 )
 
 FOLD_LINES_AT = 1000  # < srun's 1 KiB line pieces, with room for the marker and newline
@@ -395,6 +398,9 @@ class SlurmTransport:
         return self.cluster.by_name.get(name) or SlurmNode(
             name, "unknown", "not in --slurm's nodes", False
         )
+
+    async def open_session(self, host: Host, handshake: HandshakeSlot) -> Session:
+        return await ExecuteSession.open(self, host, handshake)
 
     async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
         node = self._node(host.name)

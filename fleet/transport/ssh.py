@@ -30,9 +30,12 @@ from fleet.files import ensure_private_dir
 from fleet.models import Host
 from fleet.transport.base import (
     ExecResult,
+    HandshakeSlot,
     LaunchReport,
     OutputSink,
+    execute,
     finish_reading,
+    no_slot,
     pump,
     read_tail,
 )
@@ -105,52 +108,18 @@ class SSHTransport:
         self._accepted: list[str] = []
         self._tunnel_slots: dict[int, asyncio.Semaphore] = {}
 
-    # ------------------------------------------------------------------------------ execute
+    # ----------------------------------------------------------------------------- sessions
+
+    async def open_session(self, host: Host, handshake: HandshakeSlot) -> SSHSession:
+        return SSHSession(host, await self.connect(host, handshake=handshake))
 
     async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
-        conn = await self.connect(host)
-        try:
-            return await self._run_script(conn, host, script, sink)
-        finally:
-            conn.abort()  # abort, not close: a hung remote must not hold us up
-
-    async def _run_script(
-        self, conn: asyncssh.SSHClientConnection, host: Host, script: bytes, sink: OutputSink
-    ) -> ExecResult:
-        try:
-            process = await conn.create_process(remote_command(host.python, script), encoding=None)
-        except (asyncssh.Error, OSError) as exc:  # e.g. sshd refused the session channel
-            raise UnreachableError(
-                f"{host.name} ({host.target()}) refused to run {host.python}",
-                context=str(getattr(exc, "reason", "") or exc or type(exc).__name__),
-            ) from exc
-        stderr_task = asyncio.ensure_future(read_tail(process.stderr))
-        launch = LaunchReport(sink)
-        try:
-            process.stdin.write(script)
-            process.stdin.write_eof()
-            if not await pump(process.stdout, launch):
-                await _end_remote(conn, process, launch.pgid)
-            await process.wait_closed()
-        except asyncio.CancelledError:
-            # deadline or Ctrl-C: the host-side `timeout` and the bundle's alarm are the backstop
-            await _end_remote(conn, process, launch.pgid)
-            stderr_task.cancel()
-            raise
-        except (asyncssh.Error, OSError):
-            # the connection died mid-run (sshd killed, host gone): what arrived is kept, and
-            # a missing exit status tells `conclude` the connection was lost
-            stderr_task.cancel()
-            return ExecResult(exit_status=None)
-        stderr = await finish_reading(stderr_task)
-        return ExecResult(
-            exit_status=process.exit_status, exit_signal=_signal_of(process), stderr_tail=stderr
-        )
+        return await execute(self, host, script, sink)
 
     # ------------------------------------------------------------------------------ connect
 
     async def connect(
-        self, host: Host, *, via_bastion: bool = True
+        self, host: Host, *, via_bastion: bool = True, handshake: HandshakeSlot | None = None
     ) -> asyncssh.SSHClientConnection:
         tunnel = await self._bastion_for(host) if via_bastion and host.jump_host else None
         known = self._known_hosts(host.known_hosts)
@@ -158,19 +127,23 @@ class SSHTransport:
             known, self.options.accept_new, lambda a, p, k: self._record_key(a, p, k, host.name)
         )
         try:
-            if tunnel is None:
-                return await self._connect_with_retries(host, known, policy, tunnel)
-            # one bastion connection carries every target: bound the handshakes in flight over
-            # it, so a bastion that limits channels or startups is not flooded all at once
-            slots = self._tunnel_slots.setdefault(
-                id(tunnel), asyncio.Semaphore(self.options.tunnel_handshakes)
-            )
-            async with slots:
+            # the bastion's own queue first, then the caller's handshake slot: a host waiting
+            # for its bastion holds no slot that a host elsewhere could use
+            async with self._tunnel_slot(tunnel), handshake or no_slot():
                 return await self._connect_with_retries(host, known, policy, tunnel)
         except HostError:
             raise
         except Exception as exc:
             raise classify(exc, host, policy) from exc
+
+    def _tunnel_slot(self, tunnel: asyncssh.SSHClientConnection | None) -> HandshakeSlot:
+        """One bastion connection carries every target behind it: bound the handshakes in flight
+        over it, so a bastion that limits channels or startups is not flooded all at once."""
+        if tunnel is None:
+            return no_slot()
+        return self._tunnel_slots.setdefault(
+            id(tunnel), asyncio.Semaphore(self.options.tunnel_handshakes)
+        )
 
     async def _connect_with_retries(
         self,
@@ -283,6 +256,48 @@ class SSHTransport:
                 task.cancel()
 
 
+class SSHSession:
+    """One host's connection, from handshake to abort: runs the bundle in one channel."""
+
+    def __init__(self, host: Host, conn: asyncssh.SSHClientConnection) -> None:
+        self.host, self.conn = host, conn
+
+    async def close(self) -> None:
+        self.conn.abort()  # abort, not close: a hung remote must not hold us up
+
+    async def run(self, script: bytes, sink: OutputSink) -> ExecResult:
+        host, conn = self.host, self.conn
+        try:
+            process = await conn.create_process(remote_command(host.python, script), encoding=None)
+        except (asyncssh.Error, OSError) as exc:  # e.g. sshd refused the session channel
+            raise UnreachableError(
+                f"{host.name} ({host.target()}) refused to run {host.python}",
+                context=str(getattr(exc, "reason", "") or exc or type(exc).__name__),
+            ) from exc
+        stderr_task = asyncio.ensure_future(read_tail(process.stderr))
+        launch = LaunchReport(sink)
+        try:
+            process.stdin.write(script)
+            process.stdin.write_eof()
+            if not await pump(process.stdout, launch):
+                await _end_remote(conn, process, launch.pgid)
+            await process.wait_closed()
+        except asyncio.CancelledError:
+            # deadline or Ctrl-C: the host-side `timeout` and the bundle's alarm are the backstop
+            await _end_remote(conn, process, launch.pgid)
+            stderr_task.cancel()
+            raise
+        except (asyncssh.Error, OSError):
+            # the connection died mid-run (sshd killed, host gone): what arrived is kept, and
+            # a missing exit status tells `conclude` the connection was lost
+            stderr_task.cancel()
+            return ExecResult(exit_status=None)
+        stderr = await finish_reading(stderr_task)
+        return ExecResult(
+            exit_status=process.exit_status, exit_signal=_signal_of(process), stderr_tail=stderr
+        )
+
+
 # ------------------------------------------------------------------------------------ helpers
 
 
@@ -365,7 +380,7 @@ def classify(exc: BaseException, host: Host, policy: HostKeyPolicy) -> HostError
             f"identity {host.identity_file or 'ssh defaults'}",
             hint=f"check identity_file and the host's authorized_keys; try: {try_ssh}",
         )
-    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
         return UnreachableError(
             f"cannot connect to {where}",
             context=f"no answer within {host.connect_timeout:g} s",

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from fleet.errors import UnreachableError
 from fleet.models import Host
-from fleet.transport.base import ExecResult, OutputSink
+from fleet.transport.base import HandshakeSlot, Session
 
 PREFIX = "unsupported:"
 
 
 class UnsupportedTransport:
-    async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
+    async def open_session(self, host: Host, handshake: HandshakeSlot) -> Session:
         connection = host.transport[len(PREFIX) :]
         where = host.origin("transport").split(" ", 1)[-1]
         raise UnreachableError(
