@@ -84,7 +84,7 @@ def secret_patterns_in(text):
     lowered = text.lower()
     return [
         p
-        for p, anchors in zip(SECRET_PATTERNS, SECRET_ANCHORS)  # noqa: B905 - py3.8
+        for p, anchors in zip(SECRET_PATTERNS, SECRET_ANCHORS)
         if any(a in lowered for a in anchors)
     ]
 

@@ -588,7 +588,7 @@ def symm_mem_variants(torch: Any) -> Tuple[List[Variant], Dict[str, str]]:
         why = "%s has no %s" % (module.__name__, " or ".join(lacking))
         return [], {name: why for name in names}
     variants, absent = [], {}
-    for kernel, name in zip(SYMM_MEM_KERNELS, names):  # noqa: B905 - py3.8
+    for kernel, name in zip(SYMM_MEM_KERNELS, names):
         if _has_symm_mem_op(torch, kernel):
             variants.append(Variant(name, name, {}))
         else:

@@ -155,7 +155,7 @@ def parse_p2p(text: str) -> Dict[str, Dict[str, str]]:
     matrix: Dict[str, Dict[str, str]] = {}
     for line in _matrix_rows(lines[header_at + 1 :]):
         row, *cells = line.split()
-        pairs = zip(columns, cells)  # noqa: B905 (strict= is 3.10+; probes run on 3.8)
+        pairs = zip(columns, cells)
         matrix[row] = {peer: cell for peer, cell in pairs if peer != row}
     return matrix
 
@@ -225,7 +225,7 @@ def _column_name(header_cell: str) -> str:
 
 def _gpu_from_row(header: List[str], cells: List[str]) -> Dict[str, Any]:
     gpu: Dict[str, Any] = dict.fromkeys(GPU_FIELDS)
-    for column, raw in zip(header, cells):  # noqa: B905 (strict= is 3.10+)
+    for column, raw in zip(header, cells):
         if column in GPU_COLUMNS:
             field, kind = GPU_COLUMNS[column]
             gpu[field] = _int_value(raw) if kind == "int" else _str_value(raw)
@@ -332,7 +332,7 @@ def _add_topology_row(
         topology["matrix"].append([])
         return "row %s: %s" % (_excerpt(" ".join(tokens)), problem)
     topology["matrix"].append(cells)
-    extras = dict(zip(extra_columns, tokens[1 + len(devices) :]))  # noqa: B905 (3.8)
+    extras = dict(zip(extra_columns, tokens[1 + len(devices) :]))
     for column, key in (
         ("CPU Affinity", "cpu_affinity"),
         ("NUMA Affinity", "numa_affinity"),

@@ -15,13 +15,21 @@ from click.testing import CliRunner
 from fleet.cli import main
 
 
+def cli_runner() -> CliRunner:
+    """A CliRunner that keeps stderr apart on every click fleet supports (8.1 needs asking)."""
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+    except TypeError:
+        return CliRunner()  # click >= 8.2: always apart
+
+
 def invoke_fleet(
     tmp_path: Path, *args: str, env: Mapping[str, str] | None = None, columns: int = 200
 ) -> subprocess.CompletedProcess[str]:
     """`fleet ARGS` in this process, with its own state folder under tmp_path; returns what a
     subprocess would (returncode, stdout, stderr)."""
     full_env = {"XDG_STATE_HOME": str(tmp_path / "state"), "COLUMNS": str(columns), **(env or {})}
-    result = CliRunner().invoke(main, list(args), env=full_env, catch_exceptions=False)
+    result = cli_runner().invoke(main, list(args), env=full_env, catch_exceptions=False)
     return subprocess.CompletedProcess(
         ["fleet", *args], result.exit_code, result.stdout, result.stderr
     )

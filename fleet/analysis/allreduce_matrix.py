@@ -106,7 +106,7 @@ def configured_variant(
     if not matching:
         return {"configured": configured, "variants": [], "ok": None, "summary": "not measured"}
     broken = [f"{n} ({', '.join(variants[n].get('failed_at') or [])})" for n in matching]
-    broken = [b for b, n in zip(broken, matching, strict=True) if variants[n]["status"] in FAILED]
+    broken = [b for b, n in zip(broken, matching) if variants[n]["status"] in FAILED]
     worst = _worst_ratio(variants, matching)
     slow = worst is not None and worst[0] > SLOWER_THAN_WINNER
     return {
@@ -131,7 +131,7 @@ def _worst_ratio(variants: Mapping[str, Any], names: list[str]) -> tuple[float, 
     best: dict[tuple[str, int], float] = {}
     for name in names:
         for row in variants[name].get("rows") or []:
-            if row.get("correct") and isinstance(row.get("ratio"), int | float):
+            if row.get("correct") and isinstance(row.get("ratio"), (int, float)):
                 key = (row["mode"], row["bytes"])
                 best[key] = min(best.get(key, row["ratio"]), row["ratio"])
     if not best:

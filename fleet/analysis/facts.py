@@ -155,18 +155,18 @@ def _walk(value: Any, match: str, where: str, declared: ProbeFacts, facts: HostF
             kind = UNIVERSAL.kind_of(match)
     if kind in ("identity", "volatile", "measure"):
         return
-    if kind == "sets" and isinstance(value, list | tuple):
+    if kind == "sets" and isinstance(value, (list, tuple)):
         facts.sets[where] = frozenset(str(v) for v in value)
     elif value is None or isinstance(value, SCALARS):  # most leaves: spare them the abc checks
         facts.values[where] = value
-    elif isinstance(value, dict | Mapping):  # dict first: the abc check is slow
+    elif isinstance(value, (dict, Mapping)):  # dict first: the abc check is slow
         for key, item in value.items():
             key = str(key)
             child = child_path(where, key)
             _walk(item, f"{match}.{key}" if match else key, child, declared, facts)
-    elif isinstance(value, list | tuple) and not value:
+    elif isinstance(value, (list, tuple)) and not value:
         facts.values[length_path(where)] = 0  # the same path an empty list of objects would get
-    elif isinstance(value, list | tuple) and all(isinstance(v, dict | Mapping) for v in value):
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, (dict, Mapping)) for v in value):
         facts.values[length_path(where)] = len(value)
         for index, item in enumerate(value):
             _walk(item, f"{match}.#", f"{where}[{index}]", declared, facts)
@@ -196,9 +196,9 @@ class FactCache:
 def hashable(value: Any) -> Value:
     if value is None or isinstance(value, SCALARS):
         return value
-    if isinstance(value, dict | Mapping):
+    if isinstance(value, (dict, Mapping)):
         return tuple(sorted((str(k), hashable(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         return tuple(hashable(v) for v in value)
     return value
 

@@ -920,5 +920,5 @@ def _summarised(items: list[str]) -> str:
 def _setting(key: str, value: Any) -> str:
     if value is None:
         return f"{key} unset"
-    shown = json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else value
+    shown = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
     return f"{key}={format_value(shown)}"

@@ -106,7 +106,7 @@ def _masked(data: Any) -> Any:
 
 
 def _number(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 # ---------------------------------------------------------------------------------- conclusions

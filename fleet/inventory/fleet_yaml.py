@@ -214,7 +214,7 @@ def _check_setting(key: str, value: Any, here: Location) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
             raise here.fail(f"port {value!r} is outside 1–65535")
     elif key == "connect_timeout":
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise here.fail(f"connect_timeout {value!r} must be a positive number of seconds")
     elif key == "transport":
         if value not in TRANSPORTS:
@@ -263,7 +263,7 @@ def _check_text_setting(key: str, value: Any, here: Location) -> None:
 
 def _check_key_is_text(key: Any, here: Location, what: str) -> None:
     """YAML reads unquoted on/off/yes/no/true/false/null as values: `on:` would be host True."""
-    if isinstance(key, bool) or not isinstance(key, str | int):
+    if isinstance(key, bool) or not isinstance(key, (str, int)):
         raise here.fail(
             f"{what} name {key!r} is not text: YAML reads it as {type(key).__name__}",
             hint="quote the name, e.g. 'on': {} or 'no': {}",

@@ -24,7 +24,7 @@ def _plain(value: Any) -> Any:
     """Dataclasses, tuples and frozensets → JSON types."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, list | tuple | frozenset | set):
+    if isinstance(value, (list, tuple, frozenset, set)):
         return [_plain(v) for v in value]
     return value
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from fleet.analysis.diff import FleetDiff
@@ -172,7 +172,7 @@ def _nav(report: Report) -> str:
 
 def _footer(report: Report) -> str:
     run = report.run
-    made = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    made = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
     return (
         f"<footer>fleet {esc(run.fleet_version)} · bundle {esc(run.bundle_sha256[:12])} · "
         f"page written {made}</footer>"

@@ -374,7 +374,7 @@ def _signal(process: asyncio.subprocess.Process, signum: int) -> None:
 async def _exited(process: asyncio.subprocess.Process, wait_s: float) -> bool:
     try:
         await asyncio.wait_for(asyncio.shield(process.wait()), wait_s)
-    except TimeoutError:
+    except asyncio.TimeoutError:
         return False
     return True
 
@@ -449,7 +449,7 @@ class SlurmTransport:
         if self._stopping is None:
             self._stopping = asyncio.ensure_future(self.step.stop())
         await asyncio.shield(self._stopping)
-        with contextlib.suppress(TimeoutError):
+        with contextlib.suppress(asyncio.TimeoutError):  # not the builtin one before 3.11
             await asyncio.wait_for(asyncio.shield(self.step.done), STOP_GRACE_S)
 
     def record(self) -> dict[str, Any]:

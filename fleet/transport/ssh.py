@@ -344,8 +344,7 @@ async def _end_remote(
     if pgid is None:
         return
     with contextlib.suppress(Exception):
-        async with asyncio.timeout(END_REMOTE_S):
-            await conn.run(end_group_command(pgid), check=False)
+        await asyncio.wait_for(conn.run(end_group_command(pgid), check=False), END_REMOTE_S)
 
 
 def _signal_of(process: asyncssh.SSHClientProcess[bytes]) -> str | None:

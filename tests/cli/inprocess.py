@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from fleet.cli import main
 from tests.conftest import ROOT
+from tests.helpers import cli_runner
 
 REAL_RUN_DIR = ROOT / "tests" / "probes" / "golden" / "real_run"
 GPULESS = REAL_RUN_DIR / "gpuless_local.json"
@@ -20,7 +21,7 @@ H200X2 = REAL_RUN_DIR / "h200x2_run.json"
 def invoke(tmp_path: Path, *args: str, columns: int = 200) -> Result:
     """`fleet ARGS` with its state (saved runs) under tmp_path and a terminal `columns` wide."""
     env = {"XDG_STATE_HOME": str(tmp_path / "state"), "COLUMNS": str(columns)}
-    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+    return cli_runner().invoke(main, list(args), env=env, catch_exceptions=False)
 
 
 def run_document(path: Path) -> dict[str, Any]:

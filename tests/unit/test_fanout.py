@@ -8,7 +8,7 @@ from fleet.errors import AuthError
 from fleet.execution.bundle import build_bundle
 from fleet.execution.fanout import FanOut, RunSettings
 from fleet.execution.protocol import ExecResult
-from fleet.models import Host
+from fleet.models import Host, HostOutcome
 from fleet.transport.base import OutputSink
 from tests.memory_transport import MemoryTransport, Script, runner_lines
 
@@ -23,6 +23,18 @@ def fan_out(transport: MemoryTransport, **settings: float) -> FanOut:
     return FanOut(build_bundle(["system"]), {"memory": transport}, RunSettings(**settings))  # type: ignore[arg-type]
 
 
+def run_all(
+    transport: MemoryTransport, names: list[str], **settings: float
+) -> dict[str, HostOutcome]:
+    """The fan-out built inside the event loop, as the API builds it (Python 3.9's asyncio
+    primitives bind to the loop they are made in)."""
+
+    async def run() -> dict[str, HostOutcome]:
+        return await fan_out(transport, **settings).run(hosts(*names))
+
+    return asyncio.run(run())
+
+
 def test_every_host_ends_with_exactly_one_outcome_whatever_it_did() -> None:
     transport = MemoryTransport(
         {
@@ -31,7 +43,7 @@ def test_every_host_ends_with_exactly_one_outcome_whatever_it_did() -> None:
             "killed": Script(runner_lines({}, done=False), result=ExecResult(None, "KILL")),
         }
     )
-    outcomes = asyncio.run(fan_out(transport).run(hosts("good", "denied", "killed")))
+    outcomes = run_all(transport, ["good", "denied", "killed"])
     assert {n: o.status for n, o in outcomes.items()} == {
         "good": "ok",
         "denied": "auth_failed",
@@ -43,7 +55,7 @@ def test_a_hanging_host_ends_timeout_and_does_not_hold_the_others() -> None:
     transport = MemoryTransport(
         {"hung": Script(runner_lines(SYSTEM), pause_s=60), "fast": Script(runner_lines(SYSTEM))}
     )
-    outcomes = asyncio.run(fan_out(transport, timeout_s=0.5).run(hosts("hung", "fast")))
+    outcomes = run_all(transport, ["hung", "fast"], timeout_s=0.5)
     assert outcomes["hung"].status == "timeout"
     assert outcomes["fast"].status == "ok"
     assert transport.cancelled == ["hung"]  # the transport was told to stop the remote side
@@ -86,6 +98,6 @@ def test_concurrency_bounds_hosts_at_once() -> None:
             in_flight -= 1
 
     transport.execute = counting  # type: ignore[method-assign]
-    outcomes = asyncio.run(fan_out(transport, concurrency=2).run(hosts(*names)))
+    outcomes = run_all(transport, [*names], concurrency=2)
     assert all(o.status == "ok" for o in outcomes.values())
     assert most == 2

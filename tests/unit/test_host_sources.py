@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from fleet import api
 from fleet.cli import main
@@ -19,6 +18,7 @@ from fleet.inventory.sources import sniff_text
 from fleet.inventory.ssh_config import SshConfig
 from fleet.models import Host
 from fleet.transport.ssh import ssh_command
+from tests.helpers import cli_runner
 
 
 def config_file(tmp_path: Path, text: str) -> SshConfig:
@@ -182,16 +182,16 @@ def test_adhoc_errors_are_usage_errors() -> None:
 def test_missing_identity_file_is_an_inventory_error_before_any_connection(tmp_path: Path) -> None:
     inventory = tmp_path / "inv.yaml"
     inventory.write_text("defaults:\n  identity_file: /nope/key\nhosts:\n  a: {}\n  b: {}\n")
-    done = CliRunner().invoke(main, ["probe", "-i", str(inventory), "--no-save"])
+    done = cli_runner().invoke(main, ["probe", "-i", str(inventory), "--no-save"])
     assert done.exit_code == 2
-    assert f"{inventory}:2: identity_file /nope/key does not exist (hosts a,b)" in done.output
-    listed = CliRunner().invoke(main, ["hosts", "-i", str(inventory), "--ssh-config", "none"])
+    assert f"{inventory}:2: identity_file /nope/key does not exist (hosts a,b)" in done.stderr
+    listed = cli_runner().invoke(main, ["hosts", "-i", str(inventory), "--ssh-config", "none"])
     assert listed.exit_code == 0
-    assert "warning:" in listed.output
+    assert "warning:" in listed.stderr
 
 
 def test_hosts_lists_five_hosts_of_a_two_dimensional_nodeset() -> None:
-    done = CliRunner().invoke(
+    done = cli_runner().invoke(
         main,
         ["hosts", "-H", "rack[1-2]-gpu[01-02],login1", "--ssh-config", "none"],
         env={"COLUMNS": "200"},
