@@ -99,6 +99,7 @@ class FleetGroup(click.Group):
     LAZY: ClassVar[dict[str, tuple[str, str]]] = {
         "check": ("fleet.cli.check", "check"),
         "report": ("fleet.cli.report", "report"),
+        "fabric": ("fleet.cli.fabric", "fabric"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
