@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from fleet import api
 from fleet.cli.main import (
@@ -43,11 +44,12 @@ class ProgressLines(FabricEvents):
 
     def discovered(self, host: str, reason: str | None) -> None:
         if reason:
-            self.console.print(f"[yellow]{host}: {reason}")
+            self.console.print(f"[yellow]{escape(host)}: {escape(reason)}")
 
     def group_finished(self, result: GroupResult) -> None:
         what = f"{result.busbw_gbps:.3g} GB/s" if result.busbw_gbps is not None else result.error
-        self.console.print(f"[dim]round {result.round}[/] {' ↔ '.join(result.hosts)}  "
+        what = escape(str(what))
+        self.console.print(f"[dim]round {result.round}[/] {escape(' ↔ '.join(result.hosts))}  "
                            f"{result.status}  {what}", highlight=False)
 
 

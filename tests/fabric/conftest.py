@@ -84,7 +84,7 @@ class NetnsFleet:
 
     def slow_host(self, name: str, rate: str) -> None:
         """tbf both ways: on the root side (traffic to the host) and inside (traffic from it)."""
-        tbf = ("tbf", "rate", rate, "burst", "32kbit", "latency", "400ms")
+        tbf = ("tbf", "rate", rate, "burst", "256kbit", "latency", "400ms")
         sh("tc", "qdisc", "add", "dev", self.veth(name), "root", *tbf)
         sh("tc", "qdisc", "add", "dev", self.inner_veth(name), "root", *tbf, netns=self.hosts[name])
 
