@@ -143,7 +143,9 @@ def reap(children, block_s):
             time.sleep(0.05)
             continue
         rank = children.pop(pid, None)
-        code = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status
+        code = (
+            os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status
+        )
         if rank is not None and code != 0:
             emit({"type": "rank_exit", "rank": rank, "code": code})
 

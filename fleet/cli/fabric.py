@@ -49,8 +49,11 @@ class ProgressLines(FabricEvents):
     def group_finished(self, result: GroupResult) -> None:
         what = f"{result.busbw_gbps:.3g} GB/s" if result.busbw_gbps is not None else result.error
         what = escape(str(what))
-        self.console.print(f"[dim]round {result.round}[/] {escape(' ↔ '.join(result.hosts))}  "
-                           f"{result.status}  {what}", highlight=False)
+        self.console.print(
+            f"[dim]round {result.round}[/] {escape(' ↔ '.join(result.hosts))}  "
+            f"{result.status}  {what}",
+            highlight=False,
+        )
 
 
 def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -58,8 +61,10 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     for item in pairs:
         key, sep, value = item.partition("=")
         if not sep or not key.startswith(ENV_PREFIXES):
-            raise UsageError(f"--env {item!r} is not KEY=VALUE with a NCCL_/GLOO_/TORCH_/CUDA_ key",
-                             hint="e.g. --env NCCL_SOCKET_IFNAME=eth0")
+            raise UsageError(
+                f"--env {item!r} is not KEY=VALUE with a NCCL_/GLOO_/TORCH_/CUDA_ key",
+                hint="e.g. --env NCCL_SOCKET_IFNAME=eth0",
+            )
         env[key] = value
     return env
 
@@ -67,31 +72,80 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.command("fabric")
 @inventory_option
 @limit_option
-@click.option("--backend", type=click.Choice(["nccl", "gloo"]), default="nccl", show_default=True,
-              help="nccl: one rank per GPU; gloo: one rank per host, on CPU.")
-@click.option("--pairs", "pair_mode", default="one", show_default=True,
-              help="Pair rounds: one (disjoint pairs covering every host), ring, all, random:K.")
-@click.option("--group/--no-group", "full_group", default=True, show_default=True,
-              help="Also run the full group (every host at once) after the pairs.")
-@click.option("--sizes", help="Message sizes, e.g. 8,64K,1M,256M (default: nccl 8 B…256 MiB, "
-              "gloo 8 B…16 MiB).")
-@click.option("-t", "--timeout", "timeout_s", type=click.FloatRange(5, 3600), default=120,
-              show_default=True, help="Seconds per round (each rank's own deadline too).")
-@click.option("--join-timeout", type=click.FloatRange(1, 600), default=30, show_default=True,
-              help="Seconds the ranks wait for each other at the rendezvous.")
-@click.option("--tolerance", type=click.FloatRange(0.01, 100), default=DEFAULT_TOLERANCE,
-              show_default=True, help="A pair slower than median/(1+tolerance) is bad.")
+@click.option(
+    "--backend",
+    type=click.Choice(["nccl", "gloo"]),
+    default="nccl",
+    show_default=True,
+    help="nccl: one rank per GPU; gloo: one rank per host, on CPU.",
+)
+@click.option(
+    "--pairs",
+    "pair_mode",
+    default="one",
+    show_default=True,
+    help="Pair rounds: one (disjoint pairs covering every host), ring, all, random:K.",
+)
+@click.option(
+    "--group/--no-group",
+    "full_group",
+    default=True,
+    show_default=True,
+    help="Also run the full group (every host at once) after the pairs.",
+)
+@click.option(
+    "--sizes",
+    help="Message sizes, e.g. 8,64K,1M,256M (default: nccl 8 B…256 MiB, gloo 8 B…16 MiB).",
+)
+@click.option(
+    "-t",
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(5, 3600),
+    default=120,
+    show_default=True,
+    help="Seconds per round (each rank's own deadline too).",
+)
+@click.option(
+    "--join-timeout",
+    type=click.FloatRange(1, 600),
+    default=30,
+    show_default=True,
+    help="Seconds the ranks wait for each other at the rendezvous.",
+)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(0.01, 100),
+    default=DEFAULT_TOLERANCE,
+    show_default=True,
+    help="A pair slower than median/(1+tolerance) is bad.",
+)
 @click.option("--seed", type=int, help="Seed for random pairs and ports (reproducible rounds).")
-@click.option("--port", "first_port", type=click.IntRange(1024, 65535),
-              help="First rendezvous port to try (default: random in 29500-39999).")
-@click.option("--env", "env_items", multiple=True, metavar="KEY=VALUE",
-              help="Set an NCCL_/GLOO_/TORCH_/CUDA_ variable for the ranks (repeatable).")
+@click.option(
+    "--port",
+    "first_port",
+    type=click.IntRange(1024, 65535),
+    help="First rendezvous port to try (default: random in 29500-39999).",
+)
+@click.option(
+    "--env",
+    "env_items",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set an NCCL_/GLOO_/TORCH_/CUDA_ variable for the ranks (repeatable).",
+)
 @click.option("--json", "json_path", help="Write the run document here ('-' for stdout).")
-@click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Where runs are saved (default ~/.local/state/fleet/runs).")
+@click.option(
+    "--runs-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where runs are saved (default ~/.local/state/fleet/runs).",
+)
 @click.option("--no-save", is_flag=True, help="Do not save the run in the runs folder.")
-@click.option("--accept-new", is_flag=True,
-              help="Record unknown host keys in fleet's own known_hosts (changed keys: never).")
+@click.option(
+    "--accept-new",
+    is_flag=True,
+    help="Record unknown host keys in fleet's own known_hosts (changed keys: never).",
+)
 def fabric(
     inventory_path: str | None,
     limit: str | None,
@@ -125,8 +179,9 @@ def fabric(
     )
     selection = api.select_hosts(inventory_path, limit)
     console = Console(stderr=json_path == "-")
-    run = asyncio.run(fabric_with_signals(selection.hosts, settings, selection.source,
-                                          accept_new, console))
+    run = asyncio.run(
+        fabric_with_signals(selection.hosts, settings, selection.source, accept_new, console)
+    )
     saved = None if no_save else _save(run, runs_dir)
     written = _write_json(run, json_path) if json_path else True
     assert run.fabric is not None
@@ -138,7 +193,10 @@ def fabric(
 
 
 async def fabric_with_signals(
-    hosts: list[Host], settings: FabricSettings, source: str | None, accept_new: bool,
+    hosts: list[Host],
+    settings: FabricSettings,
+    source: str | None,
+    accept_new: bool,
     console: Console,
 ) -> Run:
     """Ctrl-C cancels the running round (its ranks are stopped) and skips the rest."""
@@ -147,8 +205,14 @@ async def fabric_with_signals(
     loop.add_signal_handler(signal.SIGINT, interrupt.set)
     loop.add_signal_handler(signal.SIGTERM, interrupt.set)
     try:
-        return await run_fabric(hosts, settings, inventory=source, accept_new=accept_new,
-                                events=ProgressLines(Console(stderr=True)), interrupt=interrupt)
+        return await run_fabric(
+            hosts,
+            settings,
+            inventory=source,
+            accept_new=accept_new,
+            events=ProgressLines(Console(stderr=True)),
+            interrupt=interrupt,
+        )
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)

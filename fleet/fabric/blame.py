@@ -32,7 +32,12 @@ class Suspect:
 
     def to_dict(self) -> dict[str, Any]:
         factor = None if self.factor is None else round(self.factor, 2)
-        return {"kind": self.kind, "hosts": list(self.hosts), "reason": self.reason, "factor": factor}
+        return {
+            "kind": self.kind,
+            "hosts": list(self.hosts),
+            "reason": self.reason,
+            "factor": factor,
+        }
 
 
 def median_busbw(pairs: Sequence[GroupResult]) -> float | None:
@@ -77,12 +82,16 @@ def blame(
     return suspects
 
 
-def suspect_hosts(pairs: Sequence[GroupResult], bad: Mapping[frozenset[str], str]) -> dict[str, str]:
+def suspect_hosts(
+    pairs: Sequence[GroupResult], bad: Mapping[frozenset[str], str]
+) -> dict[str, str]:
     """Hosts bad with most of their partners (at least two measured pairs)."""
     found = {}
     for host in sorted({h for p in pairs for h in p.hosts}):
         mine = [p for p in pairs if host in p.hosts and p.status in MEASURED]
-        partners = [other for p in mine if frozenset(p.hosts) in bad for other in p.hosts if other != host]
+        partners = [
+            other for p in mine if frozenset(p.hosts) in bad for other in p.hosts if other != host
+        ]
         if len(mine) >= 2 and len(partners) * 2 > len(mine):
             found[host] = f"bad with {len(partners)} of {len(mine)} partners: {', '.join(partners)}"
     return found
@@ -104,5 +113,6 @@ def _good_elsewhere(
     host: str, pair: GroupResult, pairs: Sequence[GroupResult], bad: Mapping[frozenset[str], str]
 ) -> bool:
     return any(
-        host in p.hosts and p is not pair and p.status == "ok" and frozenset(p.hosts) not in bad for p in pairs
+        host in p.hosts and p is not pair and p.status == "ok" and frozenset(p.hosts) not in bad
+        for p in pairs
     )

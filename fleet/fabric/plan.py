@@ -106,7 +106,9 @@ class Placement:
     device: int | None  # the CUDA device index for NCCL; None for gloo (CPU)
 
 
-def place_ranks(group: Group, devices: Mapping[str, Sequence[int]], backend: str) -> list[Placement]:
+def place_ranks(
+    group: Group, devices: Mapping[str, Sequence[int]], backend: str
+) -> list[Placement]:
     """Ranks in host order, one per GPU with NCCL, one per host with gloo; rank 0 on group[0]."""
     placements: list[Placement] = []
     for host in group:
@@ -143,7 +145,10 @@ def default_iters(backend: str, size: int) -> int:
 
 
 KIB, MIB = 1 << 10, 1 << 20
-DEFAULT_SIZES = {"nccl": (8, 64 * KIB, MIB, 16 * MIB, 256 * MIB), "gloo": (8, 64 * KIB, MIB, 16 * MIB)}
+DEFAULT_SIZES = {
+    "nccl": (8, 64 * KIB, MIB, 16 * MIB, 256 * MIB),
+    "gloo": (8, 64 * KIB, MIB, 16 * MIB),
+}
 SIZE_UNITS = {"": 1, "B": 1, "K": KIB, "KB": KIB, "KIB": KIB, "M": MIB, "MB": MIB, "MIB": MIB}
 
 

@@ -147,8 +147,11 @@ def conclude_group(
     if blame_text is None and done == len(placements) and sizes:
         return _replace(base, sizes=sizes, env=env)
     status = "timeout" if timed_out and blame_text is None else "failed"
-    reason = blame_text or ("no rank finished before the round's deadline" if timed_out else
-                            f"{done} of {len(placements)} ranks finished")
+    reason = blame_text or (
+        "no rank finished before the round's deadline"
+        if timed_out
+        else f"{done} of {len(placements)} ranks finished"
+    )
     return _replace(base, status=status, error=reason[:MAX_REASON_CHARS], env=env)
 
 

@@ -35,7 +35,7 @@ FABRIC_SCHEMA = "fleet.fabric/1"
 @dataclass(frozen=True)
 class FabricSettings:
     backend: str = "nccl"
-    pairs: plan.PairSpec = plan.PairSpec("one")
+    pairs: plan.PairSpec = field(default_factory=lambda: plan.PairSpec("one"))
     full_group: bool = True
     sizes: tuple[int, ...] = ()
     round_timeout_s: float = 120.0
@@ -228,7 +228,9 @@ class FabricRunner:
             reports, timed_out = await self._launch(placements, port, by_name)
             if reports[ordered[0]].of_type("port_busy"):
                 busy = f"port {port} busy on master {ordered[0]} after {attempt + 1} tries"
-                result = GroupResult(ordered, "failed", len(placements), ordered[0], port, error=busy)
+                result = GroupResult(
+                    ordered, "failed", len(placements), ordered[0], port, error=busy
+                )
                 continue
             result = conclude_group(
                 placements, reports, port=port, round_index=index, timed_out=timed_out
@@ -273,7 +275,7 @@ class FabricRunner:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            done, pending = await asyncio.wait(
+            _done, pending = await asyncio.wait(
                 pending, timeout=left, return_when=asyncio.FIRST_COMPLETED
             )
             if any(r.complaint() or r.of_type("port_busy") for r in reports.values()):
@@ -349,9 +351,7 @@ def _sink(report: HostReport) -> Any:
 
 
 def _has_partner(host: str, rounds: Sequence[Sequence[plan.Group]], found: Discovery) -> bool:
-    return any(
-        host in g and all(h in found.usable for h in g) for groups in rounds for g in groups
-    )
+    return any(host in g and all(h in found.usable for h in g) for groups in rounds for g in groups)
 
 
 def _why_unusable(host: str, found: Discovery) -> str | None:
@@ -424,7 +424,9 @@ def fabric_section(
     }
 
 
-def host_summary(name: str, pairs: Sequence[GroupResult], suspects: Sequence[Suspect]) -> dict[str, Any]:
+def host_summary(
+    name: str, pairs: Sequence[GroupResult], suspects: Sequence[Suspect]
+) -> dict[str, Any]:
     """One host's view of the fabric: what `fleet diff`, drift and `fleet check` read as `fabric`."""
     mine = [p for p in pairs if name in p.hosts]
     busbw = [p.busbw_gbps for p in mine if p.status == "ok" and p.busbw_gbps is not None]
@@ -460,14 +462,22 @@ def host_outcome(
     data = host_summary(host.name, pairs, suspects)
     data["backend"] = section["backend"]
     data["env"] = section["env"].get(host.name, {})
-    status, error = "ok", found.unusable.get(host.name)
+    error = found.unusable.get(host.name)
     if error is None and data["pairs_bad"]:
         error = f"{data['pairs_bad']} pair(s) failed or summed wrongly"
     probe_status = "ok" if error is None else "failed"
     result = ProbeResult(probe_status, probe_status == "ok", data, error, 0.0)
     host_status = "ok" if probe_status == "ok" else "partial"
-    return HostOutcome(host.name, host_status, host.address, error, None, 0.0,
-                       found.python.get(host.name), {"fabric": result})
+    return HostOutcome(
+        host.name,
+        host_status,
+        host.address,
+        error,
+        None,
+        0.0,
+        found.python.get(host.name),
+        {"fabric": result},
+    )
 
 
 async def run_fabric(

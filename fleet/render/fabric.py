@@ -19,7 +19,9 @@ def fabric_view(section: Mapping[str, Any], host_names: Sequence[str]) -> Render
     pairs = list(section.get("pairs") or [])
     parts: list[RenderableType] = [headline(section)]
     if len(host_names) <= MATRIX_MAX_HOSTS:
-        limit = (section.get("median_busbw_gbps") or 0) / (1 + float(section.get("tolerance") or 0.25))
+        limit = (section.get("median_busbw_gbps") or 0) / (
+            1 + float(section.get("tolerance") or 0.25)
+        )
         parts.append(pair_matrix(pairs, host_names, limit))
     else:
         parts.append(distribution(pairs))
@@ -42,9 +44,7 @@ def headline(section: Mapping[str, Any]) -> Text:
     return text
 
 
-def pair_matrix(
-    pairs: Sequence[Mapping[str, Any]], names: Sequence[str], floor: float
-) -> Table:
+def pair_matrix(pairs: Sequence[Mapping[str, Any]], names: Sequence[str], floor: float) -> Table:
     """busbw (GB/s) of each measured pair; red when more than the tolerance below the median."""
     cells = {frozenset(p["hosts"]): p for p in pairs}
     table = Table(title="busbw GB/s per pair", title_justify="left", box=None, pad_edge=False)
@@ -89,14 +89,18 @@ def ring_line(ring: Mapping[str, Any] | None) -> Text:
             "green" if ring.get("correct") else "red",
         )
     else:
-        text.append(f"{ring['status']}: {ring.get('error')}", STATUS_STYLE.get(ring["status"], "red"))
+        text.append(
+            f"{ring['status']}: {ring.get('error')}", STATUS_STYLE.get(ring["status"], "red")
+        )
     return text
 
 
 def trouble_lines(pairs: Sequence[Mapping[str, Any]]) -> list[Text]:
     return [
-        Text(f"  {' ↔ '.join(p['hosts'])}  {p['status']}: {p.get('error')}",
-             STATUS_STYLE.get(p["status"], "red"))
+        Text(
+            f"  {' ↔ '.join(p['hosts'])}  {p['status']}: {p.get('error')}",
+            STATUS_STYLE.get(p["status"], "red"),
+        )
         for p in pairs
         if p["status"] != "ok"
     ]
@@ -107,7 +111,9 @@ def suspect_lines(suspects: Sequence[Mapping[str, Any]]) -> list[Text]:
         return [Text("no suspect: every pair within tolerance of the median", "green")]
     lines = [Text("suspects", "bold red")]
     for suspect in suspects:
-        lines.append(Text(f"  {suspect['kind']:5} {' ↔ '.join(suspect['hosts'])}  {suspect['reason']}"))
+        lines.append(
+            Text(f"  {suspect['kind']:5} {' ↔ '.join(suspect['hosts'])}  {suspect['reason']}")
+        )
     return lines
 
 

@@ -94,18 +94,61 @@ class NetnsFleet:
         for to, source in ((one, other), (other, one)):
             dev = self.veth(to)
             sh("tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
-            sh("tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
-               "rate", "10gbit")
-            sh("tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:20", "htb",
-               "rate", rate, "ceil", rate)
-            sh("tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
-               "u32", "match", "ip", "src", f"{self.addresses[source]}/32", "flowid", "1:20")
+            sh(
+                "tc",
+                "class",
+                "add",
+                "dev",
+                dev,
+                "parent",
+                "1:",
+                "classid",
+                "1:10",
+                "htb",
+                "rate",
+                "10gbit",
+            )
+            sh(
+                "tc",
+                "class",
+                "add",
+                "dev",
+                dev,
+                "parent",
+                "1:",
+                "classid",
+                "1:20",
+                "htb",
+                "rate",
+                rate,
+                "ceil",
+                rate,
+            )
+            sh(
+                "tc",
+                "filter",
+                "add",
+                "dev",
+                dev,
+                "parent",
+                "1:",
+                "protocol",
+                "ip",
+                "prio",
+                "1",
+                "u32",
+                "match",
+                "ip",
+                "src",
+                f"{self.addresses[source]}/32",
+                "flowid",
+                "1:20",
+            )
 
     def clear_shaping(self) -> None:
         for name, netns in self.hosts.items():
             sh("tc", "qdisc", "del", "dev", self.veth(name), "root", check=False)
-            sh("tc", "qdisc", "del", "dev", self.inner_veth(name), "root", netns=netns,
-               check=False)
+            sh("tc", "qdisc", "del", "dev", self.inner_veth(name), "root", netns=netns, check=False)
 
     def pids_in(self, name: str) -> list[int]:
         """Every process in the host's namespace but its sshd: what fleet left behind."""
@@ -127,8 +170,13 @@ class NetnsFleet:
         for link in reversed(self.links):
             sh("ip", "link", "del", link, check=False)
 
-    def inventory(self, tmp_path: Path, names: list[str], extra: dict[str, dict] | None = None,
-                  **defaults: object) -> Path:
+    def inventory(
+        self,
+        tmp_path: Path,
+        names: list[str],
+        extra: dict[str, dict] | None = None,
+        **defaults: object,
+    ) -> Path:
         known = self.farm.known_hosts(tmp_path / "known_hosts", names)
         hosts = {n: ssh_host(self.farm, n) for n in names} | dict(extra or {})
         return write_inventory(tmp_path / "inv.yaml", self.farm, hosts, known, **defaults)

@@ -28,7 +28,14 @@ QUICK = ("--backend", "gloo", "--sizes", SIZES, "--timeout", "40", "--join-timeo
 def fabric(tmp_path: Path, inventory: Path, *args: str, timeout: float = 240) -> dict[str, Any]:
     out = tmp_path / "fabric.json"
     result = run_fleet(
-        tmp_path, "fabric", "-i", str(inventory), *QUICK, "--json", str(out), *args,
+        tmp_path,
+        "fabric",
+        "-i",
+        str(inventory),
+        *QUICK,
+        "--json",
+        str(out),
+        *args,
         timeout=timeout,
     )
     assert out.exists(), f"no run document (exit {result.returncode}): {result.stderr}"
@@ -45,8 +52,10 @@ def pair(document: dict[str, Any], one: str, other: str) -> dict[str, Any]:
 
 def measured(document: dict[str, Any]) -> str:
     """Each pair's busbw and the suspects, for a failing assertion's message."""
-    lines = [f"{p['hosts']} {p['status']} {p['busbw_gbps']} {p['error']}" for p in
-             document["fabric"]["pairs"]]
+    lines = [
+        f"{p['hosts']} {p['status']} {p['busbw_gbps']} {p['error']}"
+        for p in document["fabric"]["pairs"]
+    ]
     return "\n".join([*lines, *map(str, document["fabric"]["suspects"])])
 
 
@@ -139,18 +148,16 @@ def test_a_slowed_host_is_named_the_suspect(netns_fleet: NetnsFleet, tmp_path: P
     assert "suspects" in document["_stdout"] and slow in document["_stdout"]
 
 
-def test_one_slow_link_is_named_and_not_its_hosts(
-    netns_fleet: NetnsFleet, tmp_path: Path
-) -> None:
+def test_one_slow_link_is_named_and_not_its_hosts(netns_fleet: NetnsFleet, tmp_path: Path) -> None:
     names = list(netns_fleet.hosts)
     netns_fleet.slow_link(names[0], names[1], "60mbit")
     document = fabric(
         tmp_path, netns_fleet.inventory(tmp_path, names), "--pairs", "all", "--tolerance", "1"
     )
     suspects = document["fabric"]["suspects"]
-    assert [(s["kind"], sorted(s["hosts"])) for s in suspects] == [
-        ("link", sorted(names[:2]))
-    ], measured(document)
+    assert [(s["kind"], sorted(s["hosts"])) for s in suspects] == [("link", sorted(names[:2]))], (
+        measured(document)
+    )
     assert "both hosts are fine with other partners" in suspects[0]["reason"]
 
 
@@ -158,14 +165,26 @@ def test_a_busy_port_means_another_port(netns_fleet: NetnsFleet, tmp_path: Path)
     names = list(netns_fleet.hosts)
     port = 31337
     holder = subprocess.Popen(
-        ["ip", "netns", "exec", netns_fleet.hosts[names[0]], "python3", "-c",
-         f"import socket,time; s=socket.socket(); s.bind(('', {port})); s.listen(); time.sleep(120)"]
+        [
+            "ip",
+            "netns",
+            "exec",
+            netns_fleet.hosts[names[0]],
+            "python3",
+            "-c",
+            f"import socket,time; s=socket.socket(); s.bind(('', {port})); s.listen(); time.sleep(120)",
+        ]
     )
     try:
         time.sleep(0.5)
         document = fabric(
-            tmp_path, netns_fleet.inventory(tmp_path, names), "--port", str(port), "--no-group",
-            "--seed", "1",
+            tmp_path,
+            netns_fleet.inventory(tmp_path, names),
+            "--port",
+            str(port),
+            "--no-group",
+            "--seed",
+            "1",
         )
     finally:
         holder.kill()

@@ -80,7 +80,9 @@ def ok(a: str, b: str, busbw: float) -> GroupResult:
 
 
 def all_pairs(speed: dict[frozenset[str], float], hosts: list[str]) -> list[GroupResult]:
-    return [ok(a, b, speed.get(frozenset((a, b)), 10.0)) for a, b in itertools.combinations(hosts, 2)]
+    return [
+        ok(a, b, speed.get(frozenset((a, b)), 10.0)) for a, b in itertools.combinations(hosts, 2)
+    ]
 
 
 def test_a_host_slow_with_most_partners_is_the_suspect() -> None:
@@ -136,8 +138,9 @@ def report(rank: int, seconds: float, correct: bool = True) -> HostReport:
 
 def test_group_result_uses_the_slowest_rank_and_nccl_tests_busbw() -> None:
     placements = plan.place_ranks(("a", "b"), {}, "gloo")
-    result = conclude_group(placements, {"a": report(0, 1e-3), "b": report(1, 2e-3)},
-                            port=1, round_index=0)
+    result = conclude_group(
+        placements, {"a": report(0, 1e-3), "b": report(1, 2e-3)}, port=1, round_index=0
+    )
     assert result.status == "ok" and result.correct is True
     algbw = (1 << 20) / 2e-3 / 1e9
     assert result.busbw_gbps == pytest.approx(algbw * 2 * 1 / 2)
@@ -148,13 +151,24 @@ def test_group_result_uses_the_slowest_rank_and_nccl_tests_busbw() -> None:
 def test_a_lost_host_is_blamed_not_the_partner_that_saw_it_go() -> None:
     placements = plan.place_ranks(("a", "b"), {}, "gloo")
     echo = HostReport()
-    echo.feed(lines({"type": "rank_error", "rank": 0, "stage": "allreduce",
-                     "error": "Traceback\nRuntimeError: Connection reset by peer"}))
+    echo.feed(
+        lines(
+            {
+                "type": "rank_error",
+                "rank": 0,
+                "stage": "allreduce",
+                "error": "Traceback\nRuntimeError: Connection reset by peer",
+            }
+        )
+    )
     lost = HostReport(failure="connection lost")
     result = conclude_group(placements, {"a": echo, "b": lost}, port=1, round_index=2)
     assert result.status == "failed" and result.error == "b: connection lost"
     lonely = conclude_group(placements, {"a": echo, "b": report(1, 1e-3)}, port=1, round_index=0)
-    assert lonely.error == "master a: rank 0 failed to allreduce: RuntimeError: Connection reset by peer"
+    assert (
+        lonely.error
+        == "master a: rank 0 failed to allreduce: RuntimeError: Connection reset by peer"
+    )
 
 
 def fabric_run(busbw: dict[str, float]) -> Run:
@@ -163,7 +177,9 @@ def fabric_run(busbw: dict[str, float]) -> Run:
     for name in ("a", "b", "c"):
         data = host_summary(name, pairs, [])
         data.update(backend="nccl", env={}, large_bytes=256 << 20)
-        hosts[name] = HostOutcome(name, "ok", name, probes={"fabric": ProbeResult("ok", True, data, None, 0.0)})
+        hosts[name] = HostOutcome(
+            name, "ok", name, probes={"fabric": ProbeResult("ok", True, data, None, 0.0)}
+        )
     return Run("0", "2026-01-01T00:00:00Z", "", "x", hosts, ("fabric",), fabric={"pairs": []})
 
 
