@@ -18,7 +18,7 @@ Protocol, one JSON object per line on stdout:
     {"type": "joined", "rank", "join_s"}
     {"type": "size", "rank", "bytes", "iters", "seconds", "correct"}
     {"type": "rank_done", "rank", "env"}
-    {"type": "rank_error", "rank", "stage", "error"}  stage: import | join | allreduce
+    {"type": "rank_error", "rank", "stage", "error"}  stage: import | use its GPU | join | allreduce
     {"type": "rank_exit", "rank", "code"}             a rank that ended without saying why
     {"type": "timeout", "after_s"}
     {"type": "done"}
@@ -62,7 +62,8 @@ def main(config):
         emit({"type": "port_busy", "port": config["port"]})
         return 3
     os.environ.update(config.get("env") or {})
-    choose_interface(config.get("route_to"))
+    if config["backend"] == "gloo":
+        choose_interface(config.get("route_to"))
     children = {}
     for placement in config["ranks"]:
         pid = os.fork()
@@ -209,7 +210,11 @@ def measure_rank(config, placement):
     except BaseException:
         report_error(rank, "import", traceback.format_exc())
         return 1
-    device = pick_device(torch, config["backend"], placement.get("device"))
+    try:
+        device = pick_device(torch, config["backend"], placement.get("device"))
+    except BaseException:
+        report_error(rank, "use its GPU", traceback.format_exc())
+        return 1
     started = time.monotonic()
     try:
         join(dist, config, rank)
