@@ -135,7 +135,7 @@ class FabricRunner:
             return exc
         except TimeoutError:
             return HostError(f"{host.name} did not answer within {timeout:g} s")
-        except Exception as exc:  # an error no transport mapped: it still costs only this host
+        except Exception as exc:  # noqa: BLE001 (an error no transport mapped costs only this host)
             return HostError(f"lost {host.name} ({host.target()})", context=repr(exc))
         for message in report.of_type("discovered"):
             return message
@@ -292,7 +292,7 @@ class FabricRunner:
         except HostError as exc:
             report.failure = error_text(exc)
             return
-        except Exception as exc:  # an error no transport mapped: it still costs only this host
+        except Exception as exc:  # noqa: BLE001 (an error no transport mapped costs only this host)
             report.failure = f"lost {host.name}: {exc!r}"
             return
         report.failure = exec_failure(result, report)

@@ -98,9 +98,12 @@ def test_all_pairs_of_four_hosts_measured_correct_and_nothing_left(
                 measured = pair(document, one, other)
                 assert measured["status"] == "ok", measured
                 assert measured["correct"] is True
-                assert measured["busbw_gbps"] > 0 and measured["latency_us"] > 0
+                assert measured["busbw_gbps"] > 0
+                assert measured["latency_us"] > 0
     ring = section["ring"]
-    assert ring["status"] == "ok" and ring["correct"] is True and ring["ranks"] == 4
+    assert ring["status"] == "ok"
+    assert ring["correct"] is True
+    assert ring["ranks"] == 4
     # each rank bound its own namespace's address: gloo was pointed at that interface
     assert {section["env"][n]["GLOO_SOCKET_IFNAME"] for n in names} == {
         netns_fleet.inner_veth(n) for n in names
@@ -125,7 +128,8 @@ def test_an_unreachable_fifth_host_costs_only_its_own_pairs(
     assert [p["status"] for p in measured] == ["ok"] * 6
     for skipped in [p for p in pairs if "gone" in p["hosts"]]:
         assert skipped["status"] == "skipped"
-        assert "gone not reached" in skipped["error"] and "cannot connect" in skipped["error"]
+        assert "gone not reached" in skipped["error"]
+        assert "cannot connect" in skipped["error"]
     assert document["fabric"]["ring"]["ranks"] == 4
     assert document["hosts"]["gone"]["status"] == "unreachable"
     assert {"kind": "host", "hosts": ["gone"]}.items() <= document["fabric"]["suspects"][0].items()
@@ -145,7 +149,8 @@ def test_a_slowed_host_is_named_the_suspect(netns_fleet: NetnsFleet, tmp_path: P
     assert [(s["kind"], s["hosts"]) for s in suspects] == [("host", [slow])], measured(document)
     assert "bad with 3 of 3 partners" in suspects[0]["reason"]
     assert document["hosts"][slow]["probes"]["fabric"]["data"]["suspect"] == "host"
-    assert "suspects" in document["_stdout"] and slow in document["_stdout"]
+    assert "suspects" in document["_stdout"]
+    assert slow in document["_stdout"]
 
 
 def test_one_slow_link_is_named_and_not_its_hosts(netns_fleet: NetnsFleet, tmp_path: Path) -> None:

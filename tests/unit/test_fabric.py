@@ -46,7 +46,8 @@ def test_ring_and_random_modes() -> None:
     ring = plan.pair_rounds(HOSTS[:5], plan.parse_pairs("ring"))
     assert len([p for r in ring for p in r]) == 5
     rounds = plan.pair_rounds(HOSTS[:6], plan.parse_pairs("random:3"), seed=7)
-    assert len(rounds) == 3 and all(len(r) == 3 for r in rounds)
+    assert len(rounds) == 3
+    assert all(len(r) == 3 for r in rounds)
     assert rounds == plan.pair_rounds(HOSTS[:6], plan.parse_pairs("random:3"), seed=7)
 
 
@@ -141,7 +142,8 @@ def test_group_result_uses_the_slowest_rank_and_nccl_tests_busbw() -> None:
     result = conclude_group(
         placements, {"a": report(0, 1e-3), "b": report(1, 2e-3)}, port=1, round_index=0
     )
-    assert result.status == "ok" and result.correct is True
+    assert result.status == "ok"
+    assert result.correct is True
     algbw = (1 << 20) / 2e-3 / 1e9
     assert result.busbw_gbps == pytest.approx(algbw * 2 * 1 / 2)
     assert result.latency_us == pytest.approx(10.0)
@@ -163,7 +165,8 @@ def test_a_lost_host_is_blamed_not_the_partner_that_saw_it_go() -> None:
     )
     lost = HostReport(failure="connection lost")
     result = conclude_group(placements, {"a": echo, "b": lost}, port=1, round_index=2)
-    assert result.status == "failed" and result.error == "b: connection lost"
+    assert result.status == "failed"
+    assert result.error == "b: connection lost"
     lonely = conclude_group(placements, {"a": echo, "b": report(1, 1e-3)}, port=1, round_index=0)
     assert (
         lonely.error
