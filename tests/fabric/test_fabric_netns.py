@@ -22,6 +22,9 @@ from tests.integration.conftest import run_fleet
 pytestmark = pytest.mark.faults
 
 SIZES = "8,64K,1M"
+# A shaped host or link runs ~50x slower than the others at 1 MiB; this 2-core machine, shared with
+# other jobs, makes healthy pairs vary up to ~3x. "Bad" here is more than 5x below the median.
+TOLERANCE = ("--tolerance", "4")
 QUICK = ("--backend", "gloo", "--sizes", SIZES, "--timeout", "40", "--join-timeout", "15")
 
 
@@ -143,7 +146,7 @@ def test_a_slowed_host_is_named_the_suspect(netns_fleet: NetnsFleet, tmp_path: P
     slow = names[2]
     netns_fleet.slow_host(slow, "60mbit")
     document = fabric(
-        tmp_path, netns_fleet.inventory(tmp_path, names), "--pairs", "all", "--tolerance", "1"
+        tmp_path, netns_fleet.inventory(tmp_path, names), "--pairs", "all", *TOLERANCE
     )
     suspects = document["fabric"]["suspects"]
     assert [(s["kind"], s["hosts"]) for s in suspects] == [("host", [slow])], measured(document)
@@ -157,7 +160,7 @@ def test_one_slow_link_is_named_and_not_its_hosts(netns_fleet: NetnsFleet, tmp_p
     names = list(netns_fleet.hosts)
     netns_fleet.slow_link(names[0], names[1], "60mbit")
     document = fabric(
-        tmp_path, netns_fleet.inventory(tmp_path, names), "--pairs", "all", "--tolerance", "1"
+        tmp_path, netns_fleet.inventory(tmp_path, names), "--pairs", "all", *TOLERANCE
     )
     suspects = document["fabric"]["suspects"]
     assert [(s["kind"], sorted(s["hosts"])) for s in suspects] == [("link", sorted(names[:2]))], (
