@@ -582,6 +582,11 @@ def show(
     if output_format != "terminal":
         print_fleet_diff(result, output_format)
         return
+    if run.fabric is not None:  # a `fleet fabric` run: its pairs and suspects, not probe tables
+        from fleet.render.fabric import render_fabric
+
+        render_fabric(make_console(), run.fabric, list(run.hosts))
+        return
     render_run(make_console(), run, result)
 
 

@@ -66,6 +66,15 @@ def covering_round(order: list[str], rng: random.Random) -> Round:
     return pairs
 
 
+def rescue_round(orphans: Sequence[str], usable: Sequence[str], seed: int = 0) -> Round:
+    """Pairs for hosts whose planned partners could not run: among themselves, and a lone one
+    with another usable host."""
+    rng = random.Random(seed)
+    if len(orphans) >= 2:
+        return covering_round(list(orphans), rng)
+    return [(orphans[0], rng.choice([h for h in usable if h != orphans[0]]))]
+
+
 def round_robin(hosts: Sequence[str]) -> list[Round]:
     """Every pair exactly once, n−1 rounds of disjoint pairs (the circle method)."""
     players: list[str | None] = list(hosts) + ([None] if len(hosts) % 2 else [])

@@ -165,9 +165,8 @@ class FabricRunner:
         seed = self.rng.randrange(1 << 30)
         rounds = plan.split_overlaps(plan.pair_rounds(names, self.settings.pairs, seed))
         orphans = [h for h in found.usable if not _has_partner(h, rounds, found)]
-        if len(orphans) >= 2 and self.settings.pairs.mode in ("one", "random"):
-            extra = plan.pair_rounds(orphans, plan.PairSpec("one"), seed)
-            rounds += plan.split_overlaps(extra)
+        if orphans and len(found.usable) >= 2 and self.settings.pairs.mode in ("one", "random"):
+            rounds += plan.split_overlaps([plan.rescue_round(orphans, list(found.usable), seed)])
         full = self.settings.full_group and len(found.usable) >= 2
         if full:
             rounds.append([tuple(found.usable)])

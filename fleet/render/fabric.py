@@ -22,7 +22,7 @@ def fabric_view(section: Mapping[str, Any], host_names: Sequence[str]) -> Render
         limit = (section.get("median_busbw_gbps") or 0) / (
             1 + float(section.get("tolerance") or 0.25)
         )
-        parts.append(pair_matrix(pairs, host_names, limit))
+        parts += [Text("busbw GB/s per pair", "bold"), pair_matrix(pairs, host_names, limit)]
     else:
         parts.append(distribution(pairs))
     parts.append(ring_line(section.get("ring")))
@@ -47,7 +47,7 @@ def headline(section: Mapping[str, Any]) -> Text:
 def pair_matrix(pairs: Sequence[Mapping[str, Any]], names: Sequence[str], floor: float) -> Table:
     """busbw (GB/s) of each measured pair; red when more than the tolerance below the median."""
     cells = {frozenset(p["hosts"]): p for p in pairs}
-    table = Table(title="busbw GB/s per pair", title_justify="left", box=None, pad_edge=False)
+    table = Table(box=None, pad_edge=False)
     table.add_column("")
     for name in names:
         table.add_column(name, justify="right")

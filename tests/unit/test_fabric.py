@@ -20,6 +20,7 @@ from fleet.fabric.blame import blame
 from fleet.fabric.results import GroupResult, HostReport, SizeResult, conclude_group
 from fleet.fabric.run import host_summary
 from fleet.models import HostOutcome, ProbeResult, Run
+from fleet.render.fabric import fabric_view
 
 HOSTS = [f"h{i}" for i in range(7)]
 
@@ -49,6 +50,11 @@ def test_ring_and_random_modes() -> None:
     assert len(rounds) == 3
     assert all(len(r) == 3 for r in rounds)
     assert rounds == plan.pair_rounds(HOSTS[:6], plan.parse_pairs("random:3"), seed=7)
+
+
+def test_hosts_whose_partner_is_gone_get_another() -> None:
+    assert plan.rescue_round(["c"], ["a", "b", "c"]) in ([("c", "a")], [("c", "b")])
+    assert len(plan.rescue_round(["a", "b", "c"], ["a", "b", "c"])) == 2
 
 
 @pytest.mark.parametrize("bad", ["", "random", "random:0", "pairs", "random:x"])
@@ -198,3 +204,26 @@ def test_fabric_results_are_diffed_drifted_and_checked() -> None:
     assert [statuses[("fabric-busbw", h)] for h in "abc"] == ["pass", "pass", "fail"]
     assert statuses[("fabric-correct", "a")] == "pass"
     assert statuses[("torch-arch-supported", "a")] == "skipped"  # no probe ran in a fabric run
+
+
+def rendered(hosts: list[str], pairs: list[GroupResult], suspects: list[dict[str, object]]) -> str:
+    from rich.console import Console
+
+    section = {"backend": "gloo", "pair_mode": "all", "sizes": [1 << 20], "tolerance": 0.25,
+               "median_busbw_gbps": 10.0, "pairs": [p.to_dict() for p in pairs], "ring": None,
+               "suspects": suspects}  # fmt: skip
+    console = Console(width=200, record=True)
+    console.print(fabric_view(section, hosts))
+    return console.export_text()
+
+
+def test_terminal_shows_a_matrix_up_to_16_hosts_and_a_distribution_above() -> None:
+    small = [f"n{i}" for i in range(4)]
+    text = rendered(small, all_pairs({frozenset(("n0", "n1")): 2.0}, small), [])
+    assert "busbw GB/s per pair" in text
+    assert "no suspect" in text
+    big = [f"n{i:02}" for i in range(20)]
+    text = rendered(big, all_pairs({}, big), [{"kind": "host", "hosts": ["n03"], "reason": "x"}])
+    assert "busbw GB/s per pair" not in text
+    assert "busbw over 190 pairs (GB/s): min 10" in text
+    assert "host  n03  x" in text
