@@ -31,6 +31,7 @@ from fleet.fabric.blame import DEFAULT_TOLERANCE
 from fleet.fabric.results import GroupResult
 from fleet.fabric.run import FabricEvents, FabricSettings, run_fabric
 from fleet.models import Host, Run
+from fleet.render.console import make_console
 from fleet.render.fabric import render_fabric
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "CUDA_", "NVSHMEM_")
@@ -178,7 +179,7 @@ def fabric(
         env=parse_env(env_items),
     )
     selection = api.select_hosts(inventory_path, limit)
-    console = Console(stderr=json_path == "-")
+    console = make_console(stderr=json_path == "-")
     run = asyncio.run(
         fabric_with_signals(selection.hosts, settings, selection.source, accept_new, console)
     )
@@ -210,7 +211,7 @@ async def fabric_with_signals(
             settings,
             inventory=source,
             accept_new=accept_new,
-            events=ProgressLines(Console(stderr=True)),
+            events=ProgressLines(make_console(stderr=True)),
             interrupt=interrupt,
         )
     finally:

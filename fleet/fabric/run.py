@@ -277,7 +277,8 @@ class FabricRunner:
             _done, pending = await asyncio.wait(
                 pending, timeout=left, return_when=asyncio.FIRST_COMPLETED
             )
-            if any(r.complaint() or r.of_type("port_busy") for r in reports.values()):
+            trouble = any(r.complaint() or r.of_type("port_busy") for r in reports.values())
+            if trouble and pending:
                 await asyncio.wait(pending, timeout=ECHO_GRACE_S)
                 return True
         return True
