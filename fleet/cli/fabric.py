@@ -10,12 +10,12 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
-from fleet import api
 from fleet.cli.main import (
     EXIT_NOT_KEPT,
     _save,
@@ -25,6 +25,7 @@ from fleet.cli.main import (
     limit_option,
     with_bits,
 )
+from fleet.cli.selection import HostChoice, selection_options
 from fleet.errors import UsageError
 from fleet.fabric import plan
 from fleet.fabric.blame import DEFAULT_TOLERANCE
@@ -73,6 +74,7 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.command("fabric")
 @inventory_option
 @limit_option
+@selection_options
 @click.option(
     "--backend",
     type=click.Choice(["nccl", "gloo"]),
@@ -123,7 +125,7 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 )
 @click.option("--seed", type=int, help="Seed for random pairs and ports (reproducible rounds).")
 @click.option(
-    "--port",
+    "--master-port",
     "first_port",
     type=click.IntRange(1024, 65535),
     help="First rendezvous port to try (default: random in 29500-39999).",
@@ -164,6 +166,7 @@ def fabric(
     runs_dir: Path | None,
     no_save: bool,
     accept_new: bool,
+    **choice: Any,
 ) -> None:
     """Allreduce between hosts, in pairs and all together; name the slow host or link."""
     settings = FabricSettings(
@@ -178,7 +181,9 @@ def fabric(
         first_port=first_port,
         env=parse_env(env_items),
     )
-    selection = api.select_hosts(inventory_path, limit)
+    # -i/-H/--ssh-config as every command; --slurm is not offered: a fabric round is one launch
+    # per group, while the Slurm transport runs one srun step for all nodes at once.
+    selection = HostChoice.pop_from(choice).select(inventory_path, limit)
     console = make_console(stderr=json_path == "-")
     run = asyncio.run(
         fabric_with_signals(selection.hosts, settings, selection.source, accept_new, console)

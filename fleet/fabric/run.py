@@ -316,7 +316,7 @@ class FabricRunner:
             "backend": self.settings.backend,
             "sizes": list(sizes),
             "iters": {str(s): plan.default_iters(self.settings.backend, s) for s in sizes},
-            "warmup": 5 if self.settings.backend == "nccl" else 1,
+            "warmup": 20 if self.settings.backend == "nccl" else 1,  # as the reference loop
             "deadline_s": self.settings.round_timeout_s,
             "join_timeout_s": self.settings.join_timeout_s,
             "route_to": rendezvous_address(by_name[peer]),

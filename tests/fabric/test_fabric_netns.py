@@ -188,7 +188,7 @@ def test_a_busy_port_means_another_port(netns_fleet: NetnsFleet, tmp_path: Path)
         document = fabric(
             tmp_path,
             netns_fleet.inventory(tmp_path, names),
-            "--port",
+            "--master-port",
             str(port),
             "--no-group",
             "--seed",
