@@ -5,7 +5,7 @@
 # unforced (NVLink). Each time, in the same call and the same environment, the plain
 # torch.distributed loop bench/allreduce_reference.py --world 2. Prints busbw at 256 MiB, fabric vs
 # reference, both ways, into $OUT/fabric_summary.txt (and stdout); raw JSON beside it.
-#   OUT=/tmp/out bash bench/device_fabric.sh        # ~1-2 minutes
+#   OUT=/tmp/out bash bench/device_fabric.sh        # ~1-2 minutes; at most 4 (timeouts)
 set -uo pipefail
 # The lender's policy: NVLink multicast stays off in NCCL, PyTorch and NVSHMEM.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -35,13 +35,13 @@ for mode in sockets nvlink; do
         forced=(env)
     fi
     echo "== $mode: fleet fabric"
-    time "${forced[@]}" timeout 110 python3 -m fleet fabric -i "$inventory" --sizes "$SIZES_HUMAN" \
-        --pairs one --no-group --timeout 90 --no-save --json "$OUT/fabric_$mode.json" \
+    time "${forced[@]}" timeout 60 python3 -m fleet fabric -i "$inventory" --sizes "$SIZES_HUMAN" \
+        --pairs one --no-group --timeout 50 --no-save --json "$OUT/fabric_$mode.json" \
         >"$OUT/fabric_$mode.txt" 2>&1
     echo "exit code $?"
     cat "$OUT/fabric_$mode.txt"
     echo "== $mode: reference"
-    time "${forced[@]}" timeout 110 python3 bench/allreduce_reference.py --world 2 \
+    time "${forced[@]}" timeout 60 python3 bench/allreduce_reference.py --world 2 \
         --sizes "$SIZES_BYTES" --json "$OUT/reference_$mode.json" 2>"$OUT/reference_$mode.err"
     echo "exit code $?"
 done
