@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.errors import HostError
-from fleet.execution.protocol import ExecResult
 from fleet.fabric import launch, plan
 from fleet.fabric.blame import DEFAULT_TOLERANCE, Suspect, blame, median_busbw
 from fleet.fabric.results import GroupResult, HostReport, conclude_group, skipped
 from fleet.models import Host, HostOutcome, ProbeResult, Run
 from fleet.redact import mask_secrets
-from fleet.transport.base import Transport
+from fleet.transport.base import ExecResult, Transport, execute
 
 DISCOVER_TIMEOUT_S = 30.0
 CONTROLLER_SLACK_S = 5.0  # the rank program's deadline fires first; then the transport is cancelled
@@ -128,9 +127,10 @@ class FabricRunner:
         timeout = host.connect_timeout + DISCOVER_TIMEOUT_S
         try:
             async with asyncio.timeout(timeout):
-                result = await self.transports[host.transport].execute(
-                    host, launch.discover_script(timeout), _sink(report)
-                )
+                result = await execute(
+                    self.transports[host.transport], host, launch.discover_script(timeout),
+                    _sink(report),
+                )  # fmt: skip
         except HostError as exc:
             return exc
         except TimeoutError:
@@ -286,9 +286,10 @@ class FabricRunner:
     async def _run_host(self, host: Host, config: dict[str, Any], report: HostReport) -> None:
         deadline = float(config["deadline_s"])
         try:
-            result = await self.transports[host.transport].execute(
-                host, launch.rank_script(config, deadline, self.source), _sink(report)
-            )
+            result = await execute(
+                self.transports[host.transport], host,
+                launch.rank_script(config, deadline, self.source), _sink(report),
+            )  # fmt: skip
         except HostError as exc:
             report.failure = error_text(exc)
             return
