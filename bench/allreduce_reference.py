@@ -1,6 +1,6 @@
 """A plain torch.distributed NCCL all_reduce loop: the yardstick for the `allreduce` probe.
 
-    python3 bench/allreduce_reference.py [--world N] [--json OUT]
+    python3 bench/allreduce_reference.py [--world N] [--json OUT] [--sizes 8,268435456]
     python3 bench/allreduce_reference.py --compare RUN.json   # probe vs reference at 256 MiB
 
 One process per GPU (torch.multiprocessing), bf16, eager, CUDA-event timed: 20 warm-up iterations per
@@ -33,7 +33,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def worker(rank: int, world: int, port: int, queue: object) -> None:
+def worker(rank: int, world: int, port: int, queue: object, sizes: list[int] = SIZES) -> None:
     import torch
     import torch.distributed as dist
 
@@ -48,7 +48,7 @@ def worker(rank: int, world: int, port: int, queue: object) -> None:
         device_id=torch.device("cuda", rank),
     )
     rows = []
-    for size in sorted(set(SIZES)):
+    for size in sorted(set(sizes)):
         numel = max(1, size // 2)
         tensor = torch.ones(numel, dtype=torch.bfloat16, device="cuda")
         for _ in range(WARMUP):
@@ -86,13 +86,15 @@ def repetition(torch: Any, dist: Any, tensor: Any) -> float:
     return float(elapsed.item()) / 1e3
 
 
-def measure(world: int) -> dict:
+def measure(world: int, sizes: list[int] = SIZES) -> dict:
     import torch.multiprocessing as mp
 
     context = mp.get_context("spawn")
     queue = context.Queue()
     port = free_port()
-    processes = [context.Process(target=worker, args=(r, world, port, queue)) for r in range(world)]
+    processes = [
+        context.Process(target=worker, args=(r, world, port, queue, sizes)) for r in range(world)
+    ]
     for process in processes:
         process.start()
     rows = queue.get(timeout=300)
@@ -144,12 +146,14 @@ def main() -> int:
     parser.add_argument("--json", default="-")
     parser.add_argument("--compare", metavar="RUN_JSON")
     parser.add_argument("--reference", default="reference.json")
+    parser.add_argument("--sizes", help="comma-separated bytes (default: 8 B … 512 MiB)")
     args = parser.parse_args()
     if args.compare:
         return compare(args.compare, args.reference)
     import torch
 
-    result = measure(args.world or torch.cuda.device_count())
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else SIZES
+    result = measure(args.world or torch.cuda.device_count(), sizes)
     text = json.dumps(result, indent=1)
     if args.json == "-":
         print(text)

@@ -165,6 +165,7 @@ class Run:
     # target, job and step ids and each node's Slurm state and reason.
     transport: str | None = None
     slurm: Mapping[str, Any] | None = None
+    fabric: Mapping[str, Any] | None = None  # `fleet fabric` runs: pairs, ring, suspects
 
     def to_dict(self) -> dict[str, Any]:
         document = self._required_dict()
@@ -172,6 +173,8 @@ class Run:
             document["transport"] = self.transport
         if self.slurm is not None:
             document["slurm"] = dict(self.slurm)
+        if self.fabric is not None:
+            document["fabric"] = dict(self.fabric)
         return document
 
     def _required_dict(self) -> dict[str, Any]:
@@ -201,4 +204,5 @@ class Run:
             interrupted=bool(raw.get("interrupted")),
             transport=raw.get("transport"),
             slurm=raw.get("slurm"),
+            fabric=raw.get("fabric"),
         )

@@ -78,10 +78,24 @@ def _classify(declared: ProbeFacts, match_path: str) -> str:
 UNIVERSAL = ProbeFacts(volatile=("elapsed_s", "*.elapsed_s"))
 
 
+# Results that are not a probe file but sit in a host's probes like one: `fleet fabric` gives each
+# host a `fabric` result (fleet/fabric/run.py host_summary). Its medians are measurements; the
+# per-partner figures and pair counts depend on who was paired with whom, so never divergence.
+BUILTIN_FACTS = {
+    "fabric": ProbeFacts(
+        measure=("busbw_gbps", "latency_us"),
+        volatile=("partners", "partners.*", "pairs_ok", "pairs_bad"),
+    ),
+}
+
+
 def declared_facts(extra_dirs: Sequence[str | Path] = ()) -> dict[str, ProbeFacts]:
     """Every probe's FACTS declaration (your own too: --probe-dir, $FLEET_PROBE_DIR), read from
     its source without running it."""
-    return {name: parse_declaration(p.source) for name, p in available_probes(extra_dirs).items()}
+    found = dict(BUILTIN_FACTS)
+    for name, probe in available_probes(extra_dirs).items():
+        found[name] = parse_declaration(probe.source)
+    return found
 
 
 def parse_declaration(source: str) -> ProbeFacts:
@@ -274,8 +288,20 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def fabric_headlines(data: Mapping[str, Any]) -> dict[str, float]:
+    """A host's median over its fabric pairs: busbw at the largest size, latency at the smallest."""
+    found: dict[str, float] = {}
+    size = human_bytes(data["large_bytes"]) if isinstance(data.get("large_bytes"), int) else "?"
+    if isinstance(data.get("busbw_gbps"), int | float):
+        found[f"fabric {data.get('backend')} {size} busbw_gbps"] = data["busbw_gbps"]
+    if isinstance(data.get("latency_us"), int | float):
+        found[f"fabric {data.get('backend')} latency_us"] = data["latency_us"]
+    return found
+
+
 MEASUREMENTS: dict[str, Callable[[Mapping[str, Any]], dict[str, float]]] = {
     "allreduce": allreduce_headlines,
+    "fabric": fabric_headlines,
 }
 
 

@@ -112,6 +112,8 @@ HELPERS: Mapping[str, str | None] = {
     "_allreduce": "allreduce",
     "_allreduce_configured": "allreduce",
 }
+# Per-host results that are not probes but read like one: `fleet fabric` runs give `fabric`.
+RESULTS_BESIDE_PROBES = frozenset({"fabric"})
 RULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 NOT_REPORTED = "(not reported)"
@@ -292,7 +294,7 @@ def parse_rules(text: str, path: str, probes: Iterable[str]) -> list[Rule]:
     raw_rules = document["rules"]
     if not isinstance(raw_rules, list) or not raw_rules:
         raise where.at(document, "rules").fail("'rules:' must be a non-empty list of rules")
-    names = frozenset(probes)
+    names = frozenset(probes) | RESULTS_BESIDE_PROBES
     rules = [_parse_rule(raw, where.at(document, "rules"), names) for raw in raw_rules]
     check_unique_ids(rules)
     return rules
@@ -679,6 +681,8 @@ def _precondition(rule: Rule, outcome: HostOutcome, document: dict[str, Any]) ->
         return Verdict(name, "skipped", reason=_unreached_reason(outcome))
     for probe in rule.needs:
         result = outcome.probes.get(probe)
+        if result is None and probe in RESULTS_BESIDE_PROBES:  # another kind of run: no fault
+            return Verdict(name, "n/a", reason=f"no {probe} results: run `fleet {probe}`")
         if result is None:
             return Verdict(name, "skipped", reason=f"probe {probe} was not run")
         if result.status != "ok":

@@ -99,6 +99,7 @@ class FleetGroup(click.Group):
     LAZY: ClassVar[dict[str, tuple[str, str]]] = {
         "check": ("fleet.cli.check", "check"),
         "report": ("fleet.cli.report", "report"),
+        "fabric": ("fleet.cli.fabric", "fabric"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -580,6 +581,11 @@ def show(
     result = api.cross_host_diff(run, tolerance)
     if output_format != "terminal":
         print_fleet_diff(result, output_format)
+        return
+    if run.fabric is not None:  # a `fleet fabric` run: its pairs and suspects, not probe tables
+        from fleet.render.fabric import render_fabric
+
+        render_fabric(make_console(), run.fabric, list(run.hosts))
         return
     render_run(make_console(), run, result)
 

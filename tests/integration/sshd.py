@@ -12,7 +12,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,9 +86,11 @@ class SshdFarm:
         name: str,
         address: str,
         set_env: Mapping[str, str] | None = None,
+        prefix: Sequence[str] = (),
         **options: str,
     ) -> SshdHost:
-        """Start one sshd; `options` override sshd_config keywords, e.g. MaxStartups="1:100:1"."""
+        """Start one sshd; `options` override sshd_config keywords, e.g. MaxStartups="1:100:1";
+        `prefix` runs it through a wrapper, e.g. ("ip", "netns", "exec", NS) (which execs sshd)."""
         hostdir = self.root / name
         hostdir.mkdir()
         host_key = hostdir / "host_key"
@@ -98,7 +100,7 @@ class SshdFarm:
         env = {"HOME": str(home), "TMPDIR": str(home), **(set_env or {})}
         for attempt in range(PORT_ATTEMPTS):
             # The port is free when picked but may be taken before sshd binds it: pick again.
-            port = free_port(address)
+            port = free_port(address) if not prefix else 2200 + attempt  # its own namespace
             config = hostdir / "sshd_config"
             config.write_text(
                 sshd_config(
@@ -114,7 +116,7 @@ class SshdFarm:
             log = hostdir / "sshd.log"
             with log.open("wb") as log_file:  # sshd keeps its own copy of the descriptor
                 process = subprocess.Popen(
-                    [self.sshd, "-D", "-e", "-f", str(config)],
+                    [*prefix, self.sshd, "-D", "-e", "-f", str(config)],
                     stdout=subprocess.DEVNULL,
                     stderr=log_file,
                 )

@@ -1,0 +1,226 @@
+"""`fleet fabric`: cross-host allreduce rounds from the controller, to find the bad host or link.
+
+Exit code: 4 some host not reached, 8 some pair failed or summed wrongly, 64 the run was not kept,
+130 interrupted (as `fleet probe`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from fleet.cli.main import (
+    EXIT_NOT_KEPT,
+    _save,
+    _write_json,
+    exit_code,
+    inventory_option,
+    limit_option,
+    with_bits,
+)
+from fleet.cli.selection import HostChoice, selection_options
+from fleet.errors import UsageError
+from fleet.fabric import plan
+from fleet.fabric.blame import DEFAULT_TOLERANCE
+from fleet.fabric.results import GroupResult
+from fleet.fabric.run import FabricEvents, FabricSettings, run_fabric
+from fleet.models import Host, Run
+from fleet.render.console import make_console
+from fleet.render.fabric import render_fabric
+
+ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "CUDA_", "NVSHMEM_")
+
+
+class ProgressLines(FabricEvents):
+    """One line per finished group on stderr: rounds take seconds, users want to see them."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def discovered(self, host: str, reason: str | None) -> None:
+        if reason:
+            self.console.print(f"[yellow]{escape(host)}: {escape(reason)}")
+
+    def group_finished(self, result: GroupResult) -> None:
+        what = f"{result.busbw_gbps:.3g} GB/s" if result.busbw_gbps is not None else result.error
+        what = escape(str(what))
+        self.console.print(
+            f"[dim]round {result.round}[/] {escape(' ↔ '.join(result.hosts))}  "
+            f"{result.status}  {what}",
+            highlight=False,
+        )
+
+
+def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
+    env = {}
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        if not sep or not key.startswith(ENV_PREFIXES):
+            raise UsageError(
+                f"--env {item!r} is not KEY=VALUE with a NCCL_/GLOO_/TORCH_/CUDA_ key",
+                hint="e.g. --env NCCL_SOCKET_IFNAME=eth0",
+            )
+        env[key] = value
+    return env
+
+
+@click.command("fabric")
+@inventory_option
+@limit_option
+@selection_options
+@click.option(
+    "--backend",
+    type=click.Choice(["nccl", "gloo"]),
+    default="nccl",
+    show_default=True,
+    help="nccl: one rank per GPU; gloo: one rank per host, on CPU.",
+)
+@click.option(
+    "--pairs",
+    "pair_mode",
+    default="one",
+    show_default=True,
+    help="Pair rounds: one (disjoint pairs covering every host), ring, all, random:K.",
+)
+@click.option(
+    "--group/--no-group",
+    "full_group",
+    default=True,
+    show_default=True,
+    help="Also run the full group (every host at once) after the pairs.",
+)
+@click.option(
+    "--sizes",
+    help="Message sizes, e.g. 8,64K,1M,256M (default: nccl 8 B…256 MiB, gloo 8 B…16 MiB).",
+)
+@click.option(
+    "-t",
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(5, 3600),
+    default=120,
+    show_default=True,
+    help="Seconds per round (each rank's own deadline too).",
+)
+@click.option(
+    "--join-timeout",
+    type=click.FloatRange(1, 600),
+    default=30,
+    show_default=True,
+    help="Seconds the ranks wait for each other at the rendezvous.",
+)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(0.01, 100),
+    default=DEFAULT_TOLERANCE,
+    show_default=True,
+    help="A pair slower than median/(1+tolerance) is bad.",
+)
+@click.option("--seed", type=int, help="Seed for random pairs and ports (reproducible rounds).")
+@click.option(
+    "--master-port",
+    "first_port",
+    type=click.IntRange(1024, 65535),
+    help="First rendezvous port to try (default: random in 29500-39999).",
+)
+@click.option(
+    "--env",
+    "env_items",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set an NCCL_/GLOO_/TORCH_/CUDA_ variable for the ranks (repeatable).",
+)
+@click.option("--json", "json_path", help="Write the run document here ('-' for stdout).")
+@click.option(
+    "--runs-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where runs are saved (default ~/.local/state/fleet/runs).",
+)
+@click.option("--no-save", is_flag=True, help="Do not save the run in the runs folder.")
+@click.option(
+    "--accept-new",
+    is_flag=True,
+    help="Record unknown host keys in fleet's own known_hosts (changed keys: never).",
+)
+def fabric(
+    inventory_path: str | None,
+    limit: str | None,
+    backend: str,
+    pair_mode: str,
+    full_group: bool,
+    sizes: str | None,
+    timeout_s: float,
+    join_timeout: float,
+    tolerance: float,
+    seed: int | None,
+    first_port: int | None,
+    env_items: tuple[str, ...],
+    json_path: str | None,
+    runs_dir: Path | None,
+    no_save: bool,
+    accept_new: bool,
+    **choice: Any,
+) -> None:
+    """Allreduce between hosts, in pairs and all together; name the slow host or link."""
+    settings = FabricSettings(
+        backend=backend,
+        pairs=plan.parse_pairs(pair_mode),
+        full_group=full_group,
+        sizes=plan.parse_sizes(sizes) if sizes else (),
+        round_timeout_s=timeout_s,
+        join_timeout_s=min(join_timeout, timeout_s),
+        tolerance=tolerance,
+        seed=seed,
+        first_port=first_port,
+        env=parse_env(env_items),
+    )
+    # -i/-H/--ssh-config as every command; --slurm is not offered: a fabric round is one launch
+    # per group, while the Slurm transport runs one srun step for all nodes at once.
+    selection = HostChoice.pop_from(choice).select(inventory_path, limit)
+    console = make_console(stderr=json_path == "-")
+    run = asyncio.run(
+        fabric_with_signals(selection.hosts, settings, selection.source, accept_new, console)
+    )
+    saved = None if no_save else _save(run, runs_dir)
+    written = _write_json(run, json_path) if json_path else True
+    assert run.fabric is not None
+    render_fabric(console, run.fabric, [h.name for h in selection.hosts])
+    if saved:
+        console.print(f"[dim]saved {saved}")
+    kept = written and (no_save or saved is not None)
+    sys.exit(with_bits(exit_code(run), 0 if kept else EXIT_NOT_KEPT))
+
+
+async def fabric_with_signals(
+    hosts: list[Host],
+    settings: FabricSettings,
+    source: str | None,
+    accept_new: bool,
+    console: Console,
+) -> Run:
+    """Ctrl-C cancels the running round (its ranks are stopped) and skips the rest."""
+    interrupt = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, interrupt.set)
+    loop.add_signal_handler(signal.SIGTERM, interrupt.set)
+    try:
+        return await run_fabric(
+            hosts,
+            settings,
+            inventory=source,
+            accept_new=accept_new,
+            events=ProgressLines(make_console(stderr=True)),
+            interrupt=interrupt,
+        )
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        loop.remove_signal_handler(signal.SIGTERM)
+        if interrupt.is_set():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)

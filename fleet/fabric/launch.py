@@ -1,0 +1,54 @@
+"""The scripts a host runs for `fleet fabric`, sent like the probe bundle (fleet/execution/bundle.py):
+the launcher's alarm line, a literal, then a program read from the `probes` package. Pure."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+RANK_FILE = "_fabric_rank.py"
+
+# What the controller needs to know before it places ranks: can this host's Python import torch,
+# and how many GPUs does it have (CUDA_VISIBLE_DEVICES wins over the driver's list). Stdlib only.
+DISCOVER_SOURCE = """\
+import importlib.util, json, os, sys
+visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+try:
+    driver = len(os.listdir("/proc/driver/nvidia/gpus"))
+except OSError:
+    driver = 0
+gpus = len([d for d in visible.split(",") if d.strip()]) if visible is not None else driver
+torch = importlib.util.find_spec("torch") is not None
+print(json.dumps({"type": "discovered", "python": sys.version.split()[0],
+                  "executable": sys.executable, "torch": torch, "gpus": gpus}))
+"""
+
+
+def rank_source() -> str:
+    return resources.files("probes").joinpath(RANK_FILE).read_text(encoding="utf-8")
+
+
+def code_sha256() -> str:
+    """Identifies the code a fabric run sent (the run's bundle_sha256)."""
+    return hashlib.sha256((DISCOVER_SOURCE + "\0" + rank_source()).encode()).hexdigest()
+
+
+def with_alarm(body: str, deadline_s: float) -> bytes:
+    """The launcher reads the first line's last word as its alarm, in seconds."""
+    return f"# fleet start-up alarm, seconds: {max(1, math.ceil(deadline_s))}\n{body}".encode()
+
+
+def discover_script(deadline_s: float) -> bytes:
+    return with_alarm(DISCOVER_SOURCE, deadline_s)
+
+
+def rank_script(config: Mapping[str, Any], deadline_s: float, source: str | None = None) -> bytes:
+    """The host's ranks of one group: `FABRIC = {...}` then the rank program. The alarm is a few
+    seconds past the program's own deadline: a backstop for a program that cannot even clean up."""
+    literal = json.dumps(json.dumps(dict(config), default=str))
+    body = f"import json\nFABRIC = json.loads({literal})\n" + (source or rank_source())
+    return with_alarm(body, deadline_s + 3)

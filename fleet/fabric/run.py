@@ -1,0 +1,514 @@
+"""Runs `fleet fabric`: discovers the hosts, then runs each round's groups through the transports.
+
+Each host ends with exactly one outcome; a host that cannot be reached or cannot join costs only its
+own groups (skipped or failed, with the reason); a round never outlives its deadline (the
+controller's timeout here, the rank program's own deadline and alarm there); Ctrl-C cancels what
+runs (the transports stop the remote processes) and marks what was left `interrupted`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet.errors import HostError
+from fleet.fabric import launch, plan
+from fleet.fabric.blame import DEFAULT_TOLERANCE, Suspect, blame, median_busbw
+from fleet.fabric.results import GroupResult, HostReport, conclude_group, skipped
+from fleet.models import Host, HostOutcome, ProbeResult, Run
+from fleet.redact import mask_secrets
+from fleet.transport.base import ExecResult, Transport, execute
+
+DISCOVER_TIMEOUT_S = 30.0
+CONTROLLER_SLACK_S = 5.0  # the rank program's deadline fires first; then the transport is cancelled
+ECHO_GRACE_S = 2.0  # after one host fails, how long its partners get to say what they saw
+PORT_ATTEMPTS = 3
+FABRIC_SCHEMA = "fleet.fabric/1"
+
+
+@dataclass(frozen=True)
+class FabricSettings:
+    backend: str = "nccl"
+    pairs: plan.PairSpec = field(default_factory=lambda: plan.PairSpec("one"))
+    full_group: bool = True
+    sizes: tuple[int, ...] = ()
+    round_timeout_s: float = 120.0
+    join_timeout_s: float = 30.0
+    tolerance: float = DEFAULT_TOLERANCE
+    seed: int | None = None
+    first_port: int | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def sizes_or_default(self) -> tuple[int, ...]:
+        return self.sizes or plan.DEFAULT_SIZES[self.backend]
+
+
+class FabricEvents:
+    """What the runner tells the display; the defaults do nothing."""
+
+    def discovered(self, host: str, reason: str | None) -> None: ...
+
+    def round_started(self, index: int, groups: Sequence[plan.Group]) -> None: ...
+
+    def group_finished(self, result: GroupResult) -> None: ...
+
+
+@dataclass
+class FabricOutcome:
+    outcomes: dict[str, HostOutcome]
+    section: dict[str, Any]  # the run document's `fabric`
+    interrupted: bool
+
+
+@dataclass
+class Discovery:
+    usable: dict[str, list[int]]  # host → device indices (one rank per entry; [0] for gloo)
+    unreached: dict[str, HostError]
+    unusable: dict[str, str]  # reached, but cannot run a rank (no torch, no GPU)
+    python: dict[str, str]
+
+
+class FabricRunner:
+    def __init__(
+        self,
+        transports: Mapping[str, Transport],
+        settings: FabricSettings,
+        events: FabricEvents | None = None,
+        interrupt: asyncio.Event | None = None,
+    ) -> None:
+        self.transports, self.settings = transports, settings
+        self.events = events or FabricEvents()
+        self.interrupt = interrupt or asyncio.Event()
+        self.rng = random.Random(settings.seed)
+        self.ports: set[int] = set()
+        self.failed_masters: set[str] = set()
+        self.source = launch.rank_source()
+
+    async def run(self, hosts: Sequence[Host]) -> FabricOutcome:
+        by_name = {h.name: h for h in hosts}
+        found = await self.discover(hosts)
+        pairs: list[GroupResult] = []
+        ring: GroupResult | None = None
+        rounds, full = self.rounds(list(by_name), found)
+        for index, groups in enumerate(rounds):
+            results = await self.run_round(index, groups, by_name, found)
+            if full and index == len(rounds) - 1:
+                ring = results[0]
+            else:
+                pairs += results
+        return self.conclude(hosts, found, pairs, ring)
+
+    # -------------------------------------------------------------------------- discovery
+
+    async def discover(self, hosts: Sequence[Host]) -> Discovery:
+        found = Discovery({}, {}, {}, {})
+        answers = await asyncio.gather(*(self._discover_one(h) for h in hosts))
+        for host, answer in zip(hosts, answers, strict=True):
+            if isinstance(answer, HostError):
+                found.unreached[host.name] = answer
+                self.events.discovered(host.name, error_text(answer))
+                continue
+            found.python[host.name] = str(answer.get("python") or "")
+            reason = self._unusable(host, answer)
+            if reason:
+                found.unusable[host.name] = reason
+            else:
+                found.usable[host.name] = self._devices(host, answer)
+            self.events.discovered(host.name, reason)
+        return found
+
+    async def _discover_one(self, host: Host) -> dict[str, Any] | HostError:
+        report = HostReport()
+        timeout = host.connect_timeout + DISCOVER_TIMEOUT_S
+        try:
+            async with asyncio.timeout(timeout):
+                result = await execute(
+                    self.transports[host.transport], host, launch.discover_script(timeout),
+                    _sink(report),
+                )  # fmt: skip
+        except HostError as exc:
+            return exc
+        except TimeoutError:
+            return HostError(f"{host.name} did not answer within {timeout:g} s")
+        except Exception as exc:  # noqa: BLE001 (an error no transport mapped costs only this host)
+            return HostError(f"lost {host.name} ({host.target()})", context=repr(exc))
+        for message in report.of_type("discovered"):
+            return message
+        return HostError(f"{host.name}: {host.python} did not run", context=exec_summary(result))
+
+    def _unusable(self, host: Host, answer: Mapping[str, Any]) -> str | None:
+        if not answer.get("torch"):
+            return f"torch is not importable by {host.python} on {host.name}"
+        if self.settings.backend == "nccl" and not self._devices(host, answer):
+            return f"no GPU visible on {host.name}: use --backend gloo for CPU ranks"
+        return None
+
+    def _devices(self, host: Host, answer: Mapping[str, Any]) -> list[int]:
+        if self.settings.backend != "nccl":
+            return [0]
+        chosen = (host.probe_args.get("fabric") or {}).get("devices")
+        if isinstance(chosen, list) and chosen:
+            return [int(d) for d in chosen]
+        return list(range(int(answer.get("gpus") or 0)))
+
+    # ----------------------------------------------------------------------------- rounds
+
+    def rounds(self, names: list[str], found: Discovery) -> tuple[list[list[plan.Group]], bool]:
+        """Pair rounds over every host (groups with an unusable host are skipped when run), an
+        extra round for usable hosts left without a partner, then the full group (True: it is
+        the last round)."""
+        seed = self.rng.randrange(1 << 30)
+        rounds = plan.split_overlaps(plan.pair_rounds(names, self.settings.pairs, seed))
+        orphans = [h for h in found.usable if not _has_partner(h, rounds, found)]
+        if orphans and len(found.usable) >= 2 and self.settings.pairs.mode in ("one", "random"):
+            rounds += plan.split_overlaps([plan.rescue_round(orphans, list(found.usable), seed)])
+        full = self.settings.full_group and len(found.usable) >= 2
+        if full:
+            rounds.append([tuple(found.usable)])
+        return rounds, full
+
+    async def run_round(
+        self,
+        index: int,
+        groups: Sequence[plan.Group],
+        by_name: Mapping[str, Host],
+        found: Discovery,
+    ) -> list[GroupResult]:
+        runnable = [g for g in groups if all(h in found.usable for h in g)]
+        if self.interrupt.is_set():
+            runnable = []
+        self.events.round_started(index, runnable)
+        results = [self._skipped(g, found, index) for g in groups if g not in runnable]
+        tasks = [asyncio.ensure_future(self.run_group(index, g, by_name, found)) for g in runnable]
+        if tasks:
+            results += await self._finish(tasks, runnable, index)
+        for result in results:
+            self.events.group_finished(result)
+        return results
+
+    async def _finish(
+        self, tasks: list[asyncio.Task[GroupResult]], groups: Sequence[plan.Group], index: int
+    ) -> list[GroupResult]:
+        """Wait for the round's groups, or for Ctrl-C: then cancel them (their hosts are stopped)."""
+        interrupted = asyncio.ensure_future(self.interrupt.wait())
+        try:
+            await asyncio.wait([*tasks, interrupted], return_when=asyncio.FIRST_COMPLETED)
+            while not self.interrupt.is_set() and not all(t.done() for t in tasks):
+                await asyncio.wait([*tasks, interrupted], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            interrupted.cancel()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return [_result_of(t, g, index) for t, g in zip(tasks, groups, strict=True)]
+
+    def _skipped(self, group: plan.Group, found: Discovery, index: int) -> GroupResult:
+        if self.interrupt.is_set():
+            return GroupResult(tuple(group), "interrupted", error="interrupted", round=index)
+        reasons = [_why_unusable(h, found) for h in group if h not in found.usable]
+        return skipped(group, "; ".join(r for r in reasons if r), index)
+
+    # ------------------------------------------------------------------------------ a group
+
+    async def run_group(
+        self, index: int, group: plan.Group, by_name: Mapping[str, Host], found: Discovery
+    ) -> GroupResult:
+        """One group's allreduce; a busy rendezvous port means another port, up to PORT_ATTEMPTS."""
+        ordered = plan.with_master_first(group, frozenset(self.failed_masters))
+        placements = plan.place_ranks(ordered, found.usable, self.settings.backend)
+        result: GroupResult | None = None
+        for attempt in range(PORT_ATTEMPTS):
+            port = self._port(attempt)
+            reports, timed_out = await self._launch(placements, port, by_name)
+            if reports[ordered[0]].of_type("port_busy"):
+                busy = f"port {port} busy on master {ordered[0]} after {attempt + 1} tries"
+                result = GroupResult(
+                    ordered, "failed", len(placements), ordered[0], port, error=busy
+                )
+                continue
+            result = conclude_group(
+                placements, reports, port=port, round_index=index, timed_out=timed_out
+            )
+            break
+        assert result is not None
+        if result.error and result.error.startswith("master "):
+            self.failed_masters.add(ordered[0])  # the next round picks another master
+        return result
+
+    def _port(self, attempt: int) -> int:
+        first = self.settings.first_port
+        if first is not None and attempt == 0 and first not in self.ports:
+            self.ports.add(first)
+            return first
+        return plan.pick_port(self.rng, self.ports)
+
+    async def _launch(
+        self, placements: Sequence[plan.Placement], port: int, by_name: Mapping[str, Host]
+    ) -> tuple[dict[str, HostReport], bool]:
+        hosts = list(dict.fromkeys(p.host for p in placements))
+        reports = {h: HostReport() for h in hosts}
+        configs = {h: self._config(h, hosts, placements, port, by_name) for h in hosts}
+        tasks = {
+            h: asyncio.ensure_future(self._run_host(by_name[h], configs[h], reports[h]))
+            for h in hosts
+        }
+        timed_out = not await self._wait_group(tasks, reports)
+        for task in tasks.values():
+            task.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+        return reports, timed_out
+
+    async def _wait_group(
+        self, tasks: Mapping[str, asyncio.Task[None]], reports: Mapping[str, HostReport]
+    ) -> bool:
+        """Until every host is done, or one went wrong (its partners then get ECHO_GRACE_S to
+        report what they saw). False when the round's deadline passed first."""
+        deadline = time.monotonic() + self.settings.round_timeout_s + CONTROLLER_SLACK_S
+        pending = set(tasks.values())
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            _done, pending = await asyncio.wait(
+                pending, timeout=left, return_when=asyncio.FIRST_COMPLETED
+            )
+            trouble = any(r.complaint() or r.of_type("port_busy") for r in reports.values())
+            if trouble and pending:
+                await asyncio.wait(pending, timeout=ECHO_GRACE_S)
+                return True
+        return True
+
+    async def _run_host(self, host: Host, config: dict[str, Any], report: HostReport) -> None:
+        deadline = float(config["deadline_s"])
+        try:
+            result = await execute(
+                self.transports[host.transport], host,
+                launch.rank_script(config, deadline, self.source), _sink(report),
+            )  # fmt: skip
+        except HostError as exc:
+            report.failure = error_text(exc)
+            return
+        except Exception as exc:  # noqa: BLE001 (an error no transport mapped costs only this host)
+            report.failure = f"lost {host.name}: {exc!r}"
+            return
+        report.failure = exec_failure(result, report)
+
+    def _config(
+        self,
+        host: str,
+        hosts: Sequence[str],
+        placements: Sequence[plan.Placement],
+        port: int,
+        by_name: Mapping[str, Host],
+    ) -> dict[str, Any]:
+        sizes = self.settings.sizes_or_default()
+        peer = next((h for h in hosts if h != host), host)
+        return {
+            "master": rendezvous_address(by_name[hosts[0]]),
+            "port": port,
+            "check_port": host == hosts[0],
+            "world_size": len(placements),
+            "ranks": [{"rank": p.rank, "device": p.device} for p in placements if p.host == host],
+            "backend": self.settings.backend,
+            "sizes": list(sizes),
+            "iters": {str(s): plan.default_iters(self.settings.backend, s) for s in sizes},
+            "warmup": 20 if self.settings.backend == "nccl" else 1,  # as the reference loop
+            "deadline_s": self.settings.round_timeout_s,
+            "join_timeout_s": self.settings.join_timeout_s,
+            "route_to": rendezvous_address(by_name[peer]),
+            "env": dict(self.settings.env),
+        }
+
+    # ---------------------------------------------------------------------------- the end
+
+    def conclude(
+        self,
+        hosts: Sequence[Host],
+        found: Discovery,
+        pairs: Sequence[GroupResult],
+        ring: GroupResult | None,
+    ) -> FabricOutcome:
+        unreached = {h: error_text(e) for h, e in found.unreached.items()}
+        suspects = blame(pairs, unreached, self.settings.tolerance)
+        section = fabric_section(self.settings, pairs, ring, suspects, found)
+        outcomes = {h.name: host_outcome(h, found, pairs, suspects, section) for h in hosts}
+        return FabricOutcome(outcomes, mask_secrets(section), self.interrupt.is_set())
+
+
+# ------------------------------------------------------------------------------- helpers
+
+
+def _sink(report: HostReport) -> Any:
+    def sink(chunk: bytes) -> bool:
+        report.feed(chunk)
+        return True
+
+    return sink
+
+
+def _has_partner(host: str, rounds: Sequence[Sequence[plan.Group]], found: Discovery) -> bool:
+    return any(host in g and all(h in found.usable for h in g) for groups in rounds for g in groups)
+
+
+def _why_unusable(host: str, found: Discovery) -> str | None:
+    if host in found.unreached:
+        return f"{host} not reached: {error_text(found.unreached[host])}"
+    return found.unusable.get(host)
+
+
+def _result_of(task: asyncio.Task[GroupResult], group: plan.Group, index: int) -> GroupResult:
+    if task.done() and not task.cancelled() and task.exception() is None:
+        return task.result()
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        error = f"controller error: {task.exception()!r}"
+        return GroupResult(tuple(group), "failed", error=error, round=index)
+    return GroupResult(tuple(group), "interrupted", error="interrupted (Ctrl-C)", round=index)
+
+
+def rendezvous_address(host: Host) -> str:
+    """Where the others reach this host's rank 0: its inventory address (loopback if local)."""
+    return "127.0.0.1" if host.transport == "local" else host.address
+
+
+def error_text(exc: HostError) -> str:
+    return exc.message + (f": {exc.context}" if exc.context else "")
+
+
+def exec_summary(result: ExecResult) -> str:
+    if result.exit_signal:
+        return f"killed by {result.exit_signal}"
+    if result.exit_status is None:
+        return "connection lost"
+    tail = result.stderr_tail.strip().splitlines()
+    return f"exit status {result.exit_status}" + (f": {tail[-1]}" if tail else "")
+
+
+def exec_failure(result: ExecResult, report: HostReport) -> str | None:
+    """How the rank program ended, when that is the news: lost, killed, or silent."""
+    if report.of_type("done") and result.exit_status == 0:
+        return None
+    if report.of_type("port_busy") or report.complaint():
+        return None  # it said why itself
+    return exec_summary(result) + ("" if report.messages else " (the rank program never started)")
+
+
+def fabric_section(
+    settings: FabricSettings,
+    pairs: Sequence[GroupResult],
+    ring: GroupResult | None,
+    suspects: Sequence[Suspect],
+    found: Discovery,
+) -> dict[str, Any]:
+    median = median_busbw(pairs)
+    envs: dict[str, dict[str, str]] = {}
+    for result in [*pairs, *([ring] if ring else [])]:
+        for host, env in result.env.items():
+            envs.setdefault(host, dict(env))
+    return {
+        "schema": FABRIC_SCHEMA,
+        "backend": settings.backend,
+        "pair_mode": settings.pairs.mode
+        + (f":{settings.pairs.rounds}" if settings.pairs.mode == "random" else ""),
+        "sizes": list(settings.sizes_or_default()),
+        "tolerance": settings.tolerance,
+        "median_busbw_gbps": None if median is None else round(median, 4),
+        "pairs": [p.to_dict() for p in pairs],
+        "ring": ring.to_dict() if ring else None,
+        "suspects": [s.to_dict() for s in suspects],
+        "env": envs,
+        "skipped_hosts": {h: _why_unusable(h, found) for h in [*found.unreached, *found.unusable]},
+    }
+
+
+def host_summary(
+    name: str, pairs: Sequence[GroupResult], suspects: Sequence[Suspect]
+) -> dict[str, Any]:
+    """One host's view of the fabric: what `fleet diff`, drift and `fleet check` read as `fabric`."""
+    mine = [p for p in pairs if name in p.hosts]
+    busbw = [p.busbw_gbps for p in mine if p.status == "ok" and p.busbw_gbps is not None]
+    latency = [p.latency_us for p in mine if p.status == "ok" and p.latency_us is not None]
+    blamed = [s for s in suspects if name in s.hosts]
+    return {
+        "busbw_gbps": round(statistics.median(busbw), 4) if busbw else None,
+        "latency_us": round(statistics.median(latency), 2) if latency else None,
+        "large_bytes": max((p.sizes[-1].bytes for p in mine if p.sizes), default=None),
+        "pairs_ok": sum(p.status == "ok" for p in mine),
+        "pairs_bad": sum(p.status in ("failed", "timeout") or p.correct is False for p in mine),
+        "all_correct": all(p.correct is not False for p in mine),
+        "suspect": blamed[0].kind if blamed else None,
+        "partners": {
+            other: (p.busbw_gbps if p.status == "ok" else p.status)
+            for p in mine
+            for other in p.hosts
+            if other != name
+        },
+    }
+
+
+def host_outcome(
+    host: Host,
+    found: Discovery,
+    pairs: Sequence[GroupResult],
+    suspects: Sequence[Suspect],
+    section: Mapping[str, Any],
+) -> HostOutcome:
+    if host.name in found.unreached:
+        exc = found.unreached[host.name]
+        return HostOutcome(host.name, exc.status, host.address, error_text(exc), exc.hint or None)
+    data = host_summary(host.name, pairs, suspects)
+    data["backend"] = section["backend"]
+    data["env"] = section["env"].get(host.name, {})
+    error = found.unusable.get(host.name)
+    if error is None and data["pairs_bad"]:
+        error = f"{data['pairs_bad']} pair(s) failed or summed wrongly"
+    probe_status = "ok" if error is None else "failed"
+    result = ProbeResult(probe_status, probe_status == "ok", data, error, 0.0)
+    host_status = "ok" if probe_status == "ok" else "partial"
+    return HostOutcome(
+        host.name,
+        host_status,
+        host.address,
+        error,
+        None,
+        0.0,
+        found.python.get(host.name),
+        {"fabric": result},
+    )
+
+
+async def run_fabric(
+    hosts: Sequence[Host],
+    settings: FabricSettings,
+    *,
+    inventory: str | None = None,
+    accept_new: bool = False,
+    events: FabricEvents | None = None,
+    interrupt: asyncio.Event | None = None,
+) -> Run:
+    """`fleet fabric` as a Run: one `fabric` result per host and the run's `fabric` section."""
+    from fleet import __version__, api  # api imports the whole probing path: only when run
+
+    transports = api.make_transports(hosts, accept_new)
+    started = api._now()
+    runner = FabricRunner(transports, settings, events, interrupt)
+    try:
+        outcome = await runner.run(hosts)
+    finally:
+        for transport in transports.values():
+            await transport.close()
+    return Run(
+        fleet_version=__version__,
+        started=started,
+        finished=api._now(),
+        bundle_sha256=launch.code_sha256(),
+        hosts=outcome.outcomes,
+        probes=("fabric",),
+        inventory=inventory,
+        interrupted=outcome.interrupted,
+        fabric=outcome.section,
+    )
