@@ -108,7 +108,7 @@ class FabricRunner:
     async def discover(self, hosts: Sequence[Host]) -> Discovery:
         found = Discovery({}, {}, {}, {})
         answers = await asyncio.gather(*(self._discover_one(h) for h in hosts))
-        for host, answer in zip(hosts, answers, strict=True):
+        for host, answer in zip(hosts, answers):
             if isinstance(answer, HostError):
                 found.unreached[host.name] = answer
                 self.events.discovered(host.name, error_text(answer))
@@ -126,14 +126,16 @@ class FabricRunner:
         report = HostReport()
         timeout = host.connect_timeout + DISCOVER_TIMEOUT_S
         try:
-            async with asyncio.timeout(timeout):
-                result = await execute(
+            result = await asyncio.wait_for(
+                execute(
                     self.transports[host.transport], host, launch.discover_script(timeout),
                     _sink(report),
-                )  # fmt: skip
+                ),
+                timeout,
+            )  # fmt: skip
         except HostError as exc:
             return exc
-        except TimeoutError:
+        except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
             return HostError(f"{host.name} did not answer within {timeout:g} s")
         except Exception as exc:  # noqa: BLE001 (an error no transport mapped costs only this host)
             return HostError(f"lost {host.name} ({host.target()})", context=repr(exc))
@@ -205,7 +207,7 @@ class FabricRunner:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        return [_result_of(t, g, index) for t, g in zip(tasks, groups, strict=True)]
+        return [_result_of(t, g, index) for t, g in zip(tasks, groups)]
 
     def _skipped(self, group: plan.Group, found: Discovery, index: int) -> GroupResult:
         if self.interrupt.is_set():
