@@ -26,6 +26,18 @@ import signal
 import sys
 import time
 import traceback
+from typing import (
+    Any,
+    Dict,
+    List,
+    Mapping,
+    NoReturn,
+    Optional,
+    Pattern,
+    Set,
+    Tuple,
+    TypedDict,
+)
 
 PROTOCOL = 1
 HEARTBEAT_S = 1.0
@@ -39,6 +51,27 @@ READ_CHUNK = 65536
 # (CONTINUED first: JSON text is ASCII and escapes control characters, so it never starts so).
 FOLD_LINES_AT = int(os.environ.get("FLEET_FOLD_LINES") or 0)
 CONTINUED = b"\x1e"
+
+# Annotations are evaluated at run time on the host (no `from __future__ import annotations`: the
+# bundle puts its BUNDLE literal above this file), so they use typing's names, valid on 3.8.
+Options = Dict[str, Any]  # one probe's options, handed to its collect()
+Message = Dict[str, Any]  # one protocol line
+Verdict = Tuple[str, bool, Dict[str, Any], Any]  # status, ok, data, error (what the probe said)
+
+
+class _BundleRequired(TypedDict):
+    probes: Dict[str, str]  # probe name -> source
+
+
+class Bundle(_BundleRequired, total=False):
+    """The BUNDLE literal the controller puts above this file (fleet/execution/bundle.py)."""
+
+    options: Dict[str, Options]  # probe name -> its options
+    files: Dict[str, Dict[str, str]]  # probe name -> {SHIPS file name: text}
+    deadline_s: float
+    parallel: int
+    preload: bool
+
 
 # Token-shaped strings never leave the host. The controller imports this list to mask again.
 SECRET_PATTERNS = (
@@ -70,7 +103,7 @@ MASK = "***"
 SECRET_NAME = re.compile(r"(?i)(TOKEN|SECRET|PASSW|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)")
 
 
-def environment_secrets(environ):
+def environment_secrets(environ: Mapping[str, str]) -> List[str]:
     """Values of the variables named like secrets, longest first (8 characters or more)."""
     found = set(v for k, v in environ.items() if SECRET_NAME.search(k) and len(v) >= 8)
     return sorted(found, key=len, reverse=True)
@@ -79,7 +112,7 @@ def environment_secrets(environ):
 ENV_SECRETS = environment_secrets(os.environ)
 
 
-def secret_patterns_in(text):
+def secret_patterns_in(text: str) -> List[Pattern[str]]:
     """The patterns whose anchor occurs in `text` (the only ones worth running)."""
     lowered = text.lower()
     return [
@@ -89,7 +122,7 @@ def secret_patterns_in(text):
     ]
 
 
-def mask_secrets(value):
+def mask_secrets(value: Any) -> Any:
     """Return `value` (any JSON-like structure) with every token-shaped substring replaced by ***."""
     if isinstance(value, str):
         for secret in ENV_SECRETS:
@@ -105,7 +138,7 @@ def mask_secrets(value):
     return value
 
 
-def emit(message):
+def emit(message: Message) -> None:
     """Write one protocol line; a closed channel (EPIPE) ends the run and kills every probe."""
     line = fold((json.dumps(message, sort_keys=True, default=repr) + "\n").encode("ascii"))
     try:
@@ -116,7 +149,7 @@ def emit(message):
         raise ChannelClosed() from None
 
 
-def fold(line, width=FOLD_LINES_AT):
+def fold(line: bytes, width: int = FOLD_LINES_AT) -> bytes:
     """`line` as pieces of at most `width` bytes, each but the last marked CONTINUED."""
     if not width or len(line) <= width:
         return line
@@ -133,27 +166,27 @@ class Deadline(Exception):
     """The bundle's own deadline fired (signal.alarm), or the controller sent a signal."""
 
 
-def read_run_alone(source):
+def read_run_alone(source: str) -> bool:
     return re.search(r"^RUN_ALONE\s*=\s*True\b", source, re.MULTILINE) is not None
 
 
-def read_preload(source):
+def read_preload(source: str) -> List[str]:
     """The modules a probe declares with `PRELOAD = ("torch",)`."""
     match = re.search(r"^PRELOAD\s*=\s*\(([^)]*)\)", source, re.MULTILINE)
     return re.findall(r"[\"']([A-Za-z0-9_.]+)[\"']", match.group(1)) if match else []
 
 
-def read_ships(source):
+def read_ships(source: str) -> List[str]:
     """The helper files a probe declares with `SHIPS = ("_helper.py",)`."""
     match = re.search(r"^SHIPS\s*=\s*\(([^)]*)\)", source, re.MULTILINE)
     return re.findall(r"[\"']([A-Za-z0-9_.]+)[\"']", match.group(1)) if match else []
 
 
 # probe name -> {file name: text}: the SHIPS files of the bundle, handed to each probe in memory
-SHIPPED = {}  # type: dict
+SHIPPED: Dict[str, Dict[str, str]] = {}
 
 
-def read_timeout(source):
+def read_timeout(source: str) -> float:
     match = re.search(r"^TIMEOUT_S\s*=\s*([0-9.]+)", source, re.MULTILINE)
     return float(match.group(1)) if match else DEFAULT_PROBE_TIMEOUT_S
 
@@ -161,7 +194,9 @@ def read_timeout(source):
 # ---------------------------------------------------------------------------------------- the child
 
 
-def child_main(name, source, options, result_fd, output_fd):
+def child_main(
+    name: str, source: str, options: Options, result_fd: int, output_fd: int
+) -> NoReturn:
     """In the forked child: run the probe, write its JSON result to result_fd, never return."""
     try:
         os.setpgid(0, 0)
@@ -179,7 +214,7 @@ def child_main(name, source, options, result_fd, output_fd):
     os._exit(0)
 
 
-def die_with_parent():
+def die_with_parent() -> None:
     """If the runner is SIGKILLed, take this probe down too (Linux prctl PR_SET_PDEATHSIG)."""
     try:
         import ctypes
@@ -189,14 +224,17 @@ def die_with_parent():
         pass
 
 
-def run_probe_source(name, source, options):
-    namespace = {"__name__": "fleet_probe_" + name, "__file__": "probes/%s.py" % name}
+def run_probe_source(name: str, source: str, options: Options) -> Dict[str, Any]:
+    namespace: Dict[str, Any] = {
+        "__name__": "fleet_probe_" + name,
+        "__file__": "probes/%s.py" % name,
+    }
     namespace["__shipped__"] = dict(SHIPPED.get(name) or {})
     exec(compile(source, "probes/%s.py" % name, "exec"), namespace)
     return {"result": namespace["collect"](options)}
 
 
-def write_all(fd, data):
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
@@ -209,7 +247,7 @@ def write_all(fd, data):
 class ProbeProcess:
     """A running probe seen from the parent: its pid, its pipes and what they have said so far."""
 
-    def __init__(self, name, source, options, fork=True):
+    def __init__(self, name: str, source: str, options: Options, fork: bool = True) -> None:
         self.name, self.source, self.options = name, source, options
         self.started = time.monotonic()
         self.deadline = self.started + float(options.get("timeout_s") or read_timeout(source))
@@ -217,7 +255,9 @@ class ProbeProcess:
         output_r, output_w = os.pipe()
         self.result_fd, self.output_fd = result_r, output_r
         self.write_fds = (result_w, output_w)
-        self.pid = None  # without fork: the Preloader forks it and says its pid later
+        self.pid: Optional[int] = (
+            None  # without fork: the Preloader forks it and says its pid later
+        )
         if fork:
             sys.stdout.flush()
             self.pid = os.fork()
@@ -227,16 +267,16 @@ class ProbeProcess:
                 child_main(name, source, options, result_w, output_w)
             self.close_write_ends()
 
-    def close_write_ends(self):
+    def close_write_ends(self) -> None:
         for fd in self.write_fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.result = bytearray()
         self.result_overflow = False
         self.output_tail = b""
-        self.exit_status = None
+        self.exit_status: Optional[int] = None
 
-    def on_readable(self, fd):
+    def on_readable(self, fd: int) -> bool:
         """Read one chunk; return False at end of file."""
         chunk = os.read(fd, READ_CHUNK)
         if not chunk:
@@ -249,7 +289,7 @@ class ProbeProcess:
             self.result.extend(chunk)
         return True
 
-    def poll_exit(self):
+    def poll_exit(self) -> bool:
         if self.exit_status is None and self.pid is not None:
             try:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
@@ -259,20 +299,20 @@ class ProbeProcess:
                 self.exit_status = status
         return self.exit_status is not None
 
-    def kill(self):
+    def kill(self) -> None:
         """Kill the probe and everything it started (its process group), then reap it."""
         if self.pid is None:
             return  # never started: the Preloader that would have forked it is killed instead
-        for target in (lambda: os.killpg(self.pid, signal.SIGKILL), lambda: os.kill(self.pid, 9)):
+        for kill in (os.killpg, os.kill):  # the group, then the probe itself should it have left it
             with contextlib.suppress(OSError):
-                target()
+                kill(self.pid, signal.SIGKILL)
         if self.exit_status is None:
             try:
                 self.exit_status = os.waitpid(self.pid, 0)[1]
             except OSError:
                 self.exit_status = 0
 
-    def report(self, timed_out=False):
+    def report(self, timed_out: bool = False) -> Message:
         elapsed = round(time.monotonic() - self.started, 3)
         status, ok, data, error = judge(self, timed_out)
         return {
@@ -287,7 +327,7 @@ class ProbeProcess:
         }
 
 
-def judge(proc, timed_out):
+def judge(proc: ProbeProcess, timed_out: bool) -> Verdict:
     """Turn what a child left behind into (status, ok, data, error)."""
     if timed_out:
         return "timeout", False, {}, "probe timed out after %.0f s" % (proc.deadline - proc.started)
@@ -301,7 +341,7 @@ def judge(proc, timed_out):
     return judge_payload(bytes(proc.result))
 
 
-def judge_payload(raw):
+def judge_payload(raw: bytes) -> Verdict:
     try:
         payload = json.loads(raw.decode("utf-8", "replace"))
     except ValueError:
@@ -317,12 +357,14 @@ def judge_payload(raw):
             {},
             "probe returned %.80r, not {'ok': bool, 'data': ...}" % (result,),
         )
-    data = result.get("data") if isinstance(result.get("data"), dict) else {}
+    data = result.get("data")
+    if not isinstance(data, dict):
+        data = {}
     error = result.get("error")
     return ("ok" if result["ok"] else "absent"), result["ok"], data, error
 
 
-def signal_name(number):
+def signal_name(number: int) -> str:
     try:
         return "%d (%s)" % (number, signal.Signals(number).name)
     except ValueError:
@@ -343,7 +385,7 @@ class Preloader:
     way and each reports its own failure: a failed preload costs time, never results.
     """
 
-    def __init__(self, procs, modules):
+    def __init__(self, procs: List[ProbeProcess], modules: List[str]) -> None:
         self.procs = {p.name: p for p in procs}
         status_r, status_w = os.pipe()
         runner_pid = os.getpid()
@@ -359,7 +401,7 @@ class Preloader:
         self.pending = set(self.procs)
         self._buffer = b""
 
-    def on_readable(self):
+    def on_readable(self) -> bool:
         """Read pid announcements; return False at end of file (the preloader is done or dead)."""
         chunk = os.read(self.status_fd, 4096)
         self._buffer += chunk
@@ -371,7 +413,7 @@ class Preloader:
                 self.pending.discard(name)
         return bool(chunk)
 
-    def stop(self):
+    def stop(self) -> None:
         with contextlib.suppress(OSError):
             os.killpg(self.pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
@@ -380,17 +422,20 @@ class Preloader:
             os.close(self.status_fd)
 
 
-def become_subreaper():
+def become_subreaper() -> bool:
     """Orphaned descendants get re-parented to us (Linux PR_SET_CHILD_SUBREAPER)."""
     try:
         import ctypes
 
-        return ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0
+        status: int = ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+        return status == 0
     except Exception:  # not Linux, or no libc: probes are then forked the ordinary way
         return False
 
 
-def preloader_main(procs, modules, status_w, runner_pid):
+def preloader_main(
+    procs: List[ProbeProcess], modules: List[str], status_w: int, runner_pid: int
+) -> NoReturn:
     """In the preloader: import `modules` once, fork each probe from here, never return."""
     try:
         os.setpgid(0, 0)
@@ -412,7 +457,9 @@ def preloader_main(procs, modules, status_w, runner_pid):
         os._exit(0)
 
 
-def fork_adopted_probe(proc, procs, status_w, runner_pid):
+def fork_adopted_probe(
+    proc: ProbeProcess, procs: List[ProbeProcess], status_w: int, runner_pid: int
+) -> None:
     """Double fork: the middle process exits at once, so the probe is re-parented to the runner."""
     middle = os.fork()
     if middle:
@@ -437,20 +484,26 @@ def fork_adopted_probe(proc, procs, status_w, runner_pid):
 class Scheduler:
     """Runs the probes, `parallel` at a time; RUN_ALONE probes last and one by one."""
 
-    def __init__(self, probes, options, parallel, preload=True):
+    def __init__(
+        self,
+        probes: Dict[str, str],
+        options: Dict[str, Options],
+        parallel: int,
+        preload: bool = True,
+    ) -> None:
         shared = [n for n in probes if not read_run_alone(probes[n])]
         alone = [n for n in probes if read_run_alone(probes[n])]
         self.queue = shared + alone
         self.alone = set(alone)
         self.probes, self.options, self.parallel = probes, options, max(1, parallel)
-        self.running = {}
+        self.running: Dict[str, ProbeProcess] = {}
         self.selector = selectors.DefaultSelector()
-        self.preloader = None
-        self.adopted = set()  # preloaded probes: they do not count against `parallel`
+        self.preloader: Optional[Preloader] = None
+        self.adopted: Set[str] = set()  # preloaded probes: they do not count against `parallel`
         if preload:
             self.start_preloaded([n for n in shared if read_preload(probes[n])])
 
-    def start_preloaded(self, names):
+    def start_preloaded(self, names: List[str]) -> None:
         """Hand the probes that share heavy imports to a Preloader (when we can adopt them)."""
         modules = sorted({m for n in names for m in read_preload(self.probes[n])})
         if len(names) < 2 or not become_subreaper():
@@ -467,9 +520,10 @@ class Scheduler:
             self.selector.register(proc.result_fd, selectors.EVENT_READ, proc)
             self.selector.register(proc.output_fd, selectors.EVENT_READ, proc)
 
-    def preloader_finished(self):
+    def preloader_finished(self) -> None:
         """Probes the preloader never forked (it died) start again, the ordinary way, first."""
         preloader, self.preloader = self.preloader, None
+        assert preloader is not None  # only called while one runs
         self.selector.unregister(preloader.status_fd)
         preloader.stop()
         for name in sorted(preloader.pending, reverse=True):
@@ -479,7 +533,7 @@ class Scheduler:
                 self.drain(proc, fd, final=False)
             self.queue.insert(0, name)
 
-    def start_ready(self):
+    def start_ready(self) -> None:
         while self.queue and len(set(self.running) - self.adopted) < self.parallel:
             name = self.queue[0]
             if self.running and (name in self.alone or self.alone & set(self.running)):
@@ -487,13 +541,13 @@ class Scheduler:
             self.queue.pop(0)
             self.start(name)
 
-    def start(self, name):
+    def start(self, name: str) -> None:
         proc = ProbeProcess(name, self.probes[name], self.options.get(name) or {})
         self.running[name] = proc
         self.selector.register(proc.result_fd, selectors.EVENT_READ, proc)
         self.selector.register(proc.output_fd, selectors.EVENT_READ, proc)
 
-    def finish(self, proc, timed_out=False):
+    def finish(self, proc: ProbeProcess, timed_out: bool = False) -> None:
         if timed_out:
             proc.kill()
         for fd in (proc.result_fd, proc.output_fd):
@@ -502,7 +556,7 @@ class Scheduler:
         del self.running[proc.name]
         emit(proc.report(timed_out))
 
-    def drain(self, proc, fd, final):
+    def drain(self, proc: ProbeProcess, fd: int, final: bool) -> None:
         with contextlib.suppress(KeyError, ValueError):
             self.selector.unregister(fd)
         if final and fd == proc.result_fd:
@@ -510,13 +564,13 @@ class Scheduler:
                 pass
         os.close(fd)
 
-    def step(self, wait_s):
+    def step(self, wait_s: float) -> None:
         for key, _ in self.selector.select(timeout=wait_s):
-            if key.data is self.preloader:
+            if self.preloader is not None and key.data is self.preloader:
                 if not self.preloader.on_readable():
                     self.preloader_finished()
                 continue
-            proc = key.data
+            proc: ProbeProcess = key.data
             if self.running.get(proc.name) is not proc:
                 continue  # its pipes were closed earlier in this round (handed back to the queue)
             if not proc.on_readable(key.fd):
@@ -533,21 +587,21 @@ class Scheduler:
                     self.preloader_finished()  # its import hangs: stop it, restart the others
                 self.finish(proc, timed_out=True)
 
-    def kill_all(self):
+    def kill_all(self) -> None:
         if self.preloader is not None:
             self.preloader.stop()
         for proc in self.running.values():
             proc.kill()
 
 
-def clean_sys_path(script_dir=None):
+def clean_sys_path(script_dir: Optional[str] = None) -> None:
     """Drop the current folder ('' under `python -`) and this script's folder from sys.path, so a
     `torch/` in the login folder, or probes/torch.py itself when run by hand, never shadows the
     real package the probes are looking at."""
     sys.path[:] = [p for p in sys.path if p not in ("", ".", script_dir)]
 
 
-def run_bundle(bundle):
+def run_bundle(bundle: Bundle) -> int:
     started = time.monotonic()
     install_deadline(float(bundle.get("deadline_s") or 300))
     SHIPPED.update(bundle.get("files") or {})
@@ -583,17 +637,17 @@ def run_bundle(bundle):
     return 0
 
 
-def try_emit(message):
+def try_emit(message: Message) -> None:
     with contextlib.suppress(ChannelClosed):
         emit(message)
 
 
-def install_deadline(seconds):
+def install_deadline(seconds: float) -> None:
     """Our own deadline: sshd may refuse to signal us, and a closed channel alone would not stop us."""
 
     stopping = (signal.SIGALRM, signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
-    def on_signal(signum, frame):
+    def on_signal(signum: int, frame: object) -> NoReturn:
         # once: the same stop often comes twice (the controller's killpg, and `timeout` passing
         # it on to us and our group), and a second Deadline would cut short kill_all()
         for other in stopping:
@@ -610,10 +664,11 @@ def install_deadline(seconds):
     signal.alarm(min(wanted, left) if left else wanted)
 
 
-def bundle_from_directory(directory):
+def bundle_from_directory(directory: str) -> Bundle:
     """By hand: every probe file beside this one, with default options."""
     names = sorted(f[:-3] for f in os.listdir(directory) if f.endswith(".py") and f[0] not in "_.")
-    probes, files = {}, {}
+    probes: Dict[str, str] = {}
+    files: Dict[str, Dict[str, str]] = {}
     for name in names:
         with open(os.path.join(directory, name + ".py")) as handle:
             probes[name] = handle.read()
