@@ -1,6 +1,7 @@
 """Pre-flight checks: rules written in YAML with JMESPath conditions (`rules`), judged per host,
 and the built-in packs (`packs/`). Pure: a Run in, a CheckReport out."""
 
+from fleet.analysis.facts import allreduce_summary
 from fleet.checks.rules import (
     CHECK_SCHEMA,
     CheckReport,
@@ -10,7 +11,6 @@ from fleet.checks.rules import (
     RuleFileError,
     RuleResult,
     Verdict,
-    allreduce_summary,
     check_unique_ids,
     compile_expression,
     evaluate,

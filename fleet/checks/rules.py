@@ -447,7 +447,9 @@ def _needed_probes(expressions: Iterable[Expression]) -> tuple[str, ...]:
 # ------------------------------------------------------------------------ host documents
 
 
-def host_document(outcome: HostOutcome, probe_args: Mapping[str, Any] | None = None) -> dict:
+def host_document(
+    outcome: HostOutcome, probe_args: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """What rules read about one host: `{probe: data}` plus the helpers."""
     document: dict[str, Any] = {name: _plain(r.data) for name, r in outcome.probes.items()}
     document["_status"] = {name: r.status for name, r in outcome.probes.items()}

@@ -24,7 +24,6 @@ from fleet.execution.bundle import Bundle
 from fleet.execution.deadline import Deadline
 from fleet.execution.limits import FanLimits, plan_limits
 from fleet.execution.protocol import (
-    DEFAULT_OUTPUT_LIMIT,
     ExecResult,
     StreamDecoder,
     Verdict,
@@ -32,7 +31,7 @@ from fleet.execution.protocol import (
     conclude,
 )
 from fleet.models import Host, HostOutcome
-from fleet.transport.base import Transport
+from fleet.transport.base import DEFAULT_OUTPUT_LIMIT, Transport
 
 log = logging.getLogger(__name__)
 
