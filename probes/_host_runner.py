@@ -27,6 +27,7 @@ import sys
 import time
 import traceback
 from typing import (
+    TYPE_CHECKING,
     Any,
     Dict,
     List,
@@ -36,7 +37,6 @@ from typing import (
     Pattern,
     Set,
     Tuple,
-    TypedDict,
 )
 
 PROTOCOL = 1
@@ -59,18 +59,22 @@ Message = Dict[str, Any]  # one protocol line
 Verdict = Tuple[str, bool, Dict[str, Any], Any]  # status, ok, data, error (what the probe said)
 
 
-class _BundleRequired(TypedDict):
-    probes: Dict[str, str]  # probe name -> source
+if TYPE_CHECKING:  # typing.TypedDict is 3.8+: the runner still starts on 3.6/3.7, to say so
+    from typing import TypedDict
 
+    class _BundleRequired(TypedDict):
+        probes: Dict[str, str]  # probe name -> source
 
-class Bundle(_BundleRequired, total=False):
-    """The BUNDLE literal the controller puts above this file (fleet/execution/bundle.py)."""
+    class Bundle(_BundleRequired, total=False):
+        """The BUNDLE literal the controller puts above this file (fleet/execution/bundle.py)."""
 
-    options: Dict[str, Options]  # probe name -> its options
-    files: Dict[str, Dict[str, str]]  # probe name -> {SHIPS file name: text}
-    deadline_s: float
-    parallel: int
-    preload: bool
+        options: Dict[str, Options]  # probe name -> its options
+        files: Dict[str, Dict[str, str]]  # probe name -> {SHIPS file name: text}
+        deadline_s: float
+        parallel: int
+        preload: bool
+else:
+    Bundle = dict
 
 
 # Token-shaped strings never leave the host. The controller imports this list to mask again.
