@@ -21,7 +21,7 @@ ONLY_IN = {
 # The flow runs top to bottom; a stage never imports a later one.
 STAGES = [
     ("fleet.inventory", "fleet.execution.bundle", "fleet.transport"),
-    ("fleet.execution.fanout", "fleet.execution.protocol"),
+    ("fleet.execution.fanout", "fleet.execution.protocol", "fleet.fabric"),
     ("fleet.store",),
     ("fleet.analysis",),
     ("fleet.checks",),
