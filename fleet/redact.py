@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes._host_runner import ENV_SECRETS, secret_patterns_in
-from probes._host_runner import mask_secrets as _mask_on_host
+from fleet.shipped import host_runner
+
+_RUNNER = host_runner()
+ENV_SECRETS: tuple[str, ...] = tuple(_RUNNER.ENV_SECRETS)
+secret_patterns_in = _RUNNER.secret_patterns_in
+_mask_on_host = _RUNNER.mask_secrets
 
 
 def mask_secrets(value: Any) -> Any:

@@ -15,12 +15,12 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 from fleet.errors import UsageError
+from fleet.shipped import probe_folder
 
 RUNNER_FILE = "_host_runner.py"
 ALARM_HEAD = "# fleet start-up alarm, seconds: "
@@ -115,7 +115,7 @@ def probe_dirs(extra: Sequence[str | Path] = ()) -> list[Path]:
 def available_probes(extra_dirs: Sequence[str | Path] = ()) -> dict[str, ProbeSource]:
     """Every probe by name, in name order: fleet's own, then those in `probe_dirs(extra_dirs)`,
     which follow the same contract (probes/README.md) and travel in the same bundle."""
-    found = _probes_in(resources.files("probes"), "fleet's probes")
+    found = _probes_in(probe_folder(), "fleet's probes")
     for folder in probe_dirs(extra_dirs):
         for name, probe in _probes_in(_readable_dir(folder), str(folder)).items():
             if name in found:
@@ -234,5 +234,5 @@ class Bundle:
 def build_bundle(
     probe_names: Sequence[str] | None = None, extra_dirs: Sequence[str | Path] = ()
 ) -> Bundle:
-    runner = resources.files("probes").joinpath(RUNNER_FILE).read_text(encoding="utf-8")
+    runner = probe_folder().joinpath(RUNNER_FILE).read_text(encoding="utf-8")
     return Bundle(runner=runner, probes=select_probes(probe_names, extra_dirs))

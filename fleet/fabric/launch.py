@@ -7,8 +7,9 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
-from importlib import resources
 from typing import Any
+
+from fleet.shipped import probe_folder
 
 RANK_FILE = "_fabric_rank.py"
 
@@ -29,7 +30,7 @@ print(json.dumps({"type": "discovered", "python": sys.version.split()[0],
 
 
 def rank_source() -> str:
-    return resources.files("probes").joinpath(RANK_FILE).read_text(encoding="utf-8")
+    return probe_folder().joinpath(RANK_FILE).read_text(encoding="utf-8")
 
 
 def code_sha256() -> str:
