@@ -24,6 +24,7 @@ from rich.console import Console
 from fleet import api
 from fleet.checks import CheckReport, evaluate
 from fleet.checks.packs import available_packs
+from fleet.cli.completion import complete_runs
 from fleet.cli.main import (
     EXIT_NOT_KEPT,
     EXIT_OK,
@@ -64,6 +65,7 @@ DEFAULT_PACK = api.DEFAULT_PACK
     "--run",
     "run_ref",
     metavar="RUN",
+    shell_complete=complete_runs,
     help="Evaluate this saved run (latest, previous, a path or file name) instead of probing.",
 )
 @click.option(

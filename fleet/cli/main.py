@@ -26,6 +26,7 @@ from rich.text import Text
 from fleet import __version__, api
 from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff
 from fleet.analysis.drift import Drift
+from fleet.cli.completion import complete_hosts, complete_probes, complete_runs
 from fleet.cli.selection import HostChoice, origin_summary, selection_options
 from fleet.errors import FleetError, StoreError, UsageError
 from fleet.execution.bundle import Bundle, available_probes
@@ -85,7 +86,10 @@ inventory_option = click.option(
     help="Inventory YAML. Default: this machine only (like -i inventory/local.yaml).",
 )
 limit_option = click.option(
-    "-l", "--limit", help="Hosts or groups to select: globs, comma-separated, !PATTERN excludes."
+    "-l",
+    "--limit",
+    shell_complete=complete_hosts,
+    help="Hosts or groups to select: globs, comma-separated, !PATTERN excludes.",
 )
 
 
@@ -214,7 +218,11 @@ PROBE_OPTIONS = (
     inventory_option,
     limit_option,
     click.option(
-        "-p", "--probes", "probe_list", help="Comma-separated probes to run (default: all)."
+        "-p",
+        "--probes",
+        "probe_list",
+        shell_complete=complete_probes,
+        help="Comma-separated probes to run (default: all).",
     ),
     click.option("--json", "json_path", help="Write the run document here ('-' for stdout)."),
     click.option("--html", "html_path", metavar="FILE", help="Also write the HTML report here."),
@@ -429,6 +437,7 @@ format_option = click.option(
 @tolerance_option
 @click.option(
     "--baseline",
+    shell_complete=complete_runs,
     metavar="RUN",
     help="Also report drift against this saved run (latest, previous, a path or id).",
 )
@@ -474,8 +483,8 @@ scope_option = click.option(
 
 
 @main.command()
-@click.argument("old")
-@click.argument("new", required=False)
+@click.argument("old", shell_complete=complete_runs)
+@click.argument("new", required=False, shell_complete=complete_runs)
 @runs_dir_option
 @scope_option
 @tolerance_option
@@ -568,7 +577,7 @@ def prune_command(
 
 
 @main.command()
-@click.argument("run_ref", metavar="RUN", default="latest")
+@click.argument("run_ref", metavar="RUN", default="latest", shell_complete=complete_runs)
 @runs_dir_option
 @scope_option
 @tolerance_option

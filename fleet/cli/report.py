@@ -14,6 +14,7 @@ import click
 from fleet import api
 from fleet.analysis.diff import FleetDiff
 from fleet.analysis.drift import Drift
+from fleet.cli.completion import complete_runs
 from fleet.cli.main import (
     EXIT_DRIFT,
     EXIT_NOT_KEPT,
@@ -30,14 +31,19 @@ from fleet.store import default_runs_dir, resolve_run
 
 
 @click.command("report")
-@click.argument("run_ref", metavar="RUN", default="latest")
+@click.argument("run_ref", metavar="RUN", default="latest", shell_complete=complete_runs)
 @click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
     help="The HTML file to write. Default: fleet-report-<run start>.html here.",
 )
-@click.option("--baseline", metavar="RUN", help="Add the drift against this saved run.")
+@click.option(
+    "--baseline",
+    metavar="RUN",
+    shell_complete=complete_runs,
+    help="Add the drift against this saved run.",
+)
 @click.option(
     "--pack",
     "packs",
