@@ -45,7 +45,9 @@ def test_limit_completes_the_inventory_s_hosts_and_groups(tmp_path: Path) -> Non
     assert "gpu-01" in offered
     assert "gpu-08" in offered
     assert complete(tmp_path, f"probe -i {inventory} -l black") == ["blackwell"]
-    assert complete(tmp_path, f"probe -i {inventory} -l gpu-01,!gpu-0")[0].startswith("gpu-01,!gpu-0")
+    assert complete(tmp_path, f"probe -i {inventory} -l gpu-01,!gpu-0")[0].startswith(
+        "gpu-01,!gpu-0"
+    )
 
 
 def test_a_broken_inventory_completes_nothing_and_says_nothing(tmp_path: Path) -> None:
