@@ -34,6 +34,8 @@ from fleet.execution.fanout import (
     FanOut,
     RunSettings,
 )
+from fleet.fabric import launch
+from fleet.fabric.run import FabricEvents, FabricRunner, FabricSettings
 from fleet.inventory import Inventory, local_inventory
 from fleet.inventory.adhoc import AdhocSettings, adhoc_inventory
 from fleet.inventory.resolve import check_identity_files, resolve_hosts
@@ -341,3 +343,35 @@ def check(
 
     rules, _ = load_checks(packs, rules_files)
     return evaluate(rules, run, probe_args or {})
+
+
+async def fabric_async(
+    hosts: Sequence[Host],
+    settings: FabricSettings,
+    *,
+    inventory: str | None = None,
+    accept_new: bool = False,
+    events: FabricEvents | None = None,
+    interrupt: asyncio.Event | None = None,
+) -> Run:
+    """`fleet fabric` as a Run: cross-host allreduce rounds over `hosts` (see fleet.fabric), one
+    `fabric` result per host and the run's `fabric` section (pairs, ring, suspects)."""
+    transports = make_transports(hosts, accept_new)
+    started = _now()
+    runner = FabricRunner(transports, settings, events, interrupt)
+    try:
+        outcome = await runner.run(hosts)
+    finally:
+        for transport in transports.values():
+            await transport.close()
+    return Run(
+        fleet_version=__version__,
+        started=started,
+        finished=_now(),
+        bundle_sha256=launch.code_sha256(),
+        hosts=outcome.outcomes,
+        probes=("fabric",),
+        inventory=inventory,
+        interrupted=outcome.interrupted,
+        fabric=outcome.section,
+    )

@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from fleet import api
 from fleet.cli.main import (
     EXIT_NOT_KEPT,
     _save,
@@ -30,7 +31,7 @@ from fleet.errors import UsageError
 from fleet.fabric import plan
 from fleet.fabric.blame import DEFAULT_TOLERANCE
 from fleet.fabric.results import GroupResult
-from fleet.fabric.run import FabricEvents, FabricSettings, run_fabric
+from fleet.fabric.run import FabricEvents, FabricSettings
 from fleet.models import Host, Run
 from fleet.render.console import make_console
 from fleet.render.fabric import render_fabric
@@ -211,7 +212,7 @@ async def fabric_with_signals(
     loop.add_signal_handler(signal.SIGINT, interrupt.set)
     loop.add_signal_handler(signal.SIGTERM, interrupt.set)
     try:
-        return await run_fabric(
+        return await api.fabric_async(
             hosts,
             settings,
             inventory=source,

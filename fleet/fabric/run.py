@@ -20,7 +20,7 @@ from fleet.errors import HostError
 from fleet.fabric import launch, plan
 from fleet.fabric.blame import DEFAULT_TOLERANCE, Suspect, blame, median_busbw
 from fleet.fabric.results import GroupResult, HostReport, conclude_group, skipped
-from fleet.models import Host, HostOutcome, ProbeResult, Run
+from fleet.models import Host, HostOutcome, ProbeResult
 from fleet.redact import mask_secrets
 from fleet.transport.base import ExecResult, Transport, execute
 
@@ -480,37 +480,4 @@ def host_outcome(
         0.0,
         found.python.get(host.name),
         {"fabric": result},
-    )
-
-
-async def run_fabric(
-    hosts: Sequence[Host],
-    settings: FabricSettings,
-    *,
-    inventory: str | None = None,
-    accept_new: bool = False,
-    events: FabricEvents | None = None,
-    interrupt: asyncio.Event | None = None,
-) -> Run:
-    """`fleet fabric` as a Run: one `fabric` result per host and the run's `fabric` section."""
-    from fleet import __version__, api  # api imports the whole probing path: only when run
-
-    transports = api.make_transports(hosts, accept_new)
-    started = api._now()
-    runner = FabricRunner(transports, settings, events, interrupt)
-    try:
-        outcome = await runner.run(hosts)
-    finally:
-        for transport in transports.values():
-            await transport.close()
-    return Run(
-        fleet_version=__version__,
-        started=started,
-        finished=api._now(),
-        bundle_sha256=launch.code_sha256(),
-        hosts=outcome.outcomes,
-        probes=("fabric",),
-        inventory=inventory,
-        interrupted=outcome.interrupted,
-        fabric=outcome.section,
     )

@@ -42,6 +42,9 @@ def imported(path: Path) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module)
+            names.update(
+                f"{node.module}.{alias.name}" for alias in node.names
+            )  # from fleet import api
     return names
 
 
