@@ -7,6 +7,7 @@ absent everywhere: its band rules must be reported "skipped", never passed or fa
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -164,4 +165,5 @@ def test_clean_fleet_exits_0_but_is_not_called_passed(clean: tuple[FleetResult, 
     assert junit_failures(junit) == set()
     assert "? check incomplete" in result.stdout
     assert "check passed" not in result.stdout
-    assert "5 rules on clean-[1-3]: probe allreduce absent" in result.stdout
+    # every rule that reads the allreduce probe, said once for the three hosts
+    assert re.search(r"\d+ rules on clean-\[1-3\]: probe allreduce absent", result.stdout)
