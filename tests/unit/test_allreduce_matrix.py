@@ -17,6 +17,8 @@ from fleet.analysis.facts import declared_facts
 from fleet.api import ProbeOptions, build_probe_bundle, probe_args_from
 from fleet.checks import evaluate
 from fleet.render.terminal import allreduce_matrix_table
+from fleet.store import load_run
+from tests.conftest import ROOT
 from tests.helpers import invoke_fleet
 from tests.probes.handrun import load_probe
 from tests.unit.test_checks import data, make_run, pack_rules, real_host, verdict
@@ -213,3 +215,22 @@ def test_probe_and_check_both_take_the_matrix_flag(tmp_path: Path) -> None:
     for command in ("probe", "check"):
         shown = invoke_fleet(tmp_path, command, "--help")
         assert "--allreduce-matrix" in shown.stdout
+
+
+def test_the_real_h200_matrix_reads_back_with_its_winners_and_failures(tmp_path: Path) -> None:
+    """The golden run from the 2xH200 machine: the terminal view names the real winners and the
+    variants NCCL refused there, and a host configured with a refused algorithm gets the warning."""
+    recorded = ROOT / "tests" / "probes" / "golden" / "real_run" / "h200x2_matrix_run.json"
+    run = load_run(recorded)
+    matrix = run.hosts["local"].probes["allreduce"].data["matrix"]
+    assert matrix["elapsed_s"] < 60
+    assert matrix["variants"]["nccl:PAT/LL"]["status"] == "failed"
+    assert matrix["variants"]["nccl:Ring/Simple"]["status"] == "ok"
+    console = Console(file=io.StringIO(), width=200)
+    console.print(allreduce_matrix_table(run, compare_hosts(run.hosts.values(), declared_facts())))
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "symm_mem:two_shot_all_reduce_" in shown
+    assert "nccl:PAT/LL: failed" in shown
+    pat = configured_variant(matrix, {"NCCL_ALGO": "PAT"})
+    assert pat is not None
+    assert pat["ok"] is False
