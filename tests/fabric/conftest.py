@@ -13,6 +13,7 @@ Needs root (CI is root); skips with the reason otherwise.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import subprocess
 import uuid
@@ -191,6 +192,9 @@ def can_make_namespaces() -> str | None:
     return None
 
 
+FLEETS_MADE = itertools.count()
+
+
 @pytest.fixture
 def netns_fleet(farm: SshdFarm) -> Iterator[NetnsFleet]:
     """Four namespaced sshd hosts on a bridge (add more with add_host)."""
@@ -200,7 +204,7 @@ def netns_fleet(farm: SshdFarm) -> Iterator[NetnsFleet]:
             pytest.fail(f"CI must be able to create network namespaces: {why}")
         pytest.skip(f"fleet fabric's tests need network namespaces (root): {why}")
     pytest.importorskip("torch", reason="the ranks run torch.distributed (gloo on CPU)")
-    tag = f"{os.getpid() % 1000}{uuid.uuid4().hex[:2]}"
+    tag = f"{os.getpid() % 1000}{next(FLEETS_MADE):02d}"  # unique names in this session
     fleet = NetnsFleet(farm, tag, subnet=os.getpid() % 200 + 20)
     try:
         fleet.up()

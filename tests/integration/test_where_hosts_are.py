@@ -19,10 +19,12 @@ pytestmark = pytest.mark.integration
 
 STUB_OLD_TORCH = FAKES / "stubs" / "torch_sm120_noarch"
 NODES = ["node-1", "node-2", "node-3", "node-4"]
+# Their sshd in the session's farm (other modules start their own node-N there).
+IN_FARM = {**{n: f"sshcfg-{n}" for n in NODES}, "alias-bastion": "alias-bastion"}
 
 
 def alias(name: str, farm: SshdFarm, **extra: str) -> str:
-    host = farm.hosts[name]
+    host = farm.hosts[IN_FARM[name]]
     lines = [f"Host {name}", f"    Hostname {host.address}", f"    Port {host.port}"]
     lines += [f"    {key} {value}" for key, value in extra.items()]
     return "\n".join(lines) + "\n"
@@ -48,8 +50,10 @@ def aliased(farm: SshdFarm, tmp_path_factory: pytest.TempPathFactory) -> Path:
     farm.start("alias-bastion", "127.0.61.1", LogLevel="DEBUG1")
     for index, name in enumerate(NODES):
         env = {"PYTHONPATH": str(STUB_OLD_TORCH)} if name == "node-3" else {}
-        farm.start(name, f"127.0.61.{index + 2}", env)
-    known = farm.known_hosts(folder / "known_hosts", ["alias-bastion", *NODES])
+        farm.start(IN_FARM[name], f"127.0.61.{index + 2}", env)
+    known = farm.known_hosts(
+        folder / "known_hosts", [IN_FARM[n] for n in ["alias-bastion", *NODES]]
+    )
     config = "".join(alias(n, farm) for n in ("node-1", "node-2"))
     config += "".join(alias(n, farm, ProxyJump="alias-bastion") for n in ("node-3", "node-4"))
     config += alias("alias-bastion", farm)
@@ -85,7 +89,7 @@ def test_nodeset_probes_four_ssh_config_aliases_one_bastion_connection(
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert {result.status(n) for n in NODES} == {"ok"}
-    assert result.host("node-4")["address"] == farm.hosts["node-4"].address
+    assert result.host("node-4")["address"] == farm.hosts[IN_FARM["node-4"]].address
     block = divergence_block(result.stdout, "packages.packages.torch")
     assert "node-3" in block
     assert "node-1" not in block
@@ -126,7 +130,7 @@ def test_accept_new_says_which_keys_it_recorded_and_where(
     assert result.status("node-1") == result.status("node-2") == "ok"
     recorded = result.state_dir / "fleet" / "known_hosts"
     for name in ("node-1", "node-2"):
-        host = farm.hosts[name]
+        host = farm.hosts[IN_FARM[name]]
         line = next(x for x in result.stderr.splitlines() if f"host key of {name} " in x)
         assert f"[{host.address}]:{host.port}" in line
         assert "SHA256:" in line
