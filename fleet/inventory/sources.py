@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import re
 
+import yaml
+
 from fleet.errors import UsageError
 from fleet.inventory.fleet_yaml import TOP_LEVEL, Inventory, load_inventory
 
@@ -46,6 +48,8 @@ def sniff_text(text: str) -> str:
     lines = [line for line in text.splitlines() if line.strip() and not _comment(line)]
     if not lines:
         return "fleet"  # empty: fleet's loader names the problem
+    if lines[0].lstrip().startswith("{"):
+        return _sniff_flow_mapping(text)  # JSON, or YAML written in flow style
     if lines[0].lstrip().startswith("["):
         return "ansible"  # an INI section header: [gpu], [gpu:vars]
     top_keys = {m.group(1).strip("'\"") for line in lines if (m := TOP_KEY_RE.match(line))}
@@ -54,6 +58,22 @@ def sniff_text(text: str) -> str:
     if top_keys & {"hosts", "defaults"}:
         return "fleet"
     return "ansible" if top_keys - set(TOP_LEVEL) else "fleet"
+
+
+# A top-level key of a JSON / flow-style document: `{"hosts": …` or `, defaults: …` at depth 1.
+FLOW_TOP_KEY_RE = re.compile(r"""^\s*\{?\s*["']?(hosts|defaults|groups)["']?\s*:""")
+
+
+def _sniff_flow_mapping(text: str) -> str:
+    """A one-line JSON or flow-style document: fleet's when its top level has fleet's keys
+    (`hosts`, `defaults`), else Ansible's (`{"all": {"hosts": …}}`)."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError:  # cut off at the sniffed size: judge by the first key
+        return "fleet" if FLOW_TOP_KEY_RE.match(text) else "ansible"
+    if isinstance(document, dict) and set(document) & {"hosts", "defaults"}:
+        return "fleet"
+    return "ansible"
 
 
 def _comment(line: str) -> bool:

@@ -155,6 +155,9 @@ def test_ssh_args_take_the_parts_fleet_understands() -> None:
         ("all:\n  hosts:\n    a:\n", "ansible"),
         ("plugin: amazon.aws.aws_ec2\n", "ansible"),
         ("", "fleet"),
+        ('{"hosts": {"a": {"transport": "local"}}}\n', "fleet"),  # fleet's, as one-line JSON
+        ("{hosts: {a: {}}, groups: {}}\n", "fleet"),
+        ('{"all": {"hosts": {"a": {}}}}\n', "ansible"),  # Ansible's JSON shape
     ],
 )
 def test_inventory_format_is_told_by_content(text: str, kind: str) -> None:
