@@ -664,21 +664,3 @@ def test_gloo_matrix_through_collect_keeps_the_whole_matrix_in_the_document():
     assert matrix["stopped_early"] is False
     assert matrix["winners"] == {"eager": {"8 B": "gloo:default"}}
     assert matrix["variants"]["gloo:default"]["rows"][0]["ratio"] == 1.0
-
-
-def test_cpulist_parsing_and_pinning_fall_back_to_unpinned() -> None:
-    """Ranks are pinned to their GPU's local CPUs (the kernel's cpulist format); without a GPU's
-    sysfs entry (here: a CPU-only torch) they run unpinned rather than fail."""
-    from probes import _allreduce_worker as worker
-
-    assert worker.parse_cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
-    assert worker.parse_cpulist("") == []
-
-    class NoCuda:
-        class cuda:
-            @staticmethod
-            def get_device_properties(device: int) -> None:
-                raise RuntimeError("no CUDA")
-
-    assert worker.gpu_local_cpus(NoCuda, 0) is None
-    assert worker.pin_near_gpu(NoCuda, 0) is None
