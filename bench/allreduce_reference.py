@@ -17,11 +17,7 @@ import json
 import os
 import socket
 import sys
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from probes._allreduce_worker import pin_near_gpu
 
 SIZES = [8 * 4**i for i in range(14)] + [256 * 1024 * 1024]
 WARMUP, ITERS, REPS = 20, 20, 7
@@ -38,8 +34,6 @@ def worker(rank: int, world: int, port: int, queue: object, sizes: list[int] = S
     import torch.distributed as dist
 
     torch.cuda.set_device(rank)
-    if os.environ.get("REFERENCE_PIN", "1") != "0":  # near its GPU, like the probe's ranks
-        pin_near_gpu(torch, rank)
     dist.init_process_group(
         "nccl",
         init_method=f"tcp://127.0.0.1:{port}",

@@ -49,15 +49,12 @@ for host, outcome in run["hosts"].items():
     print("  winners:", json.dumps(matrix.get("winners"), indent=1))
 PY
 
-echo "== 2. default probe vs reference, alternating: 5 pairs pinned near the GPU (the default),"
-echo "==    then 2 pairs unpinned (u1, u2: FLEET_ALLREDUCE_PIN=0 REFERENCE_PIN=0) for comparison"
-RUNS="1 2 3 4 5 u1 u2"
+echo "== 2. default probe vs reference, alternating, 5 pairs"
+RUNS="1 2 3 4 5"
 for i in $RUNS; do
-    pin=1; case $i in u*) pin=0 ;; esac
-    FLEET_ALLREDUCE_PIN=$pin timeout 150 python3 probes/allreduce.py \
-        >"$OUT/probe_$i.json" 2>"$OUT/probe_$i.err"
+    timeout 150 python3 probes/allreduce.py >"$OUT/probe_$i.json" 2>"$OUT/probe_$i.err"
     echo "probe $i: rc=$?"
-    REFERENCE_PIN=$pin timeout 150 python3 bench/allreduce_reference.py \
+    timeout 150 python3 bench/allreduce_reference.py \
         --json "$OUT/reference_$i.json" 2>"$OUT/reference_$i.err"
     echo "reference $i: rc=$?"
 done

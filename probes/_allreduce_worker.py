@@ -322,43 +322,6 @@ class Bench:
         return {"stopped_early": False}
 
 
-def gpu_local_cpus(torch: Any, device: int) -> Optional[List[int]]:
-    """The CPUs on the GPU's own NUMA node (sysfs local_cpulist of its PCI device), or None.
-
-    Small-message latency is CPU work (kernel launch, NCCL's proxy thread): a rank scheduled on
-    the far socket measured ~40 us at 8 B where a near one measured ~25 us (2xH200), so a rank
-    that may land anywhere gives bimodal numbers. Pinning it near its GPU, as deployments do
-    (numactl, NCCL's docs), makes the figure repeatable."""
-    try:
-        props = torch.cuda.get_device_properties(device)
-        bus = "%04x:%02x:%02x.0" % (props.pci_domain_id, props.pci_bus_id, props.pci_device_id)
-        with open("/sys/bus/pci/devices/%s/local_cpulist" % bus) as handle:
-            return parse_cpulist(handle.read())
-    except Exception:
-        return None  # an older torch or no sysfs: run unpinned
-
-
-def parse_cpulist(text: str) -> List[int]:
-    """`0-15,32-47` -> [0, 1, ..., 15, 32, ..., 47] (the kernel's cpulist format)."""
-    cpus: List[int] = []
-    for part in text.strip().split(","):
-        first, _, last = part.partition("-")
-        if first.strip():
-            cpus.extend(range(int(first), int(last or first) + 1))
-    return cpus
-
-
-def pin_near_gpu(torch: Any, device: int) -> Optional[List[int]]:
-    """Pin this process to its GPU's local CPUs (FLEET_ALLREDUCE_PIN=0 turns it off); which CPUs,
-    or None when it stayed unpinned."""
-    allowed = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
-    local = [c for c in gpu_local_cpus(torch, device) or [] if c in allowed]
-    if os.environ.get("FLEET_ALLREDUCE_PIN", "1") == "0" or not local:
-        return None
-    os.sched_setaffinity(0, local)
-    return local
-
-
 def init(cfg: Record, torch: Any, dist: Any) -> None:
     rank = int(os.environ["RANK"])
     # A file rendezvous, not a TCP port: a free port picked by the parent could be taken by
@@ -373,7 +336,6 @@ def init(cfg: Record, torch: Any, dist: Any) -> None:
     }
     if cfg["backend"] == "nccl":
         torch.cuda.set_device(rank)
-        cfg["pinned_cpus"] = pin_near_gpu(torch, rank)  # before NCCL starts its proxy thread
         kwargs["device_id"] = torch.device("cuda", rank)  # eager NCCL init (torch >= 2.3)
     try:
         dist.init_process_group(**kwargs)
@@ -407,7 +369,7 @@ def measure(cfg: Record, torch: Any, dist: Any) -> None:
     rank = int(os.environ["RANK"])
     init(cfg, torch, dist)
     if rank == 0:
-        emit(cfg, dict(versions(torch, cfg), started=True, pinned_cpus=cfg.get("pinned_cpus")))
+        emit(cfg, dict(versions(torch, cfg), started=True))
     bench = Bench(cfg, torch, dist)
     bench.op = make_op(bench)
     warmed = bench.warm_up()
