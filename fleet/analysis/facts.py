@@ -292,9 +292,9 @@ def fabric_headlines(data: Mapping[str, Any]) -> dict[str, float]:
     """A host's median over its fabric pairs: busbw at the largest size, latency at the smallest."""
     found: dict[str, float] = {}
     size = human_bytes(data["large_bytes"]) if isinstance(data.get("large_bytes"), int) else "?"
-    if isinstance(data.get("busbw_gbps"), int | float):
+    if isinstance(data.get("busbw_gbps"), (int, float)):
         found[f"fabric {data.get('backend')} {size} busbw_gbps"] = data["busbw_gbps"]
-    if isinstance(data.get("latency_us"), int | float):
+    if isinstance(data.get("latency_us"), (int, float)):
         found[f"fabric {data.get('backend')} latency_us"] = data["latency_us"]
     return found
 
