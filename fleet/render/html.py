@@ -10,6 +10,7 @@ hosts, and the raw data of the drill-down has a size budget.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -79,11 +80,15 @@ def render_html(report: Report) -> str:
 
 
 def write_html(report: Report, path: Path) -> Path:
-    """Write the page atomically enough for a report: a temp file renamed over the target."""
+    """Write the page atomically enough for a report: a temp file renamed over the target. Mode
+    0600 whatever the umask, like saved runs and --json: the page holds every host's data."""
     text = render_html(report)
     partial = path.with_name(f".{path.name}.partial")
     try:
-        partial.write_text(text, encoding="utf-8")
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(partial, 0o600)  # an older file of that name keeps its mode through O_TRUNC
         partial.replace(path)
     except OSError as exc:
         partial.unlink(missing_ok=True)
