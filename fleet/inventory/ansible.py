@@ -28,6 +28,7 @@ from fleet.inventory.fleet_yaml import (
     SETTINGS,
     Inventory,
     _check_setting,
+    host_from_settings,
 )
 from fleet.models import Host
 from fleet.yamlfile import Location
@@ -256,24 +257,11 @@ def _build_host(
     here: _Place,
 ) -> Host:
     settings = _normalise(settings, here)
-    transport = settings.pop("transport", "ssh")
     for key, value in settings.items():
-        _check_setting(key, value, _place(origins[key].split(" ", 1)[1]))
-    return Host(
-        name=name,
-        address=settings.get("address", name),
-        port=settings.get("port", 22),
-        user=settings.get("user"),
-        identity_file=_path(settings.get("identity_file")),
-        known_hosts=_path(settings.get("known_hosts")),
-        python=settings.get("python", "python3"),
-        jump=settings.get("jump"),
-        connect_timeout=float(settings.get("connect_timeout", 10)),
-        transport=transport,
-        groups=groups,
-        probe_args=settings.get("probe_args") or {},
-        origins={k: v for k, v in origins.items() if k in settings or k == "transport"},
-    )
+        if key != "transport":  # derived from ansible_connection, not a fleet setting to check
+            _check_setting(key, value, _place(origins[key].split(" ", 1)[1]))
+    shown = {k: v for k, v in origins.items() if k in settings}
+    return host_from_settings(name, settings, groups, shown)
 
 
 def _normalise(settings: dict[str, Any], here: _Place) -> dict[str, Any]:
@@ -300,7 +288,3 @@ def _structured(text: str, here: _Place) -> Any:
         return yaml.safe_load(text)  # JSON is YAML
     except yaml.YAMLError as exc:
         raise here.fail(f"fleet_probe_args {text!r} is not JSON or YAML: {exc}") from exc
-
-
-def _path(value: str | None) -> str | None:
-    return os.path.expanduser(value) if value else None

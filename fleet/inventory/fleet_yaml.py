@@ -308,7 +308,14 @@ def _resolve_host(
     member_of = tuple(g for g, members in groups.items() if name in members)
     layers = [defaults, *(group_vars[g] for g in member_of), raw]
     settings = _merge(*layers)
-    transport = settings.get("transport", "ssh")
+    return host_from_settings(name, settings, member_of, _origins(layers, where))
+
+
+def host_from_settings(
+    name: str, settings: Mapping[str, Any], groups: tuple[str, ...], origins: Mapping[str, str]
+) -> Host:
+    """A Host from checked settings (any inventory source), the defaults filled in, ~ expanded
+    on the controller."""
     return Host(
         name=name,
         address=settings.get("address", name),
@@ -319,10 +326,10 @@ def _resolve_host(
         python=settings.get("python", "python3"),
         jump=settings.get("jump"),
         connect_timeout=float(settings.get("connect_timeout", 10)),
-        transport=transport,
-        groups=member_of,
-        probe_args=settings["probe_args"],
-        origins=_origins(layers, where),
+        transport=settings.get("transport", "ssh"),
+        groups=groups,
+        probe_args=settings.get("probe_args") or {},
+        origins=dict(origins),
     )
 
 
