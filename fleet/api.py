@@ -15,7 +15,8 @@ The CLI (fleet.cli) is a thin layer over these functions. Nothing here prints or
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -220,17 +221,13 @@ async def probe_async(
         timeout_s=options.host_timeout_s,
         cli_probe_args=probe_args_from(options),
     )
-    transports = make_transports(selection.hosts, options.accept_new, options.on_key_recorded)
     slurm = slurm_transport(selection, options) if selection.slurm else None
-    if slurm:
-        transports["slurm"] = slurm
     started = _now()
-    try:
+    async with transports_for(
+        selection.hosts, options.accept_new, options.on_key_recorded, slurm
+    ) as transports:
         fan_out = FanOut(bundle, transports, settings, events, interrupt)
         outcomes = await fan_out.run(selection.hosts)
-    finally:
-        for transport in transports.values():
-            await transport.close()
     return Run(
         fleet_version=__version__,
         started=started,
@@ -253,6 +250,25 @@ def slurm_transport(selection: Selection, options: ProbeOptions) -> SlurmTranspo
     )
     gpu_request(slurm_options.gpus, selection.slurm.job_id is not None)  # bad --slurm-gpus: now
     return SlurmTransport(selection.slurm, selection.hosts, slurm_options)
+
+
+@contextlib.asynccontextmanager
+async def transports_for(
+    hosts: Sequence[Host],
+    accept_new: bool,
+    on_key_recorded: Callable[[str], None] | None = None,
+    slurm: SlurmTransport | None = None,
+) -> AsyncIterator[dict[str, Transport]]:
+    """The transports `hosts` need (make_transports, plus the Slurm step's), closed on the way
+    out whatever happened: bastion connections, the srun step."""
+    transports = make_transports(hosts, accept_new, on_key_recorded)
+    if slurm is not None:
+        transports["slurm"] = slurm
+    try:
+        yield transports
+    finally:
+        for transport in transports.values():
+            await transport.close()
 
 
 def make_transports(
@@ -356,14 +372,9 @@ async def fabric_async(
 ) -> Run:
     """`fleet fabric` as a Run: cross-host allreduce rounds over `hosts` (see fleet.fabric), one
     `fabric` result per host and the run's `fabric` section (pairs, ring, suspects)."""
-    transports = make_transports(hosts, accept_new)
     started = _now()
-    runner = FabricRunner(transports, settings, events, interrupt)
-    try:
-        outcome = await runner.run(hosts)
-    finally:
-        for transport in transports.values():
-            await transport.close()
+    async with transports_for(hosts, accept_new) as transports:
+        outcome = await FabricRunner(transports, settings, events, interrupt).run(hosts)
     return Run(
         fleet_version=__version__,
         started=started,
