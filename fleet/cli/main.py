@@ -31,6 +31,7 @@ from fleet.cli.selection import HostChoice, origin_summary, selection_options
 from fleet.errors import FleetError, StoreError, UsageError
 from fleet.execution.bundle import Bundle, available_probes
 from fleet.execution.fanout import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_S
+from fleet.inventory.slurm import SlurmNode
 from fleet.models import NOT_REACHED, PROBE_TROUBLE, Run
 from fleet.render.console import make_console
 from fleet.render.diffview import drift_view, fleet_diff_view
@@ -165,15 +166,35 @@ main.params.append(debug_flag())
 @inventory_option
 @limit_option
 @selection_options
-def hosts(inventory_path: str | None, limit: str | None, **choice: Any) -> None:
+@click.option(
+    "--slurm",
+    "slurm_target",
+    metavar="TARGET",
+    help="A Slurm partition's, nodeset's or job's nodes, with their Slurm state "
+    "(asks Slurm's controller; contacts no node).",
+)
+def hosts(
+    inventory_path: str | None, limit: str | None, slurm_target: str | None, **choice: Any
+) -> None:
     """Print the selected hosts, their resolved settings and where each came from. Contacts nothing."""
-    selection = HostChoice.pop_from(choice).select(inventory_path, limit, require_files=False)
+    selection = HostChoice.pop_from(choice).select(
+        inventory_path, limit, require_files=False, slurm=slurm_target
+    )
+    states = {n.name: n for n in selection.slurm.nodes} if selection.slurm else {}
     rows = [
         (h.name, h.transport, h.target(), h.python, h.jump or "", h.identity_file or "",
-         ",".join(h.groups), ", ".join(h.probe_args), origin_summary(h))
+         ",".join(h.groups), ", ".join(h.probe_args),
+         slurm_state(states[h.name]) if h.name in states else origin_summary(h))
         for h in selection.hosts
     ]  # fmt: skip
     print_table(make_console(), str(selection.source), HOSTS_COLUMNS, rows)
+
+
+def slurm_state(node: SlurmNode) -> str:
+    """Where a Slurm node came from, for `fleet hosts`: its state, and why when unusable."""
+    usable = "" if node.usable else " (not launched on)"
+    reason = f": {node.reason}" if node.reason else ""
+    return f"slurm {node.state}{reason}{usable}"
 
 
 # What `fleet hosts` shows; at 80 columns the least needed columns give way first (keep).
