@@ -36,7 +36,14 @@ from fleet.execution.fanout import (
     RunSettings,
 )
 from fleet.fabric import launch
-from fleet.fabric.run import FabricEvents, FabricRunner, FabricSettings
+from fleet.fabric.run import (
+    CONTROLLER_SLACK_S,
+    DISCOVER_TIMEOUT_S,
+    FabricEvents,
+    FabricRunner,
+    FabricSettings,
+    LaunchTogether,
+)
 from fleet.inventory import Inventory, local_inventory
 from fleet.inventory.adhoc import AdhocSettings, adhoc_inventory
 from fleet.inventory.resolve import check_identity_files, resolve_hosts
@@ -369,12 +376,18 @@ async def fabric_async(
     accept_new: bool = False,
     events: FabricEvents | None = None,
     interrupt: asyncio.Event | None = None,
+    slurm: SlurmCluster | None = None,
+    slurm_args: Sequence[str] = (),
+    slurm_gpus: str = "exclusive",
 ) -> Run:
     """`fleet fabric` as a Run: cross-host allreduce rounds over `hosts` (see fleet.fabric), one
-    `fabric` result per host and the run's `fabric` section (pairs, ring, suspects)."""
+    `fabric` result per host and the run's `fabric` section (pairs, ring, suspects). `slurm`
+    (Selection.slurm): the hosts are that cluster's nodes, each group launched by its own srun."""
     started = _now()
+    together = slurm_steps(slurm, settings, slurm_args, slurm_gpus) if slurm else None
     async with transports_for(hosts, accept_new) as transports:
-        outcome = await FabricRunner(transports, settings, events, interrupt).run(hosts)
+        runner = FabricRunner(transports, settings, events, interrupt, together)
+        outcome = await runner.run(hosts)
     return Run(
         fleet_version=__version__,
         started=started,
@@ -384,5 +397,30 @@ async def fabric_async(
         probes=("fabric",),
         inventory=inventory,
         interrupted=outcome.interrupted,
+        transport=",".join(sorted({h.transport for h in hosts})),
+        slurm=slurm_nodes_record(slurm) if slurm else None,
         fabric=outcome.section,
     )
+
+
+def slurm_steps(
+    cluster: SlurmCluster, settings: FabricSettings, slurm_args: Sequence[str], slurm_gpus: str
+) -> LaunchTogether:
+    """Fabric over Slurm: the discovery and each group (a pair, the full group) is its own srun
+    step over exactly its nodes (in job=ID: --jobid --overlap), so groups run side by side; a
+    node Slurm calls unusable is never launched on (its groups are skipped with Slurm's reason)."""
+    deadline = max(settings.round_timeout_s, DISCOVER_TIMEOUT_S) + CONTROLLER_SLACK_S
+    options = SlurmOptions(gpus=slurm_gpus, extra_args=tuple(slurm_args), deadline_s=deadline)
+    gpu_request(options.gpus, cluster.job_id is not None)  # a bad --slurm-gpus fails now
+    return lambda hosts: SlurmTransport(cluster, hosts, options)
+
+
+def slurm_nodes_record(cluster: SlurmCluster) -> dict[str, Any]:
+    """The run document's `slurm` for a run of many steps: the target, the job, each node's state."""
+    return {
+        "target": str(cluster.target),
+        "job_id": cluster.job_id,
+        "usable": sum(1 for n in cluster.nodes if n.usable),
+        "unavailable": sum(1 for n in cluster.nodes if not n.usable),
+        "nodes": {n.name: n.record() for n in cluster.nodes},
+    }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from rich.markup import escape
 from fleet import api
 from fleet.cli.main import (
     EXIT_NOT_KEPT,
+    SLURM_OPTIONS,
     _save,
     _write_json,
     exit_code,
@@ -32,9 +34,10 @@ from fleet.fabric import plan
 from fleet.fabric.blame import DEFAULT_TOLERANCE
 from fleet.fabric.results import GroupResult
 from fleet.fabric.run import FabricEvents, FabricSettings
-from fleet.models import Host, Run
+from fleet.models import Run
 from fleet.render.console import make_console
 from fleet.render.fabric import render_fabric
+from fleet.transport.slurm import parse_slurm_args
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "CUDA_", "NVSHMEM_")
 
@@ -72,10 +75,17 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     return env
 
 
+def slurm_options(command: Any) -> Any:
+    for option in reversed(SLURM_OPTIONS):
+        command = option(command)
+    return command
+
+
 @click.command("fabric")
 @inventory_option
 @limit_option
 @selection_options
+@slurm_options
 @click.option(
     "--backend",
     type=click.Choice(["nccl", "gloo"]),
@@ -167,6 +177,9 @@ def fabric(
     runs_dir: Path | None,
     no_save: bool,
     accept_new: bool,
+    slurm_target: str | None,
+    slurm_args: str | None,
+    slurm_gpus: str,
     **choice: Any,
 ) -> None:
     """Allreduce between hosts, in pairs and all together; name the slow host or link."""
@@ -182,13 +195,10 @@ def fabric(
         first_port=first_port,
         env=parse_env(env_items),
     )
-    # -i/-H/--ssh-config as every command; --slurm is not offered: a fabric round is one launch
-    # per group, while the Slurm transport runs one srun step for all nodes at once.
-    selection = HostChoice.pop_from(choice).select(inventory_path, limit)
+    selection = HostChoice.pop_from(choice).select(inventory_path, limit, slurm=slurm_target)
+    reach = Reach(selection, accept_new, parse_slurm_args(slurm_args), slurm_gpus)
     console = make_console(stderr=json_path == "-")
-    run = asyncio.run(
-        fabric_with_signals(selection.hosts, settings, selection.source, accept_new, console)
-    )
+    run = asyncio.run(fabric_with_signals(reach, settings))
     saved = None if no_save else _save(run, runs_dir)
     written = _write_json(run, json_path) if json_path else True
     assert run.fabric is not None
@@ -199,13 +209,17 @@ def fabric(
     sys.exit(with_bits(exit_code(run), 0 if kept else EXIT_NOT_KEPT))
 
 
-async def fabric_with_signals(
-    hosts: list[Host],
-    settings: FabricSettings,
-    source: str | None,
-    accept_new: bool,
-    console: Console,
-) -> Run:
+@dataclass(frozen=True)
+class Reach:
+    """How the hosts are reached: the selection (inventory, -H or --slurm) and its options."""
+
+    selection: api.Selection
+    accept_new: bool = False
+    slurm_args: tuple[str, ...] = ()
+    slurm_gpus: str = "exclusive"
+
+
+async def fabric_with_signals(reach: Reach, settings: FabricSettings) -> Run:
     """Ctrl-C cancels the running round (its ranks are stopped) and skips the rest."""
     interrupt = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -213,12 +227,15 @@ async def fabric_with_signals(
     loop.add_signal_handler(signal.SIGTERM, interrupt.set)
     try:
         return await api.fabric_async(
-            hosts,
+            reach.selection.hosts,
             settings,
-            inventory=source,
-            accept_new=accept_new,
+            inventory=reach.selection.source,
+            accept_new=reach.accept_new,
             events=ProgressLines(make_console(stderr=True)),
             interrupt=interrupt,
+            slurm=reach.selection.slurm,
+            slurm_args=reach.slurm_args,
+            slurm_gpus=reach.slurm_gpus,
         )
     finally:
         loop.remove_signal_handler(signal.SIGINT)

@@ -235,6 +235,28 @@ def list_probes(probe_dirs: tuple[str, ...]) -> None:
 # ------------------------------------------------------------------------------------- probe
 
 # The options of every command that probes hosts (probe, check): connection, selection, probes.
+# The hosts of a Slurm cluster (probe, check, fabric): the target, site options, GPUs.
+SLURM_OPTIONS = (
+    click.option(
+        "--slurm",
+        "slurm_target",
+        metavar="TARGET",
+        help="Reach Slurm nodes through srun: partition=NAME, nodes=NODESET or job=ID.",
+    ),
+    click.option(
+        "--slurm-args",
+        metavar="'ARGS'",
+        help="More srun options, e.g. '--account=a --qos=high --reservation=r' (shell quoting).",
+    ),
+    click.option(
+        "--slurm-gpus",
+        default="exclusive",
+        show_default=True,
+        metavar="exclusive|none|N",
+        help="How srun asks for each node's GPUs: whole nodes, nothing, or --gpus-per-node=N.",
+    ),
+)
+
 PROBE_OPTIONS = (
     inventory_option,
     limit_option,
@@ -303,24 +325,7 @@ PROBE_OPTIONS = (
         type=click.Path(file_okay=False),
         help="A folder of your own probes (repeatable; also $FLEET_PROBE_DIR, ':'-separated).",
     ),
-    click.option(
-        "--slurm",
-        "slurm_target",
-        metavar="TARGET",
-        help="Probe Slurm nodes through one srun: partition=NAME, nodes=NODESET or job=ID.",
-    ),
-    click.option(
-        "--slurm-args",
-        metavar="'ARGS'",
-        help="More srun options, e.g. '--account=a --qos=high --reservation=r' (shell quoting).",
-    ),
-    click.option(
-        "--slurm-gpus",
-        default="exclusive",
-        show_default=True,
-        metavar="exclusive|none|N",
-        help="How srun asks for each node's GPUs: whole nodes, nothing, or --gpus-per-node=N.",
-    ),
+    *SLURM_OPTIONS,
     click.option(
         "--allreduce-matrix",
         is_flag=True,

@@ -53,3 +53,17 @@ def rank_script(config: Mapping[str, Any], deadline_s: float, source: str | None
     literal = json.dumps(json.dumps(dict(config), default=str))
     body = f"import json\nFABRIC = json.loads({literal})\n" + (source or rank_source())
     return with_alarm(body, deadline_s + 3)
+
+
+HOST_VARIABLE = "FLEET_HOST"  # set by a transport that launches several hosts with one script
+
+
+def shared_rank_script(
+    configs: Mapping[str, Mapping[str, Any]], deadline_s: float, source: str | None = None
+) -> bytes:
+    """One script for hosts launched together (one srun step reads one stdin): every host's
+    config, and each host takes its own by the name the transport gives it in $FLEET_HOST."""
+    literal = json.dumps(json.dumps({h: dict(c) for h, c in configs.items()}, default=str))
+    head = f"import json, os\nFABRIC = json.loads({literal})[os.environ[{HOST_VARIABLE!r}]]\n"
+    body = head + (source or rank_source())
+    return with_alarm(body, deadline_s + 3)

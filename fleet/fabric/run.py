@@ -9,10 +9,11 @@ runs (the transports stop the remote processes) and marks what was left `interru
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,11 @@ CONTROLLER_SLACK_S = 5.0  # the rank program's deadline fires first; then the tr
 ECHO_GRACE_S = 2.0  # after one host fails, how long its partners get to say what they saw
 PORT_ATTEMPTS = 3
 FABRIC_SCHEMA = "fleet.fabric/1"
+
+# Builds a transport that launches exactly these hosts together, one script for all (Slurm: one
+# srun step over their nodes). Given, discovery and every group get their own, closed after.
+LaunchTogether = Callable[[Sequence[Host]], Transport]
+Reach = Callable[[Host], Transport]
 
 
 @dataclass(frozen=True)
@@ -80,8 +86,9 @@ class FabricRunner:
         settings: FabricSettings,
         events: FabricEvents | None = None,
         interrupt: asyncio.Event | None = None,
+        together: LaunchTogether | None = None,
     ) -> None:
-        self.transports, self.settings = transports, settings
+        self.transports, self.settings, self.together = transports, settings, together
         self.events = events or FabricEvents()
         self.interrupt = interrupt or asyncio.Event()
         self.rng = random.Random(settings.seed)
@@ -107,7 +114,8 @@ class FabricRunner:
 
     async def discover(self, hosts: Sequence[Host]) -> Discovery:
         found = Discovery({}, {}, {}, {})
-        answers = await asyncio.gather(*(self._discover_one(h) for h in hosts))
+        async with self._reaching(hosts) as reach:
+            answers = await asyncio.gather(*(self._discover_one(h, reach(h)) for h in hosts))
         for host, answer in zip(hosts, answers):
             if isinstance(answer, HostError):
                 found.unreached[host.name] = answer
@@ -122,15 +130,12 @@ class FabricRunner:
             self.events.discovered(host.name, reason)
         return found
 
-    async def _discover_one(self, host: Host) -> dict[str, Any] | HostError:
+    async def _discover_one(self, host: Host, transport: Transport) -> dict[str, Any] | HostError:
         report = HostReport()
         timeout = host.connect_timeout + DISCOVER_TIMEOUT_S
         try:
             result = await asyncio.wait_for(
-                execute(
-                    self.transports[host.transport], host, launch.discover_script(timeout),
-                    _sink(report),
-                ),
+                execute(transport, host, launch.discover_script(timeout), _sink(report)),
                 timeout,
             )  # fmt: skip
         except HostError as exc:
@@ -254,16 +259,42 @@ class FabricRunner:
     ) -> tuple[dict[str, HostReport], bool]:
         hosts = list(dict.fromkeys(p.host for p in placements))
         reports = {h: HostReport() for h in hosts}
-        configs = {h: self._config(h, hosts, placements, port, by_name) for h in hosts}
-        tasks = {
-            h: asyncio.ensure_future(self._run_host(by_name[h], configs[h], reports[h]))
-            for h in hosts
-        }
-        timed_out = not await self._wait_group(tasks, reports)
-        for task in tasks.values():
-            task.cancel()
-        await asyncio.gather(*tasks.values(), return_exceptions=True)
+        scripts = self._rank_scripts(
+            {h: self._config(h, hosts, placements, port, by_name) for h in hosts}
+        )
+        async with self._reaching([by_name[h] for h in hosts]) as reach:
+            tasks = {
+                h: asyncio.ensure_future(
+                    self._run_host(by_name[h], reach(by_name[h]), scripts[h], reports[h])
+                )
+                for h in hosts
+            }
+            timed_out = not await self._wait_group(tasks, reports)
+            for task in tasks.values():
+                task.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
         return reports, timed_out
+
+    def _rank_scripts(self, configs: Mapping[str, Mapping[str, Any]]) -> dict[str, bytes]:
+        """Each host's own script; hosts launched together share one that holds every config."""
+        deadline = self.settings.round_timeout_s
+        if self.together is not None:
+            shared = launch.shared_rank_script(configs, deadline, self.source)
+            return dict.fromkeys(configs, shared)
+        return {h: launch.rank_script(c, deadline, self.source) for h, c in configs.items()}
+
+    @contextlib.asynccontextmanager
+    async def _reaching(self, hosts: Sequence[Host]) -> AsyncIterator[Reach]:
+        """How each of `hosts` is reached: the shared transports, or one launch of exactly these
+        hosts (`together`), stopped on the way out whatever happened."""
+        if self.together is None:
+            yield lambda host: self.transports[host.transport]
+            return
+        transport = self.together(hosts)
+        try:
+            yield lambda host: transport
+        finally:
+            await transport.close()
 
     async def _wait_group(
         self, tasks: Mapping[str, asyncio.Task[None]], reports: Mapping[str, HostReport]
@@ -285,13 +316,11 @@ class FabricRunner:
                 return True
         return True
 
-    async def _run_host(self, host: Host, config: dict[str, Any], report: HostReport) -> None:
-        deadline = float(config["deadline_s"])
+    async def _run_host(
+        self, host: Host, transport: Transport, script: bytes, report: HostReport
+    ) -> None:
         try:
-            result = await execute(
-                self.transports[host.transport], host,
-                launch.rank_script(config, deadline, self.source), _sink(report),
-            )  # fmt: skip
+            result = await execute(transport, host, script, _sink(report))
         except HostError as exc:
             report.failure = error_text(exc)
             return

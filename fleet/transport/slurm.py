@@ -47,11 +47,12 @@ FOLD_LINES_AT = 1000  # < srun's 1 KiB line pieces, with room for the marker and
 CONTROL = b"\x1d"
 CONTINUED = b"\x1e"
 LABEL = re.compile(rb"^ *(\d+): ?")
-# Runs on each node: say which node and step this task is, run the bundle, say how it ended.
+# Runs on each node: say which node and step this task is, run the bundle (told its host's name in
+# FLEET_HOST: a script shared by several nodes picks its part by it), say how it ended.
 # "$0" "$@" is the interpreter and LAUNCH_ARGS; stdin (the bundle) is inherited.
 WRAPPER = (
     r'printf "\035start %s %s %s\n" "$SLURMD_NODENAME" "$SLURM_JOB_ID" "$SLURM_STEP_ID"; '
-    f'FLEET_FOLD_LINES={FOLD_LINES_AT} "$0" "$@"; s=$?; '
+    f'FLEET_FOLD_LINES={FOLD_LINES_AT} FLEET_HOST="$SLURMD_NODENAME" "$0" "$@"; s=$?; '
     r'printf "\n\035exit %s\n" "$s"; printf "\n\035exit %s\n" "$s" >&2'
 )
 INTERRUPT_GAP_S = 0.2  # srun: a second SIGINT within one second ends the step
