@@ -117,11 +117,13 @@ def select_hosts(
 ) -> Selection:
     """The hosts to reach, narrowed by `limit` (--limit syntax): those of `inventory` (fleet YAML
     or Ansible), or those the nodeset `hosts` names (-H), or a Slurm target's nodes (`slurm`:
-    `partition=NAME`, `nodes=NODESET`, `job=ID`), or else this machine. `ssh_config`: a path,
+    `partition=NAME`, `nodes=NODESET`, `job=ID`; `adhoc.python` is their interpreter), or else
+    this machine. `ssh_config`: a path,
     "none", or None for ~/.ssh/config when it exists; inventory values win over it. A missing
     local identity_file is an InventoryError (a warning when not `require_files`)."""
     if slurm is not None:
-        return _select_slurm_nodes(slurm, limit, inventory or hosts)
+        python = adhoc.python if adhoc else None  # --python: the nodes' interpreter
+        return _select_slurm_nodes(slurm, limit, inventory or hosts, python)
     loaded = open_inventory(inventory, hosts, inventory_format, adhoc)
     config = open_ssh_config(ssh_config)
     resolved = resolve_hosts(loaded, config)
@@ -138,11 +140,13 @@ def select_hosts(
     return Selection(chosen, resolved.path, tuple(warnings))
 
 
-def _select_slurm_nodes(target: str, limit: str | None, other: object) -> Selection:
+def _select_slurm_nodes(
+    target: str, limit: str | None, other: object, python: str | None = None
+) -> Selection:
     if other:
         raise UsageError("--slurm and -i/-H both name the hosts", hint="use one of them")
     cluster = discover_slurm(parse_slurm_target(target))
-    loaded = cluster.inventory()
+    loaded = cluster.inventory(python or "python3")
     hosts = loaded.select(limit)
     if not hosts:
         raise UsageError("no host selected", hint="check --limit against the Slurm nodes")

@@ -62,7 +62,7 @@ class Host:
     def target(self) -> str:
         """user@address:port as a person would type it (slurm:NODE for a Slurm node)."""
         if self.transport == "slurm":
-            return f"slurm:{self.address}"
+            return f"slurm:{self.name}"
         user = f"{self.user}@" if self.user else ""
         return f"{user}{self.address}:{self.port}" if self.transport == "ssh" else "local"
 

@@ -24,7 +24,9 @@ SELECTION_OPTIONS = (
     ),
     click.option("--user", help="With -H: the SSH user (default: ~/.ssh/config, then yours)."),
     click.option("--port", type=click.IntRange(1, 65535), help="With -H: the SSH port."),
-    click.option("--python", help="With -H: the interpreter on the hosts (default python3)."),
+    click.option(
+        "--python", help="With -H or --slurm: the interpreter on the hosts (default python3)."
+    ),
     click.option("--jump", metavar="[USER@]HOST[:PORT]", help="With -H: a jump host."),
     click.option(
         "--ssh-config",

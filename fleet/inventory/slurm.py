@@ -35,8 +35,9 @@ USABLE_IN_JOB = frozenset({"draining", "drain"})
 
 OVERLAP_SINCE = (20, 11)  # srun --overlap: a step that shares the job's resources
 
-# One line per node: name, long state, reason (last: it may contain anything but a newline).
-SINFO_FORMAT = "%N|%T|%E"
+# One line per node: name, long state, address (NodeAddr: where its ranks are reached, NodeName
+# unless slurm.conf says otherwise), reason (last: it may contain anything but a newline).
+SINFO_FORMAT = "%N|%T|%o|%E"
 
 Runner = Callable[[Sequence[str]], str]
 
@@ -56,6 +57,7 @@ class SlurmNode:
     state: str  # as sinfo prints it, e.g. "idle", "drained", "down*"
     reason: str | None = None
     usable: bool = True
+    address: str | None = None  # NodeAddr; None: the name
 
     def record(self) -> dict[str, str | bool | None]:
         return {"state": self.state, "reason": self.reason, "usable": self.usable}
@@ -75,15 +77,18 @@ class SlurmCluster:
 
     def inventory(self, python: str = "python3") -> Inventory:
         """An Inventory of every node (usable or not): `--limit` applies as to any other."""
-        hosts = {n.name: slurm_host(n.name, python) for n in self.nodes}
+        hosts = {n.name: slurm_host(n.name, python, n.address) for n in self.nodes}
         usable = tuple(n.name for n in self.nodes if n.usable)
         unusable = tuple(n.name for n in self.nodes if not n.usable)
         groups = {"slurm": tuple(hosts), "usable": usable, "unavailable": unusable}
         return Inventory(path=f"slurm:{self.target}", hosts=hosts, groups=groups)
 
 
-def slurm_host(name: str, python: str = "python3") -> Host:
-    return Host(name=name, address=name, transport="slurm", python=python, groups=("slurm",))
+def slurm_host(name: str, python: str = "python3", address: str | None = None) -> Host:
+    """A node: srun reaches it by `name`; `address` (NodeAddr) is where its processes listen."""
+    return Host(
+        name=name, address=address or name, transport="slurm", python=python, groups=("slurm",)
+    )
 
 
 # ------------------------------------------------------------------------------- target parsing
@@ -193,7 +198,7 @@ def _in_job(node: SlurmNode) -> SlurmNode:
     """A node holding the job stays usable while it only drains (the job still runs there)."""
     if node.usable or node.state.rstrip("".join(UNUSABLE_FLAGS)) not in USABLE_IN_JOB:
         return node
-    return SlurmNode(node.name, node.state, node.reason, usable=True)
+    return SlurmNode(node.name, node.state, node.reason, usable=True, address=node.address)
 
 
 def require_overlap(run: Runner) -> None:
@@ -209,21 +214,21 @@ def require_overlap(run: Runner) -> None:
 
 
 def parse_sinfo(text: str) -> list[SlurmNode]:
-    """`sinfo -h -N -o '%N|%T|%E'` → nodes, each once (a node in two partitions prints twice)."""
+    """`sinfo -h -N -o '%N|%T|%o|%E'` → nodes, each once (a node in two partitions prints twice)."""
     nodes: dict[str, SlurmNode] = {}
     for line in text.splitlines():
-        name, _, rest = line.strip().partition("|")
-        state, _, reason = rest.partition("|")
+        name, state, address, reason = [*line.strip().split("|", 3), "", "", ""][:4]
         if name and name not in nodes:
-            nodes[name] = node_from_state(name, state.strip(), reason.strip())
+            nodes[name] = node_from_state(name, state.strip(), reason.strip(), address.strip())
     return list(nodes.values())
 
 
-def node_from_state(name: str, state: str, reason: str) -> SlurmNode:
+def node_from_state(name: str, state: str, reason: str, address: str = "") -> SlurmNode:
     base = state.lower().rstrip("".join(UNUSABLE_FLAGS) + "#$-")
     flags = set(state) & UNUSABLE_FLAGS
     usable = base not in UNUSABLE_STATES and not flags
-    return SlurmNode(name, state.lower(), None if reason in ("", "none") else reason, usable)
+    why = None if reason in ("", "none") else reason
+    return SlurmNode(name, state.lower(), why, usable, address or None)
 
 
 def run_command(argv: Sequence[str]) -> str:

@@ -20,7 +20,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -253,6 +253,17 @@ class SlurmCluster:
             check=True,
         )
         return done.stdout
+
+    @contextlib.contextmanager
+    def stacks_replaced(self, stacks: Mapping[str, NodeStack]) -> Iterator[None]:
+        """Tasks launched meanwhile get these stacks (the task prolog is read at every launch)."""
+        saved, self.stacks = self.stacks, stacks
+        self._write_task_prolog()
+        try:
+            yield
+        finally:
+            self.stacks = saved
+            self._write_task_prolog()
 
     def drain(self, node: str, reason: str) -> None:
         self.scontrol("update", f"nodename={node}", "state=drain", f"reason={reason}")

@@ -62,10 +62,10 @@ def test_sinfo_states_say_which_nodes_are_usable(state: str, usable: bool) -> No
 
 
 def test_sinfo_lines_keep_reasons_whole_and_nodes_once() -> None:
-    text = "a|idle|none\nb|drained|bad DIMM | slot 3\na|idle|none\n"
+    text = "a|idle|10.0.0.1|none\nb|drained|b|bad DIMM | slot 3\na|idle|10.0.0.1|none\n"
     assert parse_sinfo(text) == [
-        SlurmNode("a", "idle", None, True),
-        SlurmNode("b", "drained", "bad DIMM | slot 3", False),
+        SlurmNode("a", "idle", None, True, "10.0.0.1"),
+        SlurmNode("b", "drained", "bad DIMM | slot 3", False, "b"),
     ]
 
 
@@ -88,7 +88,7 @@ def test_a_draining_node_that_holds_the_job_is_usable_inside_it() -> None:
             "srun": "slurm 22.05.8",
             "squeue": "RUNNING|n[1-2]\n",
             "scontrol": "n1\nn2\n",
-            "sinfo": "n1|draining|maintenance\nn2|down*|Not responding\n",
+            "sinfo": "n1|draining|n1|maintenance\nn2|down*|n2|Not responding\n",
         }
     )
     cluster = discover(SlurmTarget("job", "12"), run)
@@ -102,7 +102,7 @@ def test_too_old_a_slurm_for_overlap_is_a_clear_error() -> None:
 
 
 def test_unknown_nodes_are_named() -> None:
-    run = fake_slurm({"sinfo": "gpu-01|idle|none\n"})
+    run = fake_slurm({"sinfo": "gpu-01|idle|gpu-01|none\n"})
     with pytest.raises(UsageError, match=r"gpu-\[02-03\]"):
         discover(SlurmTarget("nodes", "gpu-[01-03]"), run)
 
