@@ -35,21 +35,9 @@ from fleet.execution.fanout import (
     FanOut,
     RunSettings,
 )
-from fleet.fabric import launch
-from fleet.fabric.run import (
-    CONTROLLER_SLACK_S,
-    DISCOVER_TIMEOUT_S,
-    FabricEvents,
-    FabricRunner,
-    FabricSettings,
-    LaunchTogether,
-)
 from fleet.inventory import Inventory, local_inventory
 from fleet.inventory.adhoc import AdhocSettings, adhoc_inventory
 from fleet.inventory.resolve import check_identity_files, resolve_hosts
-from fleet.inventory.slurm import SlurmCluster
-from fleet.inventory.slurm import discover as discover_slurm
-from fleet.inventory.slurm import parse_target as parse_slurm_target
 from fleet.inventory.sources import load_any_inventory
 from fleet.inventory.ssh_config import open_ssh_config
 from fleet.models import Host, Run
@@ -57,12 +45,14 @@ from fleet.store import default_runs_dir, default_state_dir, resolve_run
 from fleet.store import load_run as _load_run_file
 from fleet.store import save_run as _save_run_file
 from fleet.transport import LocalTransport, Transport
-from fleet.transport.slurm import SlurmOptions, SlurmTransport, gpu_request
 from fleet.transport.unsupported import PREFIX as UNSUPPORTED
 from fleet.transport.unsupported import UnsupportedTransport
 
-if TYPE_CHECKING:  # the rules engine (jmespath) loads only when checks are asked for
+if TYPE_CHECKING:  # loaded only when asked for: the rules engine (jmespath), Slurm, fabric
     from fleet.checks import CheckReport, Rule
+    from fleet.fabric.run import FabricEvents, FabricSettings, LaunchTogether
+    from fleet.inventory.slurm import SlurmCluster
+    from fleet.transport.slurm import SlurmTransport
 
 DEFAULT_PACK = "inference"
 MATRIX_TIMEOUT_S = 300.0  # per host, with --allreduce-matrix (30 s sweep + 60 s matrix + the rest)
@@ -145,7 +135,9 @@ def _select_slurm_nodes(
 ) -> Selection:
     if other:
         raise UsageError("--slurm and -i/-H both name the hosts", hint="use one of them")
-    cluster = discover_slurm(parse_slurm_target(target))
+    from fleet.inventory.slurm import discover, parse_target
+
+    cluster = discover(parse_target(target))
     loaded = cluster.inventory(python or "python3")
     hosts = loaded.select(limit)
     if not hosts:
@@ -255,6 +247,8 @@ async def probe_async(
 
 def slurm_transport(selection: Selection, options: ProbeOptions) -> SlurmTransport:
     """One srun step for the selection's usable nodes; the per-host deadline bounds it."""
+    from fleet.transport.slurm import SlurmOptions, SlurmTransport, gpu_request
+
     assert selection.slurm is not None
     slurm_options = SlurmOptions(
         gpus=options.slurm_gpus, extra_args=tuple(options.slurm_args), deadline_s=options.timeout_s
@@ -387,6 +381,9 @@ async def fabric_async(
     """`fleet fabric` as a Run: cross-host allreduce rounds over `hosts` (see fleet.fabric), one
     `fabric` result per host and the run's `fabric` section (pairs, ring, suspects). `slurm`
     (Selection.slurm): the hosts are that cluster's nodes, each group launched by its own srun."""
+    from fleet.fabric import launch
+    from fleet.fabric.run import FabricRunner
+
     started = _now()
     together = slurm_steps(slurm, settings, slurm_args, slurm_gpus) if slurm else None
     async with transports_for(hosts, accept_new) as transports:
@@ -413,6 +410,9 @@ def slurm_steps(
     """Fabric over Slurm: the discovery and each group (a pair, the full group) is its own srun
     step over exactly its nodes (in job=ID: --jobid --overlap), so groups run side by side; a
     node Slurm calls unusable is never launched on (its groups are skipped with Slurm's reason)."""
+    from fleet.fabric.run import CONTROLLER_SLACK_S, DISCOVER_TIMEOUT_S
+    from fleet.transport.slurm import SlurmOptions, SlurmTransport, gpu_request
+
     deadline = max(settings.round_timeout_s, DISCOVER_TIMEOUT_S) + CONTROLLER_SLACK_S
     options = SlurmOptions(gpus=slurm_gpus, extra_args=tuple(slurm_args), deadline_s=deadline)
     gpu_request(options.gpus, cluster.job_id is not None)  # a bad --slurm-gpus fails now

@@ -19,7 +19,6 @@ Everything else is a plain fact: any difference between hosts is divergence.
 
 from __future__ import annotations
 
-import ast
 import fnmatch
 import functools
 import json
@@ -30,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleet.execution.bundle import available_probes
+from fleet.execution.bundle import available_probes, declared_literal
 from fleet.models import HostOutcome, ProbeResult
 
 KINDS = ("identity", "volatile", "measure", "sets")
@@ -99,13 +98,10 @@ def declared_facts(extra_dirs: Sequence[str | Path] = ()) -> dict[str, ProbeFact
 
 
 def parse_declaration(source: str) -> ProbeFacts:
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "FACTS" for t in node.targets
-        ):
-            raw = ast.literal_eval(node.value)
-            return ProbeFacts(**{k: tuple(raw.get(k, ())) for k in KINDS})
-    return ProbeFacts()
+    raw = declared_literal(source, "FACTS")
+    if raw is None:
+        return ProbeFacts()
+    return ProbeFacts(**{k: tuple(raw.get(k, ())) for k in KINDS})
 
 
 # ------------------------------------------------------------------------------------ flatten

@@ -17,7 +17,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 from rich.console import Console
@@ -31,7 +31,6 @@ from fleet.cli.selection import HostChoice, origin_summary, selection_options
 from fleet.errors import FleetError, StoreError, UsageError
 from fleet.execution.bundle import Bundle, available_probes
 from fleet.execution.fanout import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_S
-from fleet.inventory.slurm import SlurmNode
 from fleet.models import NOT_REACHED, PROBE_TROUBLE, Run
 from fleet.render.console import make_console
 from fleet.render.diffview import drift_view, fleet_diff_view
@@ -53,7 +52,9 @@ from fleet.store import (
     prune_runs,
     write_private_json,
 )
-from fleet.transport.slurm import parse_slurm_args
+
+if TYPE_CHECKING:
+    from fleet.inventory.slurm import SlurmNode
 
 log = logging.getLogger("fleet")
 
@@ -188,6 +189,15 @@ def hosts(
         for h in selection.hosts
     ]  # fmt: skip
     print_table(make_console(), str(selection.source), HOSTS_COLUMNS, rows)
+
+
+def slurm_argv(text: str | None) -> tuple[str, ...]:
+    """--slurm-args as argv items; Slurm's modules load only when it is given."""
+    if not text:
+        return ()
+    from fleet.transport.slurm import parse_slurm_args
+
+    return parse_slurm_args(text)
 
 
 def slurm_state(node: SlurmNode) -> str:
@@ -390,7 +400,7 @@ class ProbeRequest:
             timeout_s=self.timeout_s,
             accept_new=self.accept_new,
             probe_dirs=self.probe_dirs,
-            slurm_args=parse_slurm_args(self.slurm_args),
+            slurm_args=slurm_argv(self.slurm_args),
             slurm_gpus=self.slurm_gpus,
             on_key_recorded=_say_key_recorded,
         )

@@ -8,6 +8,7 @@ touches disk.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import math
@@ -167,12 +168,27 @@ def _shipped_files(source: str, folder: Traversable) -> dict[str, str]:
 
 
 def _ships_declaration(source: str) -> tuple[str, ...]:
+    return tuple(str(n) for n in declared_literal(source, "SHIPS") or ())
+
+
+def declared_literal(source: str, name: str) -> Any:
+    """A probe's top-level `NAME = <literal>` (SHIPS, FACTS…), read with `ast`, never run; None
+    when the probe has none."""
+    node = _top_level_assignments(source).get(name)
+    return None if node is None else ast.literal_eval(node)
+
+
+@functools.lru_cache(maxsize=64)
+def _top_level_assignments(source: str) -> dict[str, ast.expr]:
+    """Each top-level name's first assigned expression. Cached: every command reads the same
+    probe files several times (bundle, facts declarations), and parsing them is the cost."""
+    found: dict[str, ast.expr] = {}
     for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "SHIPS" for t in node.targets
-        ):
-            return tuple(str(n) for n in ast.literal_eval(node.value))
-    return ()
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    found.setdefault(target.id, node.value)
+    return found
 
 
 def _summary(source: str) -> str:

@@ -12,18 +12,18 @@ warning naming their line. fleet tunnels through one jump host (ProxyJump), so a
 
 from __future__ import annotations
 
-import getpass
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
-
-from asyncssh.config import ConfigParseError, SSHClientConfig
+from typing import TYPE_CHECKING, Any
 
 from fleet.errors import InventoryError
 from fleet.models import Host
+
+if TYPE_CHECKING:  # asyncssh loads only when a config is read: it costs ~100 ms of start-up
+    from fleet.inventory.ssh_config_parser import TracedConfig
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 # ssh_config keyword → the Host field it fills (only where the inventory left it at a default)
@@ -47,73 +47,26 @@ IGNORED = {
 LINE_RE = re.compile(r"^(?P<path>.*) line (?P<line>\d+): (?P<reason>.*)$")
 
 
-def _traced(handler: Callable[..., None]) -> Callable[..., None]:
-    """asyncssh's handler for one keyword, remembering the file:line that set the value."""
-
-    def call(config: _TracedConfig, option: str, args: list[str]) -> None:
-        was_set = option in config._options
-        handler(config, option, args)
-        if not was_set and option in config._options:
-            config.places[option] = config.place()
-
-    return call
-
-
-def _ignored(config: _TracedConfig, option: str, args: list[str]) -> None:
-    config.ignored.append((config.place(), option, " ".join(args)))
-    args.clear()
-
-
-class _TracedConfig(SSHClientConfig):
-    """asyncssh's client config parser, which also records where each value came from and which
-    ignored keywords applied to the host."""
-
-    _handlers = {  # noqa: RUF012 (asyncssh's own table, extended; never mutated)
-        **{
-            key: (option, handler if option in ("Host", "Match", "Include") else _traced(handler))
-            for key, (option, handler) in SSHClientConfig._handlers.items()
-        },
-        **{option.lower(): (option, _ignored) for option in IGNORED},
-    }
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.places: dict[str, str] = {}
-        self.ignored: list[tuple[str, str, str]] = []
-
-    def place(self) -> str:
-        return f"{self._path}:{self._line_no}"
-
-
 @dataclass
 class SshConfig:
     """One or more ssh_config files; `lookup(name)` gives what they say for `ssh name`."""
 
     paths: tuple[Path, ...]
     warnings: list[str] = field(default_factory=list)  # one line per ignored keyword's place
-    _cache: dict[str, _TracedConfig] = field(default_factory=dict, repr=False)
+    _cache: dict[str, TracedConfig] = field(default_factory=dict, repr=False)
 
-    def lookup(self, name: str) -> _TracedConfig:
+    def lookup(self, name: str) -> TracedConfig:
         if name not in self._cache:
             self._cache[name] = self._parse(name)
             self._note_ignored(self._cache[name])
         return self._cache[name]
 
-    def _parse(self, name: str) -> _TracedConfig:
-        try:
-            parsed = _TracedConfig.load(
-                None, list(self.paths), False, False, False, getpass.getuser(), (), name, ()
-            )
-        except ConfigParseError as exc:
-            raise config_error(str(exc)) from exc
-        except OSError as exc:
-            raise InventoryError(
-                f"cannot read ssh config {exc.filename}: {exc.strerror}",
-                hint="fix the file or its Include, or pass --ssh-config none",
-            ) from exc
-        return cast(_TracedConfig, parsed)
+    def _parse(self, name: str) -> TracedConfig:
+        from fleet.inventory.ssh_config_parser import parse_for
 
-    def _note_ignored(self, parsed: _TracedConfig) -> None:
+        return parse_for(self.paths, name)
+
+    def _note_ignored(self, parsed: TracedConfig) -> None:
         for place, option, value in parsed.ignored:
             line = f"{place}: {option} {value} is ignored: {IGNORED[option]}"
             if line not in self.warnings:

@@ -16,7 +16,7 @@ ONLY_IN = {
     "click": ("fleet/cli/",),
     "rich": ("fleet/cli/", "fleet/render/"),
     # the SSH transport, and ~/.ssh/config read by asyncssh's own parser
-    "asyncssh": ("fleet/transport/ssh.py", "fleet/inventory/ssh_config.py"),
+    "asyncssh": ("fleet/transport/ssh.py", "fleet/inventory/ssh_config_parser.py"),
 }
 # The flow runs top to bottom; a stage never imports a later one.
 STAGES = [
