@@ -331,15 +331,18 @@ def _now() -> str:
 
 
 def load_checks(
-    packs: Sequence[str] = (), rules_files: Sequence[str | Path] = ()
+    packs: Sequence[str] = (),
+    rules_files: Sequence[str | Path] = (),
+    probe_dirs: Sequence[str | Path] = (),
 ) -> tuple[list[Rule], list[str]]:
     """Every rule of the packs and files, validated together (ids unique across them), and where
-    each set came from. No packs and no files: the `inference` pack."""
+    each set came from. No packs and no files: the `inference` pack. Rules may read your own
+    probes too (`probe_dirs`, $FLEET_PROBE_DIR)."""
     from fleet.checks import check_unique_ids, load_rules
     from fleet.checks.packs import pack_path
 
     chosen = list(packs) if packs or rules_files else [DEFAULT_PACK]
-    probes = available_probes()
+    probes = available_probes(probe_dirs)
     rules: list[Rule] = []
     sources: list[str] = []
     for name in chosen:
@@ -357,12 +360,13 @@ def check(
     packs: Sequence[str] = (),
     rules_files: Sequence[str | Path] = (),
     probe_args: Mapping[str, Mapping[str, Any]] | None = None,
+    probe_dirs: Sequence[str | Path] = (),
 ) -> CheckReport:
     """Judge `run` against rules (default: the inference pack); `probe_args` per host name are the
     inventory's (rules read them as `_args`)."""
     from fleet.checks import evaluate
 
-    rules, _ = load_checks(packs, rules_files)
+    rules, _ = load_checks(packs, rules_files, probe_dirs)
     return evaluate(rules, run, probe_args or {})
 
 

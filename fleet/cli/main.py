@@ -228,14 +228,17 @@ RUNS_COLUMNS = (
 )
 
 
-@main.command("probes")
-@click.option(
+probe_dir_option = click.option(
     "--probe-dir",
     "probe_dirs",
     multiple=True,
     type=click.Path(file_okay=False),
-    help="A folder of your own probes (repeatable; also $FLEET_PROBE_DIR).",
+    help="A folder of your own probes (repeatable; also $FLEET_PROBE_DIR, ':'-separated).",
 )
+
+
+@main.command("probes")
+@probe_dir_option
 def list_probes(probe_dirs: tuple[str, ...]) -> None:
     """List the probes a bundle can carry: fleet's own and yours."""
     for name, probe in available_probes(probe_dirs).items():
@@ -328,13 +331,7 @@ PROBE_OPTIONS = (
         help="Run the allreduce timing probe.",
     ),
     click.option("--quick", is_flag=True, help="Fewer message sizes and iterations."),
-    click.option(
-        "--probe-dir",
-        "probe_dirs",
-        multiple=True,
-        type=click.Path(file_okay=False),
-        help="A folder of your own probes (repeatable; also $FLEET_PROBE_DIR, ':'-separated).",
-    ),
+    probe_dir_option,
     *SLURM_OPTIONS,
     click.option(
         "--allreduce-matrix",

@@ -67,3 +67,20 @@ def test_a_missing_probe_dir_is_a_usage_error(tmp_path: Path) -> None:
     done = invoke_fleet(tmp_path, "probe", "--probe-dir", str(tmp_path / "nope"), "-p", "system")
     assert done.returncode == 2
     assert "does not exist" in done.stderr
+
+
+def test_a_rule_may_read_a_probe_from_probe_dir(tmp_path: Path, probe_dir: Path) -> None:
+    rules = tmp_path / "site.yaml"
+    rules.write_text(
+        "rules:\n"
+        "  - id: clocks-high\n"
+        "    severity: error\n"
+        "    check: 'gpu_clocks.clocks_mhz >= `1900`'\n"
+        "    fix: raise the application clocks\n"
+    )
+    done = invoke_fleet(
+        tmp_path, "check", "-i", inventory(tmp_path), "--probe-dir", str(probe_dir),
+        "-p", "gpu_clocks", "--rules", str(rules), "--no-save",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "✓ pass clocks-high" in done.stdout
