@@ -97,7 +97,9 @@ def check_command(
     """Pre-flight: probe the hosts (or read --run) and judge them against rules. Exit bit 32 on failure."""
     if output_format == "json" and request.json_path == "-":
         raise UsageError("--format json and --json - both write to stdout", hint="pick one")
-    rules, sources = api.load_checks(packs, rules_files, request.probe_dirs)  # a bad rules file fails before probing
+    rules, sources = api.load_checks(
+        packs, rules_files, request.probe_dirs
+    )  # a bad rules file fails before probing
     console = make_console(stderr=output_format == "json" or request.json_path == "-")
     run, where, probe_code = obtain_run(request, run_ref, console)
     report = evaluate(rules, run, inventory_probe_args(request))
