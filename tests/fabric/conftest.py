@@ -95,56 +95,11 @@ class NetnsFleet:
         for to, source in ((one, other), (other, one)):
             dev = self.veth(to)
             sh("tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
-            sh(
-                "tc",
-                "class",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                "1:",
-                "classid",
-                "1:10",
-                "htb",
-                "rate",
-                "10gbit",
-            )
-            sh(
-                "tc",
-                "class",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                "1:",
-                "classid",
-                "1:20",
-                "htb",
-                "rate",
-                rate,
-                "ceil",
-                rate,
-            )
-            sh(
-                "tc",
-                "filter",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                "1:",
-                "protocol",
-                "ip",
-                "prio",
-                "1",
-                "u32",
-                "match",
-                "ip",
-                "src",
-                f"{self.addresses[source]}/32",
-                "flowid",
-                "1:20",
-            )
+            for classid, ceiling in (("1:10", "10gbit"), ("1:20", rate)):  # fast default, slow
+                sh(*f"tc class add dev {dev} parent 1: classid {classid} htb".split(),
+                   "rate", ceiling, "ceil", ceiling)  # fmt: skip
+            match = f"u32 match ip src {self.addresses[source]}/32 flowid 1:20".split()
+            sh(*f"tc filter add dev {dev} parent 1: protocol ip prio 1".split(), *match)
 
     def clear_shaping(self) -> None:
         for name, netns in self.hosts.items():
