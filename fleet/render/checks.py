@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from fleet.checks import CheckReport, RuleResult, Verdict, format_value
 from fleet.checks.rules import UNJUDGED, NotJudged
-from fleet.inventory import compact_hosts
+from fleet.hostsets import compact_hosts
 
 MARK = {
     "fail": "[bold red]✗ fail[/]",

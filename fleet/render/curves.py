@@ -15,7 +15,7 @@ from html import escape
 
 from fleet.analysis.diff import Cohort, FleetDiff, Outlier
 from fleet.analysis.facts import median
-from fleet.inventory import compact_hosts
+from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome
 from fleet.render.svg import Band, Point, Series, byte_ticks, log_chart
 

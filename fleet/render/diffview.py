@@ -22,7 +22,7 @@ from fleet.analysis.diff import (
     list_delta,
 )
 from fleet.analysis.drift import Change, Drift
-from fleet.inventory import compact_hosts
+from fleet.hostsets import compact_hosts
 
 MAX_VALUE_CHARS = 60
 MAX_ITEMS = 8

@@ -20,7 +20,7 @@ from fleet.analysis.diff import (
     group_divergences,
     list_delta,
 )
-from fleet.inventory import compact_hosts
+from fleet.hostsets import compact_hosts
 from fleet.render.diffview import short
 from fleet.render.markup import clip, esc, folded, hosts_label, row, table
 

@@ -14,7 +14,7 @@ from fleet.analysis.diff import (
     group_divergences,
 )
 from fleet.analysis.drift import Drift
-from fleet.inventory import compact_hosts
+from fleet.hostsets import compact_hosts
 from fleet.render.diffview import short
 
 DIFF_SCHEMA = "fleet.analysis.diff/1"

@@ -21,7 +21,7 @@ from fleet.analysis.diff import FleetDiff
 from fleet.analysis.drift import Drift
 from fleet.checks import CheckReport
 from fleet.errors import ReportError
-from fleet.inventory import compact_hosts
+from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome, Run
 from fleet.render.curves import curves_section
 from fleet.render.divmap import divergence_map, name_lists

@@ -10,7 +10,7 @@ from typing import Any
 from fleet.analysis.diff import Unreported
 from fleet.analysis.drift import Drift
 from fleet.checks import CheckReport, RuleResult, Verdict, format_value
-from fleet.inventory import compact_hosts
+from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome
 from fleet.render.checks import grouped_verdicts, tally
 from fleet.render.diffview import short

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from html import escape
 
-from fleet.inventory import compact_hosts
+from fleet.hostsets import compact_hosts
 from fleet.models import NOT_REACHED, PROBE_TROUBLE
 
 MAX_CELL_CHARS = 4000  # one value opened in a cell; a dir() dump can be 100 kB

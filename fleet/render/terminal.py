@@ -12,7 +12,7 @@ from rich.text import Text
 
 from fleet.analysis.allreduce_matrix import CohortMatrix, cohort_matrices, size_order
 from fleet.analysis.diff import FleetDiff
-from fleet.inventory import compact_hosts
+from fleet.hostsets import compact_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, HostOutcome, Run
 from fleet.render.diffview import fleet_diff_view, short
 from fleet.render.tables import Column, fitted_table, print_left_out
