@@ -36,10 +36,10 @@ from fleet.cli.main import (
 from fleet.cli.report import emit_html
 from fleet.errors import UsageError
 from fleet.models import Run
-from fleet.render.checks import render_report
-from fleet.render.console import make_console
-from fleet.render.html import Report, fabric_of
+from fleet.render.html.page import Report, fabric_of
 from fleet.render.junit import write_junit
+from fleet.render.terminal.checks import render_report
+from fleet.render.terminal.console import make_console
 from fleet.store import default_runs_dir, load_run, resolve_run
 
 EXIT_CHECK_FAILED = 32

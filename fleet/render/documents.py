@@ -15,7 +15,7 @@ from fleet.analysis.diff import (
 )
 from fleet.analysis.drift import Drift
 from fleet.hostsets import compact_hosts
-from fleet.render.diffview import short
+from fleet.render.grouping import short
 
 DIFF_SCHEMA = "fleet.analysis.diff/1"
 

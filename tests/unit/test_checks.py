@@ -28,8 +28,8 @@ from fleet.checks import (
 from fleet.checks.packs import available_packs, pack_path
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
-from fleet.render.checks import render_report
 from fleet.render.junit import junit_tree
+from fleet.render.terminal.checks import render_report
 from tests.conftest import ROOT
 
 REAL_RUN = ROOT / "tests" / "probes" / "golden" / "real_run" / "h200x2_run.json"

@@ -21,8 +21,8 @@ from fleet.analysis.diff import (
     list_delta,
 )
 from fleet.hostsets import compact_hosts
-from fleet.render.diffview import short
-from fleet.render.markup import clip, esc, folded, hosts_label, row, table
+from fleet.render.grouping import short
+from fleet.render.html.markup import clip, esc, folded, hosts_label, row, table
 
 MAX_COLUMNS = 24  # host groups shown; smaller ones fold into one last column
 MAX_ITEMS = 200  # name-list items listed per fact

@@ -1,6 +1,6 @@
 """One self-contained HTML page per run: `fleet report`, `--html FILE` on probe and check.
 
-Inline CSS, inline SVG charts (fleet/render/svg.py) and a few lines of plain JavaScript (sorting,
+Inline CSS, inline SVG charts (fleet/render/html/svg.py) and a few lines of plain JavaScript (sorting,
 filtering, folding); nothing is loaded from anywhere, so the page works on an air-gapped cluster and
 from a ticket attachment. Light and dark (prefers-color-scheme), and it prints. Every text that came
 from the run is escaped. Big fleets stay small: hosts that ended alike share a row (the terminal's
@@ -23,17 +23,17 @@ from fleet.checks import CheckReport
 from fleet.errors import ReportError
 from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome, Run
-from fleet.render.curves import curves_section
-from fleet.render.divmap import divergence_map, name_lists
-from fleet.render.htmlfabric import fabric_section
-from fleet.render.htmlsections import (
+from fleet.render.grouping import ended_alike
+from fleet.render.html.curves import curves_section
+from fleet.render.html.divmap import divergence_map, name_lists
+from fleet.render.html.fabric import fabric_section
+from fleet.render.html.markup import chip, esc, hosts_label, row, section, table
+from fleet.render.html.sections import (
     checks_section,
     drift_section,
     drilldown_section,
     unreported_section,
 )
-from fleet.render.markup import chip, esc, hosts_label, row, section, table
-from fleet.render.terminal import ended_alike
 
 # What each bit of fleet's exit code means (README, "Exit codes").
 EXIT_BITS = (

@@ -6,8 +6,7 @@ Hosts that fail the same way (same observed value, same fix) share one entry, na
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from typing import Any
+from collections.abc import Collection
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,6 +14,7 @@ from rich.markup import escape
 from fleet.checks import CheckReport, RuleResult, Verdict, format_value
 from fleet.checks.rules import UNJUDGED, NotJudged
 from fleet.hostsets import compact_hosts
+from fleet.render.grouping import grouped_verdicts, tally
 
 MARK = {
     "fail": "[bold red]✗ fail[/]",
@@ -78,29 +78,6 @@ def _print_failure(console: Console, verdicts: list[Verdict]) -> None:
         console.print(f"      [dim]{escape(first.reason)}[/]")
     if first.fix:
         console.print(f"      [bold]fix:[/] {escape(first.fix)}")
-
-
-def grouped_verdicts(verdicts: Iterable[Verdict]) -> list[list[Verdict]]:
-    """Verdicts that read the same (status, observed, expected, fix, reason), in first-seen order."""
-    groups: dict[tuple[Any, ...], list[Verdict]] = {}
-    for verdict in verdicts:
-        key = (
-            verdict.status,
-            format_value(verdict.observed),
-            format_value(verdict.expected),
-            verdict.fix,
-            verdict.reason,
-        )
-        groups.setdefault(key, []).append(verdict)
-    return list(groups.values())
-
-
-def tally(verdicts: Iterable[Verdict]) -> str:
-    counts: dict[str, int] = {}
-    for verdict in verdicts:
-        counts[verdict.status] = counts.get(verdict.status, 0) + 1
-    order = ("fail", "unknown", "skipped", "pass", "n/a")
-    return " · ".join(f"{status} {counts[status]}" for status in order if status in counts)
 
 
 def summary_lines(report: CheckReport) -> list[str]:

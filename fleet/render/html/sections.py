@@ -12,9 +12,8 @@ from fleet.analysis.drift import Drift
 from fleet.checks import CheckReport, RuleResult, Verdict, format_value
 from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome
-from fleet.render.checks import grouped_verdicts, tally
-from fleet.render.diffview import short
-from fleet.render.markup import chip, clip, esc, esc_text, folded, hosts_label, row, table
+from fleet.render.grouping import grouped_verdicts, short, tally
+from fleet.render.html.markup import chip, clip, esc, esc_text, folded, hosts_label, row, table
 
 RAW_BUDGET = (
     1_500_000  # characters of raw probe JSON in the drill-down; odd and troubled hosts first

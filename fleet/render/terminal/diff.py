@@ -23,17 +23,10 @@ from fleet.analysis.diff import (
 )
 from fleet.analysis.drift import Change, Drift
 from fleet.hostsets import compact_hosts
+from fleet.render.grouping import short
 
-MAX_VALUE_CHARS = 60
 MAX_ITEMS = 8
 MAX_CONSEQUENCES = 2
-
-
-def short(value: Any) -> str:
-    if isinstance(value, tuple) and len(value) > 4:
-        return f"[{len(value)} items]"
-    text = "(unset)" if value is None else str(value)
-    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
 
 
 def hosts_text(hosts: Iterable[str]) -> str:

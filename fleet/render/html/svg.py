@@ -1,7 +1,7 @@
 """Line charts with log axes as inline SVG, written by hand: no plotting library, nothing loaded.
 
 One chart is a `<svg>` element with a `viewBox` (it scales with the page), its axes, ticks with units,
-and one `<path>` per series. Colours and line styles come from CSS classes (fleet/render/html.py
+and one `<path>` per series. Colours and line styles come from CSS classes (fleet/render/html/page.py
 defines them for light and dark mode), so a chart has no colour of its own and prints in black on
 white. Every text that came from a run is escaped here.
 """

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from fleet.render.markup import clip, esc, hosts_label, row, table
+from fleet.render.html.markup import clip, esc, hosts_label, row, table
 
 MAX_MATRIX_HOSTS = 48  # a host × host matrix up to here; beyond, the pairs that are not fine
 SUMMARY_FIELDS = ("backend", "pair_mode", "median_busbw_gbps", "tolerance")

@@ -17,7 +17,7 @@ from fleet.analysis.diff import Cohort, FleetDiff, Outlier
 from fleet.analysis.facts import median
 from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome
-from fleet.render.svg import Band, Point, Series, byte_ticks, log_chart
+from fleet.render.html.svg import Band, Point, Series, byte_ticks, log_chart
 
 MAX_LINES = 64  # hosts drawn one line each; above, a band
 MAX_NAMED = 6  # odd hosts with their own colour (Okabe-Ito has 7 besides the median's blue)

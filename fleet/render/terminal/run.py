@@ -14,8 +14,9 @@ from fleet.analysis.allreduce_matrix import CohortMatrix, cohort_matrices, size_
 from fleet.analysis.diff import FleetDiff
 from fleet.hostsets import compact_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, HostOutcome, Run
-from fleet.render.diffview import fleet_diff_view, short
-from fleet.render.tables import Column, fitted_table, print_left_out
+from fleet.render.grouping import ended_alike, short
+from fleet.render.terminal.diff import fleet_diff_view
+from fleet.render.terminal.tables import Column, fitted_table, print_left_out
 
 STATUS_STYLE = {"ok": "green", "partial": "yellow", "interrupted": "magenta", "unavailable": "dim"}
 MAX_HOST_COLUMNS = 6
@@ -89,16 +90,6 @@ def status_table(outcomes: Iterable[HostOutcome], width: int = 1000) -> Table:
 def status_rows(outcomes: Iterable[HostOutcome]) -> list[tuple[str, Text, str, str, Text]]:
     """One row per way of ending (hosts that ended alike share it), trouble first."""
     return [_status_row(group) for group in ended_alike(list(outcomes))]
-
-
-def ended_alike(outcomes: list[HostOutcome]) -> list[list[HostOutcome]]:
-    """Hosts grouped by how they ended (status, error and hint, their own names blanked out),
-    at any fleet size: one cause is one row, whether 2 hosts share it or 1,000. Trouble first,
-    then the biggest groups."""
-    groups: dict[tuple[str, str], list[HostOutcome]] = {}
-    for outcome in outcomes:
-        groups.setdefault(outcome.ending(), []).append(outcome)
-    return sorted(groups.values(), key=lambda g: (g[0].status == "ok", -len(g)))
 
 
 def _status_row(group: list[HostOutcome]) -> tuple[str, Text, str, str, Text]:
