@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fleet.checks import Verdict, format_value
+from fleet.checks import CheckReport, Verdict, format_value
+from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome
 
 MAX_VALUE_CHARS = 60
@@ -52,3 +53,27 @@ def tally(verdicts: Iterable[Verdict]) -> str:
         counts[verdict.status] = counts.get(verdict.status, 0) + 1
     order = ("fail", "unknown", "skipped", "pass", "n/a")
     return " · ".join(f"{status} {counts[status]}" for status in order if status in counts)
+
+
+def check_verdict(report: CheckReport) -> tuple[str, str, str]:
+    """The check's verdict as (outcome, headline, detail), worded once for every surface: the
+    terminal, the HTML page and the JUnit summary must never disagree (an incomplete check is
+    never shown green anywhere)."""
+    warnings = len(report.failures("warn"))
+    counts = report.counts()
+    rest = (
+        f"{warnings} warning(s); {counts['pass']} pass, {counts['unknown']} unknown, "
+        f"{counts['skipped']} skipped (rule × host)"
+    )
+    errors = report.failures("error")
+    if errors:
+        hosts_by_rule: dict[str, list[str]] = {}
+        for rule, verdict in errors:
+            hosts_by_rule.setdefault(rule.id, []).append(verdict.host)
+        where = "; ".join(f"{r} on {compact_hosts(h)}" for r, h in hosts_by_rule.items())
+        return "failed", "check failed", f"{len(errors)} error failure(s) — {where}; {rest}"
+    if report.outcome == "incomplete":
+        unjudged = len(report.unjudged("error"))
+        what = f"{unjudged} error-rule verdict(s) not judged" if unjudged else "nothing passed"
+        return "incomplete", "check incomplete", f"no error failures, but {what}; {rest}"
+    return "passed", "check passed", f"every error rule judged, none failed; {rest}"

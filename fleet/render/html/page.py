@@ -23,7 +23,7 @@ from fleet.checks import CheckReport
 from fleet.errors import ReportError
 from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome, Run
-from fleet.render.grouping import ended_alike
+from fleet.render.grouping import check_verdict, ended_alike
 from fleet.render.html.curves import curves_section
 from fleet.render.html.divmap import divergence_map, name_lists
 from fleet.render.html.fabric import fabric_section
@@ -142,9 +142,9 @@ def _verdict(report: Report, diff: FleetDiff) -> str:
     if trouble:
         lines.append(f'<p class="verdict bad">not ok: <b>{esc(compact_hosts(trouble))}</b></p>')
     if report.checks is not None:
-        failed = sorted({v.host for _, v in report.checks.failures("error")})
-        text = f"check failed on {compact_hosts(failed)}" if failed else "check passed"
-        lines.append(f'<p class="verdict {"bad" if failed else "ok"}">{esc(text)}</p>')
+        outcome, headline, detail = check_verdict(report.checks)
+        css = {"failed": "bad", "incomplete": "odd", "passed": "ok"}[outcome]
+        lines.append(f'<p class="verdict {css}"><b>{esc(headline)}</b>: {esc(detail)}</p>')
     if report.drift is not None and report.drift.found:
         lines.append(
             f'<p class="verdict odd">drift on {esc(compact_hosts(report.drift.changed_hosts))}</p>'

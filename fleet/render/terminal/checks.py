@@ -14,7 +14,7 @@ from rich.markup import escape
 from fleet.checks import CheckReport, RuleResult, Verdict, format_value
 from fleet.checks.rules import UNJUDGED, NotJudged
 from fleet.hostsets import compact_hosts
-from fleet.render.grouping import grouped_verdicts, tally
+from fleet.render.grouping import check_verdict, grouped_verdicts, tally
 
 MARK = {
     "fail": "[bold red]✗ fail[/]",
@@ -95,27 +95,12 @@ def summary_lines(report: CheckReport) -> list[str]:
     return lines
 
 
+VERDICT_STYLE = {"failed": "[bold red]✗", "incomplete": "[bold yellow]?", "passed": "[bold green]✓"}
+
+
 def _verdict_line(report: CheckReport) -> str:
-    warnings = len(report.failures("warn"))
-    counts = report.counts()
-    rest = (
-        f"{warnings} warning(s); {counts['pass']} pass, {counts['unknown']} unknown, "
-        f"{counts['skipped']} skipped (rule × host)"
-    )
-    errors = report.failures("error")
-    if errors:
-        hosts_by_rule: dict[str, list[str]] = {}
-        for rule, verdict in errors:
-            hosts_by_rule.setdefault(rule.id, []).append(verdict.host)
-        where = "; ".join(f"{r} on {compact_hosts(h)}" for r, h in hosts_by_rule.items())
-        return (
-            f"[bold red]✗ check failed[/]: {len(errors)} error failure(s) — {escape(where)}; {rest}"
-        )
-    if report.outcome == "incomplete":
-        unjudged = len(report.unjudged("error"))
-        what = f"{unjudged} error-rule verdict(s) not judged" if unjudged else "nothing passed"
-        return f"[bold yellow]? check incomplete[/]: no error failures, but {what}; {rest}"
-    return f"[bold green]✓ check passed[/]: every error rule judged, none failed; {rest}"
+    outcome, headline, detail = check_verdict(report)
+    return f"{VERDICT_STYLE[outcome]} {headline}[/]: {escape(detail)}"
 
 
 def _cause_line(cause: NotJudged, rule_count: int) -> str:
