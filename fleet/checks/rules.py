@@ -84,7 +84,7 @@ from fleet.hostsets import compact_hosts
 from fleet.models import NOT_REACHED, HostOutcome, Run
 from fleet.yamlfile import Location
 
-CHECK_SCHEMA = "fleet.check/1"
+CHECK_SCHEMA = "fleet.check/2"
 SEVERITIES = ("error", "warn")
 # Worst first: a rule's overall verdict is the worst of its hosts'.
 VERDICTS = ("fail", "unknown", "skipped", "pass", "n/a")

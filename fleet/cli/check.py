@@ -77,7 +77,7 @@ DEFAULT_PACK = api.DEFAULT_PACK
     type=click.Choice(["terminal", "json"]),
     default="terminal",
     show_default=True,
-    help="terminal verdicts, or a fleet.check/1 JSON document on stdout.",
+    help="terminal verdicts, or a fleet.check/2 JSON document on stdout.",
 )
 @click.option(
     "--strict",
@@ -149,7 +149,7 @@ def check_exit_code(report: CheckReport, probe_code: int, strict: bool = False) 
 def check_document(
     report: CheckReport, run: Run, sources: Sequence[str], where: str
 ) -> dict[str, Any]:
-    """The fleet.check/1 document: the report plus which run and rules it judged."""
+    """The fleet.check/2 document: the report plus which run and rules it judged."""
     document = report.to_dict()
     return {
         "schema": document.pop("schema"),
