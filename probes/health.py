@@ -1253,7 +1253,7 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
     xml_text = output(XML_ARGS)
     smi_error = errors.get("nvidia-smi -q -x")
     query_text = None
-    if xml_text is not None and "<nvidia_smi_log" not in xml_text:
+    if xml_text is not None and "</nvidia_smi_log>" not in xml_text:  # not XML, or cut short
         rc, out, _err = _finish(_start([smi, *QUERY_ARGS]), time.monotonic() + timeout_s)
         query_text = out if rc == 0 else None
     data = build_data(

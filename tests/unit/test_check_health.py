@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from fleet.analysis.diff import compare_hosts
+from fleet.analysis.facts import declared_facts
 from fleet.checks import CheckReport, evaluate, load_rules
 from fleet.checks.packs import pack_path
 from fleet.execution.bundle import available_probes
@@ -198,7 +200,8 @@ def test_bad_xids_in_public_kernel_logs_fail(case: str, expected: list[str]) -> 
     assert verdict.status == "fail"
     for item in expected:
         assert item in verdict.fix
-    assert "Xid 43" not in verdict.fix and "Xid 31" not in verdict.fix  # application faults
+    assert "Xid 43" not in verdict.fix  # 43 and 31: the application's faults
+    assert "Xid 31" not in verdict.fix
 
 
 def test_xid_of_a_gpu_in_the_list_is_named_by_the_gpu() -> None:
@@ -331,3 +334,45 @@ def test_absent_health_probe_skips_every_health_rule() -> None:
 def test_host_facts_of_the_acs_case() -> None:
     facts = host_facts("acs_enabled_nccl523_2079")
     assert facts["gpu_bridges"] == {"41:00": ["0000:40:01.1"], "61:00": ["0000:60:01.1"]}
+
+
+# ------------------------------------------------------------------ the diff (FACTS of probes/health.py)
+
+
+def twins(change: Any = None) -> Run:
+    """Two H200 pairs reporting the same health, with readings that move run to run changed on
+    the twin (temperatures, power draw, clocks, active idle reason, identities, timings)."""
+    local = real_host(case_data("h200x2"))
+    twin = copy.deepcopy(local)
+    twin["probes"]["system"]["data"]["hostname"] = "twin"
+    for index, gpu in enumerate(twin["probes"]["gpu"]["data"]["gpus"]):
+        gpu["uuid"] = f"GPU-twin-{index}"
+    data = twin["probes"]["health"]["data"]
+    for index, gpu in enumerate(data["gpus"]):
+        gpu.update(uuid=f"GPU-twin-{index}", serial=f"twin-{index}", performance_state="P2")
+        gpu["temperature"].update(gpu_c=61, memory_c=66, tlimit_c=20, slowdown_margin_c=22)
+        gpu["power"]["draw_w"] = 512.5
+        gpu["clocks"]["sm_mhz"] = 1980
+        gpu["pcie"]["gen"] = 1  # drops at idle
+        gpu["clock_events"].update(active=[], mask="0x0000000000000000")
+    data["timings_s"] = {"total": 0.4}
+    if change:
+        change(data)
+    document = json.loads(REAL_RUN.read_text())
+    document["hosts"] = {"local": local, "twin": twin}
+    return Run.from_dict(document)
+
+
+def test_twins_whose_readings_differ_show_no_health_divergence() -> None:
+    diff = compare_hosts(twins().hosts.values(), declared_facts())
+    assert [d.fact for d in diff.values if d.fact.startswith("health.")] == []
+
+
+def test_a_pending_remap_on_the_twin_is_a_divergence() -> None:
+    def pending(data: dict[str, Any]) -> None:
+        data["gpus"][1]["remapped_rows"].update(pending=True, uncorrectable=4)
+
+    diff = compare_hosts(twins(pending).hosts.values(), declared_facts())
+    facts = {d.fact for d in diff.values}
+    assert "health.gpus[1].remapped_rows.pending" in facts
+    assert "health.gpus[1].remapped_rows.uncorrectable" in facts
