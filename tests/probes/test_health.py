@@ -437,3 +437,21 @@ def test_probe_with_no_gpu(tmp_path: Path) -> None:
     result = run_probe([tmp_path, Path(sys.executable).parent, Path("/usr/bin"), Path("/bin")])
     assert result["ok"] is False
     assert result["error"].startswith("no GPU: No devices were found")
+
+
+def test_probe_falls_back_to_the_query_when_the_xml_is_cut_short(tmp_path: Path) -> None:
+    csv = GOLDEN / "h200x1_device" / "nvidia-smi_query-gpu_health.csv"
+    (tmp_path / "nvidia-smi").write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        "  -q) printf '<?xml version=\"1.0\" ?>\\n<nvidia_smi_log>\\n<gpu id=' ;;\n"
+        f"  --query-gpu=*) cat {csv} ;;\n"
+        "esac\n"
+    )
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    result = run_probe([tmp_path, Path(sys.executable).parent, Path("/usr/bin"), Path("/bin")])
+    assert result["ok"] is True
+    (gpu,) = result["data"]["gpus"]
+    assert gpu["uuid"] == "GPU-c66c6966-7909-78ce-12c5-5d1ac469cc1f"
+    assert gpu["clock_events"]["active"] == ["gpu_idle"]
+    assert result["data"]["command_errors"]["nvidia-smi -q -x"].startswith("not XML")
