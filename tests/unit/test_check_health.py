@@ -55,6 +55,15 @@ def real_host(health_data: dict[str, Any]) -> Host:
     return host  # type: ignore[no-any-return]
 
 
+def real_run_with_health(case: str = "h200x1_device") -> dict[str, Any]:
+    """The recorded H200 run document (it predates the health probe) with a health result built
+    from a golden health case: a run that the whole inference pack judges."""
+    document: dict[str, Any] = json.loads(REAL_RUN.read_text())
+    document["hosts"]["local"] = real_host(case_data(case))
+    document["probes"] = sorted({*document["probes"], "health"})
+    return document
+
+
 def h200_with_log(case: str) -> dict[str, Any]:
     """The real H200 pair's captures, with the kernel log of `case` (a public capture)."""
     return health.build_data(  # type: ignore[no-any-return]
