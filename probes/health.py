@@ -1213,8 +1213,9 @@ def _host_facts(deadline: float) -> Dict[str, Any]:
 def collect(options: Dict[str, Any]) -> Dict[str, Any]:
     """Touch the host; return {"ok": bool, "data": {...}, "error": str | None}.
 
-    Absent (ok False): no nvidia-smi, or nvidia-smi finds no GPU. A GPU whose driver does not
-    answer is a health fact, not an absence: ok stays True and data.nvidia_smi_error says why.
+    Absent (ok False): no nvidia-smi, or nvidia-smi finds no GPU, or it fails on a host with no
+    NVIDIA GPU on the PCI bus. A GPU whose driver does not answer is a health fact, not an
+    absence: ok stays True and data.nvidia_smi_error says why.
     All commands start at once, each under its own timeout."""
     started = time.monotonic()
     timeout_s = float(options.get("timeout_s", COMMAND_TIMEOUT_S))
@@ -1272,6 +1273,9 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
     data["timings_s"] = timings
     if smi_error and "no devices were found" in smi_error.lower():
         return {"ok": False, "data": data, "error": "no GPU: " + smi_error}
+    if smi_error and host.get("pci_gpus") == 0:
+        why = "nvidia-smi fails and no NVIDIA GPU is on the PCI bus: " + smi_error
+        return {"ok": False, "data": data, "error": why}
     return {"ok": True, "data": data, "error": None}
 
 

@@ -426,9 +426,13 @@ def test_probe_with_a_failing_nvidia_smi(tmp_path: Path) -> None:
     )
     (tmp_path / "nvidia-smi").chmod(0o755)
     result = run_probe([tmp_path, Path(sys.executable).parent, Path("/usr/bin"), Path("/bin")])
-    assert result["ok"] is True  # a driver that does not answer is a health fact
     assert "couldn't communicate with the NVIDIA driver" in result["data"]["nvidia_smi_error"]
     assert result["data"]["gpus"] == []
+    if result["data"]["gpus_on_pci_bus"]:  # NVIDIA GPUs on this machine's bus: a health fact
+        assert result["ok"] is True
+    else:  # no GPU here at all: nothing to be healthy
+        assert result["ok"] is False
+        assert result["error"].startswith("nvidia-smi fails and no NVIDIA GPU is on the PCI bus")
 
 
 def test_probe_with_no_gpu(tmp_path: Path) -> None:
