@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from tests.cli.test_cli import fleet, local_inventory
+from tests.unit.test_check_health import real_run_with_health
 from tests.unit.test_checks import REAL_RUN, variant_fleet
 
 
@@ -32,7 +33,9 @@ def test_saved_run_with_broken_hosts_exits_32_with_fixes_and_junit(tmp_path: Pat
 
 
 def test_clean_saved_run_exits_0(tmp_path: Path) -> None:
-    done = fleet(tmp_path, "check", "--run", str(REAL_RUN), "--pack", "inference")
+    clean = tmp_path / "clean.json"  # the recorded H200 run, with a health probe result added
+    clean.write_text(json.dumps(real_run_with_health()))
+    done = fleet(tmp_path, "check", "--run", str(clean), "--pack", "inference")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "✓ check passed" in done.stdout
 
