@@ -385,3 +385,39 @@ def test_a_pending_remap_on_the_twin_is_a_divergence() -> None:
     facts = {d.fact for d in diff.values}
     assert "health.gpus[1].remapped_rows.pending" in facts
     assert "health.gpus[1].remapped_rows.uncorrectable" in facts
+
+
+REAL_H200X1 = ROOT / "tests" / "probes" / "golden" / "real_run" / "h200x1_health_run.json"
+
+
+def test_the_real_single_h200_run_judges_every_health_rule_and_passes() -> None:
+    """The probe's first real run (bench/device_health.sh): every health rule reaches a verdict
+    (pass, or n/a where the host has no NVLink/NVSwitch/PCIe P2P), none unknown, none failed."""
+    run = Run.from_dict(json.loads(REAL_H200X1.read_text()))
+    report = evaluate(rules(), run)
+    verdicts = {r.rule.id: {v.status for v in r.verdicts} for r in report.results}
+    health_verdicts = {rule: verdicts[rule] for rule in HEALTH_RULES}
+    assert all(statuses <= {"pass", "n/a"} for statuses in health_verdicts.values()), (
+        health_verdicts
+    )
+    assert health_verdicts["health-ecc-uncorrected"] == {"pass"}
+    assert health_verdicts["health-hw-slowdown"] == {"pass"}
+    assert health_verdicts["health-bad-xid"] == {"pass"}  # dmesg was readable there (root)
+
+
+def test_the_real_single_h200_run_reports_every_health_field() -> None:
+    data = json.loads(REAL_H200X1.read_text())["hosts"]["local"]["probes"]["health"]["data"]
+    (gpu,) = data["gpus"]
+    assert gpu["pci_bus_id"] == "00000000:00:06.0"
+    assert gpu["uuid"].startswith("GPU-")
+    assert gpu["ecc"]["mode"] == "Enabled"
+    assert gpu["ecc"]["volatile"]["uncorrected"] == 0
+    assert gpu["remapped_rows"] == {
+        "correctable": 0, "uncorrectable": 0, "pending": False, "failure": False,
+    }  # fmt: skip
+    assert gpu["clock_events"]["active"] == ["gpu_idle"]
+    assert (gpu["pcie"]["gen"], gpu["pcie"]["width"]) == (gpu["pcie"]["gen_max"], 16)
+    assert data["kernel_module"]["flavour"] == "open"
+    assert data["driver"]["versions_match"] is True
+    assert data["kernel_log"]["readable"] is True
+    assert data["kernel_log"]["xids"] == []
