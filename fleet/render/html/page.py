@@ -27,6 +27,7 @@ from fleet.render.grouping import check_verdict, ended_alike
 from fleet.render.html.curves import curves_section
 from fleet.render.html.divmap import divergence_map, name_lists
 from fleet.render.html.fabric import fabric_section
+from fleet.render.html.health import has_health, health_section
 from fleet.render.html.markup import chip, esc, hosts_label, row, section, table
 from fleet.render.html.sections import (
     checks_section,
@@ -158,6 +159,8 @@ def _present(report: Report) -> list[tuple[str, str]]:
     if report.diff.sets:
         found.append(("names", "name lists"))
     found.append(("allreduce", "allreduce"))
+    if has_health(report.run.hosts.values()):
+        found.append(("health", "GPU health"))
     if report.checks is not None:
         found.append(("checks", "checks"))
     if report.drift is not None:
@@ -202,6 +205,9 @@ def _sections(report: Report) -> list[str]:
     curves = curves_section(run.hosts, diff)
     parts.append(section("allreduce", "allreduce per cohort", curves or '<p class="dim">no allreduce data in this run</p>',
                          "latency and bus bandwidth against message size, log axes; one line per host"))  # fmt: skip
+    health = health_section(list(run.hosts.values()))
+    if health is not None:
+        parts.append(section("health", "GPU health", health))
     if report.checks is not None:
         parts.append(section("checks", "check verdicts", checks_section(report.checks)))
     if report.drift is not None:
