@@ -15,6 +15,11 @@ fields are
   - "sets":     name lists (dir() dumps, arch lists) compared item by item, not as one value.
 Patterns are globs over the path inside the probe's data, with `[*]` for list items.
 Everything else is a plain fact: any difference between hosts is divergence.
+
+A probe may also declare "hardware": facts that follow from what the machine is (GPU names,
+capabilities, memory, topology cells, per-device lists, CPU count). Between cohorts of unlike
+machines such differences are expected and summarised (fleet/analysis/findings.py); inside a
+cohort they are divergence like any other fact.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class ProbeFacts:
     volatile: tuple[str, ...] = ()
     measure: tuple[str, ...] = ()
     sets: tuple[str, ...] = ()
+    hardware: tuple[str, ...] = ()  # not a kind: which facts (of any kind) follow from the machine
 
     def kind_of(self, match_path: str) -> str:
         """Cached per declaration: a 1,000-host diff asks about the same paths over and over."""
@@ -59,6 +65,22 @@ class ProbeFacts:
 
     @functools.cached_property
     def _kinds(self) -> dict[str, str]:
+        return {}
+
+    def is_hardware(self, match_path: str) -> bool:
+        if not self.hardware:
+            return False
+        cache = self._hardware
+        found = cache.get(match_path)
+        if found is None:
+            if len(cache) >= MAX_CACHED_PATHS:
+                cache.clear()
+            patterns = (p.replace("[*]", ".#") for p in self.hardware)
+            found = cache[match_path] = any(fnmatch.fnmatchcase(match_path, p) for p in patterns)
+        return found
+
+    @functools.cached_property
+    def _hardware(self) -> dict[str, bool]:
         return {}
 
 
@@ -101,7 +123,7 @@ def parse_declaration(source: str) -> ProbeFacts:
     raw = declared_literal(source, "FACTS")
     if raw is None:
         return ProbeFacts()
-    return ProbeFacts(**{k: tuple(raw.get(k, ())) for k in KINDS})
+    return ProbeFacts(**{k: tuple(raw.get(k, ())) for k in (*KINDS, "hardware")})
 
 
 # ------------------------------------------------------------------------------------ flatten
@@ -109,11 +131,13 @@ def parse_declaration(source: str) -> ProbeFacts:
 
 @dataclass
 class HostFacts:
-    """One host's comparable facts: plain values, name sets, and measurements."""
+    """One host's comparable facts: plain values, name sets, and measurements; `hardware` names
+    the values and sets that follow from the machine (its probes' "hardware" declarations)."""
 
     values: dict[str, Value] = field(default_factory=dict)
     sets: dict[str, frozenset[str]] = field(default_factory=dict)
     measures: dict[str, float] = field(default_factory=dict)
+    hardware: set[str] = field(default_factory=set)
 
 
 def status_path(probe: str) -> str:
@@ -167,8 +191,10 @@ def _walk(value: Any, match: str, where: str, declared: ProbeFacts, facts: HostF
         return
     if kind == "sets" and isinstance(value, (list, tuple)):
         facts.sets[where] = frozenset(str(v) for v in value)
+        _mark_hardware(match, where, declared, facts)
     elif value is None or isinstance(value, SCALARS):  # most leaves: spare them the abc checks
         facts.values[where] = value
+        _mark_hardware(match, where, declared, facts)
     elif isinstance(value, (dict, Mapping)):  # dict first: the abc check is slow
         for key, item in value.items():
             key = str(key)
@@ -176,12 +202,20 @@ def _walk(value: Any, match: str, where: str, declared: ProbeFacts, facts: HostF
             _walk(item, f"{match}.{key}" if match else key, child, declared, facts)
     elif isinstance(value, (list, tuple)) and not value:
         facts.values[length_path(where)] = 0  # the same path an empty list of objects would get
+        _mark_hardware(match, length_path(where), declared, facts)
     elif isinstance(value, (list, tuple)) and all(isinstance(v, (dict, Mapping)) for v in value):
         facts.values[length_path(where)] = len(value)
+        _mark_hardware(match, length_path(where), declared, facts)
         for index, item in enumerate(value):
             _walk(item, f"{match}.#", f"{where}[{index}]", declared, facts)
     else:
         facts.values[where] = hashable(value)
+        _mark_hardware(match, where, declared, facts)
+
+
+def _mark_hardware(match: str, where: str, declared: ProbeFacts, facts: HostFacts) -> None:
+    if match and declared.is_hardware(match):
+        facts.hardware.add(where)
 
 
 class FactCache:
