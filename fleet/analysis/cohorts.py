@@ -19,9 +19,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jmespath
-from jmespath.exceptions import JMESPathError
-
 from fleet.analysis.facts import HostFacts, length_path
 from fleet.errors import UsageError
 from fleet.models import HostOutcome
@@ -104,7 +101,11 @@ def short_labels(keys: Mapping[str, DefaultKey]) -> dict[str, str]:
 
 
 def compile_cohort_by(expression: str) -> Any:
-    """The compiled JMESPath; a UsageError naming it when it does not parse."""
+    """The compiled JMESPath; a UsageError naming it when it does not parse. jmespath is loaded
+    only here: a command that never reads a cohort_by does not pay for it at start-up."""
+    import jmespath
+    from jmespath.exceptions import JMESPathError
+
     try:
         return jmespath.compile(expression)
     except JMESPathError as exc:
@@ -134,6 +135,8 @@ def value_name(value: Any) -> str:
 
 
 def expression_cohorts(expression: str) -> Callable[[HostOutcome], str]:
+    from jmespath.exceptions import JMESPathError
+
     compiled = compile_cohort_by(expression)
 
     def name_of(outcome: HostOutcome) -> str:

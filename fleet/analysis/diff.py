@@ -31,13 +31,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.analysis.cohorts import Cohort, cohort_name, find_cohorts
-from fleet.analysis.divergence import (
-    Divergence,
-    SetDivergence,
-    divergence_of,
-    set_divergence_of,
-)
+from fleet.analysis.cohorts import Cohort as Cohort
+from fleet.analysis.cohorts import cohort_name as cohort_name
+from fleet.analysis.cohorts import find_cohorts
+from fleet.analysis.divergence import Divergence as Divergence
+from fleet.analysis.divergence import SetDivergence as SetDivergence
+from fleet.analysis.divergence import divergence_of, set_divergence_of
 from fleet.analysis.facts import (
     FactCache,
     HostFacts,
@@ -47,24 +46,10 @@ from fleet.analysis.facts import (
     probe_of,
     slowness,
 )
-from fleet.analysis.findings import CHECK, COHORT, CrossCohort, Finding, analyse
+from fleet.analysis.findings import CHECK, COHORT, analyse
+from fleet.analysis.findings import CrossCohort as CrossCohort
+from fleet.analysis.findings import Finding as Finding
 from fleet.models import NOT_REACHED, HostOutcome
-
-__all__ = [
-    "Cohort",
-    "CrossCohort",
-    "Divergence",
-    "DivergenceGroup",
-    "Finding",
-    "FleetDiff",
-    "Outlier",
-    "SetDivergence",
-    "Unreported",
-    "cohort_name",
-    "compare_hosts",
-    "group_divergences",
-    "list_delta",
-]
 
 DEFAULT_TOLERANCE = 0.25
 COLLAPSE_AT = 4
@@ -176,7 +161,9 @@ class FactGroups:
 
     def _signature(self, outcome: HostOutcome, cache: FactCache) -> tuple[Any, HostFacts]:
         """The host's group key and facts; the facts are merged only for a group not seen yet."""
-        parts = [(probe, *cache.part(probe, result)) for probe, result in sorted(outcome.probes.items())]
+        parts = [
+            (probe, *cache.part(probe, result)) for probe, result in sorted(outcome.probes.items())
+        ]
         measures = self.measures.setdefault(outcome.name, {})
         for _, _, facts in parts:
             measures.update(facts.measures)

@@ -29,7 +29,9 @@ class Divergence:
     majority_hosts: tuple[str, ...]
     others: tuple[tuple[Value, tuple[str, ...]], ...]
     split: bool = False
-    consequences: tuple[str, ...] = ()  # facts folded under this one (a probe's status): its effects
+    consequences: tuple[
+        str, ...
+    ] = ()  # facts folded under this one (a probe's status): its effects
     within: tuple[str, ...] = ()  # the cohorts whose hosts disagree on it
     between: tuple[Pair, ...] = ()  # the pairs of cohorts whose values differ
     hardware: bool = False  # it differs between cohorts only as unlike machines do

@@ -106,14 +106,16 @@ class Finding:
 
     @property
     def odd_hosts(self) -> tuple[str, ...]:
-        """The hosts this finding holds against their peers (none for a split or a pair)."""
-        if self.rank == CHECK:
+        """The hosts this finding holds against the others: a torch that cannot run on its
+        GPUs, hosts unlike the rest of their cohort, cohorts unlike the fleet on a check-grade
+        setting; none for a split (no majority) and for what differs between cohorts only."""
+        if self.kind == "arch":
             return self.hosts
-        if self.rank == COHORT:
+        if self.rank in (CHECK, COHORT) and (self.values or self.sets):
             odd = {h for item in self.values for h in item.differing_hosts}
             odd |= {h for names in self.sets for h in names.differing_hosts}
             return tuple(sorted(odd))
-        return ()
+        return self.hosts if self.rank == CHECK else ()
 
 
 @dataclass(frozen=True)
@@ -287,7 +289,9 @@ def analyse(
 
 
 def _differs_on_arch(values: Sequence[Divergence], sets: Sequence[SetDivergence]) -> bool:
-    return any(ARCH_FACT.match(i.fact) for i in values) or any(ARCH_FACT.match(s.fact) for s in sets)
+    return any(ARCH_FACT.match(i.fact) for i in values) or any(
+        ARCH_FACT.match(s.fact) for s in sets
+    )
 
 
 class FindingBuilder:
@@ -388,7 +392,9 @@ class FindingBuilder:
         findings = []
         for (cohort, who, _), items in alike.items():
             title = (
-                self.nccl_title(items, cohort) if kind == "nccl" else self.import_title(items[0], cohort)
+                self.nccl_title(items, cohort)
+                if kind == "nccl"
+                else self.import_title(items[0], cohort)
             )
             findings.append(
                 Finding(kind, CHECK, title, who, cohort, _facts(items, [], []), tuple(items))
@@ -522,9 +528,7 @@ class FindingBuilder:
         findings = []
         for pair, items in by_pair.items():
             first, second = (self.labels[c] for c in pair)
-            title = (
-                f"{first} vs {second}: {len(items)} hardware fact(s) differ, as expected"
-            )
+            title = f"{first} vs {second}: {len(items)} hardware fact(s) differ, as expected"
             findings.append(
                 Finding("hardware", HARDWARE, title, (), None, _facts([], [], items),
                         across=tuple(sorted(items, key=lambda x: x.fact)), pair=pair)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from fleet.analysis.diff import CrossCohort, shape
 from fleet.checks import Verdict, format_value
 from fleet.models import HostOutcome
 
@@ -52,3 +53,15 @@ def tally(verdicts: Iterable[Verdict]) -> str:
         counts[verdict.status] = counts.get(verdict.status, 0) + 1
     order = ("fail", "unknown", "skipped", "pass", "n/a")
     return " · ".join(f"{status} {counts[status]}" for status in order if status in counts)
+
+
+def group_across(items: Iterable[CrossCohort]) -> list[tuple[str, CrossCohort, int]]:
+    """Cross-cohort facts of one shape with the same values per cohort (each device of a list):
+    (the shape or the fact, the first of them, how many), said once."""
+    alike: dict[tuple[str, Any], list[CrossCohort]] = {}
+    for item in items:
+        alike.setdefault((shape(item.fact), item.groups), []).append(item)
+    return [
+        (parent if len(found) > 1 else found[0].fact, found[0], len(found))
+        for (parent, _), found in alike.items()
+    ]

@@ -1,6 +1,7 @@
-"""Terminal views of a cross-host diff and of drift between runs (rich). Summary first, then one
-compact block per divergent fact, widest impact first; plain indented text so it reads at 80
-columns as well as at 200."""
+"""Terminal views of a cross-host diff and of drift between runs (rich). Summary and cohorts
+first, then the findings most serious first (fleet/analysis/findings.py): check-grade, inside each
+cohort, software between cohorts, hardware between cohorts as one line per pair. Plain indented
+text wrapped between words, so it reads at 80 columns as well as at 200."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
+from fleet.analysis.cohorts import DEFAULT_COHORT_BY
 from fleet.analysis.diff import (
+    CrossCohort,
     Divergence,
     DivergenceGroup,
+    Finding,
     FleetDiff,
     Outlier,
     SetDivergence,
@@ -22,11 +26,15 @@ from fleet.analysis.diff import (
     list_delta,
 )
 from fleet.analysis.drift import Change, Drift
+from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
 from fleet.hostsets import compact_hosts
-from fleet.render.grouping import short
+from fleet.render.grouping import group_across, short
+from fleet.render.terminal.wrap import KEEP, Hanging, keep, keep_all
 
 MAX_ITEMS = 8
 MAX_CONSEQUENCES = 2
+MAX_ACROSS = 12  # software facts listed per pair of cohorts (--format json lists every one)
+MAX_INDENT = 24  # a check-grade line's hosts wider than this: its text goes under them
 
 
 def hosts_text(hosts: Iterable[str]) -> str:
@@ -36,17 +44,16 @@ def hosts_text(hosts: Iterable[str]) -> str:
 # --------------------------------------------------------------------------------- fleet diff
 
 
-def fleet_diff_view(diff: FleetDiff) -> Group:
+def fleet_diff_view(diff: FleetDiff, between: bool = False) -> Group:
+    """Summary, cohorts, then the findings most serious first: check-grade, inside each cohort,
+    software between cohorts, and one line per pair of cohorts for their hardware (`between`:
+    every hardware fact of each pair, listed)."""
     parts: list[Any] = [diff_summary(diff)]
-    blocks = sorted(
-        [*group_divergences(diff.values), *diff.sets],
-        key=lambda d: (-len(d.differing_hosts), _name(d)),
-    )
-    parts += [_block(item) for item in blocks]
+    if len(diff.cohorts) > 1 or diff.outliers:
+        parts.append(cohorts_view(diff))
+    parts += findings_view(diff, between)
     if diff.outliers:
         parts.append(outliers_view(diff.outliers, diff.tolerance))
-    if len(diff.cohorts) > 1 or diff.outliers:
-        parts.append(cohorts_line(diff))
     if diff.unreported:
         parts.append(unreported_view(diff.unreported))
     return Group(*parts)
@@ -69,14 +76,206 @@ def diff_summary(diff: FleetDiff) -> Text:
         )
         return text
     text.append(f"{len(diff.hosts)} hosts · ")
+    if len(diff.cohorts) > 1:
+        text.append(f"{len(diff.cohorts)} cohorts · ")
     if diff.odd_hosts:
         text.append(f"odd: {hosts_text(diff.odd_hosts)}", style="bold yellow")
-    else:
+    elif diff.in_cohorts:
         text.append("no odd host: the hosts are split", style="bold yellow")
+    else:
+        text.append("no odd host: each cohort alike within", style="bold yellow")
     text.append(f" · {facts} fact(s) differ")
     if diff.outliers:
         text.append(f" · {len({o.host for o in diff.outliers})} slow host(s)")
     return text
+
+
+def cohorts_view(diff: FleetDiff) -> Group:
+    how = f"--cohort-by {diff.cohort_by}" if diff.cohort_by else DEFAULT_COHORT_BY
+    lines: list[Any] = [Text(f"cohorts ({how}):", style="bold")]
+    for cohort in diff.cohorts:
+        head = Text(f"  {cohort.short}  ")
+        body = Text(hosts_text(cohort.hosts))
+        if cohort.label and cohort.label != cohort.name:
+            body.append(f"  {keep(f'({cohort.name})')}", style="dim")
+        lines.append(Hanging(head, body, 4))
+    return Group(*lines)
+
+
+def findings_view(diff: FleetDiff, between: bool = False) -> list[Any]:
+    labels = {c.name: keep(c.short) for c in diff.cohorts}
+    hosts_of = {c.name: c.hosts for c in diff.cohorts}
+    parts: list[Any] = []
+    checks = diff.ranked(CHECK)
+    if checks:
+        parts.append(Text("check-grade:", style="bold"))
+        parts += [_check_line(f, labels) for f in checks]
+    for cohort in diff.cohorts:
+        inside = [f for f in diff.ranked(COHORT) if f.cohort == cohort.name]
+        if not inside:
+            continue
+        where = hosts_text(cohort.hosts) if len(diff.cohorts) > 1 else "every host"
+        parts.append(Text(f"in cohort {cohort.short} ({where}):", style="bold"))
+        for finding in inside:
+            parts += _cohort_finding(finding, hosts_of[cohort.name])
+    software = diff.ranked(SOFTWARE)
+    if software:
+        parts.append(Text("between cohorts, software (the same code runs on each):", style="bold"))
+        for finding in software:
+            parts += _software_finding(finding, labels)
+    hardware = diff.ranked(HARDWARE)
+    if hardware:
+        parts.append(Text("between cohorts, hardware:", style="bold"))
+        for finding in hardware:
+            parts += _hardware_finding(finding, labels, between)
+    return parts
+
+
+def _check_line(finding: Finding, labels: dict[str, str]) -> Hanging:
+    hosts = hosts_text(finding.hosts)
+    head = Text("  ")
+    head.append("✗ ", style="bold red")
+    head.append(hosts, style="bold yellow")
+    head.append("  ")
+    indent = len(head.plain) if len(head.plain) <= MAX_INDENT else 6
+    return Hanging(head, Text(_kept(finding.title, labels)), indent)
+
+
+def _kept(title: str, labels: dict[str, str]) -> str:
+    """A finding's title with the cohorts it names kept whole."""
+    return keep_all(title, [label.replace(KEEP, " ") for label in labels.values()])
+
+
+def _cohort_finding(finding: Finding, cohort_hosts: tuple[str, ...]) -> list[Any]:
+    odd = finding.odd_hosts
+    head = Text("  ")
+    head.append(hosts_text(finding.hosts), style="bold yellow")
+    head.append(":")
+    if odd:
+        rest = sorted(set(cohort_hosts) - set(odd))
+        body = Text(f"{len(finding.facts)} fact(s) unlike the rest ({hosts_text(rest)})")
+    else:
+        body = Text(f"split on {len(finding.facts)} fact(s), no majority")
+    lines: list[Any] = [Hanging(head, body, 4)]
+    for item in group_divergences(finding.values):
+        lines += _value_line(item, bool(odd))
+    for names in finding.sets:
+        lines += _names_lines(names)
+    return lines
+
+
+def _value_line(item: Divergence | DivergenceGroup, name_hosts: bool) -> list[Any]:
+    """One line: the fact, the odd value(s), and the rest's; the hosts only when several values
+    differ (the finding's line names them)."""
+    if isinstance(item, DivergenceGroup):
+        if not item.uniform:
+            head = _fact_head(item.parent)
+            body = Text(f"values vary by device ({len(item.items)} facts)", style="dim")
+            return [Hanging(head, body, 6)]
+        first = item.items[0]
+        alike = _value_line(dataclasses.replace(first, fact=item.parent), name_hosts)
+        alike[0].body.append(f" ({len(item.items)} devices alike)", style="dim")
+        return alike
+    head = _fact_head(item.fact)
+    body = Text()
+    if item.split:
+        body.append("; ".join(f"{short(v)} on {hosts_text(h)}" for v, h in item.groups), "yellow")
+    elif len(item.others) == 1 and name_hosts:
+        value, _ = item.others[0]
+        body.append(list_delta(item.majority, value) or short(value), style="yellow")
+        body.append(f" (rest: {short(item.majority)})", style="dim")
+    else:
+        body.append(
+            "; ".join(
+                f"{list_delta(item.majority, v) or short(v)} on {hosts_text(h)}"
+                for v, h in item.others
+            ),
+            style="yellow",
+        )
+        body.append(f" (rest: {short(item.majority)})", style="dim")
+    lines: list[Any] = [Hanging(head, body, 6)]
+    if item.consequences:
+        lines.append(Hanging(Text("      "), _consequences_text(item), 8))
+    return lines
+
+
+def _fact_head(fact: str) -> Text:
+    head = Text("    ")
+    head.append(fact, style="bold")
+    head.append("  ")
+    return head
+
+
+def _consequences_text(item: Divergence) -> Text:
+    """Facts that differ only because of this one (a probe that did not succeed), on one line."""
+    names = ", ".join(item.consequences[:MAX_CONSEQUENCES])
+    more = len(item.consequences) - MAX_CONSEQUENCES
+    text = Text(f"and so {len(item.consequences)} more fact(s) differ: ", style="dim")
+    text.append(names + (f", … (+{more}; --format json lists all)" if more > 0 else ""))
+    return text
+
+
+def _names_lines(item: SetDivergence) -> list[Any]:
+    """A name set: one line when every odd host differs alike, else item by item."""
+    deltas = {host_delta(item, h) for h in item.differing_hosts}
+    if len(deltas) == 1 and not item.split:
+        (delta,) = deltas
+        return [Hanging(_fact_head(item.fact), Text(" ".join(delta), style="yellow"), 6)]
+    return [_block(item)]
+
+
+def host_delta(item: SetDivergence, host: str) -> tuple[str, ...]:
+    missing = [f"−{n}" for n, hosts in item.missing if host in hosts]
+    extra = [f"+{n}" for n, hosts in item.extra if host in hosts]
+    return tuple(missing + extra)
+
+
+def _software_finding(finding: Finding, labels: dict[str, str]) -> list[Any]:
+    lines: list[Any] = [Hanging(Text("  "), Text(_kept(finding.title, labels)), 4)]
+    shown = group_across(finding.across)
+    for entry in shown[:MAX_ACROSS]:
+        lines.append(_across_line(entry, labels))
+    if len(shown) > MAX_ACROSS:
+        more = len(shown) - MAX_ACROSS
+        lines.append(Text(f"    … and {more} more (--format json lists them)", style="dim"))
+    return lines
+
+
+def _hardware_finding(finding: Finding, labels: dict[str, str], between: bool) -> list[Any]:
+    title = _kept(finding.title, labels)
+    if not between:
+        body = Text(title + ": ")
+        body.append(keep("fleet diff RUN --between"), style="bold")
+        body.append(" lists them")
+        return [Hanging(Text("  "), body, 4)]
+    lines: list[Any] = [Hanging(Text("  "), Text(title + ":"), 4)]
+    lines += [_across_line(entry, labels) for entry in group_across(finding.across)]
+    return lines
+
+
+def _across_line(entry: tuple[str, CrossCohort, int], labels: dict[str, str]) -> Hanging:
+    """A fact's value per cohort: `580.65.06 on 8× RTX …; 580.159.04 on 2× H200`; name sets as
+    the names each cohort has more or less than the first."""
+    fact, cross, count = entry
+    (first, first_cohorts), *rest = cross.groups
+    sides = []
+    if cross.names:
+        for value, cohorts in rest:
+            delta = list_delta(first, value) or "same names"
+            sides.append(f"{_cohorts(cohorts, labels)}: {delta}")
+        body = Text("; ".join(sides) + f" (vs {_cohorts(first_cohorts, labels)})", style="yellow")
+    else:
+        body = Text(
+            "; ".join(f"{short(v)} on {_cohorts(cs, labels)}" for v, cs in cross.groups),
+            style="yellow",
+        )
+    if count > 1:
+        body.append(f" ({count} devices alike)", style="dim")
+    return Hanging(_fact_head(fact), body, 6)
+
+
+def _cohorts(names: Iterable[str], labels: dict[str, str]) -> str:
+    return ", ".join(labels.get(n, n) for n in names)
 
 
 def _block(item: Divergence | DivergenceGroup | SetDivergence) -> Group:
@@ -98,7 +297,7 @@ def _block(item: Divergence | DivergenceGroup | SetDivergence) -> Group:
 def fact_line(fact: str) -> Text:
     """A fact's name: _block keeps this first line unwrapped, as it is the JMESPath a rule
     copies, whole even when longer than the line (print the view with crop=False)."""
-    text = Text("  ")
+    text = Text("    ")
     text.append(fact, style="bold")
     return text
 
@@ -175,12 +374,6 @@ def outliers_view(outliers: Iterable[Outlier], tolerance: float) -> Text:
         text.append(f"\n  {o.measure}  ", style="bold")
         text.append(f"{o.host} {o.value:g}", style="yellow")
         text.append(f" = {o.factor:g}× the cohort median {o.median:g} ({o.cohort})")
-    return text
-
-
-def cohorts_line(diff: FleetDiff) -> Text:
-    text = Text("cohorts: ", style="bold")
-    text.append(" · ".join(f"{c.name}: {hosts_text(c.hosts)}" for c in diff.cohorts))
     return text
 
 
