@@ -63,7 +63,10 @@ def main() -> int:
         if "--record" in sys.argv[1:]:
             shutil.copy(Path(tmp) / "run.json", TARGET)
             document = json.loads(TARGET.read_text())
-            print(f"recorded {TARGET.relative_to(ROOT)}:", {h: o["status"] for h, o in document["hosts"].items()})
+            print(
+                f"recorded {TARGET.relative_to(ROOT)}:",
+                {h: o["status"] for h, o in document["hosts"].items()},
+            )
     return 0
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fleet.models import Run
 from fleet.store import save_run
-from tests.cli.inprocess import MIXED8, LOOPBACK8, invoke, run_document, write_run
+from tests.cli.inprocess import LOOPBACK8, MIXED8, invoke, run_document, write_run
 from tests.conftest import ROOT
 
 WIDTH = 80

@@ -37,7 +37,10 @@ NO_SM120, P2P_OFF = "h05", "h07"
 
 
 def start_mixed_fleet(
-    farm: SshdFarm, tmp_path: Path, subnet: str = "127.0.23", stacks: Mapping[str, tuple[str, str, dict[str, str]]] = MIXED8
+    farm: SshdFarm,
+    tmp_path: Path,
+    subnet: str = "127.0.23",
+    stacks: Mapping[str, tuple[str, str, dict[str, str]]] = MIXED8,
 ) -> Path:
     """Start one sshd per host of `stacks`; return the inventory that reaches them."""
     for index, (name, (capture, stub, extra)) in enumerate(stacks.items()):
