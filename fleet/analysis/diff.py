@@ -35,6 +35,7 @@ from fleet.analysis.cohorts import Cohort as Cohort
 from fleet.analysis.cohorts import cohort_name as cohort_name
 from fleet.analysis.cohorts import find_cohorts
 from fleet.analysis.divergence import Divergence as Divergence
+from fleet.analysis.divergence import Pair as Pair
 from fleet.analysis.divergence import SetDivergence as SetDivergence
 from fleet.analysis.divergence import divergence_of, set_divergence_of
 from fleet.analysis.facts import (
@@ -126,7 +127,7 @@ def compare_hosts(
     groups = FactGroups(reporting, declarations)
     cohorts = find_cohorts(reporting, groups.members, groups.facts_of, cohort_by)
     values, sets = fold_consequences(groups.value_divergences(), groups.set_divergences())
-    analysis = analyse(values, sets, cohorts, groups.members, groups.facts_of, groups.hardware)
+    analysis = analyse(values, sets, cohorts, groups)
     return FleetDiff(
         hosts=tuple(o.name for o in outcomes),
         values=analysis.values,
@@ -191,13 +192,19 @@ class FactGroups:
         return sorted({p for facts in self.facts_of.values() for p in getattr(facts, field)})
 
     def value_divergences(self) -> list[Divergence]:
+        """Each value that differs; `self.reported` keeps, for each, every reporting group's
+        value (the findings split it by cohort group by group, not host by host)."""
         found = []
+        self.reported: dict[str, dict[Any, Value]] = {}
         for path in self.paths("values"):
             by_value: dict[Value, list[str]] = defaultdict(list)
+            by_key = {}
             for key, hosts in self._reporters(path, "values").items():
-                by_value[self.facts_of[key].values.get(path)].extend(hosts)
+                value = by_key[key] = self.facts_of[key].values.get(path)
+                by_value[value].extend(hosts)
             if len(by_value) > 1:
                 found.append(divergence_of(path, by_value))
+                self.reported[path] = by_key
         return found
 
     def set_divergences(self) -> list[SetDivergence]:

@@ -32,8 +32,9 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from fleet.analysis.cohorts import Cohort, cohort_of_hosts
 from fleet.analysis.divergence import (
@@ -132,24 +133,22 @@ class Splitter:
     """Splits each differing fact by cohort: the in-cohort divergences and the cross-cohort
     comparison, with the tags the fact carries."""
 
-    def __init__(
-        self,
-        cohorts: Sequence[Cohort],
-        members: Mapping[Any, tuple[str, ...]],
-        facts_of: Mapping[Any, HostFacts],
-        hardware: Iterable[str],
-    ) -> None:
+    def __init__(self, cohorts: Sequence[Cohort], groups: FactGroupsLike) -> None:
         self.cohorts = list(cohorts)
         self.order = {c.name: i for i, c in enumerate(self.cohorts)}
         self.size = {c.name: len(c.hosts) for c in self.cohorts}
         self.cohort_of = cohort_of_hosts(self.cohorts)
-        self.members = members
-        self.facts_of = facts_of
-        self.hardware = frozenset(hardware)
+        self.members = groups.members
+        self.facts_of = groups.facts_of
+        self.reported = getattr(groups, "reported", {})
+        self.hardware = frozenset(groups.hardware)
         self.keys_of: dict[str, list[Any]] = defaultdict(list)
-        for key, hosts in members.items():
-            for name in {self.cohort_of[h] for h in hosts if h in self.cohort_of}:
+        self.cohort_of_key: dict[Any, str | None] = {}  # None: its hosts are in several cohorts
+        for key, hosts in self.members.items():
+            names = {self.cohort_of[h] for h in hosts if h in self.cohort_of}
+            for name in names:
                 self.keys_of[name].append(key)
+            self.cohort_of_key[key] = next(iter(names)) if len(names) == 1 else None
         self._present: dict[tuple[str, str], bool] = {}
 
     def present(self, path: str, cohort: str) -> bool:
@@ -166,14 +165,9 @@ class Splitter:
     def split_value(
         self, item: Divergence
     ) -> tuple[Divergence, dict[str, Divergence], CrossCohort | None]:
-        per: dict[str, dict[Value, list[str]]] = defaultdict(lambda: defaultdict(list))
-        cohort_of = self.cohort_of
-        for value, hosts in item.groups:
-            for host in hosts:
-                per[cohort_of[host]][value].append(host)
         inside: dict[str, Divergence] = {}
         typical: dict[str, Value] = {}
-        for cohort, by_value in per.items():
+        for cohort, by_value in self._per_cohort(item).items():
             if len(by_value) == 1:
                 typical[cohort] = next(iter(by_value))
                 continue
@@ -189,6 +183,28 @@ class Splitter:
         )
         return tagged, inside, cross
 
+    def _per_cohort(self, item: Divergence) -> dict[str, dict[Value, list[str]]]:
+        """Per cohort, its hosts by value: group by group when the diff kept the groups'
+        values (the host lists are only built for a cohort whose hosts disagree)."""
+        per: dict[str, dict[Value, list[Any]]] = defaultdict(lambda: defaultdict(list))
+        by_key = self.reported.get(item.fact)
+        if by_key is None or any(self.cohort_of_key.get(k) is None for k in by_key):
+            for value, hosts in item.groups:
+                for host in hosts:
+                    per[self.cohort_of[host]][value].append(host)
+            return per
+        for key, value in by_key.items():
+            per[self.cohort_of_key[key]][value].append(key)  # type: ignore[index]
+        members = self.members
+        return {
+            cohort: (
+                by_value
+                if len(by_value) == 1
+                else {v: [h for k in keys for h in members[k]] for v, keys in by_value.items()}
+            )
+            for cohort, by_value in per.items()
+        }
+
     def split_set(
         self, item: SetDivergence
     ) -> tuple[SetDivergence, dict[str, SetDivergence], CrossCohort | None]:
@@ -196,6 +212,10 @@ class Splitter:
         for key, hosts in self.members.items():
             found = self.facts_of[key].sets.get(item.fact)
             if found is None:
+                continue
+            cohort = self.cohort_of_key.get(key)
+            if cohort is not None:
+                per[cohort][found].extend(hosts)
                 continue
             for host in hosts:
                 per[self.cohort_of[host]][found].append(host)
@@ -260,15 +280,26 @@ def _typical_set(by_set: Mapping[frozenset[str], list[str]]) -> Value:
 # ------------------------------------------------------------------------------- findings
 
 
+class FactGroupsLike(Protocol):
+    """What the findings read of fleet.analysis.diff.FactGroups: the hosts grouped by identical
+    facts, each group's facts, which facts are hardware (and, optionally, `reported`: for each
+    differing value, every reporting group's value)."""
+
+    @property
+    def members(self) -> Mapping[Any, tuple[str, ...]]: ...
+    @property
+    def facts_of(self) -> Mapping[Any, HostFacts]: ...
+    @property
+    def hardware(self) -> AbstractSet[str]: ...
+
+
 def analyse(
     values: Sequence[Divergence],
     sets: Sequence[SetDivergence],
     cohorts: Sequence[Cohort],
-    members: Mapping[Any, tuple[str, ...]],
-    facts_of: Mapping[Any, HostFacts],
-    hardware: Iterable[str],
+    groups: FactGroupsLike,
 ) -> Analysis:
-    splitter = Splitter(cohorts, members, facts_of, hardware)
+    splitter = Splitter(cohorts, groups)
     labels = {c.name: c.short for c in cohorts}
     inside: list[tuple[str, Divergence | SetDivergence]] = []
     crosses: list[CrossCohort] = []

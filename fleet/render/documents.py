@@ -26,7 +26,7 @@ from fleet.analysis.diff import (
 from fleet.analysis.drift import Drift
 from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
 from fleet.hostsets import compact_hosts
-from fleet.render.grouping import group_across, short
+from fleet.render.grouping import group_across, pair_rows, short
 
 DIFF_SCHEMA = "fleet.diff/2"
 DRIFT_SCHEMA = "fleet.analysis.diff/1"
@@ -151,11 +151,11 @@ def _markdown_in_cohorts(diff: FleetDiff) -> list[str]:
 
 def _markdown_across(diff: FleetDiff, between: bool) -> list[str]:
     lines: list[str] = []
-    labels = [c.short for c in diff.cohorts]
+    labels = {c.name: c.short for c in diff.cohorts}
     software = [x for f in diff.ranked(SOFTWARE) for x in f.across]
     if software:
         lines += ["", "### Between cohorts: software (the same code runs on each)", ""]
-        lines += _across_table(software, [c.name for c in diff.cohorts], labels)
+        lines += _across_table(software, list(labels), list(labels.values()))
     hardware = diff.ranked(HARDWARE)
     if hardware:
         lines += ["", "### Between cohorts: hardware, as expected", ""]
@@ -163,10 +163,12 @@ def _markdown_across(diff: FleetDiff, between: bool) -> list[str]:
         if not between or finding.pair is None:
             lines.append(f"- {md_text(finding.title)}: {BETWEEN_HINT}")
             continue
-        names = list(finding.pair)
-        short = {c.name: c.short for c in diff.cohorts}
+        first, second = (md_text(labels[n]) for n in finding.pair)
         lines += [f"#### {md_text(finding.title)}", ""]
-        lines += _across_table(finding.across, names, [short[n] for n in names])
+        lines += [f"| fact | {first} | {second} |", "| --- | --- | --- |"]
+        for fact, one, other, count in pair_rows(finding.across, finding.pair):
+            many = f" ({count} facts)" if count > 1 else ""
+            lines.append(f"| {md_code(fact)}{many} | {md_text(one)} | {md_text(other)} |")
         lines.append("")
     return lines
 

@@ -28,7 +28,7 @@ from fleet.analysis.diff import (
 from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
 from fleet.analysis.majority import rank
 from fleet.hostsets import compact_hosts
-from fleet.render.grouping import group_across, short
+from fleet.render.grouping import pair_rows, short
 from fleet.render.html.markup import clip, esc, folded, hosts_label, row, table
 
 MAX_COLUMNS = 24  # host groups shown; a cohort's smallest ones fold into its last column
@@ -285,13 +285,9 @@ def hardware_pairs(diff: FleetDiff) -> str:
             continue
         first, second = finding.pair
         rows = []
-        for fact, cross, count in group_across(finding.across):
-            value_of = {c: v for v, cs in cross.groups for c in cs}
-            devices = f' <span class="dim">({count} devices alike)</span>' if count > 1 else ""
-            rows.append(
-                row([f"<code>{esc(fact)}</code>{devices}",
-                     esc(short(value_of.get(first))), esc(short(value_of.get(second)))])
-            )  # fmt: skip
+        for fact, one, other, count in pair_rows(finding.across, finding.pair):
+            many = f' <span class="dim">({count} facts)</span>' if count > 1 else ""
+            rows.append(row([f"<code>{esc(fact)}</code>{many}", esc(one), esc(other)]))
         body = table(["fact", labels[first], labels[second]], rows)
         blocks.append(folded(esc(finding.title), body))
     if not blocks:

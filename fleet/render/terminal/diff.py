@@ -28,7 +28,7 @@ from fleet.analysis.diff import (
 from fleet.analysis.drift import Change, Drift
 from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
 from fleet.hostsets import compact_hosts
-from fleet.render.grouping import group_across, short
+from fleet.render.grouping import group_across, pair_rows, short
 from fleet.render.terminal.wrap import KEEP, Hanging, keep, keep_all
 
 MAX_ITEMS = 8
@@ -243,13 +243,18 @@ def _software_finding(finding: Finding, labels: dict[str, str]) -> list[Any]:
 
 def _hardware_finding(finding: Finding, labels: dict[str, str], between: bool) -> list[Any]:
     title = _kept(finding.title, labels)
-    if not between:
+    if not between or finding.pair is None:
         body = Text(title + ": ")
         body.append(keep("fleet diff RUN --between"), style="bold")
         body.append(" lists them")
         return [Hanging(Text("  "), body, 4)]
-    lines: list[Any] = [Hanging(Text("  "), Text(title + ":"), 4)]
-    lines += [_across_line(entry, labels) for entry in group_across(finding.across)]
+    first, second = (labels[c] for c in finding.pair)
+    lines: list[Any] = [Hanging(Text("  "), Text(f"{title} ({first} | {second}):"), 4)]
+    for fact, one, other, count in pair_rows(finding.across, finding.pair):
+        body = Text(f"{one} | {other}", style="yellow")
+        if count > 1:
+            body.append(f" ({count} facts)", style="dim")
+        lines.append(Hanging(_fact_head(fact), body, 6))
     return lines
 
 
