@@ -87,7 +87,9 @@ def mixed(count: int, declarations) -> None:
         f"mixed: cross-host diff of {count} hosts",
         lambda: compare_hosts(run.hosts.values(), declarations),
     )
-    print(f"{'mixed: cohorts':38s} {', '.join(f'{c.short} ({len(c.hosts)})' for c in diff.cohorts)}")
+    print(
+        f"{'mixed: cohorts':38s} {', '.join(f'{c.short} ({len(c.hosts)})' for c in diff.cohorts)}"
+    )
     print(f"{'mixed: odd hosts found':38s} {', '.join(diff.odd_hosts)}")
     kinds = [f"{f.kind}" for f in diff.findings]
     print(f"{'mixed: findings, ranked':38s} {', '.join(kinds)}")
@@ -124,7 +126,6 @@ def main() -> int:
         f"drift between two {count}-host runs", lambda: compare_runs(loaded, other, declarations)
     )
     print(f"{'hosts with drift':38s} {len(drift.changed_hosts)}")
-    del loaded, other, drift
     mixed(count, declarations)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"{'peak RSS of this process':38s} {peak:7.1f} MB")
