@@ -229,7 +229,7 @@ def test_terminal_puts_the_two_real_problems_first_and_fits_80_columns() -> None
         "in cohort 8× RTX PRO 6000 Blackwell (h[03-08]):",
         "  h05: 11 fact(s) unlike the rest (h[03-04,06-08])",
     ]
-    assert "    torch.version  2.6.0+cu124 (rest: 2.11.0+cu130)" in lines
+    assert "    torch.version  2.6.0+cu124 on h05 (rest: 2.11.0+cu130)" in lines
     assert lines[-2:] == [
         "  8× RTX PRO 6000 Blackwell vs 2× H200: 212 hardware fact(s) differ, as",
         "    expected: fleet diff RUN --between lists them",

@@ -63,6 +63,7 @@ def test_terminal_view_reads_at_80_and_200_columns(width: int) -> None:
     assert "in cohort 2× H200 (every host):" in text  # one cohort: named once
     assert "  gpu-07: 2 fact(s) unlike the rest (gpu-[01-06,08])" in text
     assert '    dir.modules."torch.distributed._symmetric_memory".names  −SymmetricMemory' in text
+    assert "    torch.symmetric_memory.class_name  _SymmetricMemory on gpu-07" in text
     assert "gpu-01 " not in text  # the alike hosts are folded, never listed one by one
     assert max(len(line) for line in lines) <= width
 

@@ -158,45 +158,46 @@ def _cohort_finding(finding: Finding, cohort_hosts: tuple[str, ...]) -> list[Any
         body = Text(f"split on {len(finding.facts)} fact(s), no majority")
     lines: list[Any] = [Hanging(head, body, 4)]
     for item in group_divergences(finding.values):
-        lines += _value_line(item, bool(odd))
+        lines += _value_line(item)
     for names in finding.sets:
         lines += _names_lines(names)
     return lines
 
 
-def _value_line(item: Divergence | DivergenceGroup, name_hosts: bool) -> list[Any]:
-    """One line: the fact, the odd value(s), and the rest's; the hosts only when several values
-    differ (the finding's line names them)."""
+def _value_line(item: Divergence | DivergenceGroup) -> list[Any]:
+    """One line, whole in itself (grep finds the hosts with the fact): the fact, the odd value(s)
+    with their hosts, and the rest's value."""
     if isinstance(item, DivergenceGroup):
         if not item.uniform:
             head = _fact_head(item.parent)
-            body = Text(f"values vary by device ({len(item.items)} facts)", style="dim")
+            body = Text(f"values vary by device ({len(item.items)} facts): ", style="dim")
+            body.append(f"differ on {hosts_text(item.differing_hosts)}", style="yellow")
             return [Hanging(head, body, 6)]
         first = item.items[0]
-        alike = _value_line(dataclasses.replace(first, fact=item.parent), name_hosts)
+        alike = _value_line(dataclasses.replace(first, fact=item.parent))
         alike[0].body.append(f" ({len(item.items)} devices alike)", style="dim")
         return alike
     head = _fact_head(item.fact)
     body = Text()
     if item.split:
-        body.append("; ".join(f"{short(v)} on {hosts_text(h)}" for v, h in item.groups), "yellow")
-    elif len(item.others) == 1 and name_hosts:
-        value, _ = item.others[0]
-        body.append(list_delta(item.majority, value) or short(value), style="yellow")
-        body.append(f" (rest: {short(item.majority)})", style="dim")
+        body.append("; ".join(f"{short(v)} {_on(h)}" for v, h in item.groups), "yellow")
     else:
         body.append(
             "; ".join(
-                f"{list_delta(item.majority, v) or short(v)} on {hosts_text(h)}"
-                for v, h in item.others
+                f"{list_delta(item.majority, v) or short(v)} {_on(h)}" for v, h in item.others
             ),
             style="yellow",
         )
-        body.append(f" (rest: {short(item.majority)})", style="dim")
+        body.append(f" (rest:{KEEP}{short(item.majority)})", style="dim")
     lines: list[Any] = [Hanging(head, body, 6)]
     if item.consequences:
         lines.append(Hanging(Text("      "), _consequences_text(item), 8))
     return lines
+
+
+def _on(hosts: Iterable[str]) -> str:
+    """`on HOSTS`, never broken between the two."""
+    return f"on{KEEP}{hosts_text(hosts)}"
 
 
 def _fact_head(fact: str) -> Text:
@@ -220,7 +221,8 @@ def _names_lines(item: SetDivergence) -> list[Any]:
     deltas = {host_delta(item, h) for h in item.differing_hosts}
     if len(deltas) == 1 and not item.split:
         (delta,) = deltas
-        return [Hanging(_fact_head(item.fact), Text(" ".join(delta), style="yellow"), 6)]
+        body = Text(f"{' '.join(delta)} {_on(item.differing_hosts)}", style="yellow")
+        return [Hanging(_fact_head(item.fact), body, 6)]
     return [_block(item)]
 
 
