@@ -95,5 +95,6 @@ def test_between_lists_the_hardware_facts(mixed: tuple[Path, FleetResult]) -> No
     tmp_path, _ = mixed
     done = saved_diff(tmp_path, "--between")
     assert done.returncode == 0, done.stderr
-    assert "gpu.gpus[*].name" in done.stdout
-    assert "NVIDIA H200 on 2× H200" in done.stdout
+    assert "(8× RTX PRO 6000 Blackwell | 2× H200):" in done.stdout
+    assert "    gpu.interconnect  pcie | nvlink" in done.stdout
+    assert "    gpu.gpus[*].memory_mib  97887 | 143771 (2 facts)" in done.stdout
