@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from fleet.analysis.diff import (
     Cohort,
+    CrossCohort,
     Divergence,
     DivergenceGroup,
     FleetDiff,
@@ -58,10 +59,18 @@ def value_text(value: object) -> str:
     return "(unset)" if value is None else str(value)
 
 
+HARDWARE_NOTE = "this cohort's own: it differs from the other cohorts' as unlike machines do"
+
+
 def divergence_row(
-    item: Divergence, cohorts: Sequence[Cohort], fact: str | None = None, note: str = ""
+    item: Divergence,
+    cohorts: Sequence[Cohort],
+    fact: str | None = None,
+    note: str = "",
+    across: CrossCohort | None = None,
 ) -> MapRow:
-    """Each host against its cohort's majority; a cohort's own value unlike the fleet's `across`."""
+    """Each host against its cohort's majority; a cohort's own value unlike the fleet's `across`,
+    or, when it differs only as its hardware does (a device it does not have), said so."""
     value_of = {h: v for v, hosts in item.groups for h in hosts}
     fleet = None if item.split else item.majority
     cells: dict[str, Cell] = {}
@@ -72,6 +81,13 @@ def divergence_row(
         by_value: dict[object, list[str]] = defaultdict(list)
         for host in here:
             by_value[value_of[host]].append(host)
+        (only, *others) = by_value
+        if not others and only != fleet and across and _hardware_only(across, cohort.name):
+            shown = "no such device" if only is None else short(only)  # or its GPU's own value
+            cells.update(
+                dict.fromkeys(here, Cell("none", shown, f"{value_text(only)}\n\n{HARDWARE_NOTE}"))
+            )
+            continue
         ranking = rank(by_value)
         typical = ranking.majority[0] if ranking.majority else None
         for host in here:
@@ -88,11 +104,19 @@ def divergence_row(
     return MapRow(fact or item.fact, note, cells)
 
 
-def group_row(item: DivergenceGroup, cohorts: Sequence[Cohort]) -> MapRow:
+def _hardware_only(across: CrossCohort, cohort: str) -> bool:
+    """The cohort differs from the others on this fact only as its hardware does."""
+    mine = [pair for pair in across.pairs if cohort in pair]
+    return bool(mine) and all(pair in across.hardware for pair in mine)
+
+
+def group_row(
+    item: DivergenceGroup, cohorts: Sequence[Cohort], across: dict[str, CrossCohort]
+) -> MapRow:
     if item.uniform:
-        return divergence_row(
-            item.items[0], cohorts, item.parent, f"{len(item.items)} devices alike"
-        )
+        first = item.items[0]
+        note = f"{len(item.items)} devices alike"
+        return divergence_row(first, cohorts, item.parent, note, across.get(first.fact))
     differing = set(item.differing_hosts)
     cells: dict[str, Cell] = {}
     for divergence in item.items:
@@ -149,13 +173,14 @@ def map_rows(diff: FleetDiff) -> list[MapRow]:
         for names in finding.sets:
             if finding.cohort is not None:
                 within[names.fact][finding.cohort] = names
+    across = {x.fact: x for f in diff.findings for x in f.across}
     rows: list[MapRow] = []
     chosen = [values[f] for f in order if f in values]
     for item in _grouped_in_order(chosen):
         if isinstance(item, DivergenceGroup):
-            rows.append(group_row(item, diff.cohorts))
+            rows.append(group_row(item, diff.cohorts, across))
         else:
-            rows.append(divergence_row(item, diff.cohorts))
+            rows.append(divergence_row(item, diff.cohorts, across=across.get(item.fact)))
     for fact in order:
         if fact in sets:
             map_row = set_row(sets[fact], within[fact])
@@ -245,7 +270,8 @@ def _map_table(rows: Sequence[MapRow], columns: Sequence[tuple[Cohort, tuple[str
         '<p class="dim"><span class="cell maj key">=</span> the cohort\'s value '
         '<span class="cell odd key">≠</span> unlike the rest of its cohort '
         '<span class="cell across key">◇</span> the whole cohort unlike the rest of the fleet '
-        '<span class="cell none key">–</span> not reported · open a cell for its value</p>'
+        '<span class="cell none key">–</span> not reported, or the cohort\'s own hardware · '
+        "open a cell for its value</p>"
     )
     return (
         f'<div class="scroll"><table class="divmap"><thead><tr><th rowspan="2">fact</th>'
@@ -269,10 +295,8 @@ def _map_row(map_row: MapRow, columns: Sequence[tuple[str, ...]]) -> str:
             f'</summary><pre class="value">{esc(clip(cell.full))}</pre></details></td>'
         )
     note = f'<div class="dim">{esc(map_row.note)}</div>' if map_row.note else ""
-    fact = (
-        f'<th class="fact"><code>{esc(map_row.fact)}</code>{note}'
-        f'<div class="odd-hosts">odd: {esc(compact_hosts(odd))}</div></th>'
-    )
+    named = f'<div class="odd-hosts">odd: {esc(compact_hosts(odd))}</div>' if odd else ""
+    fact = f'<th class="fact"><code>{esc(map_row.fact)}</code>{note}{named}</th>'
     return f'<tr data-key="{esc(" ".join([map_row.fact, *odd]))}">{fact}{"".join(cells)}</tr>'
 
 
