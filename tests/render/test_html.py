@@ -332,4 +332,7 @@ def test_divergence_map_has_a_column_group_per_cohort_and_folds_the_hardware() -
     assert "gpu.driver_version" in rows  # software between cohorts: a row
     assert not any(r.startswith("gpu.gpus") for r in rows)  # hardware: folded below
     assert "212 hardware fact(s) differ, as expected" in visible
-    assert html.count('class="cell across"') >= 2  # the driver of each cohort, as a whole
+    # the H200 pair's own driver, as a whole cohort; the devices it lacks, as its hardware
+    assert html.count('class="cell across"') == 1
+    assert "◇ 580.159.04" in html
+    assert "– no such device" in html
