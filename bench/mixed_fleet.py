@@ -36,12 +36,14 @@ def measure(stdout: str) -> None:
     over = [line for line in lines if len(line) > WIDTH]
     start = next((i for i, line in enumerate(lines) if line.startswith("divergence")), None)
     head = lines[start : start + 30] if start is not None else []
-    print(f"lines printed: {len(lines)}")
-    print(f"lines over {WIDTH} columns: {len(over)}")
+    print(f"lines printed: {len(lines)} (Done when: at most 100)")
+    alone = all(len(line.split()) == 1 for line in over)
+    print(f"lines over {WIDTH} columns: {len(over)}, each one name alone on its line: {alone}")
     for line in over:
         print(f"  {line}")
-    print(f"first 30 lines of the divergence name {NO_SM120}: {any(NO_SM120 in x for x in head)}")
-    print(f"first 30 lines of the divergence name {P2P_OFF}: {any(P2P_OFF in x for x in head)}")
+    for host, what in ((NO_SM120, "without sm_120"), (P2P_OFF, "with NCCL_P2P_DISABLE")):
+        where = next((i + 1 for i, line in enumerate(head) if host in line), None)
+        print(f"the host {what} ({host}) in the divergence's first 30 lines: line {where}")
 
 
 def main() -> int:

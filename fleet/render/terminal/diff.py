@@ -59,10 +59,6 @@ def fleet_diff_view(diff: FleetDiff, between: bool = False) -> Group:
     return Group(*parts)
 
 
-def _name(item: Divergence | DivergenceGroup | SetDivergence) -> str:
-    return item.parent if isinstance(item, DivergenceGroup) else item.fact
-
-
 def diff_summary(diff: FleetDiff) -> Text:
     facts = len(diff.values) + len(diff.sets)
     text = Text("divergence: ", style="bold")
@@ -223,7 +219,7 @@ def _names_lines(item: SetDivergence) -> list[Any]:
         (delta,) = deltas
         body = Text(f"{' '.join(delta)} {_on(item.differing_hosts)}", style="yellow")
         return [Hanging(_fact_head(item.fact), body, 6)]
-    return [_block(item)]
+    return [_set_lines(item)]
 
 
 def host_delta(item: SetDivergence, host: str) -> tuple[str, ...]:
@@ -285,70 +281,21 @@ def _cohorts(names: Iterable[str], labels: dict[str, str]) -> str:
     return ", ".join(labels.get(n, n) for n in names)
 
 
-def _block(item: Divergence | DivergenceGroup | SetDivergence) -> Group:
-    """The fact's line, unwrapped (a path stays whole), then its values, wrapped between words."""
-    if isinstance(item, DivergenceGroup):
-        text = _group_block(item)
-    elif isinstance(item, SetDivergence):
-        text = _set_block(item)
-    else:
-        text = _value_block(item)
-    header, _, body = text.plain.partition("\n")
-    if not body:
-        return Group(text)
+def _set_lines(item: SetDivergence) -> Group:
+    """A name set item by item: its fact's line, unwrapped (a path stays whole), then each name
+    with the hosts that lack or have it, wrapped between words."""
+    text = _set_block(item)
+    header, _, _ = text.plain.partition("\n")
     first, rest = text[: len(header)], text[len(header) + 1 :]
     first.no_wrap, first.overflow = True, "ignore"
     return Group(first, rest)
 
 
 def fact_line(fact: str) -> Text:
-    """A fact's name: _block keeps this first line unwrapped, as it is the JMESPath a rule
-    copies, whole even when longer than the line (print the view with crop=False)."""
+    """A fact's name: kept whole on its line, as it is the JMESPath a rule copies, even when
+    longer than the line (print the view with crop=False)."""
     text = Text("    ")
     text.append(fact, style="bold")
-    return text
-
-
-def _value_block(item: Divergence) -> Text:
-    text = fact_line(item.fact)
-    if item.split:
-        return _split_block(text, item)
-    text.append(f"\n      {short(item.majority)}", style="green")
-    text.append(f"  majority, {len(item.majority_hosts)} host(s)", style="dim")
-    for value, hosts in item.others:
-        delta = list_delta(item.majority, value)
-        text.append(f"\n      {delta or short(value)}", style="yellow")
-        text.append(f"  {hosts_text(hosts)}")
-    return _consequences(text, item)
-
-
-def _split_block(text: Text, item: Divergence) -> Text:
-    """No value leads (two hosts that disagree): every value with its hosts, none 'majority'."""
-    text.append(f"  (split: no majority, {len(item.hosts)} hosts)", style="dim")
-    for value, hosts in item.groups:
-        text.append(f"\n      {short(value)}", style="yellow")
-        text.append(f"  {hosts_text(hosts)}")
-    return _consequences(text, item)
-
-
-def _consequences(text: Text, item: Divergence) -> Text:
-    """Facts that differ only because of this one (a probe that did not succeed), on one line."""
-    if item.consequences:
-        names = ", ".join(item.consequences[:MAX_CONSEQUENCES])
-        more = len(item.consequences) - MAX_CONSEQUENCES
-        text.append(f"\n      and so {len(item.consequences)} more fact(s) differ: ", style="dim")
-        text.append(names + (f", … (+{more}; --format json lists all)" if more > 0 else ""))
-    return text
-
-
-def _group_block(item: DivergenceGroup) -> Text:
-    if item.uniform:
-        text = _value_block(dataclasses.replace(item.items[0], fact=item.parent))
-        text.append(f"\n      ({len(item.items)} devices alike)", style="dim")
-        return text
-    text = fact_line(item.parent)
-    text.append(f"  ({len(item.items)} facts, by device, values vary)", style="dim")
-    text.append(f"\n      differ on  {hosts_text(item.differing_hosts)}", style="yellow")
     return text
 
 
