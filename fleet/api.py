@@ -92,6 +92,7 @@ class Selection:
     source: str | None
     warnings: tuple[str, ...] = ()  # e.g. ssh_config keywords fleet ignores, one line each
     slurm: SlurmCluster | None = None  # --slurm: the nodes, their states, the job
+    cohort_by: str | None = None  # the inventory's cohort_by, recorded in the run
 
 
 def select_hosts(
@@ -127,7 +128,7 @@ def select_hosts(
         if require_files:
             raise
         warnings.append(exc.message)
-    return Selection(chosen, resolved.path, tuple(warnings))
+    return Selection(chosen, resolved.path, tuple(warnings), cohort_by=resolved.cohort_by)
 
 
 def _select_slurm_nodes(
@@ -242,6 +243,7 @@ async def probe_async(
         interrupted=interrupt.is_set(),
         transport=",".join(sorted({h.transport for h in selection.hosts})),
         slurm=slurm.record() if slurm else None,
+        cohort_by=selection.cohort_by,
     )
 
 
@@ -312,11 +314,19 @@ def load_run(
 
 
 def cross_host_diff(
-    run: Run, tolerance: float = DEFAULT_TOLERANCE, probe_dirs: Sequence[str | Path] = ()
+    run: Run,
+    tolerance: float = DEFAULT_TOLERANCE,
+    probe_dirs: Sequence[str | Path] = (),
+    cohort_by: str | None = None,
 ) -> FleetDiff:
-    """Where the hosts of one run differ: values, name lists, measurements within cohorts.
-    `probe_dirs`: where your own probes' FACTS declarations are (besides $FLEET_PROBE_DIR)."""
-    return compare_hosts(run.hosts.values(), declared_facts(probe_dirs), tolerance)
+    """Where the hosts of one run differ: values, name lists, measurements, read per cohort and
+    ranked into findings. `cohort_by`: a JMESPath over each host's document naming its cohort
+    (default: the run's own, from its inventory, else GPU model × GPU count × interconnect); a
+    bad one is a UsageError. `probe_dirs`: where your own probes' FACTS declarations are
+    (besides $FLEET_PROBE_DIR)."""
+    return compare_hosts(
+        run.hosts.values(), declared_facts(probe_dirs), tolerance, cohort_by or run.cohort_by
+    )
 
 
 def drift(

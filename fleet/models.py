@@ -169,11 +169,16 @@ class Run:
     transport: str | None = None
     slurm: Mapping[str, Any] | None = None
     fabric: Mapping[str, Any] | None = None  # `fleet fabric` runs: pairs, ring, suspects
+    # the inventory's `cohort_by` (a JMESPath naming each host's cohort), so that a saved run is
+    # diffed as it was when probed; absent: the default cohorts
+    cohort_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         document = self._required_dict()
         if self.transport is not None:
             document["transport"] = self.transport
+        if self.cohort_by is not None:
+            document["cohort_by"] = self.cohort_by
         if self.slurm is not None:
             document["slurm"] = dict(self.slurm)
         if self.fabric is not None:
@@ -208,4 +213,5 @@ class Run:
             transport=raw.get("transport"),
             slurm=raw.get("slurm"),
             fabric=raw.get("fabric"),
+            cohort_by=raw.get("cohort_by"),
         )

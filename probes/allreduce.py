@@ -38,6 +38,7 @@ FACTS = {
         "matrix.variants.*.elapsed_s",
     ],
     "sets": ["matrix.variants.*.failed_at"],
+    "hardware": ["device_count", "world_size"],  # one rank per GPU: as many as the machine has
 }
 SHIPS = ("_allreduce_worker.py",)  # files the bundle carries with this probe (never written)
 WORKER_FILE = SHIPS[0]

@@ -19,6 +19,16 @@ FACTS = {
         "visibility.cuda_visible_devices",
         "visibility.slurm_gpus",
     ],
+    # what the machine is: unlike between cohorts by nature (fleet/analysis/findings.py)
+    "hardware": [
+        "gpus",
+        "gpus[*].*",
+        "gpu_count",
+        "interconnect",
+        "topology.*",
+        "p2p_read.*",
+        "visibility.task_gpus",
+    ],
 }
 # Every GPU the driver knows, whatever this process may open: under Slurm's device cgroups
 # nvidia-smi lists only the task's GPUs, this folder still lists the node's.

@@ -8,7 +8,10 @@ import socket
 import sys
 
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
-FACTS = {"identity": ["hostname"]}
+FACTS = {
+    "identity": ["hostname"],
+    "hardware": ["cpu_count", "cpus_usable", "memory_gib", "machine"],
+}
 
 
 def parse_os_release(text: str) -> dict:

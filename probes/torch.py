@@ -9,7 +9,21 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 TIMEOUT_S = 120  # `import torch` takes ~4 s cold on a GPU host, far more on a busy NFS home
 PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_host_runner.py)
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
-FACTS = {"sets": ["arch_list"], "volatile": ["query_errors", "cuda_visible_devices"]}
+FACTS = {
+    "sets": ["arch_list"],
+    "volatile": ["query_errors", "cuda_visible_devices"],
+    # the GPUs as torch sees them: unlike between cohorts by nature (whether torch can run on
+    # them, arch_supported, is not: fleet/analysis/findings.py)
+    "hardware": [
+        "device_count",
+        "devices",
+        "devices[*].index",
+        "devices[*].name",
+        "devices[*].capability",
+        "devices[*].arch_matched",
+        "p2p_access.*",
+    ],
+}
 
 MAX_ERROR_CHARS = 500
 

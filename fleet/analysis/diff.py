@@ -8,6 +8,11 @@ Three kinds of comparison (fleet/analysis/facts.py says which fact is which):
     against the cohort median, slow outliers flagged with their factor.
 Hosts that were not reached or lack a probe are listed as such, never silently dropped.
 
+Hosts are grouped into cohorts (fleet/analysis/cohorts.py: GPU model × count × interconnect, or
+`cohort_by`), and the differing facts are read per cohort and ranked into findings
+(fleet/analysis/findings.py): what differs inside a cohort, and software that differs between
+cohorts, before the hardware differences unlike machines are expected to have.
+
 A majority is what fleet.analysis.majority says (more hosts than any other value); when values
 tie the fact is *split* and no host is odd for it. A probe that did not succeed on some hosts is a
 cause: the facts that differ only because of it (named after it, splitting those hosts from the
@@ -21,86 +26,34 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.analysis.cohorts import Cohort as Cohort
+from fleet.analysis.cohorts import cohort_name as cohort_name
+from fleet.analysis.cohorts import find_cohorts
+from fleet.analysis.divergence import Divergence as Divergence
+from fleet.analysis.divergence import Pair as Pair
+from fleet.analysis.divergence import SetDivergence as SetDivergence
+from fleet.analysis.divergence import divergence_of, set_divergence_of
 from fleet.analysis.facts import (
     FactCache,
     HostFacts,
     ProbeFacts,
     Value,
-    length_path,
     median,
     probe_of,
     slowness,
 )
-from fleet.analysis.majority import rank
+from fleet.analysis.findings import CHECK, COHORT, analyse
+from fleet.analysis.findings import CrossCohort as CrossCohort
+from fleet.analysis.findings import Finding as Finding
 from fleet.models import NOT_REACHED, HostOutcome
 
 DEFAULT_TOLERANCE = 0.25
 COLLAPSE_AT = 4
-
-
-@dataclass(frozen=True)
-class Divergence:
-    """A plain value that differs: hosts grouped by value, most hosts first. When `split`, no
-    value leads (a 1–1 split of two hosts): `majority` is only the first of the tied values."""
-
-    fact: str
-    majority: Value
-    majority_hosts: tuple[str, ...]
-    others: tuple[tuple[Value, tuple[str, ...]], ...]
-    split: bool = False
-    consequences: tuple[
-        str, ...
-    ] = ()  # facts folded under this one (a probe's status): its effects
-
-    @property
-    def differing_hosts(self) -> tuple[str, ...]:
-        """The odd hosts: those not on the majority value (none when split)."""
-        if self.split:
-            return ()
-        return tuple(sorted(h for _, hosts in self.others for h in hosts))
-
-    @property
-    def groups(self) -> tuple[tuple[Value, tuple[str, ...]], ...]:
-        return ((self.majority, self.majority_hosts), *self.others)
-
-    @property
-    def hosts(self) -> tuple[str, ...]:
-        return tuple(sorted(h for _, hosts in self.groups for h in hosts))
-
-
-@dataclass(frozen=True)
-class SetDivergence:
-    """A name set that differs: items of the majority missing somewhere, items only some have."""
-
-    fact: str
-    hosts: tuple[str, ...]  # every host that reported the set
-    missing: tuple[tuple[str, tuple[str, ...]], ...]  # (item, hosts without it)
-    extra: tuple[tuple[str, tuple[str, ...]], ...]  # (item, the few hosts with it)
-    split: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (item, hosts with it): half have it
-
-    @property
-    def differing_hosts(self) -> tuple[str, ...]:
-        hosts = {h for _, hs in self.missing for h in hs} | {h for _, hs in self.extra for h in hs}
-        return tuple(sorted(hosts))
-
-    def holders(self) -> Iterator[tuple[str, frozenset[str]]]:
-        """Each item that differs, with the hosts that have it."""
-        everyone = frozenset(self.hosts)
-        for item, without in self.missing:
-            yield item, everyone - set(without)
-        for item, having in (*self.extra, *self.split):
-            yield item, frozenset(having)
-
-
-@dataclass(frozen=True)
-class Cohort:
-    name: str  # "2× NVIDIA H200 · nvlink"
-    hosts: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -123,6 +76,10 @@ class Unreported:
 
 @dataclass(frozen=True)
 class FleetDiff:
+    """`values` and `sets`: every fact that differs anywhere, each tagged with the cohorts it
+    differs within and the pairs of cohorts it differs between; `findings`: the same facts read
+    per cohort, most serious first (fleet/analysis/findings.py)."""
+
     hosts: tuple[str, ...]
     values: tuple[Divergence, ...]
     sets: tuple[SetDivergence, ...]
@@ -130,13 +87,24 @@ class FleetDiff:
     outliers: tuple[Outlier, ...]
     unreported: tuple[Unreported, ...]
     tolerance: float
+    findings: tuple[Finding, ...] = ()
+    cohort_by: str | None = None  # the JMESPath that made the cohorts; None: the default key
 
     @property
     def odd_hosts(self) -> tuple[str, ...]:
-        odd = {h for item in self.values for h in item.differing_hosts}
-        odd |= {h for item in self.sets for h in item.differing_hosts}
+        """Hosts unlike their own cohort (or check-grade), and slow ones; never a whole cohort
+        only for being unlike another one."""
+        odd = {h for finding in self.findings for h in finding.odd_hosts}
         odd |= {o.host for o in self.outliers}
         return tuple(sorted(odd))
+
+    def ranked(self, *ranks: int) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.rank in ranks)
+
+    @property
+    def in_cohorts(self) -> tuple[Finding, ...]:
+        """Check-grade findings and divergence inside cohorts (ranks 1 and 2)."""
+        return self.ranked(CHECK, COHORT)
 
     @property
     def clean(self) -> bool:
@@ -150,20 +118,26 @@ def compare_hosts(
     outcomes: Iterable[HostOutcome],
     declarations: Mapping[str, ProbeFacts],
     tolerance: float = DEFAULT_TOLERANCE,
+    cohort_by: str | None = None,
 ) -> FleetDiff:
+    """The diff of `outcomes`; `cohort_by`: a JMESPath over each host's document naming its
+    cohort (default: GPU model × GPU count × interconnect). A bad expression is a UsageError."""
     outcomes = list(outcomes)
     reporting = [o for o in outcomes if o.status not in NOT_REACHED and o.probes]
     groups = FactGroups(reporting, declarations)
-    cohorts = find_cohorts(reporting, groups)
+    cohorts = find_cohorts(reporting, groups.members, groups.facts_of, cohort_by)
     values, sets = fold_consequences(groups.value_divergences(), groups.set_divergences())
+    analysis = analyse(values, sets, cohorts, groups)
     return FleetDiff(
         hosts=tuple(o.name for o in outcomes),
-        values=tuple(values),
-        sets=tuple(sets),
+        values=analysis.values,
+        sets=analysis.sets,
         cohorts=tuple(cohorts),
         outliers=tuple(measure_outliers(groups, cohorts, tolerance)),
         unreported=tuple(unreported(outcomes)),
         tolerance=tolerance,
+        findings=analysis.findings,
+        cohort_by=cohort_by or None,
     )
 
 
@@ -184,17 +158,26 @@ class FactGroups:
             self.facts_of.setdefault(key, facts)
             self.ran_ok[outcome.name] = {p for p, r in outcome.probes.items() if r.status == "ok"}
         self.members = {k: tuple(v) for k, v in members.items()}
+        self.hardware: set[str] = set().union(*(f.hardware for f in self.facts_of.values()))
 
     def _signature(self, outcome: HostOutcome, cache: FactCache) -> tuple[Any, HostFacts]:
-        parts = []
+        """The host's group key and facts; the facts are merged only for a group not seen yet."""
+        parts = [
+            (probe, *cache.part(probe, result)) for probe, result in sorted(outcome.probes.items())
+        ]
+        measures = self.measures.setdefault(outcome.name, {})
+        for _, _, facts in parts:
+            measures.update(facts.measures)
+        key = tuple(part_key for _, part_key, _ in parts)
+        known = self.facts_of.get(key)
+        if known is not None:
+            return key, known
         merged = HostFacts()
-        for probe, result in sorted(outcome.probes.items()):
-            part_key, facts = cache.part(probe, result)
-            parts.append(part_key)
+        for _, _, facts in parts:
             merged.values.update(facts.values)
             merged.sets.update(facts.sets)
-            self.measures.setdefault(outcome.name, {}).update(facts.measures)
-        return tuple(parts), merged
+            merged.hardware.update(facts.hardware)
+        return key, merged
 
     def _reporters(self, path: str, field: str) -> dict[Any, tuple[str, ...]]:
         """group key → its hosts, for groups that report `path` or whose probe ran fine without it."""
@@ -209,13 +192,19 @@ class FactGroups:
         return sorted({p for facts in self.facts_of.values() for p in getattr(facts, field)})
 
     def value_divergences(self) -> list[Divergence]:
+        """Each value that differs; `self.reported` keeps, for each, every reporting group's
+        value (the findings split it by cohort group by group, not host by host)."""
         found = []
+        self.reported: dict[str, dict[Any, Value]] = {}
         for path in self.paths("values"):
             by_value: dict[Value, list[str]] = defaultdict(list)
+            by_key = {}
             for key, hosts in self._reporters(path, "values").items():
-                by_value[self.facts_of[key].values.get(path)].extend(hosts)
+                value = by_key[key] = self.facts_of[key].values.get(path)
+                by_value[value].extend(hosts)
             if len(by_value) > 1:
-                found.append(_divergence(path, by_value))
+                found.append(divergence_of(path, by_value))
+                self.reported[path] = by_key
         return found
 
     def set_divergences(self) -> list[SetDivergence]:
@@ -226,38 +215,8 @@ class FactGroups:
                 if path in self.facts_of[key].sets:
                     by_set[self.facts_of[key].sets[path]].extend(hosts)
             if len(by_set) > 1:
-                found.append(_set_divergence(path, {s: tuple(h) for s, h in by_set.items()}))
+                found.append(set_divergence_of(path, by_set))
         return found
-
-
-def _divergence(path: str, by_value: Mapping[Value, list[str]]) -> Divergence:
-    ranking = rank(by_value)
-    (majority, majority_hosts), *others = ranking.groups
-    return Divergence(path, majority, majority_hosts, tuple(others), split=ranking.split)
-
-
-def _set_divergence(path: str, sets: Mapping[frozenset[str], tuple[str, ...]]) -> SetDivergence:
-    """Per item, the majority rule over "has it" and "lacks it": missing on the few, extra on the
-    few, or split (as many hosts have it as lack it)."""
-    hosts = tuple(sorted(h for hs in sets.values() for h in hs))
-    presence: Counter[str] = Counter()
-    for items, members in sets.items():
-        for item in items:
-            presence[item] += len(members)
-    missing, extra, split = [], [], []
-    for item in sorted(presence):
-        if presence[item] == len(hosts):
-            continue
-        holders = tuple(sorted(h for s, hs in sets.items() if item in s for h in hs))
-        lacking = tuple(sorted(set(hosts) - set(holders)))
-        ranking = rank({True: holders, False: lacking})
-        if ranking.split:
-            split.append((item, holders))
-        elif ranking.groups[0][0]:
-            missing.append((item, lacking))
-        else:
-            extra.append((item, holders))
-    return SetDivergence(path, hosts, tuple(missing), tuple(extra), tuple(split))
 
 
 # ------------------------------------------------------------------------------ consequences
@@ -310,22 +269,6 @@ def _set_follows(item: SetDivergence, probe: str, up: frozenset[str]) -> bool:
 
 
 # ------------------------------------------------------------------------------ measurements
-
-
-def cohort_name(facts: HostFacts) -> str:
-    values = facts.values
-    model = values.get("gpu.gpus[0].name")
-    if model is None:
-        return "no GPU data"
-    count = values.get("gpu.gpu_count", values.get(length_path("gpu.gpus"), "?"))
-    return f"{count}× {model} · {values.get('gpu.interconnect', '?')}"
-
-
-def find_cohorts(outcomes: Sequence[HostOutcome], groups: FactGroups) -> list[Cohort]:
-    by_name: dict[str, list[str]] = defaultdict(list)
-    for key, hosts in groups.members.items():
-        by_name[cohort_name(groups.facts_of[key])].extend(hosts)
-    return [Cohort(name, tuple(sorted(hosts))) for name, hosts in sorted(by_name.items())]
 
 
 def measure_outliers(

@@ -15,6 +15,11 @@ fields are
   - "sets":     name lists (dir() dumps, arch lists) compared item by item, not as one value.
 Patterns are globs over the path inside the probe's data, with `[*]` for list items.
 Everything else is a plain fact: any difference between hosts is divergence.
+
+A probe may also declare "hardware": facts that follow from what the machine is (GPU names,
+capabilities, memory, topology cells, per-device lists, CPU count). Between cohorts of unlike
+machines such differences are expected and summarised (fleet/analysis/findings.py); inside a
+cohort they are divergence like any other fact.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class ProbeFacts:
     volatile: tuple[str, ...] = ()
     measure: tuple[str, ...] = ()
     sets: tuple[str, ...] = ()
+    hardware: tuple[str, ...] = ()  # not a kind: which facts (of any kind) follow from the machine
 
     def kind_of(self, match_path: str) -> str:
         """Cached per declaration: a 1,000-host diff asks about the same paths over and over."""
@@ -59,6 +65,22 @@ class ProbeFacts:
 
     @functools.cached_property
     def _kinds(self) -> dict[str, str]:
+        return {}
+
+    def is_hardware(self, match_path: str) -> bool:
+        if not self.hardware:
+            return False
+        cache = self._hardware
+        found = cache.get(match_path)
+        if found is None:
+            if len(cache) >= MAX_CACHED_PATHS:
+                cache.clear()
+            patterns = (p.replace("[*]", ".#") for p in self.hardware)
+            found = cache[match_path] = any(fnmatch.fnmatchcase(match_path, p) for p in patterns)
+        return found
+
+    @functools.cached_property
+    def _hardware(self) -> dict[str, bool]:
         return {}
 
 
@@ -101,7 +123,7 @@ def parse_declaration(source: str) -> ProbeFacts:
     raw = declared_literal(source, "FACTS")
     if raw is None:
         return ProbeFacts()
-    return ProbeFacts(**{k: tuple(raw.get(k, ())) for k in KINDS})
+    return ProbeFacts(**{k: tuple(raw.get(k, ())) for k in (*KINDS, "hardware")})
 
 
 # ------------------------------------------------------------------------------------ flatten
@@ -109,11 +131,15 @@ def parse_declaration(source: str) -> ProbeFacts:
 
 @dataclass
 class HostFacts:
-    """One host's comparable facts: plain values, name sets, and measurements."""
+    """One host's comparable facts: plain values, name sets, and measurements; `hardware` names
+    the values and sets that follow from the machine (its probes' "hardware" declarations)."""
 
     values: dict[str, Value] = field(default_factory=dict)
     sets: dict[str, frozenset[str]] = field(default_factory=dict)
     measures: dict[str, float] = field(default_factory=dict)
+    hardware: set[str] = field(default_factory=set)
+    # the data's keys down to each field left out (identity, volatile, measure), when asked
+    skipped: list[tuple[Any, ...]] | None = None
 
 
 def status_path(probe: str) -> str:
@@ -152,55 +178,149 @@ def host_facts(outcome: HostOutcome, declarations: Mapping[str, ProbeFacts]) -> 
     return facts
 
 
-def _walk(value: Any, match: str, where: str, declared: ProbeFacts, facts: HostFacts) -> None:
+def _walk(
+    value: Any,
+    match: str,
+    where: str,
+    declared: ProbeFacts,
+    facts: HostFacts,
+    keys: tuple[Any, ...] = (),
+) -> None:
     """Classify and record `value`, building its two paths one segment at a time on the way down:
     `match`, what FACTS patterns match against (keys joined by '.', list indices as '.#'; a
     pattern's `[*]` becomes '.#' too, as fnmatch would read `[*]` as a character class), and
     `where`, the path people read and rules write, probe first: `gpu.gpus[0].name`,
-    `imports.results."a.b:C"`."""
+    `imports.results."a.b:C"`. `keys`: the data's own keys down to `value` (FactCache)."""
     kind = "fact"
     if match:
         kind = declared.kind_of(match)
         if kind == "fact":
             kind = UNIVERSAL.kind_of(match)
     if kind in ("identity", "volatile", "measure"):
+        if facts.skipped is not None:
+            facts.skipped.append(keys)
         return
     if kind == "sets" and isinstance(value, (list, tuple)):
         facts.sets[where] = frozenset(str(v) for v in value)
+        _mark_hardware(match, where, declared, facts)
     elif value is None or isinstance(value, SCALARS):  # most leaves: spare them the abc checks
         facts.values[where] = value
+        _mark_hardware(match, where, declared, facts)
     elif isinstance(value, (dict, Mapping)):  # dict first: the abc check is slow
-        for key, item in value.items():
-            key = str(key)
+        for raw, item in value.items():
+            key = str(raw)
             child = child_path(where, key)
-            _walk(item, f"{match}.{key}" if match else key, child, declared, facts)
+            _walk(item, f"{match}.{key}" if match else key, child, declared, facts, (*keys, raw))
     elif isinstance(value, (list, tuple)) and not value:
         facts.values[length_path(where)] = 0  # the same path an empty list of objects would get
+        _mark_hardware(match, length_path(where), declared, facts)
     elif isinstance(value, (list, tuple)) and all(isinstance(v, (dict, Mapping)) for v in value):
         facts.values[length_path(where)] = len(value)
+        _mark_hardware(match, length_path(where), declared, facts)
         for index, item in enumerate(value):
-            _walk(item, f"{match}.#", f"{where}[{index}]", declared, facts)
+            _walk(item, f"{match}.#", f"{where}[{index}]", declared, facts, (*keys, index))
     else:
         facts.values[where] = hashable(value)
+        _mark_hardware(match, where, declared, facts)
+
+
+def _mark_hardware(match: str, where: str, declared: ProbeFacts, facts: HostFacts) -> None:
+    if match and declared.is_hardware(match):
+        facts.hardware.add(where)
 
 
 class FactCache:
     """Flattens each distinct probe payload once. Runs loaded from the store share one object per
-    identical payload, so in a big fleet most hosts cost a dictionary lookup, not a flatten."""
+    identical payload, so in a big fleet most hosts cost a dictionary lookup, not a flatten.
+
+    Payloads that differ only in fields left out of the comparison (hostnames, GPU UUIDs, bus ids,
+    timings: identity, volatile, measure) are one payload too: each flatten records where it left
+    fields out, and the next payload of that probe is masked there and dumped as JSON (C speed);
+    the same dump is the same facts (repr: plain JSON data, the same keys in the same order; a
+    payload whose keys come in another order is only flattened again). Measurements are still read
+    from each payload."""
 
     def __init__(self, declarations: Mapping[str, ProbeFacts]) -> None:
         self.declarations = declarations
         self._parts: dict[tuple[str, str, int], tuple[int, HostFacts]] = {}
+        self._masks: dict[str, list[tuple[tuple[Any, ...], ...]]] = {}
+        self._masked: dict[tuple[str, str, int, str], tuple[int, HostFacts]] = {}
+        self._tried: dict[str, list[int]] = {}  # per probe, its masks' numbers, the last hit first
 
     def part(self, probe: str, result: ProbeResult) -> tuple[int, HostFacts]:
         """(content key, facts) of one probe's result; equal keys mean equal facts."""
         payload = (probe, result.status, id(result.data))
-        if payload not in self._parts:
-            single = HostOutcome(name="", status="ok", address="", probes={probe: result})
-            facts = host_facts(single, self.declarations)
-            content = (probe, frozenset(facts.values.items()), frozenset(facts.sets.items()))
-            self._parts[payload] = (hash(content), facts)
-        return self._parts[payload]
+        found = self._parts.get(payload)
+        if found is None:
+            found = self._parts[payload] = self._flatten(probe, result)
+        return found
+
+    def _flatten(self, probe: str, result: ProbeResult) -> tuple[int, HostFacts]:
+        masks = self._masks.setdefault(probe, [])
+        for position, number in enumerate(self._tried.setdefault(probe, [])):
+            dump = masked_dump(result.data, masks[number])
+            if dump is None:
+                continue  # this mask's fields are not all there: another kind of payload
+            known = self._masked.get((probe, result.status, number, dump))
+            if known is not None:
+                order = self._tried[probe]  # the mask that fits, tried first next time
+                order.insert(0, order.pop(position))
+                key, facts = known
+                measures = measurements(probe, result.data)
+                return key, HostFacts(facts.values, facts.sets, measures, facts.hardware)
+        facts = HostFacts(skipped=[])
+        facts.values[status_path(probe)] = result.status
+        _walk(result.data, "", probe, self.declarations.get(probe, ProbeFacts()), facts)
+        facts.measures.update(measurements(probe, result.data))
+        content = (probe, frozenset(facts.values.items()), frozenset(facts.sets.items()))
+        found = (hash(content), facts)
+        mask = tuple(facts.skipped or ())
+        facts.skipped = None
+        if len(masks) < MAX_MASKS and mask:
+            dump = masked_dump(result.data, mask)
+            if dump is not None:
+                masks.append(mask)
+                self._tried[probe].insert(0, len(masks) - 1)
+                self._masked[(probe, result.status, len(masks) - 1, dump)] = found
+        return found
+
+
+MAX_MASKS = 16  # kinds of payload remembered per probe (2-GPU and 8-GPU hosts mask apart)
+MASKED = "\x00fleet: left out"
+
+
+def masked_dump(data: Any, mask: tuple[tuple[Any, ...], ...]) -> str | None:
+    """`data` with every field of `mask` replaced, as text (repr, C speed: 10× json.dumps); None
+    when one of the fields is not there."""
+    root: Any = _copy(data)
+    if root is None:
+        return None
+    copies = {id(root)}
+    for keys in mask:
+        node = root
+        try:
+            for key in keys[:-1]:
+                child = node[key]
+                if id(child) not in copies:
+                    child = _copy(child)
+                    if child is None:
+                        return None
+                    node[key] = child
+                    copies.add(id(child))
+                node = child
+            node[keys[-1]]  # noqa: B018: it must be there
+            node[keys[-1]] = MASKED
+        except (KeyError, IndexError, TypeError):
+            return None
+    return repr(root)
+
+
+def _copy(node: Any) -> Any:
+    if isinstance(node, (dict, Mapping)):
+        return dict(node)
+    if isinstance(node, (list, tuple)):
+        return list(node)
+    return None
 
 
 def hashable(value: Any) -> Value:

@@ -455,6 +455,17 @@ tolerance_option = click.option(
     show_default=True,
     help="Relative tolerance for measurements (allreduce latency, busbw) against the cohort median.",
 )
+cohort_by_option = click.option(
+    "--cohort-by",
+    metavar="EXPR",
+    help="JMESPath over each host's facts naming its cohort, e.g. gpu.gpus[0].name "
+    "(default: the inventory's cohort_by, else GPU model x count x interconnect).",
+)
+between_option = click.option(
+    "--between",
+    is_flag=True,
+    help="Also list the hardware facts that differ between cohorts (summarised by default).",
+)
 format_option = click.option(
     "--format",
     "output_format",
@@ -468,13 +479,16 @@ format_option = click.option(
 @main.command()
 @probe_options
 @tolerance_option
+@cohort_by_option
 @click.option(
     "--baseline",
     shell_complete=complete_runs,
     metavar="RUN",
     help="Also report drift against this saved run (latest, previous, a path or id).",
 )
-def probe(request: ProbeRequest, tolerance: float, baseline: str | None) -> None:
+def probe(
+    request: ProbeRequest, tolerance: float, cohort_by: str | None, baseline: str | None
+) -> None:
     """Run the probes on every selected host and show where the hosts differ."""
     runs_dir = request.runs_dir or default_runs_dir()
     scope = request.inventory_path or BUILT_IN_LOCAL  # latest/previous: of this inventory
@@ -482,7 +496,7 @@ def probe(request: ProbeRequest, tolerance: float, baseline: str | None) -> None
     console = request.console()
     probed = execute_probe(request, console)
     run = probed.run
-    result = api.cross_host_diff(run, tolerance, request.probe_dirs)
+    result = api.cross_host_diff(run, tolerance, request.probe_dirs, cohort_by)
     render_run(console, run, result, str(probed.saved) if probed.saved else None)
     code = probed.exit_code()
     drift = api.drift(old, run, tolerance, request.probe_dirs) if old is not None else None
@@ -522,6 +536,8 @@ scope_option = click.option(
 @scope_option
 @tolerance_option
 @format_option
+@cohort_by_option
+@between_option
 def diff(
     old: str,
     new: str | None,
@@ -529,6 +545,8 @@ def diff(
     scope: str | None,
     tolerance: float,
     output_format: str,
+    cohort_by: str | None,
+    between: bool,
 ) -> None:
     """Drift between two saved runs (OLD NEW), or the cross-host diff of one run (OLD).
 
@@ -537,20 +555,21 @@ def diff(
     folder = runs_dir or default_runs_dir()
     first = open_run(old, folder, scope)
     if new is None:
-        print_fleet_diff(api.cross_host_diff(first, tolerance), output_format)
+        result = api.cross_host_diff(first, tolerance, cohort_by=cohort_by)
+        print_fleet_diff(result, output_format, between)
         return
     drift = api.drift(first, open_run(new, folder, scope), tolerance)
     print_drift(drift, output_format)
     sys.exit(EXIT_DRIFT if drift.found else EXIT_OK)
 
 
-def print_fleet_diff(result: FleetDiff, output_format: str) -> None:
-    if output_format == "json":
+def print_fleet_diff(result: FleetDiff, output_format: str, between: bool = False) -> None:
+    if output_format == "json":  # lists every differing fact, --between or not
         click.echo(json.dumps(fleet_diff_document(result), indent=2, default=str))
     elif output_format == "markdown":
-        click.echo(fleet_diff_markdown(result), nl=False)
+        click.echo(fleet_diff_markdown(result, between), nl=False)
     else:
-        make_console().print(fleet_diff_view(result), crop=False)  # paths stay whole
+        make_console().print(fleet_diff_view(result, between), crop=False)  # paths stay whole
 
 
 def print_drift(drift: Drift, output_format: str) -> None:
@@ -615,21 +634,29 @@ def prune_command(
 @scope_option
 @tolerance_option
 @format_option
+@cohort_by_option
+@between_option
 def show(
-    run_ref: str, runs_dir: Path | None, scope: str | None, tolerance: float, output_format: str
+    run_ref: str,
+    runs_dir: Path | None,
+    scope: str | None,
+    tolerance: float,
+    output_format: str,
+    cohort_by: str | None,
+    between: bool,
 ) -> None:
     """Render a saved run again (default: the latest)."""
     run = open_run(run_ref, runs_dir or default_runs_dir(), scope)
-    result = api.cross_host_diff(run, tolerance)
+    result = api.cross_host_diff(run, tolerance, cohort_by=cohort_by)
     if output_format != "terminal":
-        print_fleet_diff(result, output_format)
+        print_fleet_diff(result, output_format, between)
         return
     if run.fabric is not None:  # a `fleet fabric` run: its pairs and suspects, not probe tables
         from fleet.render.terminal.fabric import render_fabric
 
         render_fabric(make_console(), run.fabric, list(run.hosts))
         return
-    render_run(make_console(), run, result)
+    render_run(make_console(), run, result, between=between)
 
 
 def _save(run: Run, runs_dir: Path | None) -> Path | None:

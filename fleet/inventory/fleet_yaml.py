@@ -30,7 +30,7 @@ SETTINGS = (
     "transport",
     "probe_args",
 )
-TOP_LEVEL = ("defaults", "hosts", "groups")
+TOP_LEVEL = ("defaults", "hosts", "groups", "cohort_by")
 GROUP_KEYS = ("hosts", "vars")
 TRANSPORTS = ("ssh", "local")
 NULLABLE = ("jump", "user", "identity_file")  # `jump: null` on the bastion undoes a default
@@ -51,6 +51,9 @@ class Inventory:
     path: str
     hosts: Mapping[str, Host]
     groups: Mapping[str, tuple[str, ...]]
+    # a JMESPath over each host's document naming its cohort for the diff (`cohort_by:`, top
+    # level); recorded in the run, so a saved run is diffed the same way. None: the default
+    cohort_by: str | None = None
 
     def select(self, limit: str | None) -> list[Host]:
         """The hosts that `--limit` selects, in inventory order."""
@@ -114,10 +117,34 @@ def parse_inventory(text: str, path: str = "<inventory>") -> Inventory:
     }
     _check_jumps(hosts, where, raw_hosts)
     hosts = {name: _with_jump_host(host, hosts) for name, host in hosts.items()}
-    return Inventory(path=path, hosts=hosts, groups=groups)
+    return Inventory(path=path, hosts=hosts, groups=groups, cohort_by=_cohort_by(document, where))
 
 
 # ------------------------------------------------------------------------------------- structure
+
+
+def _cohort_by(document: LocatedDict, where: Location) -> str | None:
+    """The `cohort_by:` JMESPath, checked here (file:line) rather than at the first diff."""
+    if "cohort_by" not in document or document["cohort_by"] is None:
+        return None
+    value = document["cohort_by"]
+    here = where.at(document, "cohort_by")
+    if not isinstance(value, str) or not value.strip():
+        raise here.fail(
+            f"cohort_by must be a JMESPath expression (text), not {value!r}",
+            hint="e.g. cohort_by: gpu.gpus[0].name",
+        )
+    import jmespath  # only for an inventory that has cohort_by
+    from jmespath.exceptions import JMESPathError
+
+    try:
+        jmespath.compile(value)
+    except JMESPathError as exc:
+        raise here.fail(
+            f"cohort_by {value!r} is not a JMESPath expression: {exc}",
+            hint="quote it in YAML when it starts with [ or {: cohort_by: '[gpu.gpus[0].name, gpu.interconnect]'",
+        ) from exc
+    return value
 
 
 def _require_mapping(value: Any, where: Location, what: str) -> None:

@@ -1,23 +1,36 @@
-"""Machine-readable (JSON, schema fleet.diff/2) and paste-able (Markdown) forms of diffs and drift."""
+"""Machine-readable (JSON) and paste-able (Markdown) forms of diffs and drift.
+
+The cross-host diff's JSON is a `fleet.diff/2` document: `values` and `sets` list every fact that
+differs, each tagged with `within` (the cohorts whose hosts disagree on it), `between` (the pairs
+of cohorts whose values differ) and `hardware`; `cohorts` (name, label, hosts) and `cohort_by`;
+`findings`, most serious first, each with its `kind`, `rank`, `title`, `hosts`, `cohort` and the
+`facts` it accounts for. Drift is a `fleet.diff/2` document too, told apart by `"kind": "drift"`."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from fleet.analysis.diff import (
+    CrossCohort,
     Divergence,
     DivergenceGroup,
+    Finding,
     FleetDiff,
     SetDivergence,
     group_divergences,
+    list_delta,
 )
 from fleet.analysis.drift import Drift
+from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
 from fleet.hostsets import compact_hosts
-from fleet.render.grouping import short
+from fleet.render.grouping import group_across, pair_rows, short
 
 DIFF_SCHEMA = "fleet.diff/2"
+DRIFT_SCHEMA = DIFF_SCHEMA  # told apart by "kind": "drift"
+BETWEEN_HINT = "`fleet diff RUN --between` lists them"
 
 
 def _plain(value: Any) -> Any:
@@ -37,7 +50,7 @@ def fleet_diff_document(diff: FleetDiff) -> dict[str, Any]:
 
 def drift_document(drift: Drift) -> dict[str, Any]:
     document = {
-        "schema": DIFF_SCHEMA,
+        "schema": DRIFT_SCHEMA,
         "kind": "drift",
         "drift_found": drift.found,
         "changed_hosts": list(drift.changed_hosts),
@@ -67,16 +80,23 @@ def md_code(value: object) -> str:
     return f"{fence}{escaped}{fence}"
 
 
-def fleet_diff_markdown(diff: FleetDiff) -> str:
+def fleet_diff_markdown(diff: FleetDiff, between: bool = False) -> str:
+    """The findings most serious first, then a table per cohort of what differs inside it, a
+    table of the software that differs between cohorts, and the hardware per pair of cohorts
+    (`between`: a table of its facts per pair)."""
     lines = ["## fleet: cross-host divergence", ""]
     if diff.clean:
         lines.append("No divergence: every compared fact is the same on every host.")
     else:
-        odd = md_text(compact_hosts(diff.odd_hosts)) if diff.odd_hosts else "none (split)"
-        lines.append(f"{len(diff.hosts)} hosts; odd: **{odd}**")
-        lines += ["", "| fact | majority | differs on |", "| --- | --- | --- |"]
-        lines += [_markdown_row(item) for item in group_divergences(diff.values)]
-        lines += [_markdown_set_row(names) for names in diff.sets]
+        odd = md_text(compact_hosts(diff.odd_hosts)) if diff.odd_hosts else "none"
+        cohorts = f" in {len(diff.cohorts)} cohorts" if len(diff.cohorts) > 1 else ""
+        facts = len(diff.values) + len(diff.sets)
+        lines.append(f"{len(diff.hosts)} hosts{cohorts}; odd: **{odd}**; {facts} fact(s) differ")
+        lines += _markdown_cohorts(diff)
+        lines += ["", "### Findings, most serious first", ""]
+        lines += [_markdown_finding(n, f) for n, f in enumerate(diff.findings, 1)]
+        lines += _markdown_in_cohorts(diff)
+        lines += _markdown_across(diff, between)
     if diff.outliers or diff.unreported:
         lines.append("")  # the table ends here
     for o in diff.outliers:
@@ -90,10 +110,98 @@ def fleet_diff_markdown(diff: FleetDiff) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _markdown_cohorts(diff: FleetDiff) -> list[str]:
+    if len(diff.cohorts) < 2:
+        return []
+    lines = ["", "| cohort | hosts | key |", "| --- | --- | --- |"]
+    for cohort in diff.cohorts:
+        key = md_text(cohort.name) if diff.cohort_by is None else md_code(diff.cohort_by)
+        hosts = md_text(compact_hosts(cohort.hosts))
+        lines.append(f"| {md_text(cohort.short)} | {hosts} | {key} |")
+    return lines
+
+
+GRADE = {CHECK: "check", COHORT: "in cohort", SOFTWARE: "software", HARDWARE: "hardware"}
+
+
+def _markdown_finding(number: int, finding: Finding) -> str:
+    named = finding.hosts if finding.rank in (CHECK, COHORT) else ()  # the others name cohorts
+    hosts = f" · {md_text(compact_hosts(named))}" if named else ""
+    title = md_text(finding.title)
+    if finding.rank == HARDWARE:
+        title += f": {BETWEEN_HINT}"
+    return f"{number}. **{GRADE[finding.rank]}**{hosts} · {title}"
+
+
+def _markdown_in_cohorts(diff: FleetDiff) -> list[str]:
+    """A table per cohort: each fact that differs inside it, said once for all its devices."""
+    lines: list[str] = []
+    for cohort in diff.cohorts:
+        found = [f for f in diff.in_cohorts if f.cohort == cohort.name and (f.values or f.sets)]
+        if not found:
+            continue
+        hosts = md_text(compact_hosts(cohort.hosts))
+        lines += ["", f"### In cohort {md_text(cohort.short)} ({hosts})", ""]
+        lines += ["| fact | majority | differs on |", "| --- | --- | --- |"]
+        for finding in found:  # most serious first
+            lines += [_markdown_row(item) for item in group_divergences(finding.values)]
+            lines += [_markdown_set_row(names) for names in finding.sets]
+    return lines
+
+
+def _markdown_across(diff: FleetDiff, between: bool) -> list[str]:
+    lines: list[str] = []
+    labels = {c.name: c.short for c in diff.cohorts}
+    software = [x for f in diff.ranked(SOFTWARE) for x in f.across]
+    if software:
+        lines += ["", "### Between cohorts: software (the same code runs on each)", ""]
+        lines += _across_table(software, list(labels), list(labels.values()))
+    hardware = diff.ranked(HARDWARE)
+    if hardware:
+        lines += ["", "### Between cohorts: hardware, as expected", ""]
+    for finding in hardware:
+        if not between or finding.pair is None:
+            lines.append(f"- {md_text(finding.title)}: {BETWEEN_HINT}")
+            continue
+        first, second = (md_text(labels[n]) for n in finding.pair)
+        lines += [f"#### {md_text(finding.title)}", ""]
+        lines += [f"| fact | {first} | {second} |", "| --- | --- | --- |"]
+        for fact, one, other, count in pair_rows(finding.across, finding.pair):
+            many = f" ({count} facts)" if count > 1 else ""
+            lines.append(f"| {md_code(fact)}{many} | {md_text(one)} | {md_text(other)} |")
+        lines.append("")
+    return lines
+
+
+def _across_table(items: Sequence[CrossCohort], cohorts: list[str], labels: list[str]) -> list[str]:
+    """A fact per row, a cohort per column; a per-device fact once for its devices alike."""
+    head = " | ".join(md_text(label) for label in labels)
+    lines = [f"| fact | {head} |", "| --- |" + " --- |" * len(labels)]
+    for fact, item, count in group_across(items):
+        value_of = {c: v for v, cs in item.groups for c in cs}
+        first = item.groups[0][0]
+        cells = []
+        for cohort in cohorts:
+            if cohort not in value_of:
+                cells.append("—")
+            elif item.names and value_of[cohort] != first:
+                cells.append(md_text(list_delta(first, value_of[cohort]) or "same names"))
+            elif item.names:
+                cells.append(f"{len(first)} names")
+            else:
+                cells.append(md_text(short(value_of[cohort])))
+        devices = f" ({count} devices alike)" if count > 1 else ""
+        lines.append(f"| {md_code(fact)}{devices} | {' | '.join(cells)} |")
+    return lines
+
+
 def _markdown_row(item: Divergence | DivergenceGroup) -> str:
     if isinstance(item, DivergenceGroup):
         hosts = md_text(compact_hosts(item.differing_hosts))
-        return f"| {md_code(item.parent)} | (by device) | {hosts} |"
+        if not item.uniform:
+            return f"| {md_code(item.parent)} | values vary by device | {hosts} |"
+        first = dataclasses.replace(item.items[0], fact=item.parent)
+        return _markdown_row(first)[: -len(" |")] + f" ({len(item.items)} devices alike) |"
     shown = item.groups if item.split else item.others
     others = "; ".join(f"{md_text(short(v))}: {md_text(compact_hosts(h))}" for v, h in shown)
     if item.consequences:

@@ -5,9 +5,10 @@ shortened for a table cell. No rich here: the HTML side must not need it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from fleet.analysis.diff import COLLAPSE_AT, CrossCohort, Pair, shape
 from fleet.checks import CheckReport, Verdict, format_value
 from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome
@@ -77,3 +78,44 @@ def check_verdict(report: CheckReport) -> tuple[str, str, str]:
         what = f"{unjudged} error-rule verdict(s) not judged" if unjudged else "nothing passed"
         return "incomplete", "check incomplete", f"no error failures, but {what}; {rest}"
     return "passed", "check passed", f"every error rule judged, none failed; {rest}"
+
+
+def group_across(items: Iterable[CrossCohort]) -> list[tuple[str, CrossCohort, int]]:
+    """Cross-cohort facts of one shape with the same values per cohort (each device of a list):
+    (the shape or the fact, the first of them, how many), said once."""
+    alike: dict[tuple[str, Any], list[CrossCohort]] = {}
+    for item in items:
+        alike.setdefault((shape(item.fact), item.groups), []).append(item)
+    return [
+        (parent if len(found) > 1 else found[0].fact, found[0], len(found))
+        for (parent, _), found in alike.items()
+    ]
+
+
+def pair_rows(items: Sequence[CrossCohort], pair: Pair) -> list[tuple[str, str, str, int]]:
+    """The facts that differ between the two cohorts of `pair`: (fact or shape, the first's
+    value, the second's, how many facts). Devices alike are said once; a device list whose values
+    vary by device (each GPU its own index) once too, as `values vary by device`."""
+    rows: list[tuple[str, str, str, int]] = []
+    varying: dict[tuple[str, bool, bool], list[tuple[str, Any, Any]]] = {}
+    for fact, item, count in group_across(items):
+        value_of = {c: v for v, cs in item.groups for c in cs}
+        first, second = value_of.get(pair[0]), value_of.get(pair[1])
+        if count == 1 and shape(fact) != fact:
+            key = (shape(fact), first is None, second is None)
+            varying.setdefault(key, []).append((fact, first, second))
+            continue
+        rows.append((fact, pair_value(first), pair_value(second), count))
+    for (parent, no_first, no_second), found in varying.items():
+        if len(found) < COLLAPSE_AT:
+            rows += [(fact, pair_value(a), pair_value(b), 1) for fact, a, b in found]
+            continue
+        first_text = "—" if no_first else "values vary by device"
+        second_text = "—" if no_second else "values vary by device"
+        rows.append((parent, first_text, second_text, len(found)))
+    return sorted(rows, key=lambda r: r[0])
+
+
+def pair_value(value: Any) -> str:
+    """A cohort's value in a pair listing; `—` where it has no such fact (a device it lacks)."""
+    return "—" if value is None else short(value)

@@ -16,6 +16,7 @@ REAL_RUN_DIR = ROOT / "tests" / "probes" / "golden" / "real_run"
 GPULESS = REAL_RUN_DIR / "gpuless_local.json"
 LOOPBACK8 = REAL_RUN_DIR / "loopback8_two_odd.json"
 H200X2 = REAL_RUN_DIR / "h200x2_run.json"
+MIXED8 = REAL_RUN_DIR / "mixed8_loopback.json"  # 2× H200 and 8× RTX PRO 6000 (bench/mixed_fleet.py)
 
 
 def invoke(tmp_path: Path, *args: str, columns: int = 200) -> Result:

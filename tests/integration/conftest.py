@@ -119,20 +119,32 @@ def run_fleet(
 
 
 def divergence_block(stdout: str, fact: str) -> str:
-    """The diff's block for `fact`: its line and the indented lines under it."""
+    """The diff's lines for `fact`: its line and the lines under it indented deeper."""
     lines = stdout.splitlines()
     for index, line in enumerate(lines):
-        if line == f"  {fact}" or line.startswith(f"  {fact}  "):
+        text = line.lstrip()
+        if text == fact or text.startswith(f"{fact}  "):
+            indent = len(line) - len(text)
             block = [line]
-            block += [x for x in _takewhile_indented(lines[index + 1 :])]
+            block += [x for x in _takewhile_indented(lines[index + 1 :], indent + 1)]
             return "\n".join(block)
     raise AssertionError(f"no divergence block for {fact}:\n{stdout}")
 
 
-def _takewhile_indented(lines: list[str]) -> list[str]:
+def finding_lines(stdout: str, marker: str) -> str:
+    """A check-grade finding (`  ✗ HOSTS  text`) whose first line holds `marker`, with the lines
+    it wraps onto."""
+    lines = stdout.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("  ✗ ") and marker in line:
+            return "\n".join([line, *_takewhile_indented(lines[index + 1 :], 5)])
+    raise AssertionError(f"no check-grade finding with {marker!r}:\n{stdout}")
+
+
+def _takewhile_indented(lines: list[str], indent: int = 6) -> list[str]:
     taken = []
     for line in lines:
-        if not line.startswith("      "):
+        if not line.startswith(" " * indent):
             break
         taken.append(line)
     return taken

@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FAKES, ROOT
-from tests.integration.conftest import divergence_block, run_fleet, ssh_host, write_inventory
+from tests.integration.conftest import (
+    divergence_block,
+    finding_lines,
+    run_fleet,
+    ssh_host,
+    write_inventory,
+)
 from tests.integration.sshd import SshdFarm
 
 pytestmark = pytest.mark.integration
@@ -67,34 +73,43 @@ def test_torch_without_sm120_is_shown(stack_run) -> None:
     assert devices[0]["capability"] == "12.0"
     assert devices[0]["arch_supported"] is False
     assert data(stack_run, "bw-pcie", "torch")["devices"][0]["arch_supported"] is True
-    # the per-device facts are grouped: one block for GPUs 0-1 (all hosts have them), one for 2-7
-    block = divergence_block(stack_run.stdout, "torch.devices[*].arch_supported")
-    assert "False  bw-noarch" in block
+    # check-grade, first: the torch of bw-noarch cannot run on its GPUs (its peer in the
+    # Blackwell cohort, bw-pcie, can: a 1–1 split, yet the host is named)
+    finding = finding_lines(stack_run.stdout, "bw-noarch")
+    assert "torch 2.7.0+cu126 cannot run on its GPUs: its arch list lacks sm_120" in finding
+    assert stack_run.stdout.index("bw-noarch  torch 2.7.0") < stack_run.stdout.index("in cohort")
 
 
 def test_host_where_only_private_symmetric_memory_resolves_is_shown(stack_run) -> None:
     resolved = {h: data(stack_run, h, "imports")["results"][SYMM_SPEC]["resolved"] for h in STACKS}
     assert resolved["symm-old"] == "torch.distributed._symmetric_memory:_SymmetricMemory"
     assert resolved["nvl-1"] == "torch.distributed._symmetric_memory:SymmetricMemory"
-    row = divergence_block(stack_run.stdout, f'imports.results."{SYMM_SPEC}".resolved')
-    assert "symm-old" in row
+    row = finding_lines(stack_run.stdout, "symm-old")
+    assert "resolves to _SymmetricMemory (the rest of 2× H200: SymmetricMemory)" in row
     assert "nvl-1" not in row
 
 
 def test_pcie_host_among_nvlink_hosts_is_shown(stack_run) -> None:
     assert data(stack_run, "nvl-1", "gpu")["interconnect"] == "nvlink"
     assert data(stack_run, "bw-pcie", "gpu")["interconnect"] == "pcie"
-    row = divergence_block(stack_run.stdout, "gpu.interconnect")
-    assert "nvlink" in row
-    assert "bw-pcie" in row
-    assert "pcie" in row
+    # a cohort of its own: GPU model × count × interconnect; its hardware is one line, listed
+    # fact by fact with --between
+    assert "  8× RTX PRO 6000 Blackwell  bw-noarch,bw-pcie" in stack_run.stdout
+    assert "2× H200 vs 8× RTX PRO 6000 Blackwell: " in stack_run.stdout
+    assert "gpu.interconnect" not in stack_run.stdout
+    between = run_fleet(
+        Path(stack_run.state_dir).parent, "diff", "latest", "--between", "--format", "markdown"
+    )
+    assert "| `gpu.interconnect` | nvlink | pcie |" in between.stdout
 
 
 def test_nccl_p2p_disable_host_is_shown(stack_run) -> None:
     assert data(stack_run, "p2p-off", "nccl")["env"]["NCCL_P2P_DISABLE"] == "1"
-    row = divergence_block(stack_run.stdout, "nccl.env.NCCL_P2P_DISABLE")
-    assert "p2p-off" in row
-    assert "(unset)" in row
+    row = finding_lines(stack_run.stdout, "p2p-off")
+    assert "NCCL transport settings differ: NCCL_P2P_DISABLE=1" in row
+    assert "(the rest of 2× H200: unset)" in row
+    in_cohort = divergence_block(stack_run.stdout, "torch.version")
+    assert "on symm-old" not in in_cohort  # same torch as its cohort: only its class differs
 
 
 def test_canary_is_nowhere(stack_run) -> None:

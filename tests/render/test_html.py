@@ -304,3 +304,35 @@ def test_check_html_has_the_verdicts_and_a_failed_write_sets_bit_64(tmp_path: Pa
     failed = fleet(tmp_path, "check", "--run", str(recorded), "--html", str(missing))
     assert failed.returncode == done.returncode | 64
     assert "cannot write the HTML report" in failed.stderr
+
+
+def test_divergence_map_has_a_column_group_per_cohort_and_folds_the_hardware() -> None:
+    """The mixed fleet (tests/mixed_fleets.py): the H200 pair and the Blackwell hosts head their
+    own columns; the check-grade findings are listed first; the 212 hardware facts between the
+    two cohorts are one folded table, not 212 rows."""
+    from tests.mixed_fleets import mixed8
+
+    run = Run.from_dict(mixed8())
+    diff = compare_hosts(run.hosts.values(), declared_facts())
+    html = render_html(Report(run, diff))
+    page = Page(html)
+    cohorts = [a for tag, a in page.tags if tag == "th" and "cohort-head" in a.get("class", "")]
+    assert [c["title"] for c in cohorts] == [
+        "8× NVIDIA RTX PRO 6000 Blackwell Server Edition · pcie",
+        "2× NVIDIA H200 · nvlink",
+    ]
+    groups = [a["title"] for tag, a in page.tags if tag == "th" and "group" in a.get("class", "")]
+    assert groups[0] == "h[03-04,06,08]"  # the Blackwell hosts that answer alike, then the odd
+    assert set(groups[1:3]) == {"h05", "h07"}
+    assert groups[3] == "h[01-02]"
+    visible = " ".join(page.text)
+    findings = html[html.index('<ol class="findings">') : html.index("</ol>")]
+    assert findings.index("sm_120") < findings.index("NCCL_P2P_DISABLE=1") < findings.index("212")
+    rows = re.findall(r'<tr data-key="([^" ]+)', html[html.index('class="divmap"') :])
+    assert "gpu.driver_version" in rows  # software between cohorts: a row
+    assert not any(r.startswith("gpu.gpus") for r in rows)  # hardware: folded below
+    assert "212 hardware fact(s) differ, as expected" in visible
+    # the H200 pair's own driver, as a whole cohort; the devices it lacks, as its hardware
+    assert html.count('class="cell across"') == 1
+    assert "◇ 580.159.04" in html
+    assert "– no such device" in html

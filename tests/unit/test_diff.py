@@ -178,8 +178,12 @@ def test_identical_payload_objects_are_flattened_once() -> None:
 
 
 def test_declarations_are_read_from_the_probe_files() -> None:
-    assert DECLARED["system"] == ProbeFacts(identity=("hostname",))
+    assert DECLARED["system"] == ProbeFacts(
+        identity=("hostname",), hardware=("cpu_count", "cpus_usable", "memory_gib", "machine")
+    )
     assert "arch_list" in DECLARED["torch"].sets
+    assert "devices[*].name" in DECLARED["torch"].hardware
+    assert "devices[*].arch_supported" not in DECLARED["torch"].hardware
 
 
 def test_list_delta_names_added_and_removed_items() -> None:

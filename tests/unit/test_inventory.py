@@ -172,3 +172,23 @@ def test_compact_hosts_never_pads_a_name_that_was_not_padded() -> None:
     folded = compact_hosts(["gpu-001", "gpu-002", "gpu-5", "gpu-100"])
     assert folded == "gpu-[5,001-002,100]"
     assert expand_hostlist(folded) == ["gpu-5", "gpu-001", "gpu-002", "gpu-100"]
+
+
+def test_cohort_by_is_a_top_level_jmespath() -> None:
+    inventory = parse("""\
+        cohort_by: "[gpu.gpus[0].name, gpu.interconnect]"
+        hosts:
+          gpu-01: {}
+        """)
+    assert inventory.cohort_by == "[gpu.gpus[0].name, gpu.interconnect]"
+    assert parse("hosts: {gpu-01: {}}\n").cohort_by is None
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("'gpu.['", "is not a JMESPath expression"), ("[1, 2]", "must be a JMESPath expression")],
+)
+def test_a_bad_cohort_by_names_its_line(value: str, message: str) -> None:
+    with pytest.raises(InventoryError, match=message) as caught:
+        parse(f"hosts:\n  gpu-01: {{}}\ncohort_by: {value}\n")
+    assert caught.value.message.startswith("inv.yaml:3:")

@@ -54,10 +54,18 @@ def test_terminal_view_reads_at_80_and_200_columns(width: int) -> None:
     text = render(
         fleet_diff_view(compare_hosts(recorded().hosts.values(), declared_facts())), width
     )
-    assert "odd: gpu-[07-08]" in text
-    assert "SymmetricMemory  present on 7 host(s), missing on gpu-07" in text
-    assert "gpu-01" not in text  # the alike hosts are counted, not listed
-    assert max(len(line) for line in text.splitlines()) <= width
+    lines = text.splitlines()
+    assert lines[0] == "divergence: 8 hosts · odd: gpu-[07-08] · 4 fact(s) differ"
+    assert lines[1] == "check-grade:"  # NCCL transport, then the import: one line each
+    assert lines[2].startswith("  ✗ gpu-08  NCCL transport settings differ: NCCL_P2P_DISABLE=1")
+    assert "✗ gpu-07  torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory" in text
+    assert "resolves to _SymmetricMemory (the rest of 2× H200: SymmetricMemory)" in text
+    assert "in cohort 2× H200 (every host):" in text  # one cohort: named once
+    assert "  gpu-07: 2 fact(s) unlike the rest (gpu-[01-06,08])" in text
+    assert '    dir.modules."torch.distributed._symmetric_memory".names  −SymmetricMemory' in text
+    assert "    torch.symmetric_memory.class_name  _SymmetricMemory on gpu-07" in text
+    assert "gpu-01 " not in text  # the alike hosts are folded, never listed one by one
+    assert max(len(line) for line in lines) <= width
 
 
 def test_json_and_markdown_forms() -> None:

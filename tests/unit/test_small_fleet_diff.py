@@ -39,9 +39,14 @@ def rendered(run: Run, width: int = 200) -> str:
 def test_two_hosts_that_disagree_are_a_split_not_a_majority() -> None:
     text = rendered(two_of_loopback8())
     assert "majority" not in text.replace("no majority", "")
-    assert "torch.symmetric_memory.class_name  (split: no majority, 2 hosts)" in text
+    assert "gpu-[01,07]: split on 2 fact(s), no majority" in text
+    assert (
+        "torch.symmetric_memory.class_name  SymmetricMemory on gpu-01; _SymmetricMemory on gpu-07"
+        in text
+    )
     assert "SymmetricMemory  split: present on gpu-01, missing on gpu-07" in text
-    assert "no odd host" in text
+    assert "resolves differently in 2× H200: SymmetricMemory on gpu-01, _SymmetricMemory" in text
+    assert "no odd host: the hosts are split" in text
     assert "odd: gpu" not in text
 
 

@@ -1,9 +1,13 @@
-"""The divergence map of the HTML report: divergent facts × host groups as a heatmap.
+"""The divergence map of the HTML report: the findings, most serious first, then what they rest on
+as a heatmap of facts × hosts, the hosts in cohort columns.
 
-Hosts are grouped by how they answer every divergent fact (one column per distinct answer, the
-biggest group first), so 1,000 hosts with two odd ones make three columns, not 1,000. A cell is
-the majority value (`=`), another value (`≠`) or nothing reported (`–`); each opens its value.
-Name-list differences (dir() dumps, arch lists) follow item by item.
+Each cohort (fleet/analysis/cohorts.py) heads its own columns; inside it, hosts are grouped by how
+they answer every fact shown (one column per distinct answer, the biggest group first), so 1,000
+hosts with two odd ones make a few columns, not 1,000. A cell is the cohort's value (`=`), a value
+unlike the rest of its cohort (`≠`), a whole cohort's value unlike the rest of the fleet (`◇`,
+software between cohorts) or nothing reported (`–`); each opens its value. The hardware facts that
+differ between cohorts, as unlike machines do, are not rows: one line per pair of cohorts says how
+many, and a folded table per pair lists them. Name-list differences follow item by item.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from fleet.analysis.diff import (
+    Cohort,
+    CrossCohort,
     Divergence,
     DivergenceGroup,
     FleetDiff,
@@ -20,18 +26,21 @@ from fleet.analysis.diff import (
     group_divergences,
     list_delta,
 )
+from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
+from fleet.analysis.majority import rank
 from fleet.hostsets import compact_hosts
-from fleet.render.grouping import short
+from fleet.render.grouping import pair_rows, short
 from fleet.render.html.markup import clip, esc, folded, hosts_label, row, table
 
-MAX_COLUMNS = 24  # host groups shown; smaller ones fold into one last column
+MAX_COLUMNS = 24  # host groups shown; a cohort's smallest ones fold into its last column
 MAX_ITEMS = 200  # name-list items listed per fact
-MARK = {"maj": "=", "odd": "≠", "none": "–", "mixed": "?"}
+MARK = {"maj": "=", "odd": "≠", "across": "◇", "none": "–", "mixed": "?"}
+GRADE = {CHECK: "check", COHORT: "in cohort", SOFTWARE: "software", HARDWARE: "hardware"}
 
 
 @dataclass(frozen=True)
 class Cell:
-    kind: str  # maj | odd | none | mixed
+    kind: str  # maj | odd | across | none | mixed
     text: str  # short, in the cell
     full: str  # opened from the cell
 
@@ -50,21 +59,64 @@ def value_text(value: object) -> str:
     return "(unset)" if value is None else str(value)
 
 
-def divergence_row(item: Divergence, fact: str | None = None, note: str = "") -> MapRow:
-    cells = {
-        h: Cell("maj", short(item.majority), value_text(item.majority)) for h in item.majority_hosts
-    }
-    for value, hosts in item.others:
-        delta = list_delta(item.majority, value)
-        full = f"{value_text(value)}\n\nmajority: {value_text(item.majority)}"
-        cell = Cell("odd", delta or short(value), full)
-        cells.update(dict.fromkeys(hosts, cell))
+HARDWARE_NOTE = "this cohort's own: it differs from the other cohorts' as unlike machines do"
+
+
+def divergence_row(
+    item: Divergence,
+    cohorts: Sequence[Cohort],
+    fact: str | None = None,
+    note: str = "",
+    across: CrossCohort | None = None,
+) -> MapRow:
+    """Each host against its cohort's majority; a cohort's own value unlike the fleet's `across`,
+    or, when it differs only as its hardware does (a device it does not have), said so."""
+    value_of = {h: v for v, hosts in item.groups for h in hosts}
+    fleet = None if item.split else item.majority
+    cells: dict[str, Cell] = {}
+    for cohort in cohorts:
+        here = [h for h in cohort.hosts if h in value_of]
+        if not here:
+            continue
+        by_value: dict[object, list[str]] = defaultdict(list)
+        for host in here:
+            by_value[value_of[host]].append(host)
+        (only, *others) = by_value
+        if not others and only != fleet and across and _hardware_only(across, cohort.name):
+            shown = "no such device" if only is None else short(only)  # or its GPU's own value
+            cells.update(
+                dict.fromkeys(here, Cell("none", shown, f"{value_text(only)}\n\n{HARDWARE_NOTE}"))
+            )
+            continue
+        ranking = rank(by_value)
+        typical = ranking.majority[0] if ranking.majority else None
+        for host in here:
+            value = value_of[host]
+            if ranking.split or value != typical:
+                peers = "no majority" if ranking.split else value_text(typical)
+                full = f"{value_text(value)}\n\nthe rest of {cohort.short}: {peers}"
+                cells[host] = Cell("odd", list_delta(typical, value) or short(value), full)
+            elif not item.split and value != fleet:
+                full = f"{value_text(value)} on every host of {cohort.short}\n\nmost hosts: {value_text(fleet)}"
+                cells[host] = Cell("across", short(value), full)
+            else:
+                cells[host] = Cell("maj", short(value), value_text(value))
     return MapRow(fact or item.fact, note, cells)
 
 
-def group_row(item: DivergenceGroup) -> MapRow:
+def _hardware_only(across: CrossCohort, cohort: str) -> bool:
+    """The cohort differs from the others on this fact only as its hardware does."""
+    mine = [pair for pair in across.pairs if cohort in pair]
+    return bool(mine) and all(pair in across.hardware for pair in mine)
+
+
+def group_row(
+    item: DivergenceGroup, cohorts: Sequence[Cohort], across: dict[str, CrossCohort]
+) -> MapRow:
     if item.uniform:
-        return divergence_row(item.items[0], item.parent, f"{len(item.items)} devices alike")
+        first = item.items[0]
+        note = f"{len(item.items)} devices alike"
+        return divergence_row(first, cohorts, item.parent, note, across.get(first.fact))
     differing = set(item.differing_hosts)
     cells: dict[str, Cell] = {}
     for divergence in item.items:
@@ -75,36 +127,98 @@ def group_row(item: DivergenceGroup) -> MapRow:
     return MapRow(item.parent, f"{len(item.items)} facts by device, values vary", cells)
 
 
-def set_row(item: SetDivergence) -> MapRow:
-    missing: dict[str, list[str]] = defaultdict(list)
-    extra: dict[str, list[str]] = defaultdict(list)
-    for name, hosts in item.missing:
-        for host in hosts:
-            missing[host].append(name)
-    for name, hosts in item.extra:
-        for host in hosts:
-            extra[host].append(name)
-    cells = {h: Cell("maj", "majority set", "has every name the majority has") for h in item.hosts}
-    for host in item.differing_hosts:
-        change = [f"−{n}" for n in missing[host]] + [f"+{n}" for n in extra[host]]
-        cells[host] = Cell("odd", short(" ".join(change)), "\n".join(change))
+def set_row(item: SetDivergence, within: dict[str, SetDivergence]) -> MapRow:
+    """Each host's names against its cohort's: `within` (cohort → the names split there)."""
+    cells = {h: Cell("maj", "cohort's set", "has every name its cohort has") for h in item.hosts}
+    for names in within.values():
+        missing: dict[str, list[str]] = defaultdict(list)
+        extra: dict[str, list[str]] = defaultdict(list)
+        for name, hosts in names.missing:
+            for host in hosts:
+                missing[host].append(name)
+        for name, hosts in names.extra:
+            for host in hosts:
+                extra[host].append(name)
+        for host in names.differing_hosts:
+            change = [f"−{n}" for n in missing[host]] + [f"+{n}" for n in extra[host]]
+            cells[host] = Cell("odd", short(" ".join(change)), "\n".join(change))
     return MapRow(item.fact, f"names, {len(item.hosts)} hosts", cells)
 
 
+def across_set_cells(item: SetDivergence, diff: FleetDiff, row_cells: dict[str, Cell]) -> None:
+    """Cohorts whose names differ from the first cohort's, as a whole: `across` cells."""
+    for finding in diff.ranked(CHECK, SOFTWARE):
+        for cross in finding.across:
+            if cross.fact != item.fact or not cross.names:
+                continue
+            first = cross.groups[0][0]
+            for value, cohort_names in cross.groups[1:]:
+                delta = list_delta(first, value) or "other names"
+                for cohort in diff.cohorts:
+                    if cohort.name in cohort_names:
+                        for host in cohort.hosts:
+                            if row_cells.get(host, NOT_REPORTED).kind == "maj":
+                                row_cells[host] = Cell("across", short(delta), delta)
+
+
 def map_rows(diff: FleetDiff) -> list[MapRow]:
+    """A row per fact of the findings that name facts (check-grade, in cohort, software between
+    cohorts), most serious first; the facts of a device list said once."""
+    shown = [f for f in diff.findings if f.rank != HARDWARE]
+    order = list(dict.fromkeys(fact for f in shown for fact in f.facts))
+    values = {d.fact: d for d in diff.values}
+    sets = {s.fact: s for s in diff.sets}
+    within: dict[str, dict[str, SetDivergence]] = defaultdict(dict)
+    for finding in shown:
+        for names in finding.sets:
+            if finding.cohort is not None:
+                within[names.fact][finding.cohort] = names
+    across = {x.fact: x for f in diff.findings for x in f.across}
     rows: list[MapRow] = []
-    for item in group_divergences(diff.values):
-        rows.append(group_row(item) if isinstance(item, DivergenceGroup) else divergence_row(item))
-    rows += [set_row(item) for item in diff.sets]
+    chosen = [values[f] for f in order if f in values]
+    for item in _grouped_in_order(chosen):
+        if isinstance(item, DivergenceGroup):
+            rows.append(group_row(item, diff.cohorts, across))
+        else:
+            rows.append(divergence_row(item, diff.cohorts, across=across.get(item.fact)))
+    for fact in order:
+        if fact in sets:
+            map_row = set_row(sets[fact], within[fact])
+            across_set_cells(sets[fact], diff, map_row.cells)
+            rows.append(map_row)
     return rows
 
 
-def host_columns(rows: Sequence[MapRow], hosts: Iterable[str]) -> list[tuple[str, ...]]:
-    """Hosts grouped by their cells across every row; the biggest group first."""
-    by_answer: dict[tuple[Cell, ...], list[str]] = defaultdict(list)
-    for host in hosts:
-        by_answer[tuple(r.cells.get(host, NOT_REPORTED) for r in rows)].append(host)
-    return sorted((tuple(g) for g in by_answer.values()), key=lambda g: (-len(g), g[0]))
+def _grouped_in_order(items: Sequence[Divergence]) -> list[Divergence | DivergenceGroup]:
+    """group_divergences, in the order the facts came (the findings' order)."""
+    grouped = group_divergences(items)
+    position = {item.fact: i for i, item in enumerate(items)}
+
+    def first(entry: Divergence | DivergenceGroup) -> int:
+        members = entry.items if isinstance(entry, DivergenceGroup) else (entry,)
+        return min(position[m.fact] for m in members)
+
+    return sorted(grouped, key=first)
+
+
+def host_columns(
+    rows: Sequence[MapRow], cohorts: Sequence[Cohort], compared: Iterable[str]
+) -> list[tuple[Cohort, tuple[str, ...]]]:
+    """Per cohort, its hosts grouped by their cells across every row; the biggest group first,
+    at most a fair share of MAX_COLUMNS per cohort (its smallest groups share its last column)."""
+    reporting = set(compared)
+    share = max(1, MAX_COLUMNS // max(1, len(cohorts)))
+    columns = []
+    for cohort in cohorts:
+        by_answer: dict[tuple[Cell, ...], list[str]] = defaultdict(list)
+        for host in cohort.hosts:
+            if host in reporting:
+                by_answer[tuple(r.cells.get(host, NOT_REPORTED) for r in rows)].append(host)
+        groups = sorted((tuple(g) for g in by_answer.values()), key=lambda g: (-len(g), g[0]))
+        if len(groups) > share:
+            groups = [*groups[: share - 1], tuple(h for g in groups[share - 1 :] for h in g)]
+        columns += [(cohort, group) for group in groups]
+    return columns
 
 
 # ------------------------------------------------------------------------------------ markup
@@ -112,29 +226,57 @@ def host_columns(rows: Sequence[MapRow], hosts: Iterable[str]) -> list[tuple[str
 
 def divergence_map(diff: FleetDiff, compared: Sequence[str]) -> str:
     rows = map_rows(diff)
-    if not rows:
+    hardware = hardware_pairs(diff)
+    if not rows and not hardware:
         return '<p class="ok">no divergence: every compared fact is the same on every host that reported it</p>'
-    columns = host_columns(rows, compared)
-    note = ""
-    if len(columns) > MAX_COLUMNS:
-        rest = [h for group in columns[MAX_COLUMNS - 1 :] for h in group]
-        note = (
-            f'<p class="note">{len(columns)} distinct host groups: the {len(columns) - MAX_COLUMNS + 1} '
-            f"smallest ({len(rest)} hosts) share the last column.</p>"
+    parts = [findings_list(diff)]
+    if rows:
+        parts.append(_map_table(rows, host_columns(rows, diff.cohorts, compared)))
+    parts.append(hardware)
+    return "".join(parts)
+
+
+def findings_list(diff: FleetDiff) -> str:
+    items = []
+    for finding in diff.findings:
+        hosts = finding.hosts if finding.rank in (CHECK, COHORT) else ()
+        named = f" <b>{esc(compact_hosts(hosts))}</b>" if hosts else ""
+        items.append(
+            f'<li data-key="{esc(" ".join([*finding.facts[:50], *hosts]))}">'
+            f'<span class="grade g{finding.rank}">{GRADE[finding.rank]}</span>{named} '
+            f"{esc(finding.title)}</li>"
         )
-        columns = [*columns[: MAX_COLUMNS - 1], tuple(rest)]
-    head = "".join(
-        f'<th class="group" title="{esc(compact_hosts(g))}">{hosts_label(g)}</th>' for g in columns
+    return f'<ol class="findings">{"".join(items)}</ol>'
+
+
+def _map_table(rows: Sequence[MapRow], columns: Sequence[tuple[Cohort, tuple[str, ...]]]) -> str:
+    spans: list[tuple[Cohort, int]] = []
+    for cohort, _ in columns:
+        if spans and spans[-1][0] == cohort:
+            spans[-1] = (cohort, spans[-1][1] + 1)
+        else:
+            spans.append((cohort, 1))
+    cohort_head = "".join(
+        f'<th class="cohort-head" colspan="{n}" title="{esc(c.name)}">{esc(c.short)} '
+        f'<span class="dim">({len(c.hosts)})</span></th>'
+        for c, n in spans
     )
-    body = "".join(_map_row(r, columns) for r in rows)
+    group_head = "".join(
+        f'<th class="group" title="{esc(compact_hosts(g))}">{hosts_label(g)}</th>'
+        for _, g in columns
+    )
+    body = "".join(_map_row(r, [g for _, g in columns]) for r in rows)
     legend = (
-        '<p class="dim"><span class="cell maj key">=</span> majority value '
-        '<span class="cell odd key">≠</span> another value '
-        '<span class="cell none key">–</span> not reported · open a cell for its value</p>'
+        '<p class="dim"><span class="cell maj key">=</span> the cohort\'s value '
+        '<span class="cell odd key">≠</span> unlike the rest of its cohort '
+        '<span class="cell across key">◇</span> the whole cohort unlike the rest of the fleet '
+        '<span class="cell none key">–</span> not reported, or the cohort\'s own hardware · '
+        "open a cell for its value</p>"
     )
     return (
-        f'{note}<div class="scroll"><table class="divmap"><thead><tr><th>fact</th>{head}</tr>'
-        f"</thead><tbody>{body}</tbody></table></div>{legend}"
+        f'<div class="scroll"><table class="divmap"><thead><tr><th rowspan="2">fact</th>'
+        f"{cohort_head}</tr><tr>{group_head}</tr></thead><tbody>{body}</tbody></table></div>"
+        f"{legend}"
     )
 
 
@@ -153,11 +295,28 @@ def _map_row(map_row: MapRow, columns: Sequence[tuple[str, ...]]) -> str:
             f'</summary><pre class="value">{esc(clip(cell.full))}</pre></details></td>'
         )
     note = f'<div class="dim">{esc(map_row.note)}</div>' if map_row.note else ""
-    fact = (
-        f'<th class="fact"><code>{esc(map_row.fact)}</code>{note}'
-        f'<div class="odd-hosts">odd: {esc(compact_hosts(odd))}</div></th>'
-    )
+    named = f'<div class="odd-hosts">odd: {esc(compact_hosts(odd))}</div>' if odd else ""
+    fact = f'<th class="fact"><code>{esc(map_row.fact)}</code>{note}{named}</th>'
     return f'<tr data-key="{esc(" ".join([map_row.fact, *odd]))}">{fact}{"".join(cells)}</tr>'
+
+
+def hardware_pairs(diff: FleetDiff) -> str:
+    """Per pair of cohorts: how many hardware facts differ, folded over their table."""
+    labels = {c.name: c.short for c in diff.cohorts}
+    blocks = []
+    for finding in diff.ranked(HARDWARE):
+        if finding.pair is None:
+            continue
+        first, second = finding.pair
+        rows = []
+        for fact, one, other, count in pair_rows(finding.across, finding.pair):
+            many = f' <span class="dim">({count} facts)</span>' if count > 1 else ""
+            rows.append(row([f"<code>{esc(fact)}</code>{many}", esc(one), esc(other)]))
+        body = table(["fact", labels[first], labels[second]], rows)
+        blocks.append(folded(esc(finding.title), body))
+    if not blocks:
+        return ""
+    return "<h3>hardware between cohorts, as expected</h3>" + "".join(blocks)
 
 
 def name_lists(diff: FleetDiff) -> str:

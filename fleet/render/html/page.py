@@ -137,8 +137,11 @@ def _verdict(report: Report, diff: FleetDiff) -> str:
             f'<p class="verdict odd">odd hosts: <b>{esc(compact_hosts(diff.odd_hosts))}</b> · '
             f"{facts} fact(s) differ · {len({o.host for o in diff.outliers})} slow host(s)</p>"
         )
-    elif len(diff.hosts) > 1:
+    elif len(diff.hosts) > 1 and diff.clean:
         lines.append('<p class="verdict ok">no divergence between the hosts that reported</p>')
+    elif len(diff.hosts) > 1:
+        what = "the hosts are split" if diff.in_cohorts else "each cohort alike within"
+        lines.append(f'<p class="verdict odd">no odd host: {what} · {facts} fact(s) differ</p>')
     trouble = [o.name for o in report.run.hosts.values() if o.status != "ok"]
     if trouble:
         lines.append(f'<p class="verdict bad">not ok: <b>{esc(compact_hosts(trouble))}</b></p>')
@@ -265,10 +268,10 @@ def fabric_of(run: Run, document: Mapping[str, object] | None = None) -> object:
 CSS = """
 :root{--bg:#fff;--fg:#1b1d21;--dim:#5d6470;--line:#d8dbe0;--panel:#f5f6f8;--host:#8a8f98;
 --median:#0072B2;--maj:rgba(0,114,178,.13);--oddbg:rgba(230,159,0,.42);--bad:#b3261e;--warn:#8a5a00;
---ok:#1b7f3b;--band:rgba(0,114,178,.16)}
+--ok:#1b7f3b;--band:rgba(0,114,178,.16);--acrossbg:rgba(204,121,167,.28)}
 @media (prefers-color-scheme:dark){:root{--bg:#15171b;--fg:#e4e6ea;--dim:#9aa1ad;--line:#363a42;
 --panel:#1e2127;--host:#7d838d;--median:#56B4E9;--maj:rgba(86,180,233,.16);--oddbg:rgba(230,159,0,.45);
---bad:#ff8a80;--warn:#f0c05a;--ok:#7fd49b;--band:rgba(86,180,233,.2)}}
+--bad:#ff8a80;--warn:#f0c05a;--ok:#7fd49b;--band:rgba(86,180,233,.2);--acrossbg:rgba(204,121,167,.4)}}
 *{box-sizing:border-box}
 body{margin:0;background:var(--bg);color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif}
 header,main,footer,nav{max-width:1400px;margin:0 auto;padding:0 20px}
@@ -299,6 +302,10 @@ table.sortable thead th{cursor:pointer}table.sortable thead th:after{content:" �
 .cell{min-width:90px;max-width:240px}.cell summary{cursor:pointer;list-style:none;overflow:hidden;
 text-overflow:ellipsis;white-space:nowrap}.cell summary::-webkit-details-marker{display:none}
 .cell.maj{background:var(--maj)}.cell.odd{background:var(--oddbg);font-weight:600}
+.cell.across{background:var(--acrossbg)}.divmap th.cohort-head{text-align:center;border-bottom:2px solid var(--median)}
+ol.findings{margin:6px 0 12px;padding-left:26px}ol.findings li{margin:2px 0}
+.grade{display:inline-block;padding:0 6px;border-radius:9px;font-size:12px;border:1px solid currentColor;margin-right:4px}
+.grade.g1{color:var(--bad);font-weight:600}.grade.g2{color:var(--warn)}.grade.g3{color:var(--median)}.grade.g4{color:var(--dim)}
 .cell.none,.cell.mixed{background:repeating-linear-gradient(45deg,transparent 0 5px,var(--line) 5px 7px)}
 .cell .value{max-width:480px}.cell.key{display:inline-block;min-width:0;padding:0 6px;border:1px solid var(--line)}
 details{margin:3px 0}summary{cursor:pointer}details>details,details>p,details>pre,details>table{margin-left:18px}

@@ -1,6 +1,7 @@
-"""Terminal views of a cross-host diff and of drift between runs (rich). Summary first, then one
-compact block per divergent fact, widest impact first; plain indented text so it reads at 80
-columns as well as at 200."""
+"""Terminal views of a cross-host diff and of drift between runs (rich). Summary and cohorts
+first, then the findings most serious first (fleet/analysis/findings.py): check-grade, inside each
+cohort, software between cohorts, hardware between cohorts as one line per pair. Plain indented
+text wrapped between words, so it reads at 80 columns as well as at 200."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
+from fleet.analysis.cohorts import DEFAULT_COHORT_BY
 from fleet.analysis.diff import (
+    CrossCohort,
     Divergence,
     DivergenceGroup,
+    Finding,
     FleetDiff,
     Outlier,
     SetDivergence,
@@ -22,11 +26,15 @@ from fleet.analysis.diff import (
     list_delta,
 )
 from fleet.analysis.drift import Change, Drift
+from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
 from fleet.hostsets import compact_hosts
-from fleet.render.grouping import short
+from fleet.render.grouping import group_across, pair_rows, short
+from fleet.render.terminal.wrap import KEEP, Hanging, keep, keep_all
 
 MAX_ITEMS = 8
 MAX_CONSEQUENCES = 2
+MAX_ACROSS = 12  # software facts listed per pair of cohorts (--format json lists every one)
+MAX_INDENT = 24  # a check-grade line's hosts wider than this: its text goes under them
 
 
 def hosts_text(hosts: Iterable[str]) -> str:
@@ -36,24 +44,19 @@ def hosts_text(hosts: Iterable[str]) -> str:
 # --------------------------------------------------------------------------------- fleet diff
 
 
-def fleet_diff_view(diff: FleetDiff) -> Group:
+def fleet_diff_view(diff: FleetDiff, between: bool = False) -> Group:
+    """Summary, cohorts, then the findings most serious first: check-grade, inside each cohort,
+    software between cohorts, and one line per pair of cohorts for their hardware (`between`:
+    every hardware fact of each pair, listed)."""
     parts: list[Any] = [diff_summary(diff)]
-    blocks = sorted(
-        [*group_divergences(diff.values), *diff.sets],
-        key=lambda d: (-len(d.differing_hosts), _name(d)),
-    )
-    parts += [_block(item) for item in blocks]
+    if len(diff.cohorts) > 1 or diff.outliers:
+        parts.append(cohorts_view(diff))
+    parts += findings_view(diff, between)
     if diff.outliers:
         parts.append(outliers_view(diff.outliers, diff.tolerance))
-    if len(diff.cohorts) > 1 or diff.outliers:
-        parts.append(cohorts_line(diff))
     if diff.unreported:
         parts.append(unreported_view(diff.unreported))
     return Group(*parts)
-
-
-def _name(item: Divergence | DivergenceGroup | SetDivergence) -> str:
-    return item.parent if isinstance(item, DivergenceGroup) else item.fact
 
 
 def diff_summary(diff: FleetDiff) -> Text:
@@ -69,80 +72,230 @@ def diff_summary(diff: FleetDiff) -> Text:
         )
         return text
     text.append(f"{len(diff.hosts)} hosts · ")
+    if len(diff.cohorts) > 1:
+        text.append(f"{len(diff.cohorts)} cohorts · ")
     if diff.odd_hosts:
         text.append(f"odd: {hosts_text(diff.odd_hosts)}", style="bold yellow")
-    else:
+    elif diff.in_cohorts:
         text.append("no odd host: the hosts are split", style="bold yellow")
+    else:
+        text.append("no odd host: each cohort alike within", style="bold yellow")
     text.append(f" · {facts} fact(s) differ")
     if diff.outliers:
         text.append(f" · {len({o.host for o in diff.outliers})} slow host(s)")
     return text
 
 
-def _block(item: Divergence | DivergenceGroup | SetDivergence) -> Group:
-    """The fact's line, unwrapped (a path stays whole), then its values, wrapped between words."""
-    if isinstance(item, DivergenceGroup):
-        text = _group_block(item)
-    elif isinstance(item, SetDivergence):
-        text = _set_block(item)
+def cohorts_view(diff: FleetDiff) -> Group:
+    how = f"--cohort-by {diff.cohort_by}" if diff.cohort_by else DEFAULT_COHORT_BY
+    lines: list[Any] = [Text(f"cohorts ({how}):", style="bold")]
+    for cohort in diff.cohorts:
+        head = Text(f"  {cohort.short}  ")
+        body = Text(hosts_text(cohort.hosts))
+        if cohort.label and cohort.label != cohort.name:
+            body.append(f"  {keep(f'({cohort.name})')}", style="dim")
+        lines.append(Hanging(head, body, 4))
+    return Group(*lines)
+
+
+def findings_view(diff: FleetDiff, between: bool = False) -> list[Any]:
+    labels = {c.name: keep(c.short) for c in diff.cohorts}
+    hosts_of = {c.name: c.hosts for c in diff.cohorts}
+    parts: list[Any] = []
+    checks = diff.ranked(CHECK)
+    if checks:
+        parts.append(Text("check-grade:", style="bold"))
+        parts += [_check_line(f, labels) for f in checks]
+    for cohort in diff.cohorts:
+        inside = [f for f in diff.ranked(COHORT) if f.cohort == cohort.name]
+        if not inside:
+            continue
+        where = hosts_text(cohort.hosts) if len(diff.cohorts) > 1 else "every host"
+        parts.append(Text(f"in cohort {cohort.short} ({where}):", style="bold"))
+        for finding in inside:
+            parts += _cohort_finding(finding, hosts_of[cohort.name])
+    software = diff.ranked(SOFTWARE)
+    if software:
+        parts.append(Text("between cohorts, software (the same code runs on each):", style="bold"))
+        for finding in software:
+            parts += _software_finding(finding, labels)
+    hardware = diff.ranked(HARDWARE)
+    if hardware:
+        parts.append(Text("between cohorts, hardware:", style="bold"))
+        for finding in hardware:
+            parts += _hardware_finding(finding, labels, between)
+    return parts
+
+
+def _check_line(finding: Finding, labels: dict[str, str]) -> Hanging:
+    hosts = hosts_text(finding.hosts)
+    head = Text("  ")
+    head.append("✗ ", style="bold red")
+    head.append(hosts, style="bold yellow")
+    head.append("  ")
+    indent = len(head.plain) if len(head.plain) <= MAX_INDENT else 6
+    return Hanging(head, Text(_kept(finding.title, labels)), indent)
+
+
+def _kept(title: str, labels: dict[str, str]) -> str:
+    """A finding's title with the cohorts it names kept whole."""
+    return keep_all(title, [label.replace(KEEP, " ") for label in labels.values()])
+
+
+def _cohort_finding(finding: Finding, cohort_hosts: tuple[str, ...]) -> list[Any]:
+    odd = finding.odd_hosts
+    head = Text("  ")
+    head.append(hosts_text(finding.hosts), style="bold yellow")
+    head.append(":")
+    if odd:
+        rest = sorted(set(cohort_hosts) - set(odd))
+        body = Text(f"{len(finding.facts)} fact(s) unlike the rest ({hosts_text(rest)})")
     else:
-        text = _value_block(item)
-    header, _, body = text.plain.partition("\n")
-    if not body:
-        return Group(text)
+        body = Text(f"split on {len(finding.facts)} fact(s), no majority")
+    lines: list[Any] = [Hanging(head, body, 4)]
+    for item in group_divergences(finding.values):
+        lines += _value_line(item)
+    for names in finding.sets:
+        lines += _names_lines(names)
+    return lines
+
+
+def _value_line(item: Divergence | DivergenceGroup) -> list[Any]:
+    """One line, whole in itself (grep finds the hosts with the fact): the fact, the odd value(s)
+    with their hosts, and the rest's value."""
+    if isinstance(item, DivergenceGroup):
+        if not item.uniform:
+            head = _fact_head(item.parent)
+            body = Text(f"values vary by device ({len(item.items)} facts): ", style="dim")
+            body.append(f"differ on {hosts_text(item.differing_hosts)}", style="yellow")
+            return [Hanging(head, body, 6)]
+        first = item.items[0]
+        alike = _value_line(dataclasses.replace(first, fact=item.parent))
+        alike[0].body.append(f" ({len(item.items)} devices alike)", style="dim")
+        return alike
+    head = _fact_head(item.fact)
+    body = Text()
+    if item.split:
+        body.append("; ".join(f"{short(v)} {_on(h)}" for v, h in item.groups), "yellow")
+    else:
+        body.append(
+            "; ".join(
+                f"{list_delta(item.majority, v) or short(v)} {_on(h)}" for v, h in item.others
+            ),
+            style="yellow",
+        )
+        body.append(f" (rest:{KEEP}{short(item.majority)})", style="dim")
+    lines: list[Any] = [Hanging(head, body, 6)]
+    if item.consequences:
+        lines.append(Hanging(Text("      "), _consequences_text(item), 8))
+    return lines
+
+
+def _on(hosts: Iterable[str]) -> str:
+    """`on HOSTS`, never broken between the two."""
+    return f"on{KEEP}{hosts_text(hosts)}"
+
+
+def _fact_head(fact: str) -> Text:
+    head = Text("    ")
+    head.append(fact, style="bold")
+    head.append("  ")
+    return head
+
+
+def _consequences_text(item: Divergence) -> Text:
+    """Facts that differ only because of this one (a probe that did not succeed), on one line."""
+    names = ", ".join(item.consequences[:MAX_CONSEQUENCES])
+    more = len(item.consequences) - MAX_CONSEQUENCES
+    text = Text(f"and so {len(item.consequences)} more fact(s) differ: ", style="dim")
+    text.append(names + (f", … (+{more}; --format json lists all)" if more > 0 else ""))
+    return text
+
+
+def _names_lines(item: SetDivergence) -> list[Any]:
+    """A name set: one line when every odd host differs alike, else item by item."""
+    deltas = {host_delta(item, h) for h in item.differing_hosts}
+    if len(deltas) == 1 and not item.split:
+        (delta,) = deltas
+        body = Text(f"{' '.join(delta)} {_on(item.differing_hosts)}", style="yellow")
+        return [Hanging(_fact_head(item.fact), body, 6)]
+    return [_set_lines(item)]
+
+
+def host_delta(item: SetDivergence, host: str) -> tuple[str, ...]:
+    missing = [f"−{n}" for n, hosts in item.missing if host in hosts]
+    extra = [f"+{n}" for n, hosts in item.extra if host in hosts]
+    return tuple(missing + extra)
+
+
+def _software_finding(finding: Finding, labels: dict[str, str]) -> list[Any]:
+    lines: list[Any] = [Hanging(Text("  "), Text(_kept(finding.title, labels)), 4)]
+    shown = group_across(finding.across)
+    for entry in shown[:MAX_ACROSS]:
+        lines.append(_across_line(entry, labels))
+    if len(shown) > MAX_ACROSS:
+        more = len(shown) - MAX_ACROSS
+        lines.append(Text(f"    … and {more} more (--format json lists them)", style="dim"))
+    return lines
+
+
+def _hardware_finding(finding: Finding, labels: dict[str, str], between: bool) -> list[Any]:
+    title = _kept(finding.title, labels)
+    if not between or finding.pair is None:
+        body = Text(title + ": ")
+        body.append(keep("fleet diff RUN --between"), style="bold")
+        body.append(" lists them")
+        return [Hanging(Text("  "), body, 4)]
+    first, second = (labels[c] for c in finding.pair)
+    lines: list[Any] = [Hanging(Text("  "), Text(f"{title} ({first} | {second}):"), 4)]
+    for fact, one, other, count in pair_rows(finding.across, finding.pair):
+        body = Text(f"{one} | {other}", style="yellow")
+        if count > 1:
+            body.append(f" ({count} facts)", style="dim")
+        lines.append(Hanging(_fact_head(fact), body, 6))
+    return lines
+
+
+def _across_line(entry: tuple[str, CrossCohort, int], labels: dict[str, str]) -> Hanging:
+    """A fact's value per cohort: `580.65.06 on 8× RTX …; 580.159.04 on 2× H200`; name sets as
+    the names each cohort has more or less than the first."""
+    fact, cross, count = entry
+    (first, first_cohorts), *rest = cross.groups
+    sides = []
+    if cross.names:
+        for value, cohorts in rest:
+            delta = list_delta(first, value) or "same names"
+            sides.append(f"{_cohorts(cohorts, labels)}: {delta}")
+        body = Text("; ".join(sides) + f" (vs {_cohorts(first_cohorts, labels)})", style="yellow")
+    else:
+        body = Text(
+            "; ".join(f"{short(v)} on {_cohorts(cs, labels)}" for v, cs in cross.groups),
+            style="yellow",
+        )
+    if count > 1:
+        body.append(f" ({count} devices alike)", style="dim")
+    return Hanging(_fact_head(fact), body, 6)
+
+
+def _cohorts(names: Iterable[str], labels: dict[str, str]) -> str:
+    return ", ".join(labels.get(n, n) for n in names)
+
+
+def _set_lines(item: SetDivergence) -> Group:
+    """A name set item by item: its fact's line, unwrapped (a path stays whole), then each name
+    with the hosts that lack or have it, wrapped between words."""
+    text = _set_block(item)
+    header, _, _ = text.plain.partition("\n")
     first, rest = text[: len(header)], text[len(header) + 1 :]
     first.no_wrap, first.overflow = True, "ignore"
     return Group(first, rest)
 
 
 def fact_line(fact: str) -> Text:
-    """A fact's name: _block keeps this first line unwrapped, as it is the JMESPath a rule
-    copies, whole even when longer than the line (print the view with crop=False)."""
-    text = Text("  ")
+    """A fact's name: kept whole on its line, as it is the JMESPath a rule copies, even when
+    longer than the line (print the view with crop=False)."""
+    text = Text("    ")
     text.append(fact, style="bold")
-    return text
-
-
-def _value_block(item: Divergence) -> Text:
-    text = fact_line(item.fact)
-    if item.split:
-        return _split_block(text, item)
-    text.append(f"\n      {short(item.majority)}", style="green")
-    text.append(f"  majority, {len(item.majority_hosts)} host(s)", style="dim")
-    for value, hosts in item.others:
-        delta = list_delta(item.majority, value)
-        text.append(f"\n      {delta or short(value)}", style="yellow")
-        text.append(f"  {hosts_text(hosts)}")
-    return _consequences(text, item)
-
-
-def _split_block(text: Text, item: Divergence) -> Text:
-    """No value leads (two hosts that disagree): every value with its hosts, none 'majority'."""
-    text.append(f"  (split: no majority, {len(item.hosts)} hosts)", style="dim")
-    for value, hosts in item.groups:
-        text.append(f"\n      {short(value)}", style="yellow")
-        text.append(f"  {hosts_text(hosts)}")
-    return _consequences(text, item)
-
-
-def _consequences(text: Text, item: Divergence) -> Text:
-    """Facts that differ only because of this one (a probe that did not succeed), on one line."""
-    if item.consequences:
-        names = ", ".join(item.consequences[:MAX_CONSEQUENCES])
-        more = len(item.consequences) - MAX_CONSEQUENCES
-        text.append(f"\n      and so {len(item.consequences)} more fact(s) differ: ", style="dim")
-        text.append(names + (f", … (+{more}; --format json lists all)" if more > 0 else ""))
-    return text
-
-
-def _group_block(item: DivergenceGroup) -> Text:
-    if item.uniform:
-        text = _value_block(dataclasses.replace(item.items[0], fact=item.parent))
-        text.append(f"\n      ({len(item.items)} devices alike)", style="dim")
-        return text
-    text = fact_line(item.parent)
-    text.append(f"  ({len(item.items)} facts, by device, values vary)", style="dim")
-    text.append(f"\n      differ on  {hosts_text(item.differing_hosts)}", style="yellow")
     return text
 
 
@@ -175,12 +328,6 @@ def outliers_view(outliers: Iterable[Outlier], tolerance: float) -> Text:
         text.append(f"\n  {o.measure}  ", style="bold")
         text.append(f"{o.host} {o.value:g}", style="yellow")
         text.append(f" = {o.factor:g}× the cohort median {o.median:g} ({o.cohort})")
-    return text
-
-
-def cohorts_line(diff: FleetDiff) -> Text:
-    text = Text("cohorts: ", style="bold")
-    text.append(" · ".join(f"{c.name}: {hosts_text(c.hosts)}" for c in diff.cohorts))
     return text
 
 

@@ -52,7 +52,13 @@ def status_style(status: str) -> str:
     return STATUS_STYLE.get(status, "white")
 
 
-def render_run(console: Console, run: Run, diff: FleetDiff, saved_to: str | None = None) -> None:
+def render_run(
+    console: Console,
+    run: Run,
+    diff: FleetDiff,
+    saved_to: str | None = None,
+    between: bool = False,
+) -> None:
     """Titles are lines of their own (a table's title is padded to its width)."""
     console.print(Text("hosts", style="italic"))
     table, left_out = fitted_table(STATUS_COLUMNS, status_rows(run.hosts.values()), console.width)
@@ -69,7 +75,9 @@ def render_run(console: Console, run: Run, diff: FleetDiff, saved_to: str | None
     matrix = allreduce_matrix_table(run, diff)
     if matrix is not None:
         console.print(matrix)
-    console.print(fleet_diff_view(diff), crop=False)  # a fact path longer than a line stays whole
+    console.print(
+        fleet_diff_view(diff, between), crop=False
+    )  # a fact path longer than a line stays whole
     console.print(summary_line(run, saved_to))
 
 

@@ -1,0 +1,76 @@
+"""Issue 23's mixed fleet, for real: 8 loopback sshd hosts with fake GPU stacks (2× H200, and 8×
+RTX PRO 6000 Blackwell with one host lacking sm_120 and one with NCCL_P2P_DISABLE=1), probed with
+`COLUMNS=80 fleet probe --no-allreduce`; prints what the user sees and the "Done when" figures.
+
+    python3 bench/mixed_fleet.py              # the output and its measurements
+    python3 bench/mixed_fleet.py --record     # also (re)write the golden run document
+                                              # tests/probes/golden/real_run/mixed8_loopback.json
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.integration.mixed_fleet import (  # noqa: E402
+    NO_SM120,
+    P2P_OFF,
+    probe_mixed_fleet,
+    start_mixed_fleet,
+)
+from tests.integration.sshd import SshdFarm, find_sshd  # noqa: E402
+
+TARGET = ROOT / "tests" / "probes" / "golden" / "real_run" / "mixed8_loopback.json"
+WIDTH = 80
+
+
+def measure(stdout: str) -> None:
+    lines = stdout.splitlines()
+    over = [line for line in lines if len(line) > WIDTH]
+    start = next((i for i, line in enumerate(lines) if line.startswith("divergence")), None)
+    head = lines[start : start + 30] if start is not None else []
+    print(f"lines printed: {len(lines)} (Done when: at most 100)")
+    alone = all(len(line.split()) == 1 for line in over)
+    print(f"lines over {WIDTH} columns: {len(over)}, each one name alone on its line: {alone}")
+    for line in over:
+        print(f"  {line}")
+    for host, what in ((NO_SM120, "without sm_120"), (P2P_OFF, "with NCCL_P2P_DISABLE")):
+        where = next((i + 1 for i, line in enumerate(head) if host in line), None)
+        print(f"the host {what} ({host}) in the divergence's first 30 lines: line {where}")
+
+
+def main() -> int:
+    sshd = find_sshd()
+    assert sshd, "needs openssh-server"
+    with tempfile.TemporaryDirectory() as tmp:
+        farm = SshdFarm(Path(tmp) / "farm", sshd)
+        try:
+            inventory = start_mixed_fleet(farm, Path(tmp))
+            started = time.perf_counter()
+            result = probe_mixed_fleet(Path(tmp), inventory)
+            elapsed = time.perf_counter() - started
+        finally:
+            farm.stop()
+        print(result.stdout, end="")
+        print(result.stderr[-2000:], end="", file=sys.stderr)
+        print(f"--- fleet probe: exit {result.returncode}, {elapsed:.1f} s")
+        measure(result.stdout)
+        if "--record" in sys.argv[1:]:
+            shutil.copy(Path(tmp) / "run.json", TARGET)
+            document = json.loads(TARGET.read_text())
+            print(
+                f"recorded {TARGET.relative_to(ROOT)}:",
+                {h: o["status"] for h, o in document["hosts"].items()},
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Lines that wrap between words with a hanging indent, at the width they are printed at (rich
+wraps a Text at its start column only). A word longer than the line (a fact's JMESPath, an import
+spec) is never broken: it stands alone on its line, whole, and the text goes on under it. Print
+with crop=False so such a line is not cut at the edge. Words joined by KEEP (a no-break space:
+`keep("2× H200")`) stay on one line; they print with plain spaces."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.text import Text
+
+KEEP = "\u00a0"
+
+
+def keep(text: str) -> str:
+    """`text` as one word: never broken between lines."""
+    return text.replace(" ", KEEP)
+
+
+def keep_all(text: str, phrases: Iterable[str]) -> str:
+    """`text` with each of `phrases` kept whole (longest first: one may hold another)."""
+    for phrase in sorted(set(phrases), key=len, reverse=True):
+        if " " in phrase:
+            text = text.replace(phrase, keep(phrase))
+    return text
+
+
+@dataclass
+class Hanging:
+    """`head` (kept whole on the first line), then `body` wrapped between its words, every line
+    after the first indented by `indent` columns."""
+
+    head: Text
+    body: Text
+    indent: int = 6
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from hanging_lines(self.head, self.body, self.indent, options.max_width)
+
+
+def hanging_lines(head: Text, body: Text, indent: int, width: int) -> Iterator[Text]:
+    words = [w for w in body.split(" ", allow_blank=False) if w.plain]
+    line = head.copy()
+    alone = cell_len(line.plain) >= width  # a head as wide as the line: the body goes under it
+    for word in words:
+        gap = 1 if line.plain and not line.plain.endswith(" ") else 0
+        fits = cell_len(line.plain) + gap + cell_len(word.plain) <= width
+        if fits and not alone:
+            line.append(" " * gap)
+            line.append_text(word)
+            continue
+        if line.plain.strip():
+            yield _whole(line)
+        line = Text(" " * indent)
+        line.append_text(word)
+        alone = False
+    if line.plain.strip():
+        yield _whole(line)
+
+
+def _whole(line: Text) -> Text:
+    line.rstrip()
+    plain = Text(line.plain.replace(KEEP, " "), style=line.style, end="\n", no_wrap=True)
+    plain.overflow = "ignore"
+    plain.spans = list(line.spans)
+    return plain

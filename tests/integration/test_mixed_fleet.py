@@ -1,0 +1,100 @@
+"""Issue 23's "Done when", for real: 8 loopback sshd hosts of two kinds (2× H200; 8× RTX PRO 6000
+Blackwell, one whose torch lacks sm_120 and one with NCCL_P2P_DISABLE=1 and NCCL_ALGO=Tree),
+`COLUMNS=80 fleet probe --no-allreduce | cat`, then `fleet diff RUN --format json`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import FleetResult, run_fleet
+from tests.integration.mixed_fleet import (
+    MIXED8,
+    NO_SM120,
+    P2P_OFF,
+    probe_mixed_fleet,
+    start_mixed_fleet,
+)
+from tests.integration.sshd import SshdFarm
+
+pytestmark = pytest.mark.integration
+WIDTH = 80
+
+
+@pytest.fixture(scope="module")
+def mixed(farm: SshdFarm, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, FleetResult]:
+    tmp_path = tmp_path_factory.mktemp("mixed")
+    inventory = start_mixed_fleet(farm, tmp_path)
+    return tmp_path, probe_mixed_fleet(tmp_path, inventory, columns=WIDTH)
+
+
+def divergence(stdout: str) -> list[str]:
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("divergence: "))
+    return lines[start:]
+
+
+def test_every_host_reports(mixed: tuple[Path, FleetResult]) -> None:
+    _, result = mixed
+    assert {result.status(h) for h in MIXED8} == {"ok"}, result.stderr
+
+
+def test_probe_output_is_short_and_fits_80_columns(mixed: tuple[Path, FleetResult]) -> None:
+    _, result = mixed
+    lines = result.stdout.splitlines()
+    assert len(lines) <= 100, result.stdout
+    too_wide = [line for line in lines if len(line) > WIDTH]
+    assert all(len(line.split()) == 1 for line in too_wide), too_wide  # a name alone on its line
+
+
+def test_the_two_real_problems_come_first(mixed: tuple[Path, FleetResult]) -> None:
+    _, result = mixed
+    head = divergence(result.stdout)[:30]
+    text = "\n".join(head)
+    assert head[0].startswith("divergence: 8 hosts · 2 cohorts · odd: h[05,07] · ")
+    checks = [line for line in head if line.startswith("  ✗ ")]
+    assert checks[0].startswith(f"  ✗ {NO_SM120}  torch 2.6.0+cu124 cannot run on its GPUs")
+    assert "lacks sm_120" in checks[0]
+    assert checks[1].startswith(f"  ✗ {P2P_OFF}  NCCL transport settings differ: NCCL_ALGO=Tree")
+    assert "NCCL_P2P_DISABLE=1" in text
+    # the H200 pair is a cohort, not two odd hosts with 200 facts each
+    assert "h[01-02]" in text
+    assert "odd: h[01-02" not in text
+    assert "hardware fact(s) differ, as" in result.stdout
+    assert "fleet diff RUN --between lists them" in result.stdout
+
+
+def saved_diff(tmp_path: Path, *args: str) -> FleetResult:
+    return run_fleet(tmp_path, "diff", str(tmp_path / "run.json"), *args)
+
+
+def test_json_lists_every_differing_fact_tagged(mixed: tuple[Path, FleetResult]) -> None:
+    tmp_path, _ = mixed
+    done = saved_diff(tmp_path, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    document: dict[str, Any] = json.loads(done.stdout)
+    assert document["schema"] == "fleet.diff/2"
+    facts = [*document["values"], *document["sets"]]
+    assert len(facts) > 200  # every differing fact, hardware ones too
+    cohorts = {c["name"] for c in document["cohorts"]}
+    for fact in facts:
+        assert fact["within"] or fact["between"], fact["fact"]
+        assert set(fact["within"]) <= cohorts
+        assert all(set(pair) <= cohorts for pair in fact["between"])
+    accounted = {name for finding in document["findings"] for name in finding["facts"]}
+    assert {f["fact"] for f in facts} <= accounted
+    ranks = [finding["rank"] for finding in document["findings"]]
+    assert ranks == sorted(ranks)
+    assert [f["kind"] for f in document["findings"][:3]] == ["arch", "nccl", "import"]
+
+
+def test_between_lists_the_hardware_facts(mixed: tuple[Path, FleetResult]) -> None:
+    tmp_path, _ = mixed
+    done = saved_diff(tmp_path, "--between")
+    assert done.returncode == 0, done.stderr
+    assert "(8× RTX PRO 6000 Blackwell | 2× H200):" in done.stdout
+    assert "    gpu.interconnect  pcie | nvlink" in done.stdout
+    assert "    gpu.gpus[*].memory_mib  97887 | 143771 (2 facts)" in done.stdout
