@@ -12,8 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from fleet.checks import CheckReport, RuleResult, Verdict, format_value
-from fleet.checks.rules import UNJUDGED, NotJudged
+from fleet.checks import UNJUDGED, CheckReport, NotJudged, RuleResult, RuleVerdict, format_value
 from fleet.inventory import compact_hosts
 
 MARK = {
@@ -64,7 +63,7 @@ def render_rule(
         console.print(f"    [yellow]{first.status}[/] on {escape(names)}: {escape(first.reason)}")
 
 
-def _print_failure(console: Console, verdicts: list[Verdict]) -> None:
+def _print_failure(console: Console, verdicts: list[RuleVerdict]) -> None:
     first = verdicts[0]
     names = compact_hosts(v.host for v in verdicts)
     seen = f"observed {escape(format_value(first.observed))}"
@@ -80,9 +79,9 @@ def _print_failure(console: Console, verdicts: list[Verdict]) -> None:
         console.print(f"      [bold]fix:[/] {escape(first.fix)}")
 
 
-def grouped_verdicts(verdicts: Iterable[Verdict]) -> list[list[Verdict]]:
+def grouped_verdicts(verdicts: Iterable[RuleVerdict]) -> list[list[RuleVerdict]]:
     """Verdicts that read the same (status, observed, expected, fix, reason), in first-seen order."""
-    groups: dict[tuple[Any, ...], list[Verdict]] = {}
+    groups: dict[tuple[Any, ...], list[RuleVerdict]] = {}
     for verdict in verdicts:
         key = (
             verdict.status,
@@ -95,7 +94,7 @@ def grouped_verdicts(verdicts: Iterable[Verdict]) -> list[list[Verdict]]:
     return list(groups.values())
 
 
-def tally(verdicts: Iterable[Verdict]) -> str:
+def tally(verdicts: Iterable[RuleVerdict]) -> str:
     counts: dict[str, int] = {}
     for verdict in verdicts:
         counts[verdict.status] = counts.get(verdict.status, 0) + 1

@@ -1,4 +1,4 @@
-"""The rule engine (fleet/checks/rules.py) and the built-in inference pack, on plain data.
+"""The rule engine (fleet/checks/) and the built-in inference pack, on plain data.
 
 Recorded runs: every host is built from the real 2× H200 run document
 (tests/probes/golden/real_run/h200x2_run.json), with one thing changed per variant.
