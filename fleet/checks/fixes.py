@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -28,12 +28,11 @@ PAIR = re.compile(r"^(?P<pair>[^:→]+→[^:]+): (?P<value>.*)$", re.DOTALL)
 
 
 def with_fixes(
-    rule: Rule, verdicts: Iterable[RuleVerdict], documents: Mapping[str, Mapping[str, Any]]
+    rule: Rule, verdicts: Sequence[RuleVerdict], documents: Mapping[str, Mapping[str, Any]]
 ) -> Iterator[RuleVerdict]:
     """Each failure with its fix text; `{hosts}` names every host of its cohort failing the same
     way (same cohort, same observed value), folded once per such group, not once per host: the
     fold reads every name of the group, so folding per host made a check quadratic in hosts."""
-    verdicts = list(verdicts)
     alike: dict[tuple[str, str], list[str]] = {}
     group_of: dict[str, tuple[str, str]] = {}
     for v in verdicts:
