@@ -7,6 +7,7 @@ built-in packs (`packs/`). Pure: a Run in, a CheckReport out. The language: docs
     documents  what a rule reads about one host (host_document)
     evaluate   every rule judged on every host; uniform: the cross-host rules
     fixes      fix texts and values as a person reads them (render_fix, format_value)
+    packs/     the built-in rules files (available_packs, pack_path)
 
 Import from `fleet.checks`, not from its modules.
 """
@@ -26,6 +27,7 @@ from fleet.checks.model import (
     RuleResult,
     RuleVerdict,
 )
+from fleet.checks.packs import available_packs, pack_path
 from fleet.checks.parser import RuleFileError, check_unique_ids, load_rules, parse_rules
 
 __all__ = [
@@ -41,12 +43,14 @@ __all__ = [
     "RuleResult",
     "RuleVerdict",
     "allreduce_summary",
+    "available_packs",
     "check_unique_ids",
     "compile_expression",
     "evaluate",
     "format_value",
     "host_document",
     "load_rules",
+    "pack_path",
     "parse_rules",
     "render_fix",
     "truthy",

@@ -22,8 +22,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from fleet.checks import CheckReport, Rule, evaluate, load_rules
-from fleet.checks.packs import pack_path
+from fleet.checks import CheckReport, Rule, evaluate, load_rules, pack_path
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
 from fleet.render.checks import render_report

@@ -20,12 +20,13 @@ from fleet.checks import (
     CheckReport,
     RuleFileError,
     allreduce_summary,
+    available_packs,
     evaluate,
     format_value,
     load_rules,
+    pack_path,
     parse_rules,
 )
-from fleet.checks.packs import available_packs, pack_path
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
 from fleet.render.checks import render_report
