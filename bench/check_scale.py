@@ -1,6 +1,6 @@
 """`fleet check` at fleet scale: the default pack judged on N hosts built from a real run.
 
-    python3 bench/check_scale.py [HOSTS ...]        # default 1000 2000 4000
+    python3 bench/check_scale.py [--own-keys] [HOSTS ...]        # default 1000 2000 4000
 
 Each size repeats the eight hosts of the golden loopback run (tests/probes/golden/real_run/
 loopback8_two_odd.json: gpu-01…06 alike, gpu-07 with another torch, gpu-08 with
@@ -13,6 +13,10 @@ Times `fleet.api.check` (rules loaded and judged; the run already in memory) and
 per size: wall and CPU seconds (this process's CPU: steadier on a shared machine), CPU ms per
 host, the CPU ratio to the size before it (linear: 2.0 for twice the hosts), how many host names
 ClusterShell parsed to fold them, failed (rule × host) pairs and the process's peak RSS so far.
+
+`--own-keys`: each host's NCCL environment also sets a variable no other host sets
+(NCCL_TAG_<n>), so the pack's `uniform_keys:` rule over the other NCCL_* settings sees N keys,
+each set on one host: judging each host against every key of the cohort was quadratic too.
 Needs nothing beyond fleet itself.
 """
 
@@ -38,8 +42,9 @@ REAL = ROOT / "tests" / "probes" / "golden" / "real_run" / "loopback8_two_odd.js
 SIZES = (1000, 2000, 4000)
 
 
-def fleet_document(count: int) -> dict[str, Any]:
-    """The golden run's hosts repeated to `count`, each with its own name, hostname and address."""
+def fleet_document(count: int, own_keys: bool = False) -> dict[str, Any]:
+    """The golden run's hosts repeated to `count`, each with its own name, hostname and address
+    (and with `own_keys`, an NCCL variable of its own)."""
     real = json.loads(REAL.read_text())
     originals = list(real["hosts"].values())
     hosts = {}
@@ -48,6 +53,8 @@ def fleet_document(count: int) -> dict[str, Any]:
         host = copy.deepcopy(originals[index % len(originals)])
         host["address"] = f"10.{index // 65536}.{index // 256 % 256}.{index % 256}"
         host["probes"]["system"]["data"]["hostname"] = name
+        if own_keys:
+            host["probes"]["nccl"]["data"]["env"][f"NCCL_TAG_{index}"] = "1"
         hosts[name] = host
     return {**real, "hosts": hosts}
 
@@ -66,7 +73,8 @@ def counting_parses() -> list[int]:
 
 
 def main(argv: list[str]) -> int:
-    sizes = [int(arg) for arg in argv] or list(SIZES)
+    own_keys = "--own-keys" in argv
+    sizes = [int(arg) for arg in argv if arg != "--own-keys"] or list(SIZES)
     parses = counting_parses()
     print(
         f"{'hosts':>7} {'wall s':>7} {'CPU s':>7} {'ms/host':>8} {'× prev':>7} {'name parses':>12} "
@@ -74,7 +82,7 @@ def main(argv: list[str]) -> int:
     )
     previous: float | None = None
     for count in sizes:
-        run = Run.from_dict(fleet_document(count))
+        run = Run.from_dict(fleet_document(count, own_keys))
         parses[0] = 0
         started, cpu_started = time.perf_counter(), time.process_time()
         report = check(run)

@@ -5,6 +5,7 @@ Where nothing is expected, the cohort's majority is: the one rule of fleet.analy
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,34 +60,40 @@ def judge_keys(rule: Rule, documents: Mapping[str, dict[str, Any]]) -> dict[str,
         )
     majorities = _key_majorities(values, cohorts)
     for name, settings in values.items():
-        reference = majorities[value_key(cohorts[name])]
-        verdicts[name] = _keys_verdict(name, settings, reference, cohorts[name])
+        notable = majorities[value_key(cohorts[name])]
+        verdicts[name] = _keys_verdict(name, settings, notable, cohorts[name])
     return verdicts
 
 
 def _key_majorities(
     values: Mapping[str, dict[str, Any]], cohorts: Mapping[str, Any]
 ) -> dict[str, dict[str, tuple[Any, str]]]:
-    """Per cohort, per key any host of it has: the majority's value (None: unset) or why none."""
+    """Per cohort, the keys its hosts are held to: (the majority's value, "") where the majority
+    sets the key, (None, why) where the cohort is split on it. Every other key's majority is
+    unset: only the hosts that set it differ, and they are found from their own settings, so the
+    work follows the settings reported, not keys × hosts (hosts with keys of their own)."""
     members: dict[str, list[dict[str, Any]]] = {}
     for name, settings in values.items():
         members.setdefault(value_key(cohorts[name]), []).append(settings)
-    return {
-        cohort: {
-            k: _majority(_by_value([s.get(k) for s in found])) for k in sorted(set().union(*found))
-        }
-        for cohort, found in members.items()
-    }
+    return {cohort: _notable(found) for cohort, found in members.items()}
+
+
+def _notable(found: list[dict[str, Any]]) -> dict[str, tuple[Any, str]]:
+    present = Counter(key for settings in found for key in settings)
+    # set on fewer than half the hosts: more hosts leave it unset than set it to any one value
+    common = sorted(key for key, count in present.items() if 2 * count >= len(found))
+    judged = {key: _majority(_by_value([s.get(key) for s in found])) for key in common}
+    return {key: (value, why) for key, (value, why) in judged.items() if why or value is not None}
 
 
 def _keys_verdict(
-    name: str, settings: dict[str, Any], reference: dict[str, tuple[Any, str]], cohort: Any
+    name: str, settings: dict[str, Any], notable: dict[str, tuple[Any, str]], cohort: Any
 ) -> RuleVerdict:
-    differing = {
-        key: (settings.get(key), majority, why)
-        for key, (majority, why) in reference.items()
-        if why or value_key(settings.get(key)) != value_key(majority)
-    }
+    differing = {}
+    for key in sorted(set(settings) | set(notable)):
+        majority, why = notable.get(key, (None, ""))
+        if why or value_key(settings.get(key)) != value_key(majority):
+            differing[key] = (settings.get(key), majority, why)
     if not differing:
         return RuleVerdict(name, "pass", cohort=cohort)
     observed = {key: here for key, (here, _, _) in differing.items()}

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from fleet.checks import CheckReport, Rule, evaluate, load_rules, pack_path
+from fleet.checks import CheckReport, Rule, evaluate, load_rules, pack_path, parse_rules
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
 from fleet.render.checks import render_report
@@ -33,7 +33,8 @@ HOSTS = 64
 LINEAR = 2.5  # the most that twice the hosts may cost
 
 
-def fleet_run(count: int) -> Run:
+def fleet_run(count: int, own_keys: bool = False) -> Run:
+    """`own_keys`: each host's NCCL environment also sets a variable no other host sets."""
     real = json.loads(LOOPBACK8.read_text())
     originals = list(real["hosts"].values())
     hosts = {}
@@ -41,6 +42,8 @@ def fleet_run(count: int) -> Run:
         name = f"gpu-{index + 1:05d}"
         host = copy.deepcopy(originals[index % len(originals)])
         host["probes"]["system"]["data"]["hostname"] = name
+        if own_keys:
+            host["probes"]["nccl"]["data"]["env"][f"NCCL_TAG_{index}"] = "1"
         hosts[name] = host
     return Run.from_dict({**real, "hosts": hosts})
 
@@ -68,12 +71,14 @@ def rules() -> list[Rule]:
 
 
 def costs(
-    work: Callable[[Any], object], prepare: Callable[[Run], Any] = lambda run: run
+    work: Callable[[Any], object],
+    prepare: Callable[[Run], Any] = lambda run: run,
+    own_keys: bool = False,
 ) -> tuple[Counter[str], Counter[str]]:
     """What `work` calls on N hosts, and on 2N (on what `prepare` made of the run, uncounted)."""
     found = []
     for count in (HOSTS, 2 * HOSTS):
-        prepared = prepare(fleet_run(count))
+        prepared = prepare(fleet_run(count, own_keys))
         with calls() as counted:
             work(prepared)
         found.append(counted)
@@ -102,3 +107,30 @@ def test_rendering_twice_the_hosts_costs_twice_the_work(rules: list[Rule]) -> No
     small, large = costs(render, prepare=lambda run: evaluate(rules, run))
     assert sum(large.values()) < LINEAR * sum(small.values())
     assert_linear(small, large, "parse_string")
+
+
+def test_uniform_keys_with_a_key_per_host_costs_twice_the_work() -> None:
+    """Every host sets a variable of its own: N keys in the cohort, each unset on all hosts but
+    one. Judging a host must not read every key of the cohort (that was N × N comparisons)."""
+    rules = parse_rules(
+        "rules: [{id: same-nccl, uniform_keys: nccl.env, fix: '{hosts}: {observed}'}]",
+        "rules.yaml",
+        available_probes(),
+    )
+    small, large = costs(lambda run: evaluate(rules, run), own_keys=True)
+    assert sum(large.values()) < LINEAR * sum(small.values())
+    assert_linear(small, large, "value_key")  # one value made comparable
+
+
+def test_a_key_of_its_own_fails_only_its_host() -> None:
+    rules = parse_rules(
+        "rules: [{id: same-nccl, uniform_keys: nccl.env, fix: '{observed}'}]",
+        "rules.yaml",
+        available_probes(),
+    )
+    report = evaluate(rules, fleet_run(8, own_keys=True))
+    verdicts = {v.host: v for v in report.results[0].verdicts}
+    assert {h: v.status for h, v in verdicts.items()} == dict.fromkeys(verdicts, "fail")
+    assert verdicts["gpu-00003"].observed == {"NCCL_TAG_2": "1"}
+    assert verdicts["gpu-00003"].expected == {"NCCL_TAG_2": None}
+    assert verdicts["gpu-00008"].observed == {"NCCL_P2P_DISABLE": "1", "NCCL_TAG_7": "1"}
