@@ -348,8 +348,7 @@ def load_checks(
     """Every rule of the packs and files, validated together (ids unique across them), and where
     each set came from. No packs and no files: the `inference` pack. Rules may read your own
     probes too (`probe_dirs`, $FLEET_PROBE_DIR)."""
-    from fleet.checks import check_unique_ids, load_rules
-    from fleet.checks.packs import pack_path
+    from fleet.checks import check_unique_ids, load_rules, pack_path
 
     chosen = list(packs) if packs or rules_files else [DEFAULT_PACK]
     probes = available_probes(probe_dirs)

@@ -1,7 +1,7 @@
 """Facts: a host's probe data flattened into addressable, comparable values. Pure.
 
 A fact's name is the JMESPath expression that reads it from a host's document, the same one a
-rule (fleet/checks/rules.py) writes: `torch.version`, `gpu.gpus[0].compute_capability`,
+rule (docs/rules.md) writes: `torch.version`, `gpu.gpus[0].compute_capability`,
 `imports.results."torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory".resolved`
 (keys that are not identifiers are quoted), `length(gpu.gpus)` (a list of objects' length), and
 `_status.torch` (the probe's own status: ok, absent, failed, timeout). One name everywhere: the

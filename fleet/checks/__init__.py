@@ -1,43 +1,56 @@
-"""Pre-flight checks: rules written in YAML with JMESPath conditions (`rules`), judged per host,
-and the built-in packs (`packs/`). Pure: a Run in, a CheckReport out."""
+"""Pre-flight checks: rules written in YAML with JMESPath conditions, judged per host, and the
+built-in packs (`packs/`). Pure: a Run in, a CheckReport out. The language: docs/rules.md.
+
+    language   JMESPath with fleet's functions: Expression, compile_expression, truthy
+    model      Rule, RuleVerdict (one rule on one host), RuleResult, CheckReport, NotJudged
+    parser     rules files read and validated (load_rules, parse_rules): RuleFileError at FILE:LINE
+    documents  what a rule reads about one host (host_document)
+    evaluate   every rule judged on every host; uniform: the cross-host rules
+    fixes      fix texts and values as a person reads them (render_fix, format_value)
+    packs/     the built-in rules files (available_packs, pack_path)
+
+Import from `fleet.checks`, not from its modules.
+"""
 
 from fleet.analysis.facts import allreduce_summary
-from fleet.checks.rules import (
+from fleet.checks.documents import host_document
+from fleet.checks.evaluate import evaluate
+from fleet.checks.fixes import format_value, render_fix
+from fleet.checks.language import EvaluationError, Expression, compile_expression, truthy
+from fleet.checks.model import (
     CHECK_SCHEMA,
+    UNJUDGED,
+    VERDICTS,
     CheckReport,
-    EvaluationError,
-    Expression,
+    NotJudged,
     Rule,
-    RuleFileError,
     RuleResult,
-    Verdict,
-    check_unique_ids,
-    compile_expression,
-    evaluate,
-    format_value,
-    host_document,
-    load_rules,
-    parse_rules,
-    render_fix,
-    truthy,
+    RuleVerdict,
 )
+from fleet.checks.packs import available_packs, pack_path
+from fleet.checks.parser import RuleFileError, check_unique_ids, load_rules, parse_rules
 
 __all__ = [
     "CHECK_SCHEMA",
+    "UNJUDGED",
+    "VERDICTS",
     "CheckReport",
     "EvaluationError",
     "Expression",
+    "NotJudged",
     "Rule",
     "RuleFileError",
     "RuleResult",
-    "Verdict",
+    "RuleVerdict",
     "allreduce_summary",
+    "available_packs",
     "check_unique_ids",
     "compile_expression",
     "evaluate",
     "format_value",
     "host_document",
     "load_rules",
+    "pack_path",
     "parse_rules",
     "render_fix",
     "truthy",

@@ -22,8 +22,7 @@ import click
 from rich.console import Console
 
 from fleet import api
-from fleet.checks import CheckReport, evaluate
-from fleet.checks.packs import available_packs
+from fleet.checks import CheckReport, available_packs, evaluate
 from fleet.cli.completion import complete_runs
 from fleet.cli.main import (
     EXIT_NOT_KEPT,

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fleet.analysis.diff import COLLAPSE_AT, CrossCohort, Pair, shape
-from fleet.checks import CheckReport, Verdict, format_value
+from fleet.checks import CheckReport, RuleVerdict, format_value
 from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome
 
@@ -33,9 +33,9 @@ def ended_alike(outcomes: list[HostOutcome]) -> list[list[HostOutcome]]:
     return sorted(groups.values(), key=lambda g: (g[0].status == "ok", -len(g)))
 
 
-def grouped_verdicts(verdicts: Iterable[Verdict]) -> list[list[Verdict]]:
+def grouped_verdicts(verdicts: Iterable[RuleVerdict]) -> list[list[RuleVerdict]]:
     """Verdicts that read the same (status, observed, expected, fix, reason), in first-seen order."""
-    groups: dict[tuple[Any, ...], list[Verdict]] = {}
+    groups: dict[tuple[Any, ...], list[RuleVerdict]] = {}
     for verdict in verdicts:
         key = (
             verdict.status,
@@ -48,7 +48,7 @@ def grouped_verdicts(verdicts: Iterable[Verdict]) -> list[list[Verdict]]:
     return list(groups.values())
 
 
-def tally(verdicts: Iterable[Verdict]) -> str:
+def tally(verdicts: Iterable[RuleVerdict]) -> str:
     counts: dict[str, int] = {}
     for verdict in verdicts:
         counts[verdict.status] = counts.get(verdict.status, 0) + 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from fleet.checks import CheckReport, RuleResult, Verdict, format_value
+from fleet.checks import CheckReport, RuleResult, RuleVerdict, format_value
 
 SUITES_NAME = "fleet check"
 
@@ -41,7 +41,7 @@ def _suite(result: RuleResult, timestamp: str) -> ET.Element:
     return suite
 
 
-def _case(result: RuleResult, verdict: Verdict) -> ET.Element:
+def _case(result: RuleResult, verdict: RuleVerdict) -> ET.Element:
     rule = result.rule
     case = ET.Element("testcase", classname=f"fleet.check.{rule.id}", name=verdict.host)
     case.set("time", "0")
@@ -65,7 +65,7 @@ def _case(result: RuleResult, verdict: Verdict) -> ET.Element:
     return case
 
 
-def _failure_message(result: RuleResult, verdict: Verdict) -> str:
+def _failure_message(result: RuleResult, verdict: RuleVerdict) -> str:
     return (
         f"{result.rule.description or result.rule.id} (observed {format_value(verdict.observed)})"
     )

@@ -15,8 +15,7 @@ import pytest
 from fleet.analysis.diff import compare_hosts
 from fleet.analysis.drift import compare_runs
 from fleet.analysis.facts import declared_facts
-from fleet.checks import evaluate, load_rules
-from fleet.checks.packs import pack_path
+from fleet.checks import evaluate, load_rules, pack_path
 from fleet.execution.bundle import available_probes
 from fleet.models import HostOutcome, Run
 from fleet.render.html.page import Report, exit_meaning, render_html

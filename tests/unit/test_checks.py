@@ -1,4 +1,4 @@
-"""The rule engine (fleet/checks/rules.py) and the built-in inference pack, on plain data.
+"""The rule engine (fleet/checks/) and the built-in inference pack, on plain data.
 
 Recorded runs: every host is built from the real 2× H200 run document
 (tests/probes/golden/real_run/h200x2_run.json), with one thing changed per variant.
@@ -20,12 +20,13 @@ from fleet.checks import (
     CheckReport,
     RuleFileError,
     allreduce_summary,
+    available_packs,
     evaluate,
     format_value,
     load_rules,
+    pack_path,
     parse_rules,
 )
-from fleet.checks.packs import available_packs, pack_path
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
 from fleet.render.junit import junit_tree

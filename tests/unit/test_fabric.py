@@ -11,8 +11,7 @@ import pytest
 from fleet.analysis.diff import compare_hosts
 from fleet.analysis.drift import compare_runs
 from fleet.analysis.facts import declared_facts
-from fleet.checks import evaluate, load_rules
-from fleet.checks.packs import pack_path
+from fleet.checks import evaluate, load_rules, pack_path
 from fleet.errors import UsageError
 from fleet.execution.bundle import available_probes
 from fleet.fabric import plan

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import fleet.checks as fleet_checks
 from tests.conftest import ROOT
 
 FLEET = ROOT / "fleet"
@@ -76,3 +77,17 @@ def test_nothing_imports_back_up_the_flow() -> None:
             if here is not None and there is not None and there > here:
                 backwards.append(f"{module} imports {name}")
     assert backwards == []
+
+
+def test_the_rule_engine_is_used_through_fleet_checks() -> None:
+    """fleet.checks' modules are its inside: the rest of fleet, the tests and bench/ import the
+    names fleet/checks/__init__.py exports."""
+    inside = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for folder in ("fleet", "tests", "bench")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if not path.is_relative_to(FLEET / "checks")
+        for name in imported(path)
+        if name.startswith("fleet.checks.") and name.split(".")[2] not in fleet_checks.__all__
+    ]
+    assert inside == []

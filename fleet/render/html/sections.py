@@ -9,7 +9,7 @@ from typing import Any
 
 from fleet.analysis.diff import Unreported
 from fleet.analysis.drift import Drift
-from fleet.checks import CheckReport, RuleResult, Verdict, format_value
+from fleet.checks import CheckReport, RuleResult, RuleVerdict, format_value
 from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome
 from fleet.render.grouping import grouped_verdicts, short, tally
@@ -46,7 +46,7 @@ def _rule(result: RuleResult) -> str:
     return folded(summary, "".join(body), keys, is_open=status == "fail")
 
 
-def _verdict_row(verdicts: list[Verdict]) -> str:
+def _verdict_row(verdicts: list[RuleVerdict]) -> str:
     first = verdicts[0]
     hosts = [v.host for v in verdicts]
     why = esc(first.fix or "")

@@ -11,8 +11,7 @@ from collections.abc import Collection
 from rich.console import Console
 from rich.markup import escape
 
-from fleet.checks import CheckReport, RuleResult, Verdict, format_value
-from fleet.checks.rules import UNJUDGED, NotJudged
+from fleet.checks import UNJUDGED, CheckReport, NotJudged, RuleResult, RuleVerdict, format_value
 from fleet.hostsets import compact_hosts
 from fleet.render.grouping import check_verdict, grouped_verdicts, tally
 
@@ -64,7 +63,7 @@ def render_rule(
         console.print(f"    [yellow]{first.status}[/] on {escape(names)}: {escape(first.reason)}")
 
 
-def _print_failure(console: Console, verdicts: list[Verdict]) -> None:
+def _print_failure(console: Console, verdicts: list[RuleVerdict]) -> None:
     first = verdicts[0]
     names = compact_hosts(v.host for v in verdicts)
     seen = f"observed {escape(format_value(first.observed))}"

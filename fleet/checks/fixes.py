@@ -1,0 +1,119 @@
+"""Fix texts and values as a person reads them.
+
+A rule's `fix:` is filled per failing host: `{EXPR}` with a JMESPath value of the host's document,
+`{observed}` and `{expected}` with the rule's own, `{hosts}` with every host of the cohort that
+failed the same way, folded (`gpu-[03,06]`). Values read `a, b` (lists), `KEY=value, …` (objects,
+`KEY unset` for null), `(not reported)` (null); long lists are summarised (docs/rules.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from fleet.checks.language import EvaluationError
+from fleet.checks.model import Rule, RuleVerdict, value_key
+from fleet.hostsets import compact_hosts
+
+PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+FIX_OWN = ("observed", "expected", "hosts")  # placeholders the rule fills, not JMESPath
+NOT_REPORTED = "(not reported)"
+LONG_LIST = 8  # longer lists are summarised in fix texts and reports (the JSON keeps them whole)
+EXAMPLES = 3  # example pairs shown per distinct value
+PAIR = re.compile(r"^(?P<pair>[^:→]+→[^:]+): (?P<value>.*)$", re.DOTALL)
+
+
+def with_fixes(
+    rule: Rule, verdicts: Sequence[RuleVerdict], documents: Mapping[str, Mapping[str, Any]]
+) -> Iterator[RuleVerdict]:
+    """Each failure with its fix text; `{hosts}` names every host of its cohort failing the same
+    way (same cohort, same observed value), folded once per such group, not once per host: the
+    fold reads every name of the group, so folding per host made a check quadratic in hosts."""
+    alike: dict[tuple[str, str], list[str]] = {}
+    group_of: dict[str, tuple[str, str]] = {}
+    for v in verdicts:
+        if v.status == "fail":
+            group_of[v.host] = key = (value_key(v.cohort), value_key(v.observed))
+            alike.setdefault(key, []).append(v.host)
+    names = (
+        {key: compact_hosts(hosts) for key, hosts in alike.items()} if _quotes_hosts(rule) else {}
+    )
+    for v in verdicts:
+        if v.status != "fail":
+            yield v
+            continue
+        hosts = names.get(group_of[v.host], "")
+        fix = render_fix(rule, documents[v.host], v.observed, v.expected, hosts)
+        yield replace(v, fix=fix)
+
+
+def _quotes_hosts(rule: Rule) -> bool:
+    return any((m.group(1) or "").strip() == "hosts" for m in PLACEHOLDER.finditer(rule.fix))
+
+
+def render_fix(
+    rule: Rule, document: Mapping[str, Any], observed: Any, expected: Any, hosts: str = ""
+) -> str:
+    """The rule's fix with `{…}` placeholders replaced by what this host reported."""
+    own = {"observed": observed, "expected": expected}
+
+    def fill(match: re.Match[str]) -> str:
+        if match.group(0) in ("{{", "}}"):
+            return match.group(0)[0]
+        text = match.group(1)
+        if text.strip() == "hosts":
+            return hosts or str(document.get("_host", {}).get("name", "?"))
+        if text.strip() in own:
+            return format_value(own[text.strip()])
+        try:
+            return format_value(rule.fix_expressions[text].search(document))
+        except EvaluationError:
+            return NOT_REPORTED
+
+    return PLACEHOLDER.sub(fill, rule.fix)
+
+
+def format_value(value: Any) -> str:
+    """A fact as a person reads it: lists joined, null as '(not reported)', floats short."""
+    if value is None:
+        return NOT_REPORTED
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        if len(value) > LONG_LIST:
+            return _summarised([format_value(v) for v in value])
+        return ", ".join(format_value(v) for v in value) if value else "(none)"
+    if isinstance(value, dict):
+        return ", ".join(_setting(k, v) for k, v in sorted(value.items())) if value else "(none)"
+    return str(value)
+
+
+def _summarised(items: list[str]) -> str:
+    """A long list read at a glance: an 8-GPU matrix has 56 pairs. Pairs (`GPU0→GPU1: NS`, from
+    pairs_not) by value, with counts and a few examples; other lists by distinct item."""
+    pairs = [PAIR.match(item) for item in items]
+    if all(pairs):
+        by_value: dict[str, list[str]] = {}
+        for match in pairs:
+            assert match is not None
+            by_value.setdefault(match["value"], []).append(match["pair"])
+        ranked = sorted(by_value.items(), key=lambda entry: -len(entry[1]))
+        shown = [f"{v} × {len(p)} (e.g. {', '.join(p[:EXAMPLES])})" for v, p in ranked]
+        return f"{len(items)} pairs: " + "; ".join(shown)
+    counts = Counter(items).most_common()
+    shown = [f"{item} × {n}" if n > 1 else item for item, n in counts[:LONG_LIST]]
+    more = f", … ({len(counts) - LONG_LIST} more distinct)" if len(counts) > LONG_LIST else ""
+    return f"{len(items)} items: " + ", ".join(shown) + more
+
+
+def _setting(key: str, value: Any) -> str:
+    if value is None:
+        return f"{key} unset"
+    shown = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+    return f"{key}={format_value(shown)}"

@@ -1,0 +1,153 @@
+"""The rule language: JMESPath with fleet's functions, compiled once, read per host.
+
+An `Expression` is one compiled JMESPath text of a rule; `roots()` names the probes and helpers
+it reads, so the parser can refuse a typo and the evaluator can skip hosts where a probe it needs
+did not succeed. The functions added to the standard ones are documented in docs/rules.md.
+Why JMESPath: a well-kept, specified query language with no access to Python (nothing is eval'd).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jmespath
+from jmespath import exceptions as jmespath_errors
+from jmespath import functions as jmespath_functions
+
+from fleet.yamlfile import Location
+
+
+class _FleetFunctions(jmespath_functions.Functions):
+    """The documented additions to JMESPath (docs/rules.md: "Functions")."""
+
+    @jmespath_functions.signature({"types": ["array", "null"]}, {"types": []})
+    def _func_every(self, items: list[Any] | None, value: Any) -> bool | None:
+        if not items or any(item is None for item in items):
+            return None
+        return all(item == value for item in items)
+
+    @jmespath_functions.signature({"types": ["array", "null"]}, {"types": []})
+    def _func_none(self, items: list[Any] | None, value: Any) -> bool | None:
+        if not items or any(item is None for item in items):
+            return None
+        return all(item != value for item in items)
+
+    @jmespath_functions.signature({"types": ["array"]})
+    def _func_unique(self, items: list[Any]) -> list[Any]:
+        seen: list[Any] = []
+        for item in items:
+            if item not in seen:
+                seen.append(item)
+        return seen
+
+    @jmespath_functions.signature({"types": ["object"]}, {"types": []})
+    def _func_pairs_not(self, matrix: Mapping[str, Any], value: Any) -> list[str]:
+        return [
+            f"{row}→{column}: {cell}"
+            for row, cells in matrix.items()
+            if isinstance(cells, Mapping)
+            for column, cell in cells.items()
+            if cell != value
+        ]
+
+    @jmespath_functions.signature({"types": ["object", "null"]}, {"types": ["array"]})
+    def _func_with_prefix(
+        self, items: Mapping[str, Any] | None, prefixes: list[Any]
+    ) -> dict[str, Any] | None:
+        if items is None:
+            return None
+        return {k: v for k, v in items.items() if k.startswith(_prefixes(prefixes))}
+
+    @jmespath_functions.signature({"types": ["object", "null"]}, {"types": ["array"]})
+    def _func_without_prefix(
+        self, items: Mapping[str, Any] | None, prefixes: list[Any]
+    ) -> dict[str, Any] | None:
+        if items is None:
+            return None
+        return {k: v for k, v in items.items() if not k.startswith(_prefixes(prefixes))}
+
+
+def _prefixes(items: list[Any]) -> tuple[str, ...]:
+    return tuple(str(item) for item in items)
+
+
+# Nodes whose first child reads the current node and whose other children read its result (or
+# each item of it): only the first child can name a root.
+SCOPING_NODES = (
+    "subexpression",
+    "index_expression",
+    "projection",
+    "value_projection",
+    "filter_projection",
+    "pipe",
+)
+_OPTIONS = jmespath.Options(custom_functions=_FleetFunctions())
+
+
+class EvaluationError(Exception):
+    """An expression could not be evaluated on this host's data (a shape it cannot read)."""
+
+
+@dataclass(frozen=True)
+class Expression:
+    text: str
+    parsed: Any = field(repr=False, compare=False)
+
+    def search(self, document: Mapping[str, Any]) -> Any:
+        try:
+            return self.parsed.search(document, options=_OPTIONS)
+        except jmespath_errors.JMESPathError as exc:
+            raise EvaluationError(f"{self.text}: {exc}") from exc
+
+    def roots(self) -> set[str]:
+        """The top-level names it reads from a host's document (probes and helpers)."""
+        return set(_root_fields(self.parsed.parsed, at_root=True))
+
+
+def _root_fields(node: Mapping[str, Any], at_root: bool) -> Iterator[str]:
+    """Walk a JMESPath AST; a field is a root only where the current node is the document."""
+    kind, children = node.get("type"), node.get("children") or []
+    if kind == "field":
+        if at_root:
+            yield node["value"]
+        return
+    if kind in SCOPING_NODES:
+        yield from _root_fields(children[0], at_root)
+        for child in children[1:]:
+            yield from _root_fields(child, False)
+    elif kind == "expref":
+        yield from _root_fields(children[0], False)  # applied to items, not the document
+    else:
+        for child in children:
+            if isinstance(child, Mapping):
+                yield from _root_fields(child, at_root)
+
+
+def compile_expression(text: str, where: Location, key: str) -> Expression:
+    """`text` compiled; a syntax error is raised at `where` (FILE:LINE), naming the rule's `key`."""
+    try:
+        return Expression(text, jmespath.compile(text))
+    except jmespath_errors.JMESPathError as exc:
+        problem = str(exc).splitlines()[0]
+        raise where.fail(
+            f"'{key}:' is not a valid JMESPath expression: {problem}",
+            context=text,
+            hint="see https://jmespath.org/specification.html; quote literals as `1` or 'text'",
+        ) from exc
+
+
+def truthy(value: Any) -> bool:
+    """JMESPath's truth: false, null, '', [] and {} are false; 0 is true."""
+    return not (value is None or value is False or value in ("", [], {}))
+
+
+def search_or_none(expression: Expression | None, document: Mapping[str, Any]) -> Any:
+    """An optional expression's value; None when it is absent or cannot be evaluated here."""
+    if expression is None:
+        return None
+    try:
+        return expression.search(document)
+    except EvaluationError:
+        return None

@@ -1,0 +1,215 @@
+"""What a check is made of: rules, their verdicts per host, a rule's result and the report.
+
+Plain frozen data: the parser builds `Rule`s, the evaluator `RuleVerdict`s (one per rule and host:
+pass, fail, unknown, skipped or n/a, see docs/rules.md), the renderers read the `CheckReport`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet.checks.language import Expression
+
+CHECK_SCHEMA = "fleet.check/2"
+SEVERITIES = ("error", "warn")
+# Worst first: a rule's overall verdict is the worst of its hosts'.
+VERDICTS = ("fail", "unknown", "skipped", "pass", "n/a")
+UNJUDGED = ("unknown", "skipped")
+RULE_KEYS = (
+    "id",
+    "description",
+    "severity",
+    "check",
+    "uniform",
+    "uniform_keys",
+    "cohort",
+    "expected",
+    "when",
+    "observed",
+    "fix",
+)
+EXPRESSION_KEYS = ("check", "uniform", "uniform_keys", "cohort", "expected", "when", "observed")
+KINDS = ("check", "uniform", "uniform_keys")  # a rule has exactly one of these keys
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of a rules file, its expressions compiled."""
+
+    id: str
+    description: str
+    severity: str
+    fix: str
+    source: str  # FILE:LINE of the rule, for messages and reports
+    check: Expression | None = None
+    uniform: Expression | None = None
+    uniform_keys: Expression | None = None
+    cohort: Expression | None = None
+    expected: Expression | None = None
+    when: Expression | None = None
+    observed: Expression | None = None
+    needs: tuple[str, ...] = ()  # probes that must have succeeded for the rule to judge a host
+    fix_expressions: Mapping[str, Expression] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in KINDS if getattr(self, k) is not None)
+
+    def expressions(self) -> Iterator[Expression]:
+        for key in EXPRESSION_KEYS:
+            expression = getattr(self, key)
+            if expression is not None:
+                yield expression
+
+
+@dataclass(frozen=True)
+class RuleVerdict:
+    """One rule's verdict on one host, with what it saw there and the fix text for a failure.
+    (Not fleet.execution.protocol.Verdict, which is how a host's run ended.)"""
+
+    host: str
+    status: str  # one of VERDICTS
+    observed: Any = None
+    expected: Any = None
+    fix: str | None = None
+    reason: str = ""
+    cohort: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.status,
+            "observed": self.observed,
+            "expected": self.expected,
+            "cohort": self.cohort,
+            "fix": self.fix,
+            "reason": self.reason or None,
+        }
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """A rule with its verdict on every host, in the run's host order."""
+
+    rule: Rule
+    verdicts: tuple[RuleVerdict, ...]
+
+    @property
+    def status(self) -> str:
+        present = {v.status for v in self.verdicts}
+        return next((s for s in VERDICTS if s in present), "n/a")
+
+    @property
+    def failures(self) -> list[RuleVerdict]:
+        return [v for v in self.verdicts if v.status == "fail"]
+
+    def to_dict(self) -> dict[str, Any]:
+        rule = self.rule
+        return {
+            "id": rule.id,
+            "description": rule.description,
+            "severity": rule.severity,
+            "kind": rule.kind,
+            "source": rule.source,
+            "verdict": self.status,
+            "hosts": {v.host: v.to_dict() for v in self.verdicts},
+        }
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Every rule's verdicts; `unreached` maps each host that was not reached (so no rule judged
+    it) to why, its own name and address blanked out: said once, not under every rule."""
+
+    results: tuple[RuleResult, ...]
+    hosts: tuple[str, ...]
+    unreached: Mapping[str, str] = field(default_factory=dict)
+
+    def failures(self, severity: str) -> list[tuple[Rule, RuleVerdict]]:
+        return [
+            (r.rule, v) for r in self.results if r.rule.severity == severity for v in r.failures
+        ]
+
+    def unjudged(self, severity: str | None = None) -> list[tuple[Rule, RuleVerdict]]:
+        """(rule, verdict) pairs that were `unknown` or `skipped`, of one severity or all."""
+        return [
+            (r.rule, v)
+            for r in self.results
+            if severity in (None, r.rule.severity)
+            for v in r.verdicts
+            if v.status in UNJUDGED
+        ]
+
+    @property
+    def failed(self) -> bool:
+        """An error-severity rule failed somewhere: the check fails (warnings do not count)."""
+        return bool(self.failures("error"))
+
+    @property
+    def outcome(self) -> str:
+        """ "failed" (an error rule failed), "incomplete" (none failed, but an error rule was not
+        judged somewhere, or nothing passed at all) or "passed": never green when nothing was
+        judged."""
+        if self.failed:
+            return "failed"
+        if self.unjudged("error") or not self.counts()["pass"]:
+            return "incomplete"
+        return "passed"
+
+    def fails(self, strict: bool = False) -> bool:
+        """Whether the check sets exit bit 32: an error rule failed, or with `strict`, one was
+        unknown or skipped somewhere."""
+        return self.failed or (strict and bool(self.unjudged("error")))
+
+    def counts(self) -> dict[str, int]:
+        """Verdicts over every (rule, host) pair."""
+        tally = Counter(v.status for r in self.results for v in r.verdicts)
+        return {status: tally.get(status, 0) for status in VERDICTS}
+
+    def not_judged(self) -> list[NotJudged]:
+        """Unknown and skipped verdicts grouped by why (the host's own name blanked out), most
+        common first: each cause once, with the rules and hosts it kept from being judged."""
+        groups: dict[tuple[str, str], tuple[dict[str, None], dict[str, None]]] = {}
+        for rule, verdict in self.unjudged():
+            reason = self.unreached.get(verdict.host) or verdict.reason.replace(verdict.host, "…")
+            cause = (verdict.status, reason)
+            rules, hosts = groups.setdefault(cause, ({}, {}))  # dicts: ordered sets
+            rules[rule.id] = hosts[verdict.host] = None
+        found = [NotJudged(s, r, tuple(rs), tuple(hs)) for (s, r), (rs, hs) in groups.items()]
+        return sorted(found, key=lambda n: -len(n.rules) * len(n.hosts))
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = self.counts()
+        return {
+            "schema": CHECK_SCHEMA,
+            "passed": self.outcome == "passed",
+            "outcome": self.outcome,
+            "hosts": list(self.hosts),
+            "summary": {
+                **counts,
+                "failed_error": len(self.failures("error")),
+                "failed_warn": len(self.failures("warn")),
+                "unjudged_error": len(self.unjudged("error")),
+            },
+            "not_judged": [dataclasses.asdict(n) for n in self.not_judged()],
+            "rules": [r.to_dict() for r in self.results],
+        }
+
+
+@dataclass(frozen=True)
+class NotJudged:
+    """One reason some (rule, host) pairs were not judged."""
+
+    status: str  # "unknown" | "skipped"
+    reason: str  # with the host's own name as "…"
+    rules: tuple[str, ...]
+    hosts: tuple[str, ...]
+
+
+def value_key(value: Any) -> str:
+    """A value as canonical JSON text: equal values, equal keys (to group hosts by value)."""
+    return json.dumps(value, sort_keys=True, default=str)

@@ -1,0 +1,188 @@
+"""Rules files read and validated: every mistake is a RuleFileError that starts with FILE:LINE
+and says what to write instead (the language: docs/rules.md)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from fleet.checks.documents import HELPERS, RESULTS_BESIDE_PROBES
+from fleet.checks.fixes import FIX_OWN, PLACEHOLDER
+from fleet.checks.language import Expression, compile_expression
+from fleet.checks.model import EXPRESSION_KEYS, KINDS, RULE_KEYS, SEVERITIES, Rule
+from fleet.errors import UsageError
+from fleet.yamlfile import Location
+
+RULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class RuleFileError(UsageError):
+    """A rules file that cannot be used; the message starts with FILE:LINE (exit code 2)."""
+
+
+def load_rules(path: str | Path, probes: Iterable[str]) -> list[Rule]:
+    """Read and validate one rules file; `probes` are the names a rule may read."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise RuleFileError(
+            f"rules file {path} does not exist", hint="pass an existing file with --rules"
+        ) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleFileError(f"cannot read rules file {path}: {exc}") from exc
+    return parse_rules(text, str(path), probes)
+
+
+def parse_rules(text: str, path: str, probes: Iterable[str]) -> list[Rule]:
+    where = Location(path, RuleFileError)
+    document = where.parse(
+        text, hint="check the indentation and quoting near that line (quote JMESPath expressions)"
+    )
+    if not isinstance(document, dict) or "rules" not in document:
+        raise where.fail("a rules file is a mapping with a 'rules:' list", hint=_EXAMPLE_HINT)
+    unknown = [k for k in document if k not in ("rules", "description")]
+    if unknown:
+        raise where.at(document, unknown[0]).fail(
+            f"unknown key {unknown[0]!r} at the top level", hint="allowed: rules, description"
+        )
+    raw_rules = document["rules"]
+    if not isinstance(raw_rules, list) or not raw_rules:
+        raise where.at(document, "rules").fail("'rules:' must be a non-empty list of rules")
+    names = frozenset(probes) | RESULTS_BESIDE_PROBES
+    rules = [_parse_rule(raw, where.at(document, "rules"), names) for raw in raw_rules]
+    check_unique_ids(rules)
+    return rules
+
+
+_EXAMPLE_HINT = (
+    "e.g. rules: [{id: torch-arch, severity: error, "
+    "check: 'every(map(&arch_supported, torch.devices), `true`)', fix: 'install …'}]"
+)
+
+
+def check_unique_ids(rules: Sequence[Rule]) -> None:
+    """Rule ids name JUnit test cases and report entries: two rules may not share one."""
+    first: dict[str, Rule] = {}
+    for rule in rules:
+        if rule.id in first:
+            raise RuleFileError(
+                f"{rule.source}: rule id {rule.id!r} is used twice",
+                context=f"first defined at {first[rule.id].source}",
+                hint="rename one of them (copy a pack and edit it rather than adding to it)",
+            )
+        first[rule.id] = rule
+
+
+def _parse_rule(raw: Any, where: Location, probes: frozenset[str]) -> Rule:
+    if not isinstance(raw, dict):
+        raise where.fail(f"each rule is a mapping (id: …, check: …), not {type(raw).__name__}")
+    where = where.at(raw)
+    rule_id = _rule_id(raw, where)
+    where = where.about(f"rule {rule_id!r}: ")
+    unknown = [k for k in raw if k not in RULE_KEYS]
+    if unknown:
+        raise where.at(raw, unknown[0]).fail(
+            f"unknown key {unknown[0]!r}", hint=f"a rule's keys: {', '.join(RULE_KEYS)}"
+        )
+    _check_shape(raw, where)
+    expressions = {k: _expression(raw, k, where, probes) for k in EXPRESSION_KEYS if k in raw}
+    fix = _text(raw, "fix", where)
+    fix_expressions = _fix_expressions(fix, where.at(raw, "fix"), probes)
+    needs = _needed_probes(expressions.values())
+    return Rule(
+        id=rule_id,
+        description=_text(raw, "description", where, required=False),
+        severity=_severity(raw, where),
+        fix=fix,
+        source=f"{where.path}:{where.line}",
+        needs=needs,
+        fix_expressions=fix_expressions,
+        **expressions,
+    )
+
+
+def _rule_id(raw: dict[Any, Any], where: Location) -> str:
+    rule_id = raw.get("id")
+    if not isinstance(rule_id, str) or not RULE_ID.match(rule_id):
+        raise where.at(raw, "id").fail(
+            f"rule id {rule_id!r} is missing or not valid",
+            hint="letters, digits, '.', '_', '-'; e.g. id: torch-arch-supported",
+        )
+    return rule_id
+
+
+def _check_shape(raw: dict[Any, Any], where: Location) -> None:
+    if sum(kind in raw for kind in KINDS) != 1:
+        raise where.fail(
+            "a rule has exactly one of 'check:' (per host), 'uniform:' or 'uniform_keys:' "
+            "(across hosts)"
+        )
+    if "cohort" in raw and "check" in raw:
+        raise where.at(raw, "cohort").fail("'cohort:' only goes with 'uniform:' or 'uniform_keys:'")
+    if "expected" in raw and "uniform" not in raw:
+        raise where.at(raw, "expected").fail("'expected:' only goes with 'uniform:'")
+
+
+def _severity(raw: dict[Any, Any], where: Location) -> str:
+    severity = raw.get("severity", "error")
+    if severity not in SEVERITIES:
+        raise where.at(raw, "severity").fail(
+            f"severity {severity!r} is not one of: {', '.join(SEVERITIES)}"
+        )
+    return str(severity)
+
+
+def _text(raw: dict[Any, Any], key: str, where: Location, required: bool = True) -> str:
+    value = raw.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or not value.strip():
+        raise where.at(raw, key).fail(f"'{key}:' must be a non-empty text")
+    return value.strip()
+
+
+def _expression(
+    raw: dict[Any, Any], key: str, where: Location, probes: frozenset[str]
+) -> Expression:
+    here = where.at(raw, key)
+    text = raw[key]
+    if not isinstance(text, str) or not text.strip():
+        raise here.fail(f"'{key}:' must be a JMESPath expression in a string, not {text!r}")
+    expression = compile_expression(text.strip(), here, key)
+    _check_roots(expression, here, key, probes)
+    return expression
+
+
+def _check_roots(expression: Expression, where: Location, key: str, probes: frozenset[str]) -> None:
+    unknown = sorted(expression.roots() - probes - set(HELPERS) - {"_observed"})
+    if unknown:
+        raise where.fail(
+            f"'{key}:' reads {unknown[0]!r}, which is neither a probe nor a helper",
+            context=expression.text,
+            hint=f"probes: {', '.join(sorted(probes))}; helpers: {', '.join(HELPERS)}",
+        )
+
+
+def _fix_expressions(fix: str, where: Location, probes: frozenset[str]) -> dict[str, Expression]:
+    """`{EXPR}` placeholders of a fix text, compiled and checked like the rule's expressions."""
+    found: dict[str, Expression] = {}
+    for match in PLACEHOLDER.finditer(fix):
+        text = match.group(1)
+        if text is None or text.strip() in FIX_OWN:
+            continue
+        expression = compile_expression(text.strip(), where, "fix")
+        _check_roots(expression, where, "fix", probes)
+        found[text] = expression
+    return found
+
+
+def _needed_probes(expressions: Iterable[Expression]) -> tuple[str, ...]:
+    needs: set[str] = set()
+    for expression in expressions:
+        for root in expression.roots():
+            probe = HELPERS[root] if root in HELPERS else (None if root.startswith("_") else root)
+            if probe:
+                needs.add(probe)
+    return tuple(sorted(needs))

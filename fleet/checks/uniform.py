@@ -1,0 +1,141 @@
+"""The cross-host rules: `uniform:` (one value the same on every host of a cohort, or the
+`expected:` one) and `uniform_keys:` (each key of an object the same; unset is a value too).
+Where nothing is expected, the cohort's majority is: the one rule of fleet.analysis.majority."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from fleet.analysis.majority import rank
+from fleet.checks.language import EvaluationError, Expression, search_or_none
+from fleet.checks.model import Rule, RuleVerdict, value_key
+
+
+def judge_uniform(rule: Rule, documents: Mapping[str, dict[str, Any]]) -> dict[str, RuleVerdict]:
+    assert rule.uniform is not None
+    values, cohorts, verdicts = _read_across(rule, rule.uniform, documents)
+    majorities = _majorities(values, cohorts)
+    for name, value in values.items():
+        expected = search_or_none(rule.expected, documents[name])
+        reference, why = (
+            (expected, "") if expected is not None else majorities[value_key(cohorts[name])]
+        )
+        verdicts[name] = _uniform_verdict(name, value, reference, why, cohorts[name])
+    return verdicts
+
+
+def _read_across(
+    rule: Rule, expression: Expression, documents: Mapping[str, dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, RuleVerdict]]:
+    """Each host's value of a cross-host rule and its cohort; `unknown` where either is missing."""
+    verdicts: dict[str, RuleVerdict] = {}
+    values: dict[str, Any] = {}
+    cohorts: dict[str, Any] = {}
+    for name, document in documents.items():
+        try:
+            value = expression.search(document)
+            cohort = rule.cohort.search(document) if rule.cohort else None
+        except EvaluationError as exc:
+            verdicts[name] = RuleVerdict(name, "unknown", reason=str(exc))
+            continue
+        if value is None or (rule.cohort is not None and cohort is None):
+            what = expression.text if value is None else f"cohort {rule.cohort.text}"  # type: ignore[union-attr]
+            verdicts[name] = RuleVerdict(name, "unknown", reason=f"{what} is not reported")
+            continue
+        values[name], cohorts[name] = value, cohort
+    return values, cohorts, verdicts
+
+
+def judge_keys(rule: Rule, documents: Mapping[str, dict[str, Any]]) -> dict[str, RuleVerdict]:
+    """uniform_keys: every key of the object is its own uniform comparison (unset is a value)."""
+    assert rule.uniform_keys is not None
+    values, cohorts, verdicts = _read_across(rule, rule.uniform_keys, documents)
+    for name in [n for n, v in values.items() if not isinstance(v, dict)]:
+        shape = type(values.pop(name)).__name__
+        verdicts[name] = RuleVerdict(
+            name, "unknown", reason=f"{rule.uniform_keys.text} is a {shape}"
+        )
+    majorities = _key_majorities(values, cohorts)
+    for name, settings in values.items():
+        notable = majorities[value_key(cohorts[name])]
+        verdicts[name] = _keys_verdict(name, settings, notable, cohorts[name])
+    return verdicts
+
+
+def _key_majorities(
+    values: Mapping[str, dict[str, Any]], cohorts: Mapping[str, Any]
+) -> dict[str, dict[str, tuple[Any, str]]]:
+    """Per cohort, the keys its hosts are held to: (the majority's value, "") where the majority
+    sets the key, (None, why) where the cohort is split on it. Every other key's majority is
+    unset: only the hosts that set it differ, and they are found from their own settings, so the
+    work follows the settings reported, not keys × hosts (hosts with keys of their own)."""
+    members: dict[str, list[dict[str, Any]]] = {}
+    for name, settings in values.items():
+        members.setdefault(value_key(cohorts[name]), []).append(settings)
+    return {cohort: _notable(found) for cohort, found in members.items()}
+
+
+def _notable(found: list[dict[str, Any]]) -> dict[str, tuple[Any, str]]:
+    present = Counter(key for settings in found for key in settings)
+    # set on fewer than half the hosts: more hosts leave it unset than set it to any one value
+    common = sorted(key for key, count in present.items() if 2 * count >= len(found))
+    judged = {key: _majority(_by_value([s.get(key) for s in found])) for key in common}
+    return {key: (value, why) for key, (value, why) in judged.items() if why or value is not None}
+
+
+def _keys_verdict(
+    name: str, settings: dict[str, Any], notable: dict[str, tuple[Any, str]], cohort: Any
+) -> RuleVerdict:
+    differing = {}
+    for key in sorted(set(settings) | set(notable)):
+        majority, why = notable.get(key, (None, ""))
+        if why or value_key(settings.get(key)) != value_key(majority):
+            differing[key] = (settings.get(key), majority, why)
+    if not differing:
+        return RuleVerdict(name, "pass", cohort=cohort)
+    observed = {key: here for key, (here, _, _) in differing.items()}
+    expected = {key: majority for key, (_, majority, why) in differing.items() if not why}
+    reason = "; ".join(f"{key}: {why}" for key, (_, _, why) in differing.items() if why)
+    return RuleVerdict(name, "fail", observed, expected or None, reason=reason, cohort=cohort)
+
+
+def _uniform_verdict(name: str, value: Any, reference: Any, why: str, cohort: Any) -> RuleVerdict:
+    if reference is not None and value_key(value) == value_key(reference):
+        return RuleVerdict(name, "pass", value, reference, cohort=cohort)
+    return RuleVerdict(name, "fail", value, reference, reason=why, cohort=cohort)
+
+
+def _majorities(
+    values: Mapping[str, Any], cohorts: Mapping[str, Any]
+) -> dict[str, tuple[Any, str]]:
+    """Per cohort: (the majority value, "") or (None, why) when the hosts are split; the one
+    majority rule of fleet.analysis.majority, which the cross-host diff uses too."""
+    by_cohort: dict[str, dict[str, list[str]]] = {}
+    for name, value in values.items():
+        by_cohort.setdefault(value_key(cohorts[name]), {}).setdefault(value_key(value), []).append(
+            name
+        )
+    return {cohort: _majority(by_value) for cohort, by_value in by_cohort.items()}
+
+
+def _majority(by_value: Mapping[str, list[str]]) -> tuple[Any, str]:
+    ranking = rank(by_value)
+    if ranking.majority is None:
+        split = "; ".join(f"{_shown(json.loads(k))} on {len(hosts)}" for k, hosts in ranking.groups)
+        return None, f"no majority value to compare with ({split})"
+    return json.loads(ranking.majority[0]), ""
+
+
+def _by_value(values: list[Any]) -> dict[str, list[str]]:
+    """Values as the majority rule takes them: each distinct value with who has it (by index)."""
+    grouped: dict[str, list[str]] = {}
+    for index, value in enumerate(values):
+        grouped.setdefault(value_key(value), []).append(str(index))
+    return grouped
+
+
+def _shown(value: Any) -> str:
+    return "unset" if value is None else repr(value)  # None: a key a host lacks (uniform_keys)
