@@ -12,8 +12,7 @@ import pytest
 
 from fleet.analysis.diff import compare_hosts
 from fleet.analysis.facts import declared_facts
-from fleet.checks import CheckReport, evaluate, load_rules
-from fleet.checks.packs import pack_path
+from fleet.checks import CheckReport, evaluate, load_rules, pack_path
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
 from tests.conftest import ROOT

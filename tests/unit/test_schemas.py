@@ -318,8 +318,7 @@ def test_the_check_of_every_golden_run_validates(path: Path, tmp_path: Path) -> 
 
 
 def test_the_check_report_from_python_validates_without_the_cli_keys() -> None:
-    from fleet.checks import evaluate, load_rules
-    from fleet.checks.packs import pack_path
+    from fleet.checks import evaluate, load_rules, pack_path
     from fleet.execution.bundle import available_probes
 
     rules = load_rules(pack_path("inference"), available_probes())
