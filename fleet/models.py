@@ -56,7 +56,8 @@ class Host:
     proxy_command: tuple[str, ...] | None = None
     identity_files: tuple[str, ...] = ()  # every identity file configured; identity_file: offered
     # Why fleet will not contact this host: a setting that changes where or how ssh would connect
-    # and that fleet cannot honour ("hosts.ini: host gpu-03: ansible_ssh_common_args -o …").
+    # and that fleet cannot honour ("hosts.ini: host gpu-03: ansible_ssh_common_args -o …"), one
+    # line per setting.
     refused: str | None = None
     # setting → where its value came from, for `fleet hosts` and errors: "inventory inv.yaml:14",
     # "ssh_config ~/.ssh/config:3", "ansible hosts.ini", "cli"; a setting not listed is a default

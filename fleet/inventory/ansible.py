@@ -299,7 +299,7 @@ class _AnsibleHost:
         segments = self._ssh_command_line()
         options = parse_ssh_argv(segments, destination)
         if options.refusals:
-            raise _Refusal("; ".join(options.refusals))
+            raise _Refusal("\n".join(options.refusals))
         for option, setting in OPTION_SETTINGS.items():
             if option in options.values:
                 value = options.values[option]
@@ -318,7 +318,7 @@ class _AnsibleHost:
         address = str(self.settings.get("address", self.name))
         refusals = connection_refusals(options, proxied, address)
         if refusals:
-            raise _Refusal("; ".join(refusals))
+            raise _Refusal("\n".join(refusals))
 
     def _ssh_command_line(self) -> list[tuple[list[str], str]]:
         """The ssh options Ansible's ssh plugin passes (_build_command), in its order."""

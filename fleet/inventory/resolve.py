@@ -109,7 +109,7 @@ def refuse_hosts(hosts: list[Host]) -> None:
     if not refused:
         return
     names = compact_hosts([h.name for h in refused])
-    lines = [f"{h.name}: {h.refused}" for h in refused[:MAX_LISTED]]
+    lines = [f"{h.name}: {h.refused}".replace("\n", "\n    ") for h in refused[:MAX_LISTED]]
     if len(refused) > MAX_LISTED:
         lines.append(f"… and {len(refused) - MAX_LISTED} more")
     first = refused[0]

@@ -150,7 +150,7 @@ def apply_ssh_config(host: Host, config: SshConfig | None, name: str | None = No
             )
         changes["known_hosts"] = known
     if refusals:
-        changes["refused"] = "; ".join(dict.fromkeys([*filter(None, [host.refused]), *refusals]))
+        changes["refused"] = "\n".join(dict.fromkeys([*filter(None, [host.refused]), *refusals]))
     return replace(host, **changes, origins=origins) if changes else host
 
 
@@ -212,8 +212,9 @@ def connection_refusals(parsed: SshOptions, proxied: bool, address: str) -> list
         and (address.endswith(".") or address.count(".") <= (dots if isinstance(dots, int) else 1))
     ):
         found.append(
-            f"{parsed.places['CanonicalizeHostname']}: CanonicalizeHostname {canonicalize}: ssh "
-            f"would look {address} up under other names (CanonicalDomains), and fleet does not"
+            f"{parsed.places['CanonicalizeHostname']}: CanonicalizeHostname "
+            f"{'always' if canonicalize == 'always' else 'yes'}: ssh would try the name under "
+            "each of CanonicalDomains, and fleet does not canonicalize host names"
         )
     for option in ("BindAddress", "BindInterface"):
         if parsed.get(option):
@@ -296,7 +297,7 @@ def expand_proxy(host: Host) -> Host:
     except ProxyCommandError as exc:
         where = host.origin("proxy_command").split(" ", 1)[-1]
         reason = f"{where}: ProxyCommand {' '.join(host.proxy_command)}: {exc}"
-        refused = f"{host.refused}; {reason}" if host.refused else reason
+        refused = f"{host.refused}\n{reason}" if host.refused else reason
         return replace(host, refused=refused)
 
 

@@ -133,7 +133,10 @@ def test_ansible_vars_layer_all_parent_child_host() -> None:
 def test_ansible_errors_refuse_only_that_host_naming_it() -> None:
     bad = {"_meta": {"hostvars": {"gpu-03": {"ansible_port": 99999}, "ok": {}}}, "all": {}}
     hosts = parse_ansible_export(bad, "hosts.ini").hosts
-    assert hosts["gpu-03"].refused == "hosts.ini: host gpu-03: ansible_port: -o Port=99999: Bad port '99999'"
+    assert (
+        hosts["gpu-03"].refused
+        == "hosts.ini: host gpu-03: ansible_port: -o Port=99999: Bad port '99999'"
+    )
     assert hosts["ok"].refused is None
     templated = {"_meta": {"hostvars": {"a": {"ansible_host": "{{ ip }}"}}}, "all": {}}
     refused = parse_ansible_export(templated, "hosts.ini").hosts["a"].refused
