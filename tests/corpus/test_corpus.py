@@ -20,6 +20,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +34,7 @@ from fleet import api
 from fleet.errors import FleetError
 from fleet.inventory.ansible import load_ansible_inventory
 from fleet.inventory.document import host_entry
+from fleet.inventory.resolve import resolve_hosts
 
 pytestmark = pytest.mark.slow
 
@@ -241,14 +243,38 @@ def test_ssh_config_corpus_agrees_with_openssh(capsys: pytest.CaptureFixture[str
 # --------------------------------------------------------------------------------------- Ansible
 
 
-def ansible_list(path: Path) -> dict[str, Any]:
+ANSIBLE_ENV = {**os.environ, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true", "ANSIBLE_NOCOLOR": "1"}
+
+
+def ansible_python() -> str:
+    """The interpreter the ansible-inventory command runs under (its #! line)."""
     assert ANSIBLE_INVENTORY
-    env = {**os.environ, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true", "ANSIBLE_NOCOLOR": "1"}
+    first = Path(ANSIBLE_INVENTORY).read_text(errors="replace").splitlines()[0]
+    return first[2:].strip() if first.startswith("#!/") and "python" in first else sys.executable
+
+
+def ansible_lists(paths: list[Path]) -> dict[str, dict[str, Any]]:
+    """`ansible-inventory -i FILE --list` of each file, from one process (ansible_list.py)."""
+    done = subprocess.run(
+        [ansible_python(), str(CORPUS / "ansible_list.py"), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        env=ANSIBLE_ENV,
+        timeout=300,
+        check=True,
+    )
+    documents: dict[str, dict[str, Any]] = json.loads(done.stdout)
+    return documents
+
+
+def ansible_list(path: Path) -> dict[str, Any]:
+    """The ansible-inventory command itself."""
+    assert ANSIBLE_INVENTORY
     done = subprocess.run(
         [ANSIBLE_INVENTORY, "-i", str(path), "--list"],
         capture_output=True,
         text=True,
-        env=env,
+        env=ANSIBLE_ENV,
         timeout=120,
         check=True,
     )
@@ -291,8 +317,9 @@ def ssh_arg_values(variables: dict[str, Any]) -> dict[str, Any]:
             index += 1
         index += 1
         if flag == "-o":
-            key, _, setting = value.replace(" ", "=", 1).partition("=")
-            key = key.lower()
+            match = re.match(r"\s*([^\s=]+)\s*=?\s*(.*)$", value, re.DOTALL)
+            assert match, value
+            key, setting = match[1].lower(), match[2]
             if key in ("proxyjump", "proxycommand") and ("proxy" in found):
                 continue
             if key in ("proxyjump", "proxycommand"):
@@ -413,21 +440,22 @@ def _ansible_refusal_kind(reason: str) -> str:
 @pytest.mark.skipif(ANSIBLE_INVENTORY is None, reason="pip install ansible-core")
 def test_ansible_corpus_agrees_with_ansible_inventory(capsys: pytest.CaptureFixture[str]) -> None:
     tally = Tally(files=len(ANSIBLE_FILES))
+    documents = ansible_lists(ANSIBLE_FILES)
+    assert documents[str(ANSIBLE_FILES[0])] == ansible_list(ANSIBLE_FILES[0]), "ansible_list.py"
 
-    def both(path: Path) -> tuple[Path, dict[str, Any], Any]:
-        try:
-            fleet_hosts: Any = load_ansible_inventory(str(path)).hosts
+    def resolved(path: Path) -> Any:
+        try:  # as `fleet hosts --json -i FILE --ssh-config none` resolves them
+            return resolve_hosts(load_ansible_inventory(str(path)), None).hosts
         except FleetError as exc:
-            fleet_hosts = exc
-        return path, ansible_list(path), fleet_hosts
+            return exc
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(both, ANSIBLE_FILES))
-    for path, document, fleet_hosts in results:
+    with ThreadPoolExecutor(max_workers=4) as pool:  # ansible-inventory mostly starts up
+        results = list(zip(ANSIBLE_FILES, pool.map(resolved, ANSIBLE_FILES)))
+    for path, fleet_hosts in results:
         if isinstance(fleet_hosts, FleetError):
             tally.wrong.append(f"{path.parent.name}: fleet fails: {fleet_hosts.message}")
             continue
-        compare_ansible(path, document, fleet_hosts, tally)
+        compare_ansible(path, documents[str(path)], fleet_hosts, tally)
     with capsys.disabled():
         print("\n" + tally.summary("Ansible corpus vs ansible-inventory --list"))
     assert tally.compared >= 50
