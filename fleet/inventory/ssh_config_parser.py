@@ -26,6 +26,7 @@ fleet/inventory/ansible.py reads Ansible's ssh command lines with `parse_ssh_arg
 
 from __future__ import annotations
 
+import functools
 import getpass
 import glob
 import ipaddress
@@ -192,8 +193,13 @@ def split_line(line: str) -> tuple[str, str] | None:
 
 def match_pattern(text: str, pattern: str) -> bool:
     """OpenSSH's match_pattern: `*` and `?` wildcards, case-sensitive, nothing else special."""
+    return _pattern_regex(pattern).fullmatch(text) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
     regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.fullmatch(regex, text, re.DOTALL) is not None
+    return re.compile(regex, re.DOTALL)
 
 
 def match_pattern_list(text: str, patterns: str, lower: bool = False) -> int:
@@ -425,6 +431,43 @@ class _Pass:
     want_final: bool = False
 
 
+@dataclass(frozen=True)
+class _Line:
+    """A config line fleet acts on, split once: or the error ssh would stop at."""
+
+    place: str
+    keyword: str = ""
+    rest: str = ""
+    words: list[str] = field(default_factory=list)
+    error: ConfigSyntaxError | None = None
+
+
+def _split(text: str, place: str) -> _Line | None:
+    split = split_line(text)
+    if split is None:
+        return None
+    keyword, rest = split
+    keyword = ALIASES.get(keyword, keyword)
+    if not rest:
+        return _Line(
+            place, error=ConfigSyntaxError(place, f'no argument after keyword "{keyword}"')
+        )
+    if keyword == "match":
+        return _Line(place, keyword, rest)
+    try:
+        words = argv_split(rest)
+    except ValueError as exc:
+        return _Line(place, error=ConfigSyntaxError(place, str(exc)))
+    if keyword not in ("host", "include", *CANONICAL):
+        return None  # a keyword fleet does not read: skipped, its value unchecked
+    if keyword in CANONICAL:
+        try:  # checked here once, as ssh checks a value whether or not its block applies
+            apply_keyword(SshOptions(), keyword, rest, words, place, True)
+        except ConfigSyntaxError as exc:
+            return _Line(place, error=exc)
+    return _Line(place, keyword, rest, words)
+
+
 class ConfigReader:
     """Reads ssh_config files (each as `ssh -F FILE` would) for one host name at a time; each file
     is read from disk and split into lines once."""
@@ -432,7 +475,7 @@ class ConfigReader:
     def __init__(self, paths: Sequence[Path], local_user: str | None = None) -> None:
         self.paths = tuple(paths)
         self.local_user = local_user or getpass.getuser()
-        self._lines: dict[str, list[str]] = {}
+        self._lines: dict[str, list[_Line]] = {}
 
     def resolve(self, name: str) -> SshOptions:
         """What the files say for `ssh name`: a first pass, and the final pass a `Match final` (or
@@ -461,7 +504,8 @@ class ConfigReader:
 
     # --------------------------------------------------------------------------------- files
 
-    def _file_lines(self, path: str, top: bool) -> list[str] | None:
+    def _file_lines(self, path: str, top: bool) -> list[_Line] | None:
+        """The lines of `path` that matter to fleet, split and checked once per file."""
         if path not in self._lines:
             try:
                 with open(path, "rb") as handle:
@@ -472,7 +516,9 @@ class ConfigReader:
                 return None
             if len(data) > MAX_FILE_BYTES:
                 raise ConfigSyntaxError(f"{path}:1", "larger than 4 MB: is it an ssh_config?")
-            self._lines[path] = data.decode("utf-8", errors="replace").splitlines()
+            text = data.decode("utf-8", errors="replace")
+            lines = [_split(line, f"{path}:{n}") for n, line in enumerate(text.splitlines(), 1)]
+            self._lines[path] = [line for line in lines if line is not None]
         return self._lines[path]
 
     def _read(
@@ -487,43 +533,35 @@ class ConfigReader:
     ) -> None:
         if depth > MAX_DEPTH:
             raise ConfigSyntaxError(path, "too many recursive configuration includes")
-        for number, line in enumerate(self._file_lines(path, top) or (), 1):
-            active = self._line(line, f"{path}:{number}", options, state, active, never, depth)
+        for line in self._file_lines(path, top) or ():
+            active = self._line(line, options, state, active, never, depth)
 
     def _line(
         self,
-        line: str,
-        place: str,
+        line: _Line,
         options: SshOptions,
         state: _Pass,
         active: bool | str,
         never: bool,
         depth: int,
     ) -> bool | str:
-        split = split_line(line)
-        if split is None:
-            return active
-        keyword, rest = split
-        keyword = ALIASES.get(keyword, keyword)
-        if not rest:
-            raise ConfigSyntaxError(place, f'no argument after keyword "{keyword}"')
+        if line.error:
+            raise line.error
+        keyword, place = line.keyword, line.place
         if keyword == "match":
-            decided = self._match(rest, place, options, state)
+            decided = self._match(line.rest, place, options, state)
             return False if never else decided
-        try:
-            words = argv_split(rest)
-        except ValueError as exc:
-            raise ConfigSyntaxError(place, str(exc)) from exc
         if keyword == "host":
-            return self._host(words, place, state) and not never
-        if isinstance(active, str) and (keyword in CANONICAL or keyword == "include"):
-            what = f"includes {rest}" if keyword == "include" else f"sets {CANONICAL[keyword]}"
+            return self._host(line.words, place, state) and not never
+        if isinstance(active, str):
+            what = f"includes {line.rest}" if keyword == "include" else f"sets {CANONICAL[keyword]}"
             options.refusals.append(f"{active}; that block {what} at {place}")
-        applies = active is True
+        if active is not True:
+            return active  # its values were checked when the file was read
         if keyword == "include":
-            self._include(words, place, options, state, applies, depth)
-        elif keyword in CANONICAL:
-            apply_keyword(options, keyword, rest, words, place, applies)
+            self._include(line.words, place, options, state, True, depth)
+        else:
+            apply_keyword(options, keyword, line.rest, line.words, place, True)
         return active
 
     def _host(self, words: list[str], place: str, state: _Pass) -> bool:
