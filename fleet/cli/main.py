@@ -197,7 +197,8 @@ def hosts(
          h.jump or ("proxy: " + " ".join(h.proxy_command) if h.proxy_command else ""),
          h.identity_file or "",
          ",".join(h.groups), ", ".join(h.probe_args),
-         slurm_state(states[h.name]) if h.name in states else origin_summary(h))
+         slurm_state(states[h.name]) if h.name in states
+         else f"REFUSED: {h.refused.splitlines()[0]}" if h.refused else origin_summary(h))
         for h in selection.hosts
     ]  # fmt: skip
     print_table(make_console(), str(selection.source), HOSTS_COLUMNS, rows)
