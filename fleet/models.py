@@ -54,6 +54,14 @@ class Host:
     probe_args: Mapping[str, Any] = field(default_factory=dict)
     jump_host: Host | None = None  # `jump` resolved: an inventory host, or user@host:port
     identities_only: bool = False  # ssh_config IdentitiesOnly: identity_file only, no agent keys
+    # ProxyCommand as the argv fleet runs (no shell) with the connection on its stdin and stdout,
+    # %-tokens expanded by fleet.inventory.resolve; None: connect directly (or through jump_host)
+    proxy_command: tuple[str, ...] | None = None
+    identity_files: tuple[str, ...] = ()  # every identity file configured; identity_file: offered
+    # Why fleet will not contact this host: a setting that changes where or how ssh would connect
+    # and that fleet cannot honour ("hosts.ini: host gpu-03: ansible_ssh_common_args -o …"), one
+    # line per setting.
+    refused: str | None = None
     # setting → where its value came from, for `fleet hosts` and errors: "inventory inv.yaml:14",
     # "ssh_config ~/.ssh/config:3", "ansible hosts.ini", "cli"; a setting not listed is a default
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)

@@ -174,18 +174,31 @@ main.params.append(debug_flag())
     help="A Slurm partition's, nodeset's or job's nodes, with their Slurm state "
     "(asks Slurm's controller; contacts no node).",
 )
+@click.option("--json", "as_json", is_flag=True, help="One JSON document (schema fleet.hosts/1).")
 def hosts(
-    inventory_path: str | None, limit: str | None, slurm_target: str | None, **choice: Any
+    inventory_path: str | None,
+    limit: str | None,
+    slurm_target: str | None,
+    as_json: bool = False,
+    **choice: Any,
 ) -> None:
     """Print the selected hosts, their resolved settings and where each came from. Contacts nothing."""
     selection = HostChoice.pop_from(choice).select(
         inventory_path, limit, require_files=False, slurm=slurm_target
     )
+    if as_json:
+        from fleet.inventory.document import hosts_document
+
+        click.echo(json.dumps(hosts_document(selection), indent=2))
+        return
     states = {n.name: n for n in selection.slurm.nodes} if selection.slurm else {}
     rows = [
-        (h.name, h.transport, h.target(), h.python, h.jump or "", h.identity_file or "",
+        (h.name, h.transport, h.target(), h.python,
+         h.jump or ("proxy: " + " ".join(h.proxy_command) if h.proxy_command else ""),
+         h.identity_file or "",
          ",".join(h.groups), ", ".join(h.probe_args),
-         slurm_state(states[h.name]) if h.name in states else origin_summary(h))
+         slurm_state(states[h.name]) if h.name in states
+         else f"REFUSED: {h.refused.splitlines()[0]}" if h.refused else origin_summary(h))
         for h in selection.hosts
     ]  # fmt: skip
     print_table(make_console(), str(selection.source), HOSTS_COLUMNS, rows)

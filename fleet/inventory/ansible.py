@@ -2,12 +2,26 @@
 `ansible-inventory -i FILE --list --export`, run as a subprocess: fleet never imports ansible.
 
 Variables are layered as Ansible does: `all`, then each group from the shallowest to the deepest
-(ansible_group_priority, then name, breaking ties), then the host's own. Mapped: ansible_host,
-ansible_port, ansible_user, ansible_ssh_private_key_file, ansible_python_interpreter, and the
--J / -o ProxyJump= / -o UserKnownHostsFile= / -o Port= / -i parts of ansible_ssh_common_args and
-ansible_ssh_extra_args. `fleet_<setting>` variables (fleet_probe_args, fleet_python, …) carry
-fleet's own settings and win. A host whose ansible_connection fleet does not speak is kept, and
-ends with a message saying so (transport `unsupported:<connection>`).
+(ansible_group_priority, then name, breaking ties), then the host's own; a later layer replaces a
+variable whole. Then each connection setting is read as Ansible's ssh connection plugin reads it:
+where two names are set, the later one of its list wins (ansible_ssh_host over ansible_host,
+ansible_ssh_port over ansible_port, ansible_ssh_user, ansible_ssh_private_key_file), and the ssh
+command line it builds is read as ssh reads it (fleet/inventory/ssh_config_parser.py): ssh_args,
+then `-o Port=` (the port variable), `-o IdentityFile=`, `-o User=`, then ansible_ssh_common_args
+and ansible_ssh_extra_args, the first value of each option winning. So `-o ProxyJump=`, `-J`,
+`-o ProxyCommand=` (fleet/inventory/proxy_command.py), `-o UserKnownHostsFile=`, `-p`, `-l`, `-i`
+and the like are honoured. Whatever else there changes where or how ssh connects and fleet cannot
+do it (`-F`, a bind address, an option ssh does not know, a ProxyCommand that needs a shell, a
+Jinja template) refuses that host, naming file, group or host, and variable: it is kept, listed,
+and never contacted (fleet/inventory/resolve.py). Options that change neither (-C, -v,
+ControlPersist, StrictHostKeyChecking: fleet checks host keys strictly anyway) are left out.
+
+ansible_python_interpreter: a path or a command name; `/usr/bin/env NAME` is NAME found on the
+host's PATH (what env does, and what fleet's launcher does with a bare name); `auto`,
+`auto_silent`, `auto_legacy` and `auto_legacy_silent` are fleet's own choice (python3 on PATH). An
+interpreter with arguments refuses that host only. `fleet_<setting>` variables (fleet_probe_args,
+fleet_python, …) carry fleet's own settings and win. A host whose ansible_connection fleet does not
+speak is kept, and ends with a message saying so (transport `unsupported:<connection>`).
 """
 
 from __future__ import annotations
@@ -17,7 +31,7 @@ import os
 import shlex
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaml
@@ -30,6 +44,9 @@ from fleet.inventory.fleet_yaml import (
     _check_setting,
     host_from_settings,
 )
+from fleet.inventory.proxy_command import ProxyCommandError, command_words
+from fleet.inventory.ssh_config import connection_refusals
+from fleet.inventory.ssh_config_parser import SshOptions, parse_ssh_argv, percent_expand
 from fleet.models import Host
 from fleet.yamlfile import Location
 
@@ -38,20 +55,28 @@ PACKAGE = "ansible-core"
 TIMEOUT_S = 120
 SSH_CONNECTIONS = ("ssh", "smart", "paramiko", "paramiko_ssh", "ansible.builtin.ssh")
 LOCAL_CONNECTIONS = ("local", "ansible.builtin.local")
-# ansible variable → fleet setting (later names win: ansible_host over ansible_ssh_host)
-VARIABLES = {
-    "ansible_ssh_host": "address",
-    "ansible_host": "address",
-    "ansible_ssh_port": "port",
-    "ansible_port": "port",
-    "ansible_ssh_user": "user",
-    "ansible_user": "user",
-    "ansible_ssh_private_key_file": "identity_file",
-    "ansible_private_key_file": "identity_file",
-    "ansible_python_interpreter": "python",
+# The ssh connection plugin's variables for each setting: the last one set wins (its `vars` list).
+CONNECTION_VARIABLES = {
+    "address": ("ansible_host", "ansible_ssh_host"),
+    "port": ("ansible_port", "ansible_ssh_port"),
+    "user": ("ansible_user", "ansible_ssh_user"),
+    "identity_file": ("ansible_private_key_file", "ansible_ssh_private_key_file"),
+    "connect_timeout": ("ansible_ssh_timeout",),
 }
-SSH_ARGS = ("ansible_ssh_common_args", "ansible_ssh_extra_args")
-SSH_OPTIONS = {"proxyjump": "jump", "userknownhostsfile": "known_hosts", "port": "port"}
+SSH_ARGS = ("ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args")
+PYTHON_VARIABLE = "ansible_python_interpreter"
+AUTO_PYTHON = ("auto", "auto_silent", "auto_legacy", "auto_legacy_silent")
+ENV_COMMANDS = ("/usr/bin/env", "/bin/env", "env")
+SSH_EXECUTABLES = ("ssh", "/usr/bin/ssh", "/bin/ssh", "/usr/local/bin/ssh")
+# ssh options (after ssh_config_parser) → fleet settings
+OPTION_SETTINGS = {
+    "Hostname": "address",
+    "Port": "port",
+    "User": "user",
+    "IdentitiesOnly": "identities_only",
+    "UserKnownHostsFile": "known_hosts",
+    "ConnectTimeout": "connect_timeout",
+}
 
 
 class _Place(Location):
@@ -173,72 +198,232 @@ def _group_order(tree: _Tree) -> list[str]:
     return sorted((g for g in tree.groups if g != "all"), key=key)
 
 
+@dataclass(frozen=True)
+class _Value:
+    value: Any
+    where: str  # "group gpu", "host gpu-03"
+
+
 def _host(name: str, tree: _Tree, member_of: list[str], path: str) -> Host:
     here = _place(f"{path}: host {name}")
     if not NAME_RE.match(name):
         raise here.fail(f"{name!r} is not a valid host name for fleet (letters, digits, '.-_')")
-    settings: dict[str, Any] = {}
-    origins: dict[str, str] = {}
     layers = [("group all", tree.groups.get("all", {}).get("vars") or {})]
     layers += [(f"group {g}", tree.groups[g].get("vars") or {}) for g in member_of]
     layers += [(f"host {name}", tree.hostvars.get(name) or {})]
+    flat: dict[str, _Value] = {}
     for where, variables in layers:
-        for setting, value in _settings(variables, _place(f"{path}: {where}")).items():
-            settings[setting] = value
-            origins[setting] = f"ansible {path}: {where}"
-    return _build_host(name, settings, origins, tuple(member_of), here)
-
-
-def _settings(variables: Mapping[str, Any], here: _Place) -> dict[str, Any]:
-    """One layer's variables as fleet settings (fleet_* last: they win)."""
-    found: dict[str, Any] = {}
-    for variable, setting in VARIABLES.items():
-        if variable in variables:
-            found[setting] = variables[variable]
-    for variable in SSH_ARGS:
-        if variables.get(variable):
-            found.update(ssh_args_settings(str(variables[variable]), here, variable))
-    if "ansible_connection" in variables:
-        found["transport"] = _transport(str(variables["ansible_connection"]))
-    for setting in SETTINGS:
-        if f"fleet_{setting}" in variables:
-            found[setting] = variables[f"fleet_{setting}"]
-    return found
-
-
-def ssh_args_settings(text: str, here: _Place, variable: str) -> dict[str, Any]:
-    """The parts of an ssh command line fleet understands: -J, -i, -o ProxyJump/UserKnownHostsFile/Port."""
+        for variable, value in variables.items():
+            flat[variable] = _Value(value, where)  # a later layer replaces the value whole
     try:
-        words = shlex.split(text)
-    except ValueError as exc:
-        raise here.fail(f"{variable} {text!r}: {exc}") from exc
-    found: dict[str, Any] = {}
-    pairs = _flag_pairs(words)
-    for flag, value in pairs:
-        if flag == "-J":
-            found["jump"] = value
-        elif flag == "-i":
-            found["identity_file"] = value
-        elif flag == "-o":
-            option, _, setting_value = value.replace(" ", "=", 1).partition("=")
-            if option.lower() in SSH_OPTIONS:
-                found[SSH_OPTIONS[option.lower()]] = setting_value.strip()
-    return found
+        return _AnsibleHost(name, path, flat, tuple(member_of)).build()
+    except _Refusal as exc:
+        return Host(name=name, address=name, groups=tuple(member_of), refused=str(exc))
 
 
-def _flag_pairs(words: list[str]) -> list[tuple[str, str]]:
-    """`-o X=1 -J b -oY=2` → [('-o', 'X=1'), ('-J', 'b'), ('-o', 'Y=2')]."""
-    pairs = []
-    index = 0
-    while index < len(words):
-        word = words[index]
-        if word[:2] in ("-o", "-J", "-i") and len(word) > 2:
-            pairs.append((word[:2], word[2:]))
-        elif word in ("-o", "-J", "-i") and index + 1 < len(words):
-            pairs.append((word, words[index + 1]))
-            index += 1
-        index += 1
-    return pairs
+class _Refusal(Exception):
+    """What fleet cannot honour for one host: the host is refused, the inventory is not."""
+
+
+class _AnsibleHost:
+    """One host's flattened variables → a Host, as Ansible's ssh connection would reach it."""
+
+    def __init__(self, name: str, path: str, flat: dict[str, _Value], groups: tuple[str, ...]):
+        self.name, self.path, self.flat, self.groups = name, path, flat, groups
+        self.settings: dict[str, Any] = {}
+        self.origins: dict[str, str] = {}
+
+    def place(self, variable: str) -> str:
+        return f"{self.path}: {self.flat[variable].where}: {variable}"
+
+    def origin(self, variable: str) -> str:
+        return f"ansible {self.path}: {self.flat[variable].where} ({variable})"
+
+    def value(self, variable: str) -> Any:
+        """A variable's value; a Jinja template refuses the host (`--export` leaves it unrendered)."""
+        value = self.flat[variable].value
+        if isinstance(value, str) and ("{{" in value or "{%" in value):
+            raise _Refusal(
+                f"{self.place(variable)} {value!r} is a Jinja template: fleet reads "
+                f"`{COMMAND} --export`, which leaves templates unrendered (write the value "
+                f"itself for fleet, e.g. fleet_{_setting_of(variable)}=…)"
+            )
+        return value
+
+    def last_set(self, variables: tuple[str, ...]) -> str | None:
+        return next((v for v in reversed(variables) if v in self.flat), None)
+
+    def set(self, setting: str, value: Any, origin: str) -> None:
+        self.settings[setting] = value
+        self.origins[setting] = origin
+
+    def build(self) -> Host:
+        transport = "ssh"
+        if "ansible_connection" in self.flat:
+            transport = _transport(str(self.value("ansible_connection")))
+            self.set("transport", transport, self.origin("ansible_connection"))
+        if transport == "ssh":
+            self._connection()
+        self._python()
+        for setting in SETTINGS:
+            if f"fleet_{setting}" in self.flat:
+                self.set(setting, self.value(f"fleet_{setting}"), self.origin(f"fleet_{setting}"))
+        settings = _normalise(self.settings, self)
+        for key, value in settings.items():
+            if key not in ("transport", "identities_only", "proxy_command", "identity_files"):
+                try:
+                    _check_setting(key, value, _place(self.origins[key].split(" ", 1)[1]))
+                except InventoryError as exc:
+                    raise _Refusal(exc.message) from exc
+        host = host_from_settings(self.name, settings, self.groups, self.origins)
+        extra = ("identities_only", "proxy_command", "identity_files")
+        return replace(host, **{k: settings[k] for k in extra if settings.get(k) is not None})
+
+    # --------------------------------------------------------------------------- ssh's view
+
+    def _connection(self) -> None:
+        executable = self.flat.get("ansible_ssh_executable")
+        if (
+            executable is not None
+            and str(self.value("ansible_ssh_executable")) not in SSH_EXECUTABLES
+        ):
+            raise _Refusal(
+                f"{self.place('ansible_ssh_executable')} {executable.value!r}: fleet connects "
+                "with its own SSH client, not through another program"
+            )
+        destination = self.name
+        chosen = self.last_set(CONNECTION_VARIABLES["address"])
+        if chosen:
+            destination = str(self.value(chosen))
+            self.set("address", destination, self.origin(chosen))
+        segments = self._ssh_command_line()
+        options = parse_ssh_argv(segments, destination)
+        if options.refusals:
+            raise _Refusal("\n".join(options.refusals))
+        for option, setting in OPTION_SETTINGS.items():
+            if option in options.values:
+                value = options.values[option]
+                if option == "Hostname":
+                    value = percent_expand(str(value), {"h": destination}) or str(value)
+                elif option == "UserKnownHostsFile":
+                    value = value[0] if isinstance(value, list) and value else "/dev/null"
+                elif option == "ConnectTimeout" and (not isinstance(value, int) or value <= 0):
+                    continue
+                self.set(setting, value, _origin_of(options.places[option]))
+        if options.identity_files:
+            paths = tuple(os.path.expanduser(p) for p, _ in options.identity_files)
+            self.set("identity_file", paths[0], _origin_of(options.identity_files[0][1]))
+            self.set("identity_files", paths, _origin_of(options.identity_files[0][1]))
+        proxied = self._proxy(options)
+        address = str(self.settings.get("address", self.name))
+        refusals = connection_refusals(options, proxied, address)
+        if refusals:
+            raise _Refusal("\n".join(refusals))
+
+    def _ssh_command_line(self) -> list[tuple[list[str], str]]:
+        """The ssh options Ansible's ssh plugin passes (_build_command), in its order."""
+        segments: list[tuple[list[str], str]] = []
+        if "ansible_ssh_args" in self.flat:
+            segments.append(self._split("ansible_ssh_args"))
+        for setting, option in (
+            ("port", "Port"),
+            ("identity_file", "IdentityFile"),
+            ("user", "User"),
+        ):
+            variable = self.last_set(CONNECTION_VARIABLES[setting])
+            if variable is None or self.value(variable) is None:
+                continue
+            value = str(self.value(variable))
+            if setting == "identity_file":
+                value = os.path.expanduser(value)
+            quoted = value if setting == "port" else f'"{value}"'
+            segments.append((["-o", f"{option}={quoted}"], self.place(variable)))
+        variable = self.last_set(CONNECTION_VARIABLES["connect_timeout"])
+        if variable is not None:
+            segments.append(
+                (["-o", f"ConnectTimeout={self.value(variable)}"], self.place(variable))
+            )
+        for variable in SSH_ARGS[1:]:
+            if self.flat.get(variable) and self.flat[variable].value:
+                segments.append(self._split(variable))
+        return segments
+
+    def _split(self, variable: str) -> tuple[list[str], str]:
+        """Ansible's _split_ssh_args: shlex words, stripped, empty ones dropped."""
+        text = str(self.value(variable))
+        try:
+            words = [w.strip() for w in shlex.split(text) if w.strip()]
+        except ValueError as exc:
+            raise _Refusal(f"{self.place(variable)} {text!r}: {exc}") from exc
+        return words, self.place(variable)
+
+    def _proxy(self, options: SshOptions) -> bool:
+        """Jump or ProxyCommand, as ssh would settle them; True when the host is proxied."""
+        state = options.proxy()
+        jump, command = state.effective_jump, state.effective_command
+        if jump:
+            if "," in jump:
+                raise _Refusal(
+                    f"{state.jump_place}: jump {jump} chains several jump hosts; fleet tunnels "
+                    "through one"
+                )
+            self.set("jump", jump, _origin_of(state.jump_place))
+        elif state.jump == "none":
+            self.set("jump", None, _origin_of(state.jump_place))
+        if command:
+            try:
+                words = command_words(command)
+            except ProxyCommandError as exc:
+                raise _Refusal(f"{state.command_place}: ProxyCommand {command}: {exc}") from exc
+            self.set("proxy_command", words, _origin_of(state.command_place))
+        elif state.command is not None and not jump:
+            self.set("proxy_command", None, _origin_of(state.command_place))
+        return bool(jump or command)
+
+    # ---------------------------------------------------------------------------- python
+
+    def _python(self) -> None:
+        if PYTHON_VARIABLE not in self.flat:
+            return
+        value = self.value(PYTHON_VARIABLE)
+        origin = self.origin(PYTHON_VARIABLE)
+        if isinstance(value, str) and value.strip() in AUTO_PYTHON:
+            self.origins["python"] = f"{origin}: {value.strip()}, fleet's own choice"
+            return
+        try:
+            words = shlex.split(str(value))
+        except ValueError as exc:
+            raise _Refusal(f"{self.place(PYTHON_VARIABLE)} {value!r}: {exc}") from exc
+        if len(words) == 2 and words[0] in ENV_COMMANDS and _plain_command(words[1]):
+            self.set(
+                "python", words[1], f"{origin}: {words[1]} on the host's PATH, as env finds it"
+            )
+        elif len(words) == 1:
+            self.set("python", words[0], origin)
+        else:
+            raise _Refusal(
+                f"{self.place(PYTHON_VARIABLE)} {value!r}: fleet starts the interpreter as one "
+                "program, without arguments (write its path, e.g. /usr/bin/python3)"
+            )
+
+
+def _plain_command(word: str) -> bool:
+    return bool(word) and not word.startswith("-") and "=" not in word
+
+
+def _origin_of(place: str) -> str:
+    """'hosts.ini: group gpu: ansible_ssh_common_args' → 'ansible hosts.ini: group gpu (…)'."""
+    where, _, variable = place.rpartition(": ")
+    return f"ansible {where} ({variable})"
+
+
+def _setting_of(variable: str) -> str:
+    for setting, names in CONNECTION_VARIABLES.items():
+        if variable in names:
+            return setting
+    if variable == PYTHON_VARIABLE:
+        return "python"
+    return variable.removeprefix("fleet_").removeprefix("ansible_")
 
 
 def _transport(connection: str) -> str:
@@ -249,42 +434,21 @@ def _transport(connection: str) -> str:
     return f"unsupported:{connection}"
 
 
-def _build_host(
-    name: str,
-    settings: dict[str, Any],
-    origins: dict[str, str],
-    groups: tuple[str, ...],
-    here: _Place,
-) -> Host:
-    settings = _normalise(settings, here)
-    for key, value in settings.items():
-        if key != "transport":  # derived from ansible_connection, not a fleet setting to check
-            _check_setting(key, value, _place(origins[key].split(" ", 1)[1]))
-    shown = {k: v for k, v in origins.items() if k in settings}
-    return host_from_settings(name, settings, groups, shown)
-
-
-def _normalise(settings: dict[str, Any], here: _Place) -> dict[str, Any]:
-    """INI values arrive as text: ports as numbers, probe_args as JSON or YAML; templates refused."""
+def _normalise(settings: dict[str, Any], host: _AnsibleHost) -> dict[str, Any]:
+    """INI values arrive as text: ports as numbers, probe_args as JSON or YAML."""
     out = dict(settings)
     for key, value in settings.items():
-        if isinstance(value, str) and "{{" in value:
-            raise here.fail(
-                f"{key} {value!r} is a Jinja template: fleet reads `{COMMAND} --export`, "
-                "which leaves templates unrendered",
-                hint=f"write the value itself for fleet, e.g. fleet_{key}=…",
-            )
         if key in ("port", "connect_timeout") and isinstance(value, str) and value.isdigit():
             out[key] = int(value)
         if key == "probe_args" and isinstance(value, str):
-            out[key] = _structured(value, here)
-        if key == "python" and isinstance(value, str) and value.startswith("auto"):
-            out.pop(key)  # ansible's interpreter discovery: fleet's default python3
+            out[key] = _structured(value, host)
     return out
 
 
-def _structured(text: str, here: _Place) -> Any:
+def _structured(text: str, host: _AnsibleHost) -> Any:
     try:
         return yaml.safe_load(text)  # JSON is YAML
     except yaml.YAMLError as exc:
-        raise here.fail(f"fleet_probe_args {text!r} is not JSON or YAML: {exc}") from exc
+        raise _Refusal(
+            f"{host.place('fleet_probe_args')} {text!r} is not JSON or YAML: {exc}"
+        ) from exc

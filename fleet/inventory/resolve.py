@@ -10,7 +10,7 @@ from dataclasses import replace
 from fleet.errors import InventoryError
 from fleet.hostsets import compact_hosts
 from fleet.inventory.fleet_yaml import JUMP_RE, Inventory, jump_spec_host
-from fleet.inventory.ssh_config import SshConfig, apply_ssh_config
+from fleet.inventory.ssh_config import SshConfig, apply_ssh_config, expand_proxy
 from fleet.models import Host
 
 INHERITED = ("identity_file", "known_hosts", "connect_timeout", "identities_only")
@@ -18,9 +18,12 @@ EXPLICIT_KINDS = ("inventory", "ansible", "cli")
 
 
 def resolve_hosts(inventory: Inventory, config: SshConfig | None) -> Inventory:
-    """Apply `config` to every SSH host and to the jump hosts they name, then link each host to
-    its jump host (one Host object per bastion, so the transport shares one connection)."""
-    hosts = {name: apply_ssh_config(host, config) for name, host in inventory.hosts.items()}
+    """Apply `config` to every SSH host and to the jump hosts they name, fill in ProxyCommand
+    tokens, then link each host to its jump host (one Host object per bastion, so the transport
+    shares one connection). A host fleet cannot reach as ssh would is kept, `refused`."""
+    hosts = {
+        name: expand_proxy(apply_ssh_config(host, config)) for name, host in inventory.hosts.items()
+    }
     bastions: dict[str, Host] = {}
     linked = {name: _link_jump(host, hosts, bastions, config) for name, host in hosts.items()}
     return replace(inventory, hosts=linked)
@@ -31,17 +34,22 @@ def _link_jump(
 ) -> Host:
     if not host.jump or host.jump == host.name or host.transport != "ssh":
         return replace(host, jump=None, jump_host=None) if host.jump_host else host
+    if host.refused:
+        return host
     bastion = hosts.get(host.jump)
     if bastion is None:
         key = f"{host.jump} {host.identity_file} {host.known_hosts} {host.user}"
         if key not in bastions:
             bastions[key] = _spec_bastion(host, config)
         bastion = bastions[key]
+    if bastion.refused:
+        return replace(host, refused=f"jump host {host.jump}: {bastion.refused}")
     if bastion.jump and bastion.jump not in (bastion.name, host.jump):
-        raise InventoryError(
-            f"{_place(host, 'jump')}: jump host {host.jump!r} of {host.name!r} has a jump host "
-            f"of its own ({bastion.jump}, from {bastion.origin('jump')})",
-            hint="fleet tunnels through one jump host; give that host direct access",
+        return replace(
+            host,
+            refused=f"{_place(host, 'jump')}: jump host {host.jump!r} of {host.name!r} has a jump "
+            f"host of its own ({bastion.jump}, from {bastion.origin('jump')}); fleet tunnels "
+            "through one jump host",
         )
     return replace(host, jump_host=bastion)
 
@@ -52,17 +60,18 @@ def _spec_bastion(target: Host, config: SshConfig | None) -> Host:
     assert target.jump
     match = JUMP_RE.match(target.jump)
     if not match:
-        raise InventoryError(
-            f"{_place(target, 'jump')}: jump host {target.jump!r} of {target.name!r} is not "
-            "[user@]host[:port]",
-            hint="write the jump host as [user@]host[:port]",
+        return replace(
+            target,
+            name=target.jump,
+            refused=f"{_place(target, 'jump')}: jump host {target.jump!r} of {target.name!r} is "
+            "not [user@]host[:port]",
         )
     bastion = jump_spec_host(target.jump, target)
     kind = target.origin("jump")
     origins = {k: kind for k in ("user", "port") if match[k]}  # the address: a config alias too
     origins.update({k: target.origin(k) for k in (*INHERITED, "user") if _explicit(target, k)})
     bastion = replace(bastion, identities_only=target.identities_only, origins=origins)
-    return apply_ssh_config(bastion, config, name=bastion.address)
+    return expand_proxy(apply_ssh_config(bastion, config, name=bastion.address))
 
 
 def _explicit(host: Host, setting: str) -> bool:
@@ -75,8 +84,11 @@ def _place(host: Host, setting: str) -> str:
 
 
 def check_identity_files(hosts: list[Host]) -> None:
-    """A local identity_file that is not there is an inventory error, found before any host is
-    contacted (ssh_config's IdentityFile lines are skipped when missing, as ssh does)."""
+    """What must hold before any host is contacted (an InventoryError otherwise; `fleet hosts`
+    shows it as a warning): no selected host is refused (a setting that changes where or how ssh
+    would connect, which fleet cannot honour), and a local identity_file is there (ssh_config's
+    IdentityFile lines are skipped when missing, as ssh does)."""
+    refuse_hosts(hosts)
     missing: dict[tuple[str, str], list[str]] = {}
     for host in hosts:
         for each in (host, host.jump_host):
@@ -89,3 +101,23 @@ def check_identity_files(hosts: list[Host]) -> None:
             f"{place}: identity_file {path} does not exist (hosts {compact_hosts(names)})",
             hint="fix the path, or remove identity_file to use ssh-agent and ~/.ssh/id_*",
         )
+
+
+def refuse_hosts(hosts: list[Host]) -> None:
+    """An InventoryError naming every refused host among `hosts` and what fleet cannot honour."""
+    refused = [h for h in hosts if h.refused]
+    if not refused:
+        return
+    names = compact_hosts([h.name for h in refused])
+    lines = [f"{h.name}: {h.refused}".replace("\n", "\n    ") for h in refused[:MAX_LISTED]]
+    if len(refused) > MAX_LISTED:
+        lines.append(f"… and {len(refused) - MAX_LISTED} more")
+    first = refused[0]
+    raise InventoryError(
+        f"fleet will not contact {names}: it cannot honour how they are to be reached\n  "
+        + "\n  ".join(lines),
+        hint=f"fix the setting, or leave the host out: --limit '!{first.name}'",
+    )
+
+
+MAX_LISTED = 10

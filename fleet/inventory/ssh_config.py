@@ -1,29 +1,44 @@
-"""~/.ssh/config for every SSH host, read by asyncssh's own parser (asyncssh.config.SSHClientConfig).
+"""~/.ssh/config for every SSH host, read as OpenSSH reads it (fleet/inventory/ssh_config_parser.py)
+and applied here to fleet's hosts.
 
-Host patterns are matched against the host's name in fleet (its inventory name, or the name given
-to -H), as `ssh NAME` would. A value written in the inventory (or on the command line, or in an
+Host patterns are matched against the name ssh would be given: the host's name in fleet (its
+inventory name, or the name given to -H), or for an Ansible host the address Ansible passes to ssh
+(ansible_host, else its name). A value written in the inventory (or on the command line, or in an
 Ansible inventory) wins over the config; the config wins over fleet's defaults, as with ssh, where
 the first value obtained wins. Each value taken from the config keeps its file:line (`fleet hosts`).
 
-Host keys stay strict whatever the config says: keywords that asyncssh ignores but that change what
-a user expects (StrictHostKeyChecking, ControlMaster, ControlPersist, ProxyCommand) get a one-line
-warning naming their line. fleet tunnels through one jump host (ProxyJump), so a chain is an error.
+Honoured: Hostname (%h), Port, User, IdentityFile (every one, %-tokens and ~ expanded; fleet
+offers the first that exists), IdentitiesOnly, UserKnownHostsFile (the first), ConnectTimeout,
+ProxyJump (one hop: a chain is refused) and ProxyCommand (fleet/inventory/proxy_command.py).
+Host keys stay strict whatever the config says: StrictHostKeyChecking, ControlMaster,
+ControlPersist and HostKeyAlias get a one-line warning naming their line. What would change where
+or how ssh connects and fleet cannot do (CanonicalizeHostname with domains to try, BindAddress,
+BindInterface, ProxyUseFdpass, a `Match exec` block) refuses that host, naming the line: it is
+never contacted another way.
 """
 
 from __future__ import annotations
 
+import getpass
+import hashlib
 import os
-import re
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fleet.errors import InventoryError
+from fleet.inventory.proxy_command import ProxyCommandError, command_words, expand_words
+from fleet.inventory.ssh_config_parser import (
+    ConfigReader,
+    ConfigSyntaxError,
+    ProxyState,
+    SshOptions,
+    is_address,
+    percent_expand,
+)
 from fleet.models import Host
-
-if TYPE_CHECKING:  # asyncssh loads only when a config is read: it costs ~100 ms of start-up
-    from fleet.inventory.ssh_config_parser import TracedConfig
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 # ssh_config keyword → the Host field it fills (only where the inventory left it at a default)
@@ -31,10 +46,8 @@ FIELDS = {
     "Hostname": "address",
     "Port": "port",
     "User": "user",
-    "IdentityFile": "identity_file",
     "IdentitiesOnly": "identities_only",
     "UserKnownHostsFile": "known_hosts",
-    "ProxyJump": "jump",
     "ConnectTimeout": "connect_timeout",
 }
 IGNORED = {
@@ -42,9 +55,9 @@ IGNORED = {
     "(--accept-new records unknown keys, never changed ones)",
     "ControlMaster": "fleet opens its own connections (one per host, one per jump host)",
     "ControlPersist": "fleet opens its own connections (one per host, one per jump host)",
-    "ProxyCommand": "fleet does not run proxy commands: write ProxyJump [user@]host[:port] instead",
+    "HostKeyAlias": "fleet looks the host's key up under its address and port",
 }
-LINE_RE = re.compile(r"^(?P<path>.*) line (?P<line>\d+): (?P<reason>.*)$")
+HINT = "fix that line (man ssh_config), or pass --ssh-config none"
 
 
 @dataclass
@@ -53,33 +66,33 @@ class SshConfig:
 
     paths: tuple[Path, ...]
     warnings: list[str] = field(default_factory=list)  # one line per ignored keyword's place
-    _cache: dict[str, TracedConfig] = field(default_factory=dict, repr=False)
+    _cache: dict[str, SshOptions] = field(default_factory=dict, repr=False)
+    _reader: ConfigReader | None = field(default=None, repr=False)
 
-    def lookup(self, name: str) -> TracedConfig:
+    def lookup(self, name: str) -> SshOptions:
         if name not in self._cache:
-            self._cache[name] = self._parse(name)
+            self._reader = self._reader or ConfigReader(self.paths)
+            try:
+                self._cache[name] = self._reader.resolve(name)
+            except ConfigSyntaxError as exc:
+                raise config_error(exc) from exc
+            except OSError as exc:
+                raise InventoryError(
+                    f"cannot read ssh config {exc.filename}: {exc.strerror}",
+                    hint="fix the file or its Include, or pass --ssh-config none",
+                ) from exc
             self._note_ignored(self._cache[name])
         return self._cache[name]
 
-    def _parse(self, name: str) -> TracedConfig:
-        from fleet.inventory.ssh_config_parser import parse_for
-
-        return parse_for(self.paths, name)
-
-    def _note_ignored(self, parsed: TracedConfig) -> None:
-        for place, option, value in parsed.ignored:
+    def _note_ignored(self, parsed: SshOptions) -> None:
+        for place, option, value in parsed.applied:
             line = f"{place}: {option} {value} is ignored: {IGNORED[option]}"
             if line not in self.warnings:
                 self.warnings.append(line)
 
 
-def config_error(text: str) -> InventoryError:
-    """asyncssh's 'PATH line N: reason' as fleet's 'PATH:N: reason'."""
-    match = LINE_RE.match(text)
-    where = f"{match['path']}:{match['line']}: {match['reason']}" if match else text
-    return InventoryError(
-        f"ssh config {where}", hint="fix that line (man ssh_config), or pass --ssh-config none"
-    )
+def config_error(exc: ConfigSyntaxError) -> InventoryError:
+    return InventoryError(f"ssh config {exc.place}: {exc.reason}", hint=HINT)
 
 
 def open_ssh_config(choice: str | None) -> SshConfig | None:
@@ -100,55 +113,196 @@ def open_ssh_config(choice: str | None) -> SshConfig | None:
 # ------------------------------------------------------------------------------------- applying
 
 
+def ssh_name(host: Host) -> str:
+    """The name ssh is given for `host`: Ansible passes ansible_host (else the name); fleet the name."""
+    return host.address if host.origin("address").startswith("ansible ") else host.name
+
+
 def apply_ssh_config(host: Host, config: SshConfig | None, name: str | None = None) -> Host:
-    """`host` with the config's values for `name` (default: its own name) where it has defaults."""
+    """`host` with the config's values for `name` (default: ssh_name(host)) where it has
+    defaults. ProxyCommand's words keep their %-tokens: `expand_proxy` fills them in once every
+    source has spoken."""
     if config is None or host.transport != "ssh":
         return host
-    parsed = config.lookup(name or host.name)
+    given = name or ssh_name(host)
+    parsed = config.lookup(given)
     changes: dict[str, Any] = {}
     origins = dict(host.origins)
+    refusals = list(parsed.refusals)
     for option, setting in FIELDS.items():
-        if setting in host.origins or option not in parsed.places:
+        if setting in host.origins or option not in parsed.values:
             continue
-        value = _field_value(option, parsed.get(option), parsed.places[option], host)
-        if value is not _SKIP:
+        value = _field_value(option, parsed.values[option])
+        if value is not None:
             changes[setting] = value
             origins[setting] = f"ssh_config {parsed.places[option]}"
+    proxied = _apply_proxy(host, parsed, changes, origins, refusals)
+    final = replace(host, **changes)
+    refusals += connection_refusals(parsed, proxied, final.address)
+    if "identity_file" not in host.origins and parsed.identity_files:
+        _apply_identities(final, given, parsed, changes, origins, refusals)
+    if "known_hosts" in changes:
+        known = _expand_path(changes["known_hosts"], final, given, parsed)
+        if known is None:
+            place = parsed.places["UserKnownHostsFile"]
+            refusals.append(
+                f"{place}: UserKnownHostsFile {changes['known_hosts']}: ssh cannot expand it"
+            )
+        changes["known_hosts"] = known
+    if refusals:
+        changes["refused"] = "\n".join(dict.fromkeys([*filter(None, [host.refused]), *refusals]))
     return replace(host, **changes, origins=origins) if changes else host
 
 
-_SKIP = object()
-
-
-def _field_value(option: str, value: Any, place: str, host: Host) -> Any:
-    if option == "IdentityFile":
-        return _first_existing(value) or _SKIP  # ssh skips identity files that are not there
+def _field_value(option: str, value: object) -> Any:
     if option == "UserKnownHostsFile":
-        return os.path.expanduser(value[0]) if value else _SKIP
-    if option == "ProxyJump":
-        return _jump(value, place, host)
+        files = value if isinstance(value, list) else []
+        return files[0] if files else "/dev/null"  # `none`: no file of the user's is trusted
     if option == "ConnectTimeout":
-        return float(value)
-    if option == "IdentitiesOnly":
-        return bool(value)
+        return float(value) if isinstance(value, int) and value > 0 else None
     return value
 
 
-def _first_existing(paths: Sequence[str] | None) -> str | None:
-    for path in paths or ():
-        expanded = os.path.expanduser(path)
-        if os.path.isfile(expanded):
-            return expanded
-    return None
+def _apply_proxy(
+    host: Host,
+    parsed: SshOptions,
+    changes: dict[str, Any],
+    origins: dict[str, str],
+    refusals: list[str],
+) -> bool:
+    """ProxyJump / ProxyCommand from the config, after what the inventory set (as ssh's command
+    line comes before its config). True when the host is reached through a proxy of either kind."""
+    preset = ProxyState()
+    if "jump" in host.origins:
+        preset.jump = host.jump or "none"
+        preset.command = "none" if host.jump else None
+    if "proxy_command" in host.origins:
+        preset.command = "explicit" if host.proxy_command else "none"
+    state = parsed.proxy(preset)
+    jump, command = state.effective_jump, state.effective_command
+    if jump and preset.jump is None:
+        if "," in jump:
+            refusals.append(
+                f"{state.jump_place}: ProxyJump {jump} chains several jump hosts; fleet tunnels "
+                "through one (give it direct access to the targets, or set jump: in a fleet "
+                "inventory)"
+            )
+        changes["jump"] = jump
+        origins["jump"] = f"ssh_config {state.jump_place}"
+    elif command and preset.command is None:
+        try:
+            changes["proxy_command"] = command_words(command)
+        except ProxyCommandError as exc:
+            refusals.append(f"{state.command_place}: ProxyCommand {command}: {exc}")
+        origins["proxy_command"] = f"ssh_config {state.command_place}"
+    return bool(jump or command or host.jump or host.proxy_command)
 
 
-def _jump(value: str | None, place: str, host: Host) -> Any:
-    if not value:
-        return None  # ProxyJump none
-    if "," in value:
-        raise InventoryError(
-            f"ssh config {place}: ProxyJump {value} (for {host.name}) chains several jump hosts",
-            hint="fleet tunnels through one jump host: give it direct access to the targets, "
-            "or set jump: in a fleet inventory",
+def connection_refusals(parsed: SshOptions, proxied: bool, address: str) -> list[str]:
+    """Settings that change where or how ssh connects, and that fleet cannot honour."""
+    found = []
+    canonicalize = parsed.get("CanonicalizeHostname", False)
+    domains = parsed.get("CanonicalDomains") or parsed.get("CanonicalizePermittedCNAMEs")
+    dots = parsed.get("CanonicalizeMaxDots", 1)
+    if (
+        canonicalize
+        and domains
+        and (canonicalize == "always" or not proxied)
+        and not is_address(address)
+        and (address.endswith(".") or address.count(".") <= (dots if isinstance(dots, int) else 1))
+    ):
+        found.append(
+            f"{parsed.places['CanonicalizeHostname']}: CanonicalizeHostname "
+            f"{'always' if canonicalize == 'always' else 'yes'}: ssh would try the name under "
+            "each of CanonicalDomains, and fleet does not canonicalize host names"
         )
-    return value[len("ssh://") :] if value.startswith("ssh://") else value
+    for option in ("BindAddress", "BindInterface"):
+        if parsed.get(option):
+            found.append(
+                f"{parsed.places[option]}: {option} {parsed.get(option)}: fleet does not choose "
+                "the address it connects from"
+            )
+    if parsed.get("ProxyUseFdpass") and proxied:
+        found.append(
+            f"{parsed.places['ProxyUseFdpass']}: ProxyUseFdpass yes: fleet cannot take a "
+            "connected socket from a proxy command"
+        )
+    return found
+
+
+def _apply_identities(
+    host: Host,
+    given: str,
+    parsed: SshOptions,
+    changes: dict[str, Any],
+    origins: dict[str, str],
+    refusals: list[str],
+) -> None:
+    expanded = []
+    for path, place in parsed.identity_files:
+        full = _expand_path(path, host, given, parsed)
+        if full is None:
+            refusals.append(f"{place}: IdentityFile {path}: ssh cannot expand it")
+            continue
+        expanded.append(full)
+    if not expanded:
+        return
+    changes["identity_files"] = tuple(expanded)
+    origins["identity_files"] = f"ssh_config {parsed.identity_files[0][1]}"
+    existing = next((p for p in expanded if os.path.isfile(p)), None)  # ssh skips missing ones
+    if existing is not None:
+        changes["identity_file"] = existing
+        place = parsed.identity_files[expanded.index(existing)][1]
+        origins["identity_file"] = f"ssh_config {place}"
+
+
+def _expand_path(path: str, host: Host, given: str, parsed: SshOptions) -> str | None:
+    """~ then OpenSSH's client %-tokens and ${VAR} (IdentityFile, UserKnownHostsFile)."""
+    local = socket.gethostname()
+    remote_user = host.user or getpass.getuser()
+    hostname = host.address if is_address(host.address) else host.address.lower()
+    port = str(host.port)
+    tokens = {
+        "C": hashlib.sha1(f"{local}{hostname}{port}{remote_user}".encode()).hexdigest(),
+        "L": local.split(".", 1)[0],
+        "i": str(os.getuid()),
+        "k": str(parsed.get("HostKeyAlias") or given),
+        "l": local,
+        "n": given,
+        "p": port,
+        "d": os.path.expanduser("~"),
+        "h": hostname,
+        "r": remote_user,
+        "u": getpass.getuser(),
+    }
+    return percent_expand(os.path.expanduser(path), tokens, environment=True)
+
+
+def expand_proxy(host: Host) -> Host:
+    """`host` with its ProxyCommand's %-tokens filled in from its final settings (resolve_hosts'
+    last step, once per host); a value fleet will not substitute refuses the host."""
+    if not host.proxy_command or host.transport != "ssh":
+        return host
+    hostname = host.address if is_address(host.address) else host.address.lower()
+    name = ssh_name(host)
+    tokens = {
+        "h": hostname,
+        "p": str(host.port),
+        "r": host.user or getpass.getuser(),
+        "n": name,
+        "k": name,
+    }
+    try:
+        return replace(host, proxy_command=expand_words(host.proxy_command, tokens))
+    except ProxyCommandError as exc:
+        where = host.origin("proxy_command").split(" ", 1)[-1]
+        reason = f"{where}: ProxyCommand {' '.join(host.proxy_command)}: {exc}"
+        refused = f"{host.refused}\n{reason}" if host.refused else reason
+        return replace(host, refused=refused)
+
+
+def identity_paths(host: Host) -> Sequence[str]:
+    """Every identity file configured for `host`, in order (identity_file: the one offered)."""
+    if host.identity_files:
+        return host.identity_files
+    return (host.identity_file,) if host.identity_file else ()

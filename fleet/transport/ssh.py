@@ -121,6 +121,8 @@ class SSHTransport:
     async def connect(
         self, host: Host, *, via_bastion: bool = True, handshake: HandshakeSlot | None = None
     ) -> asyncssh.SSHClientConnection:
+        if host.refused:  # resolve_hosts refused it: never contacted, by any route
+            raise UnreachableError(f"fleet will not contact {host.name}", context=host.refused)
         tunnel = await self._bastion_for(host) if via_bastion and host.jump_host else None
         known = self._known_hosts(host.known_hosts)
         policy = HostKeyPolicy(
@@ -167,6 +169,7 @@ class SSHTransport:
                     keepalive_interval=self.options.keepalive_s,
                     keepalive_count_max=KEEPALIVE_COUNT,
                     encryption_algs=list(ENCRYPTION_ALGS),
+                    **_proxy_option(host, tunnel),
                 )
                 return conn
             except (
@@ -314,6 +317,13 @@ def end_group_command(pgid: int) -> str:
     return shlex.join(["sh", "-c", f"({kill}) </dev/null >/dev/null 2>&1 &"])
 
 
+def _proxy_option(host: Host, tunnel: asyncssh.SSHClientConnection | None) -> dict[str, list[str]]:
+    """ProxyCommand as asyncssh runs it: an argv (no shell), the connection on its stdin/stdout."""
+    if host.proxy_command and tunnel is None:
+        return {"proxy_command": list(host.proxy_command)}
+    return {}
+
+
 def _transient(exc: Exception) -> bool:
     if isinstance(exc, asyncssh.ChannelOpenError):
         return exc.code == asyncssh.OPEN_RESOURCE_SHORTAGE
@@ -391,6 +401,13 @@ def classify(exc: BaseException, host: Host, policy: HostKeyPolicy) -> HostError
             context=str(exc.strerror),
             hint="check the address in the inventory and DNS",
         )
+    if host.proxy_command and isinstance(exc, OSError) and exc.filename:
+        return UnreachableError(
+            f"cannot connect to {where}: cannot run its ProxyCommand",
+            context=f"{shlex.join(host.proxy_command)}: {exc.strerror}",
+            hint=f"is {host.proxy_command[0]} installed here? It comes from "
+            f"{host.origin('proxy_command')}",
+        )
     if isinstance(exc, ConnectionRefusedError):
         return UnreachableError(
             f"cannot connect to {where}",
@@ -415,6 +432,9 @@ def ssh_command(host: Host) -> str:
         words += ["-o", f"UserKnownHostsFile={host.known_hosts}"]
     if host.jump_host:
         words += ["-J", _jump_spec(host.jump_host)]
+    elif host.proxy_command:
+        command = shlex.join(host.proxy_command).replace("%", "%%")  # ssh expands %-tokens
+        words += ["-o", f"ProxyCommand={command}"]
     words += [f"{host.user + '@' if host.user else ''}{host.address}", "true"]
     return " ".join(shlex.quote(word) for word in words)
 

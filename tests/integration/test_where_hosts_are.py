@@ -5,6 +5,7 @@ ansible-inventory. Host keys stay strict in every case."""
 from __future__ import annotations
 
 import getpass
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -271,3 +272,134 @@ all:
     assert result.status("ans-3") == "ok", result.stdout + result.stderr
     assert bastion.log is not None
     assert "direct-tcpip" in bastion.log.read_text()
+
+
+# ------------------------------------------------------------------------------ ProxyCommand
+
+RELAY = """\
+import os, socket, sys, threading
+host, port, log = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with open(log, "a") as handle:
+    handle.write(f"{host}:{port}\\n")
+sock = socket.create_connection((host, port))
+def upstream():
+    while True:
+        data = os.read(0, 65536)
+        if not data:
+            break
+        sock.sendall(data)
+    sock.shutdown(socket.SHUT_WR)
+threading.Thread(target=upstream, daemon=True).start()
+while True:
+    data = sock.recv(65536)
+    if not data:
+        break
+    os.write(1, data)
+"""
+
+
+def ssh_w_command(farm: SshdFarm, known_hosts: Path) -> str:
+    """OpenSSH's own client as the proxy: `ssh -W %h:%p` through the bastion."""
+    bastion = farm.hosts["alias-bastion"]
+    return (
+        f"ssh -F none -i {farm.client_key} -o IdentitiesOnly=yes -o BatchMode=yes "
+        f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes "
+        f"-p {bastion.port} -W %h:%p {getpass.getuser()}@{bastion.address}"
+    )
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's ssh client")
+def test_proxycommand_reaches_hosts_through_a_relay_and_through_ssh_w(
+    farm: SshdFarm, aliased: Path, tmp_path: Path
+) -> None:
+    relay, relay_log = tmp_path / "relay.py", tmp_path / "relay.log"
+    relay.write_text(RELAY)
+    known = aliased / "known_hosts"
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        alias("node-1", farm, ProxyCommand=f"{sys.executable} {relay} %h %p {relay_log}")
+        + alias("node-2", farm, ProxyCommand=ssh_w_command(farm, known) + "  # via the bastion")
+        + common_block(farm, known, "node-* alias-bastion")
+    )
+    bastion_log = farm.hosts["alias-bastion"].log
+    assert bastion_log is not None
+    before = bastion_log.read_text().count("direct-tcpip")
+
+    listed = run_fleet(tmp_path, "hosts", "--json", "-H", "node-[1-2]", "--ssh-config", str(config))
+    node_1 = farm.hosts[IN_FARM["node-1"]]
+    document = json.loads(listed.stdout)
+    assert document["hosts"]["node-1"]["proxy_command"][-3:] == [
+        node_1.address,
+        str(node_1.port),
+        str(relay_log),
+    ]
+    result = run_fleet(
+        tmp_path,
+        "probe",
+        "-H",
+        "node-[1-2]",
+        "--ssh-config",
+        str(config),
+        "--python",
+        sys.executable,
+        "-p",
+        "system",
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {result.status("node-1"), result.status("node-2")} == {"ok"}
+    assert relay_log.read_text() == f"{node_1.address}:{node_1.port}\n"
+    assert bastion_log.read_text().count("direct-tcpip") > before
+
+
+@needs_ansible
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's ssh client")
+def test_ansible_proxycommand_is_honoured_and_a_shell_one_refused_before_contact(
+    farm: SshdFarm, ansible_hosts: Path, tmp_path: Path
+) -> None:
+    bastion, target = farm.hosts["ans-bastion"], farm.hosts["ans-1"]
+    known = ansible_hosts / "known_hosts"
+    proxy = (
+        f"ssh -F none -i {farm.client_key} -o IdentitiesOnly=yes -o BatchMode=yes "
+        f"-o UserKnownHostsFile={known} -p {bastion.port} -W %h:%p "
+        f"{getpass.getuser()}@{bastion.address}"
+    )
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(
+        f"[inner]\nans-1 ansible_host={target.address} ansible_port={target.port}\n\n"
+        "[inner:vars]\n"
+        f"ansible_user={getpass.getuser()}\n"
+        f"ansible_ssh_private_key_file={farm.client_key}\n"
+        "ansible_python_interpreter=/usr/bin/env python3\n"  # argv form: python3 on the PATH
+        f"ansible_ssh_common_args='-o UserKnownHostsFile={known} -o ProxyCommand=\"{proxy}\"'\n"
+    )
+    assert bastion.log is not None
+    assert target.log is not None
+    before = bastion.log.read_text().count("direct-tcpip")
+
+    result = run_fleet(
+        tmp_path,
+        "probe",
+        "-i",
+        str(inventory),
+        "-p",
+        "system",
+        "--ssh-config",
+        "none",
+    )
+    assert result.status("ans-1") == "ok", result.stdout + result.stderr
+    assert bastion.log.read_text().count("direct-tcpip") > before
+
+    contacts = target.log.read_text().count("Connection from")
+    inventory.write_text(
+        inventory.read_text().replace(f'{proxy}"', f'{proxy} | tee /tmp/proxy.log"')
+    )
+    refused = run_fleet(
+        tmp_path, "probe", "-i", str(inventory), "-p", "system", "--ssh-config", "none"
+    )
+    assert refused.returncode == 2
+    assert f"ans-1: {inventory}: group inner: ansible_ssh_common_args: ProxyCommand" in (
+        refused.stderr
+    )
+    assert "'|' is shell syntax" in refused.stderr
+    assert target.log.read_text().count("Connection from") == contacts

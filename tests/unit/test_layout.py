@@ -16,8 +16,8 @@ FLEET = ROOT / "fleet"
 ONLY_IN = {
     "click": ("fleet/cli/",),
     "rich": ("fleet/cli/", "fleet/render/terminal/"),  # the HTML report needs no rich
-    # the SSH transport, and ~/.ssh/config read by asyncssh's own parser
-    "asyncssh": ("fleet/transport/ssh.py", "fleet/inventory/ssh_config_parser.py"),
+    # the SSH transport only (~/.ssh/config is read by fleet/inventory/ssh_config_parser.py)
+    "asyncssh": ("fleet/transport/ssh.py",),
 }
 # The flow runs top to bottom; a stage never imports a later one.
 STAGES = [
