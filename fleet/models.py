@@ -5,13 +5,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 RUN_SCHEMA = "fleet.run/1"
 FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/=]+")
 
-# Every host ends with exactly one of these.
-HOST_STATUSES = (
+# Every host ends with exactly one of these (README, "Host statuses"). Who says which:
+# execution.protocol (ok, partial, timeout, no_python, output_truncated, interrupted, unreachable
+# when the connection is lost), the transports through fleet.errors' HostError subclasses
+# (unreachable, auth_failed, hostkey_unknown, hostkey_changed, no_python, unavailable), and
+# fleet fabric (ok, partial, or the HostError's).
+HostStatus = Literal[
     "ok",
     "partial",
     "unreachable",
@@ -23,14 +27,22 @@ HOST_STATUSES = (
     "output_truncated",
     "interrupted",
     "unavailable",
-)
-NOT_REACHED = frozenset(
+]
+HOST_STATUSES: tuple[HostStatus, ...] = get_args(HostStatus)
+NOT_REACHED: frozenset[HostStatus] = frozenset(
     {"unreachable", "auth_failed", "hostkey_unknown", "hostkey_changed", "no_python"}
 )
-PROBE_TROUBLE = frozenset({"partial", "timeout", "output_truncated"})
+PROBE_TROUBLE: frozenset[HostStatus] = frozenset({"partial", "timeout", "output_truncated"})
 # Nodes the scheduler itself reports unusable (down, drained, draining, failed): not part of the
 # usable fleet, so they are listed and counted apart but set no exit bit (neither set above).
-NOT_USABLE = frozenset({"unavailable"})
+NOT_USABLE: frozenset[HostStatus] = frozenset({"unavailable"})
+
+
+def host_status(text: object) -> HostStatus:
+    """`text` as a HostStatus; ValueError when it is none (a hand-edited or newer document)."""
+    if text not in HOST_STATUSES:
+        raise ValueError(f"unknown status {text!r}")
+    return text
 
 
 @dataclass(frozen=True)
@@ -101,7 +113,7 @@ class ProbeResult:
 @dataclass(frozen=True)
 class HostOutcome:
     name: str
-    status: str
+    status: HostStatus
     address: str
     error: str | None = None
     hint: str | None = None
@@ -136,11 +148,13 @@ class HostOutcome:
     @classmethod
     def from_dict(cls, name: str, raw: Mapping[str, Any]) -> HostOutcome:
         probes = {n: ProbeResult.from_dict(r) for n, r in (raw.get("probes") or {}).items()}
-        if raw["status"] not in HOST_STATUSES:  # a hand-edited or newer document: say so, early
-            raise ValueError(f"host {name}: unknown status {raw['status']!r}")
+        try:  # a hand-edited or newer document: say so, early
+            status = host_status(raw["status"])
+        except ValueError as exc:
+            raise ValueError(f"host {name}: {exc}") from None
         return cls(
             name=name,
-            status=raw["status"],
+            status=status,
             address=raw.get("address") or "",
             error=raw.get("error"),
             hint=raw.get("hint"),

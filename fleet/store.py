@@ -67,7 +67,7 @@ def run_file_name(run: Run) -> str:
 # Saved run files store each distinct probe payload once, content-addressed: a probe's "data" is
 # replaced by "data_ref": SHA256 into the document's "payloads" table. 1,000 hosts with the same
 # dir() dumps hold one copy on disk and, once loaded, one object in memory. `--json` output and
-# `fleet.run/1` documents from other tools keep plain "data"; load_run reads both.
+# `fleet.run/1` documents from other tools keep plain "data"; read_run_file reads both.
 
 
 def deduplicate_payloads(document: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +166,7 @@ def run_inventory(path: Path) -> str | None:
         if found:
             value, _ = json.JSONDecoder().raw_decode(head, found.end())
             return value if isinstance(value, str) else None
-        return load_run(path).inventory
+        return read_run_file(path).inventory
     except (OSError, ValueError, StoreError):
         return None
 
@@ -236,7 +236,8 @@ def prune_runs(
     return doomed
 
 
-def load_run(path: Path) -> Run:
+def read_run_file(path: Path) -> Run:
+    """The run saved in `path` (fleet.api.load_run finds it from a name or `latest`)."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
         return Run.from_dict(expand_payloads(document))

@@ -8,7 +8,7 @@ import pytest
 
 from fleet.errors import StoreError
 from fleet.models import HostOutcome, ProbeResult, Run
-from fleet.store import list_runs, load_run, resolve_run, save_run
+from fleet.store import list_runs, read_run_file, resolve_run, save_run
 
 
 def make_run(started: str, secret: str = "") -> Run:
@@ -22,7 +22,7 @@ def test_saved_run_round_trips_and_is_private(tmp_path: Path) -> None:
     path = save_run(make_run("2026-11-30T01:02:03.000Z"), runs_dir)
     assert path.stat().st_mode & 0o777 == 0o600
     assert runs_dir.stat().st_mode & 0o777 == 0o700
-    loaded = load_run(path)
+    loaded = read_run_file(path)
     assert loaded.hosts["a"].probes["nccl"].data == {"env": {"NCCL_X": ""}}
     assert [p.name for p in runs_dir.iterdir()] == [path.name]  # no temp file left behind
 
@@ -58,7 +58,7 @@ def test_identical_payloads_are_stored_once_and_shared_when_loaded(tmp_path: Pat
     path = save_run(run, tmp_path)
     saved = json.loads(path.read_text())
     assert len(saved["payloads"]) == 1
-    loaded = load_run(path)
+    loaded = read_run_file(path)
     datas = {id(o.probes["dir"].data) for o in loaded.hosts.values()}
     assert len(datas) == 1
     assert loaded.hosts["h7"].probes["dir"].data == probe.data
