@@ -6,10 +6,12 @@ shortened for a table cell. No rich here: the HTML side must not need it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleet.checks import Verdict, format_value
 from fleet.models import HostOutcome
+
+if TYPE_CHECKING:  # the rules engine (jmespath) loads with the first verdict, not with fleet.cli
+    from fleet.checks import Verdict
 
 MAX_VALUE_CHARS = 60
 
@@ -33,6 +35,8 @@ def ended_alike(outcomes: list[HostOutcome]) -> list[list[HostOutcome]]:
 
 def grouped_verdicts(verdicts: Iterable[Verdict]) -> list[list[Verdict]]:
     """Verdicts that read the same (status, observed, expected, fix, reason), in first-seen order."""
+    from fleet.checks import format_value
+
     groups: dict[tuple[Any, ...], list[Verdict]] = {}
     for verdict in verdicts:
         key = (
