@@ -1,7 +1,8 @@
 """fleet: probe many GPU hosts over SSH at once and show where they differ.
 
-The Python API (fleet.api) is re-exported here: probe, fabric, load_run, save_run,
-cross_host_diff, drift, check, and the Run model. The `fleet` command (fleet.cli) is a thin layer
+The Python API (fleet.api) is re-exported here: probe, load_run, save_run, cross_host_diff,
+drift, check, and the Run model (`fleet fabric` from Python is fleet.api.fabric: fleet.fabric is
+the package that runs it). The `fleet` command (fleet.cli) is a thin layer
 over it: it parses options, calls these functions and prints what they return.
 """
 
@@ -10,7 +11,6 @@ from fleet.api import (
     check,
     cross_host_diff,
     drift,
-    fabric,
     load_run,
     probe,
     save_run,
@@ -30,7 +30,6 @@ __all__ = [
     "check",
     "cross_host_diff",
     "drift",
-    "fabric",
     "load_run",
     "probe",
     "save_run",
