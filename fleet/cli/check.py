@@ -22,7 +22,7 @@ import click
 from fleet import api
 from fleet.cli.completion import complete_runs
 from fleet.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, kept_bits, with_bits
-from fleet.cli.options import pack_option, rules_option
+from fleet.cli.options import format_option, pack_option, rules_option
 from fleet.cli.probing import (
     ProbeRequest,
     emit_html,
@@ -39,14 +39,12 @@ from fleet.render.terminal.console import make_console
 if TYPE_CHECKING:
     from fleet.api import CheckReport
 
-DEFAULT_PACK = api.DEFAULT_PACK
-
 
 @click.command("check")
 @rules_option("A rules YAML file (repeatable). Copy a pack to start one.")
 @pack_option(
     f"A built-in rule pack (repeatable): {', '.join(api.available_packs())}. "
-    f"Default, when no --rules: {DEFAULT_PACK}."
+    f"Default, when no --rules: {api.DEFAULT_PACK}."
 )
 @click.option(
     "--run",
@@ -58,13 +56,8 @@ DEFAULT_PACK = api.DEFAULT_PACK
 @click.option(
     "--junit", "junit_path", help="Write JUnit XML here: one test case per rule and host."
 )
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["terminal", "json"]),
-    default="terminal",
-    show_default=True,
-    help="terminal verdicts, or a fleet.check/1 JSON document on stdout.",
+@format_option(
+    ("terminal", "json"), "terminal verdicts, or a fleet.check/1 JSON document on stdout."
 )
 @click.option(
     "--strict",

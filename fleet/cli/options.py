@@ -4,7 +4,7 @@ The host-choosing options (-H, --user, --ssh-config, …) are in fleet.cli.selec
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -80,14 +80,19 @@ scope_option = click.option(
     help="latest/previous count only this inventory's runs (path, file name or name; "
     "or write latest:NAME).",
 )
-format_option = click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["terminal", "json", "markdown"]),
-    default="terminal",
-    show_default=True,
-    help="How to print the diff.",
-)
+
+
+def format_option(
+    choices: Sequence[str] = ("terminal", "json", "markdown"), help: str = "How to print the diff."
+) -> Callable[[F], F]:
+    return click.option(
+        "--format",
+        "output_format",
+        type=click.Choice(list(choices)),
+        default="terminal",
+        show_default=True,
+        help=help,
+    )
 
 
 def baseline_option(help: str) -> Callable[[F], F]:

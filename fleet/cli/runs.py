@@ -40,7 +40,7 @@ from fleet.render.terminal.tables import Column, print_table
 @runs_dir_option
 @scope_option
 @tolerance_option()
-@format_option
+@format_option()
 def diff(
     old: str,
     new: str | None,
@@ -85,7 +85,7 @@ def print_drift(drift: api.Drift, output_format: str) -> None:
 @runs_dir_option
 @scope_option
 @tolerance_option()
-@format_option
+@format_option()
 def show(
     run_ref: str, runs_dir: Path | None, scope: str | None, tolerance: float, output_format: str
 ) -> None:
