@@ -33,7 +33,8 @@ from fleet.analysis.diff import compare_hosts  # noqa: E402
 from fleet.analysis.drift import compare_runs  # noqa: E402
 from fleet.analysis.facts import declared_facts  # noqa: E402
 from fleet.models import Run  # noqa: E402
-from fleet.store import load_run, save_run  # noqa: E402
+from fleet.store import read_run_file as load_run  # noqa: E402
+from fleet.store import save_run  # noqa: E402
 from tests.mixed_fleets import mixed_fleet  # noqa: E402
 
 REAL = ROOT / "tests" / "probes" / "golden" / "real_run" / "h200x2_run.json"

@@ -29,7 +29,8 @@ from fleet.analysis.diff import compare_hosts  # noqa: E402
 from fleet.analysis.facts import declared_facts  # noqa: E402
 from fleet.models import Run  # noqa: E402
 from fleet.render.html.page import Report, write_html  # noqa: E402
-from fleet.store import load_run, save_run  # noqa: E402
+from fleet.store import read_run_file as load_run  # noqa: E402
+from fleet.store import save_run  # noqa: E402
 
 
 def timed(label: str, action):

@@ -18,6 +18,11 @@ HostErrors never escape the runner: each becomes the HostOutcome of its host.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from fleet.models import HostStatus
+
 
 class FleetError(Exception):
     """Base class: `message` says what happened, `context` where, `hint` what to try.
@@ -62,7 +67,7 @@ class ReportError(FleetError):
 class HostError(FleetError):
     """One host failed before it could report; `status` is the outcome it ends with."""
 
-    status = "unreachable"
+    status: ClassVar[HostStatus] = "unreachable"
 
 
 class UnreachableError(HostError):

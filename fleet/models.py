@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 # The run document's id (docs/documents.md: what each version changed; fleet/schemas/run.schema.json
 # its shape). Older ids load as long as fleet can still read them; any other id is refused.
@@ -13,8 +13,12 @@ RUN_SCHEMA = "fleet.run/2"
 READABLE_RUN_SCHEMAS = ("fleet.run/1", RUN_SCHEMA)
 FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/=]+")
 
-# Every host ends with exactly one of these.
-HOST_STATUSES = (
+# Every host ends with exactly one of these (README, "Host statuses"). Who says which:
+# execution.protocol (ok, partial, timeout, no_python, output_truncated, interrupted, unreachable
+# when the connection is lost), the transports through fleet.errors' HostError subclasses
+# (unreachable, auth_failed, hostkey_unknown, hostkey_changed, no_python, unavailable), and
+# fleet fabric (ok, partial, or the HostError's).
+HostStatus = Literal[
     "ok",
     "partial",
     "unreachable",
@@ -26,14 +30,15 @@ HOST_STATUSES = (
     "output_truncated",
     "interrupted",
     "unavailable",
-)
-NOT_REACHED = frozenset(
+]
+HOST_STATUSES: tuple[HostStatus, ...] = get_args(HostStatus)
+NOT_REACHED: frozenset[HostStatus] = frozenset(
     {"unreachable", "auth_failed", "hostkey_unknown", "hostkey_changed", "no_python"}
 )
-PROBE_TROUBLE = frozenset({"partial", "timeout", "output_truncated"})
+PROBE_TROUBLE: frozenset[HostStatus] = frozenset({"partial", "timeout", "output_truncated"})
 # Nodes the scheduler itself reports unusable (down, drained, draining, failed): not part of the
 # usable fleet, so they are listed and counted apart but set no exit bit (neither set above).
-NOT_USABLE = frozenset({"unavailable"})
+NOT_USABLE: frozenset[HostStatus] = frozenset({"unavailable"})
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,7 @@ class ProbeResult:
 @dataclass(frozen=True)
 class HostOutcome:
     name: str
-    status: str
+    status: HostStatus
     address: str
     error: str | None = None
     hint: str | None = None

@@ -67,7 +67,7 @@ def run_file_name(run: Run) -> str:
 # Saved run files store each distinct probe payload once, content-addressed: a probe's "data" is
 # replaced by "data_ref": SHA256 into the document's "payloads" table. 1,000 hosts with the same
 # dir() dumps hold one copy on disk and, once loaded, one object in memory. `--json` output and
-# run documents from other tools keep plain "data"; load_run reads both.
+# `fleet.run/1` documents from other tools keep plain "data"; read_run_file reads both.
 
 
 def deduplicate_payloads(document: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +166,7 @@ def run_inventory(path: Path) -> str | None:
         if found:
             value, _ = json.JSONDecoder().raw_decode(head, found.end())
             return value if isinstance(value, str) else None
-        return load_run(path).inventory
+        return read_run_file(path).inventory
     except (OSError, ValueError, StoreError):
         return None
 
@@ -242,8 +242,8 @@ NOT_A_RUN = (
 )
 
 
-def load_run(path: Path) -> Run:
-    """A run document from a file: a saved run (payloads stored once) or plain `--json` output,
+def read_run_file(path: Path) -> Run:
+    """A run document from a file (fleet.api.load_run finds it from a name or `latest`): a saved run (payloads stored once) or plain `--json` output,
     of any run id this fleet reads (READABLE_RUN_SCHEMAS; a document without `schema` is read
     too). Anything else is a StoreError that names what the file is and what to do."""
     try:

@@ -1,64 +1,50 @@
 """`fleet check`: probe (or load a saved run), evaluate rules, print verdicts, gate with the exit code.
 
-Exit code: the probe run's bits (see fleet.cli; none with --run) OR 32 when a rule of severity
-`error` fails on some host, or with --strict is unknown or skipped on some host. Warnings never set
-it. Without --strict an error rule that was not judged is reported ("check incomplete"), never
-shown as passed.
+Exit code: the probe run's bits (see fleet.cli.exits; none with --run) OR 32 when a rule of
+severity `error` fails on some host, or with --strict is unknown or skipped on some host. Warnings
+never set it. Without --strict an error rule that was not judged is reported ("check
+incomplete"), never shown as passed.
 The rules are loaded and validated before any host is contacted.
 
-fleet.cli registers this command at its end, so import fleet.cli (not this module) first: this
-module needs cli's probing options, and cli's last lines need `check` from here.
+fleet.cli.root loads this module on the first use of `fleet check` (FleetGroup.LAZY).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 
 from fleet import api
-from fleet.checks import CheckReport, available_packs, evaluate
 from fleet.cli.completion import complete_runs
-from fleet.cli.main import (
-    EXIT_NOT_KEPT,
-    EXIT_OK,
+from fleet.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, kept_bits, with_bits
+from fleet.cli.options import format_option, pack_option, rules_option
+from fleet.cli.probing import (
     ProbeRequest,
+    emit_html,
     execute_probe,
     probe_options,
-    with_bits,
+    probed_exit_code,
 )
-from fleet.cli.report import emit_html
 from fleet.errors import UsageError
 from fleet.models import Run
-from fleet.render.html.page import Report, fabric_of
 from fleet.render.junit import write_junit
 from fleet.render.terminal.checks import render_report
 from fleet.render.terminal.console import make_console
-from fleet.store import default_runs_dir, load_run, resolve_run
 
-EXIT_CHECK_FAILED = 32
-DEFAULT_PACK = api.DEFAULT_PACK
+if TYPE_CHECKING:
+    from fleet.api import CheckReport
 
 
 @click.command("check")
-@click.option(
-    "--rules",
-    "rules_files",
-    multiple=True,
-    type=click.Path(dir_okay=False),
-    help="A rules YAML file (repeatable). Copy a pack to start one.",
-)
-@click.option(
-    "--pack",
-    "packs",
-    multiple=True,
-    help=f"A built-in rule pack (repeatable): {', '.join(available_packs())}. "
-    f"Default, when no --rules: {DEFAULT_PACK}.",
+@rules_option("A rules YAML file (repeatable). Copy a pack to start one.")
+@pack_option(
+    f"A built-in rule pack (repeatable): {', '.join(api.available_packs())}. "
+    f"Default, when no --rules: {api.DEFAULT_PACK}."
 )
 @click.option(
     "--run",
@@ -70,13 +56,8 @@ DEFAULT_PACK = api.DEFAULT_PACK
 @click.option(
     "--junit", "junit_path", help="Write JUnit XML here: one test case per rule and host."
 )
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["terminal", "json"]),
-    default="terminal",
-    show_default=True,
-    help="terminal verdicts, or a fleet.check/2 JSON document on stdout.",
+@format_option(
+    ("terminal", "json"), "terminal verdicts, or a fleet.check/2 JSON document on stdout."
 )
 @click.option(
     "--strict",
@@ -100,45 +81,35 @@ def check_command(
         packs, rules_files, request.probe_dirs
     )  # a bad rules file fails before probing
     console = make_console(stderr=output_format == "json" or request.json_path == "-")
-    run, where, probe_code = obtain_run(request, run_ref, console)
-    report = evaluate(rules, run, inventory_probe_args(request))
+    run, where, probe_code = obtain_run(request, run_ref)
+    probe_args = api.inventory_probe_args(request.inventory_path, request.choice.inventory_format)
+    report = api.evaluate(rules, run, probe_args)
     kept = _write_junit(report, junit_path, run.started) if junit_path else True
     title = f"fleet check · {', '.join(sources)} · {len(run.hosts)} host(s) · run {where}"
     if output_format == "json":
         click.echo(json.dumps(check_document(report, run, sources, where), indent=2, default=str))
     else:
         render_report(console, report, title)
-    code = check_exit_code(report, with_bits(probe_code, 0 if kept else EXIT_NOT_KEPT), strict)
+    code = check_exit_code(report, with_bits(probe_code, kept_bits(kept)), strict)
     if request.html_path:
         diff = api.cross_host_diff(run, probe_dirs=request.probe_dirs)
-        page = Report(run, diff, checks=report, fabric=fabric_of(run), exit_code=code, source=where)
-        code = with_bits(code, emit_html(page, request.html_path))
+        page = emit_html(request.html_path, run, diff, code, where, checks=report)
+        code = with_bits(code, page)
     sys.exit(code)
 
 
-# The name fleet.cli's FleetGroup loads on first use of `fleet check`.
+# The name fleet.cli.root's FleetGroup loads on first use of `fleet check`.
 check: click.Command = check_command
 
 
-def obtain_run(
-    request: ProbeRequest, run_ref: str | None, console: Console
-) -> tuple[Run, str, int]:
+def obtain_run(request: ProbeRequest, run_ref: str | None) -> tuple[Run, str, int]:
     """The run to judge, where it is, and the exit bits of probing it (0 for a saved run)."""
     if run_ref is None:
-        probed = execute_probe(request, console)
-        where = str(probed.saved) if probed.saved else f"{probed.run.started} (not saved)"
-        return probed.run, where, probed.exit_code()
+        kept = execute_probe(request)
+        return kept.run, kept.where, probed_exit_code(kept)
     # with -i, latest/previous are that inventory's runs
-    path = resolve_run(run_ref, request.runs_dir or default_runs_dir(), request.inventory_path)
-    return load_run(path), str(path), EXIT_OK
-
-
-def inventory_probe_args(request: ProbeRequest) -> dict[str, Mapping[str, Any]]:
-    """Each host's probe_args (e.g. gpu.expected_count); none without an inventory."""
-    if request.inventory_path is None:
-        return {}
-    loaded = api.open_inventory(request.inventory_path, None, request.choice.inventory_format)
-    return {name: host.probe_args for name, host in loaded.hosts.items()}
+    path = api.resolve_run(run_ref, request.runs_dir, request.inventory_path)
+    return api.load_run(path), str(path), EXIT_OK
 
 
 def check_exit_code(report: CheckReport, probe_code: int, strict: bool = False) -> int:

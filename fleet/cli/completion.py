@@ -9,25 +9,21 @@ cannot tell (a bad inventory, no runs folder).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 from click.shell_completion import CompletionItem
 
+from fleet import api
 from fleet.errors import FleetError
-from fleet.store import default_runs_dir, list_runs
 
 RUN_ALIASES = ("latest", "previous")
 
 
 def complete_probes(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """`-p system,gp<TAB>` → `system,gpu`: the last comma-separated name is completed."""
-    from fleet.execution.bundle import available_probes
-
     done, _, partial = incomplete.rpartition(",")
     prefix = f"{done}," if done else ""
     try:
-        names = available_probes(ctx.params.get("probe_dirs") or ())
+        names = api.available_probes(ctx.params.get("probe_dirs") or ())
     except FleetError:
         return []
     chosen = set(done.split(","))
@@ -37,9 +33,8 @@ def complete_probes(ctx: click.Context, param: click.Parameter, incomplete: str)
 def complete_runs(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
-    """Saved runs' names (newest first) and latest/previous, with when and where as help."""
-    folder = ctx.params.get("runs_dir") or default_runs_dir()
-    runs = [p.stem for p in reversed(list_runs(Path(folder)))]
+    """latest and previous, then the saved runs' names, newest first."""
+    runs = [p.stem for p in reversed(api.list_runs(ctx.params.get("runs_dir")))]
     items = [CompletionItem(a, help="a saved run") for a in RUN_ALIASES]
     items += [CompletionItem(name) for name in runs]
     return [item for item in items if str(item.value).startswith(incomplete)]
@@ -47,10 +42,8 @@ def complete_runs(
 
 def complete_hosts(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """Hosts and groups of the inventory given with -i (this machine's without), for --limit."""
-    from fleet.api import open_inventory
-
     try:
-        inventory = open_inventory(ctx.params.get("inventory_path"))
+        inventory = api.open_inventory(ctx.params.get("inventory_path"))
     except FleetError:
         return []
     done, _, partial = incomplete.rpartition(",")

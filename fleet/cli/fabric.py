@@ -2,6 +2,8 @@
 
 Exit code: 4 some host not reached, 8 some pair failed or summed wrongly, 64 the run was not kept,
 130 interrupted (as `fleet probe`).
+
+fleet.cli.root loads this module on the first use of `fleet fabric` (FleetGroup.LAZY).
 """
 
 from __future__ import annotations
@@ -9,40 +11,40 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
 from fleet import api
-from fleet.cli.main import (
-    EXIT_NOT_KEPT,
-    SLURM_OPTIONS,
-    _save,
-    _write_json,
-    exit_code,
+from fleet.cli.exits import exit_code, kept_bits, with_bits
+from fleet.cli.options import (
+    accept_new_option,
     inventory_option,
+    json_option,
     limit_option,
-    with_bits,
+    no_save_option,
+    runs_dir_option,
+    slurm_options,
+    timeout_option,
+    tolerance_option,
 )
+from fleet.cli.probing import json_file, say_kept
 from fleet.cli.selection import HostChoice, selection_options
 from fleet.errors import UsageError
-from fleet.fabric import plan
-from fleet.fabric.blame import DEFAULT_TOLERANCE
-from fleet.fabric.results import GroupResult
-from fleet.fabric.run import FabricEvents, FabricSettings
 from fleet.models import Run
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.fabric import render_fabric
-from fleet.transport.slurm import parse_slurm_args
+
+if TYPE_CHECKING:
+    from fleet.api import FabricSettings, GroupResult
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "CUDA_", "NVSHMEM_")
 
 
-class ProgressLines(FabricEvents):
+class ProgressLines(api.FabricEvents):
     """One line per finished group on stderr: rounds take seconds, users want to see them."""
 
     def __init__(self, console: Console) -> None:
@@ -75,12 +77,6 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     return env
 
 
-def slurm_options(command: Any) -> Any:
-    for option in reversed(SLURM_OPTIONS):
-        command = option(command)
-    return command
-
-
 @click.command("fabric")
 @inventory_option
 @limit_option
@@ -111,15 +107,7 @@ def slurm_options(command: Any) -> Any:
     "--sizes",
     help="Message sizes, e.g. 8,64K,1M,256M (default: nccl 8 B…256 MiB, gloo 8 B…16 MiB).",
 )
-@click.option(
-    "-t",
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(5, 3600),
-    default=120,
-    show_default=True,
-    help="Seconds per round (each rank's own deadline too).",
-)
+@timeout_option(120, 3600, "Seconds per round (each rank's own deadline too).")
 @click.option(
     "--join-timeout",
     type=click.FloatRange(1, 600),
@@ -127,13 +115,7 @@ def slurm_options(command: Any) -> Any:
     show_default=True,
     help="Seconds the ranks wait for each other at the rendezvous.",
 )
-@click.option(
-    "--tolerance",
-    type=click.FloatRange(0.01, 100),
-    default=DEFAULT_TOLERANCE,
-    show_default=True,
-    help="A pair slower than median/(1+tolerance) is bad.",
-)
+@tolerance_option(api.DEFAULT_FABRIC_TOLERANCE, "A pair slower than median/(1+tolerance) is bad.")
 @click.option("--seed", type=int, help="Seed for random pairs and ports (reproducible rounds).")
 @click.option(
     "--master-port",
@@ -148,18 +130,10 @@ def slurm_options(command: Any) -> Any:
     metavar="KEY=VALUE",
     help="Set an NCCL_/GLOO_/TORCH_/CUDA_ variable for the ranks (repeatable).",
 )
-@click.option("--json", "json_path", help="Write the run document here ('-' for stdout).")
-@click.option(
-    "--runs-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Where runs are saved (default ~/.local/state/fleet/runs).",
-)
-@click.option("--no-save", is_flag=True, help="Do not save the run in the runs folder.")
-@click.option(
-    "--accept-new",
-    is_flag=True,
-    help="Record unknown host keys in fleet's own known_hosts (changed keys: never).",
-)
+@json_option
+@runs_dir_option
+@no_save_option
+@accept_new_option
 def fabric(
     inventory_path: str | None,
     limit: str | None,
@@ -183,11 +157,11 @@ def fabric(
     **choice: Any,
 ) -> None:
     """Allreduce between hosts, in pairs and all together; name the slow host or link."""
-    settings = FabricSettings(
+    settings = api.FabricSettings(
         backend=backend,
-        pairs=plan.parse_pairs(pair_mode),
+        pairs=api.parse_pairs(pair_mode),
         full_group=full_group,
-        sizes=plan.parse_sizes(sizes) if sizes else (),
+        sizes=api.parse_sizes(sizes) if sizes else (),
         round_timeout_s=timeout_s,
         join_timeout_s=min(join_timeout, timeout_s),
         tolerance=tolerance,
@@ -196,30 +170,25 @@ def fabric(
         env=parse_env(env_items),
     )
     selection = HostChoice.pop_from(choice).select(inventory_path, limit, slurm=slurm_target)
-    reach = Reach(selection, accept_new, parse_slurm_args(slurm_args), slurm_gpus)
+    argv = api.slurm_argv(slurm_args)
     console = make_console(stderr=json_path == "-")
-    run = asyncio.run(fabric_with_signals(reach, settings))
-    saved = None if no_save else _save(run, runs_dir)
-    written = _write_json(run, json_path) if json_path else True
+    run = asyncio.run(fabric_with_signals(selection, settings, accept_new, argv, slurm_gpus))
+    kept = api.keep_run(run, save=not no_save, runs_dir=runs_dir, json_path=json_file(json_path))
+    say_kept(kept, json_path)
     assert run.fabric is not None
     render_fabric(console, run.fabric, [h.name for h in selection.hosts])
-    if saved:
-        console.print(f"[dim]saved {saved}")
-    kept = written and (no_save or saved is not None)
-    sys.exit(with_bits(exit_code(run), 0 if kept else EXIT_NOT_KEPT))
+    if kept.saved:
+        console.print(f"[dim]saved {kept.saved}")
+    sys.exit(with_bits(exit_code(run), kept_bits(kept.kept)))
 
 
-@dataclass(frozen=True)
-class Reach:
-    """How the hosts are reached: the selection (inventory, -H or --slurm) and its options."""
-
-    selection: api.Selection
-    accept_new: bool = False
-    slurm_args: tuple[str, ...] = ()
-    slurm_gpus: str = "exclusive"
-
-
-async def fabric_with_signals(reach: Reach, settings: FabricSettings) -> Run:
+async def fabric_with_signals(
+    selection: api.Selection,
+    settings: FabricSettings,
+    accept_new: bool,
+    slurm_args: tuple[str, ...],
+    slurm_gpus: str,
+) -> Run:
     """Ctrl-C cancels the running round (its ranks are stopped) and skips the rest."""
     interrupt = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -227,15 +196,15 @@ async def fabric_with_signals(reach: Reach, settings: FabricSettings) -> Run:
     loop.add_signal_handler(signal.SIGTERM, interrupt.set)
     try:
         return await api.fabric_async(
-            reach.selection.hosts,
+            selection.hosts,
             settings,
-            inventory=reach.selection.source,
-            accept_new=reach.accept_new,
+            inventory=selection.source,
+            accept_new=accept_new,
             events=ProgressLines(make_console(stderr=True)),
             interrupt=interrupt,
-            slurm=reach.selection.slurm,
-            slurm_args=reach.slurm_args,
-            slurm_gpus=reach.slurm_gpus,
+            slurm=selection.slurm,
+            slurm_args=slurm_args,
+            slurm_gpus=slurm_gpus,
         )
     finally:
         loop.remove_signal_handler(signal.SIGINT)

@@ -1,5 +1,6 @@
 """The options that say which hosts a command reaches, shared by every command that takes -i:
--H NODESET (with --user, --port, --python, --jump), --ssh-config, --inventory-format."""
+-H NODESET (with --user, --port, --python, --jump), --ssh-config, --inventory-format; and
+HostChoice, which hands them to api.select_hosts."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ from typing import Any
 import click
 
 from fleet import api
-from fleet.inventory.adhoc import AdhocSettings
-from fleet.inventory.sources import FORMATS
 from fleet.models import Host
 
 SELECTION_OPTIONS = (
@@ -35,7 +34,7 @@ SELECTION_OPTIONS = (
     ),
     click.option(
         "--inventory-format",
-        type=click.Choice(FORMATS),
+        type=click.Choice(api.INVENTORY_FORMATS),
         default="auto",
         show_default=True,
         help="What -i is: fleet YAML or an Ansible inventory (auto: by its content).",
@@ -73,7 +72,7 @@ class HostChoice:
             slurm=slurm,
             ssh_config=self.ssh_config,
             inventory_format=self.inventory_format,
-            adhoc=AdhocSettings(self.user, self.port, self.python, self.jump),
+            adhoc=api.AdhocSettings(self.user, self.port, self.python, self.jump),
             require_files=require_files,
         )
         for warning in selection.warnings:

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.models import HostOutcome, ProbeResult
+from fleet.models import HostOutcome, HostStatus, ProbeResult
 from fleet.redact import mask_secrets, might_hold_secret
 from fleet.transport.base import DEFAULT_OUTPUT_LIMIT, ExecResult
 
@@ -114,7 +114,7 @@ def _number(value: Any) -> float:
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str
+    status: HostStatus
     error: str | None = None
     hint: str | None = None
 

@@ -21,7 +21,7 @@ from fleet.errors import HostError
 from fleet.fabric import launch, plan
 from fleet.fabric.blame import DEFAULT_TOLERANCE, Suspect, blame, median_busbw
 from fleet.fabric.results import GroupResult, HostReport, conclude_group, skipped
-from fleet.models import Host, HostOutcome, ProbeResult
+from fleet.models import Host, HostOutcome, HostStatus, ProbeResult
 from fleet.redact import mask_secrets
 from fleet.transport.base import ExecResult, Transport, execute
 
@@ -499,7 +499,7 @@ def host_outcome(
         error = f"{data['pairs_bad']} pair(s) failed or summed wrongly"
     probe_status = "ok" if error is None else "failed"
     result = ProbeResult(probe_status, probe_status == "ok", data, error, 0.0)
-    host_status = "ok" if probe_status == "ok" else "partial"
+    host_status: HostStatus = "ok" if probe_status == "ok" else "partial"
     return HostOutcome(
         host.name,
         host_status,

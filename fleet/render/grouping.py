@@ -6,12 +6,14 @@ shortened for a table cell. No rich here: the HTML side must not need it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.analysis.diff import COLLAPSE_AT, CrossCohort, Pair, shape
-from fleet.checks import CheckReport, RuleVerdict, format_value
 from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome
+
+if TYPE_CHECKING:  # the rules engine (jmespath) loads with the first verdict, not with fleet.cli
+    from fleet.checks import CheckReport, RuleVerdict
 
 MAX_VALUE_CHARS = 60
 
@@ -35,6 +37,8 @@ def ended_alike(outcomes: list[HostOutcome]) -> list[list[HostOutcome]]:
 
 def grouped_verdicts(verdicts: Iterable[RuleVerdict]) -> list[list[RuleVerdict]]:
     """Verdicts that read the same (status, observed, expected, fix, reason), in first-seen order."""
+    from fleet.checks import format_value
+
     groups: dict[tuple[Any, ...], list[RuleVerdict]] = {}
     for verdict in verdicts:
         key = (

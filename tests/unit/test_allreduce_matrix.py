@@ -17,7 +17,7 @@ from fleet.analysis.facts import declared_facts
 from fleet.api import ProbeOptions, build_probe_bundle, probe_args_from
 from fleet.checks import evaluate
 from fleet.render.terminal.run import allreduce_matrix_table
-from fleet.store import load_run
+from fleet.store import read_run_file
 from tests.conftest import ROOT
 from tests.helpers import invoke_fleet
 from tests.probes.handrun import load_probe
@@ -221,7 +221,7 @@ def test_the_real_h200_matrix_reads_back_with_its_winners_and_failures(tmp_path:
     """The golden run from the 2xH200 machine: the terminal view names the real winners and the
     variants NCCL refused there, and a host configured with a refused algorithm gets the warning."""
     recorded = ROOT / "tests" / "probes" / "golden" / "real_run" / "h200x2_matrix_run.json"
-    run = load_run(recorded)
+    run = read_run_file(recorded)
     matrix = run.hosts["local"].probes["allreduce"].data["matrix"]
     assert matrix["elapsed_s"] < 60
     assert matrix["variants"]["nccl:PAT/LL"]["status"] == "failed"

@@ -9,7 +9,7 @@ import pytest
 
 from fleet.errors import StoreError
 from fleet.models import HostOutcome, ProbeResult, Run
-from fleet.store import list_runs, load_run, resolve_run, save_run
+from fleet.store import list_runs, read_run_file, resolve_run, save_run
 
 
 def make_run(started: str, secret: str = "") -> Run:
@@ -23,7 +23,7 @@ def test_saved_run_round_trips_and_is_private(tmp_path: Path) -> None:
     path = save_run(make_run("2026-11-30T01:02:03.000Z"), runs_dir)
     assert path.stat().st_mode & 0o777 == 0o600
     assert runs_dir.stat().st_mode & 0o777 == 0o700
-    loaded = load_run(path)
+    loaded = read_run_file(path)
     assert loaded.hosts["a"].probes["nccl"].data == {"env": {"NCCL_X": ""}}
     assert [p.name for p in runs_dir.iterdir()] == [path.name]  # no temp file left behind
 
@@ -59,7 +59,7 @@ def test_identical_payloads_are_stored_once_and_shared_when_loaded(tmp_path: Pat
     path = save_run(run, tmp_path)
     saved = json.loads(path.read_text())
     assert len(saved["payloads"]) == 1
-    loaded = load_run(path)
+    loaded = read_run_file(path)
     datas = {id(o.probes["dir"].data) for o in loaded.hosts.values()}
     assert len(datas) == 1
     assert loaded.hosts["h7"].probes["dir"].data == probe.data
@@ -80,7 +80,7 @@ def test_every_run_id_this_fleet_reads_loads_and_so_does_a_document_without_one(
     assert document["schema"] == "fleet.run/2"
     without = {k: v for k, v in document.items() if k != "schema"}
     for written in ({**document, "schema": "fleet.run/1"}, document, without):
-        assert load_run(write_document(tmp_path, written)).hosts["a"].status == "ok"
+        assert read_run_file(write_document(tmp_path, written)).hosts["a"].status == "ok"
 
 
 @pytest.mark.parametrize(
@@ -99,13 +99,13 @@ def test_other_ids_are_refused_naming_the_id_and_the_fix(
 ) -> None:
     document = {**make_run("2026-11-30T01:02:03.000Z").to_dict(), "schema": schema}
     with pytest.raises(StoreError, match=re.escape(message)) as caught:
-        load_run(write_document(tmp_path, document))
+        read_run_file(write_document(tmp_path, document))
     assert hint in caught.value.hint
 
 
 def test_a_document_that_is_no_object_or_has_no_host_map_is_a_store_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="it is a JSON list, not a run"):
-        load_run(write_document(tmp_path, [1, 2]))
+        read_run_file(write_document(tmp_path, [1, 2]))
     document = {**make_run("2026-11-30T01:02:03.000Z").to_dict(), "hosts": ["a"]}
     with pytest.raises(StoreError, match="cannot read run"):  # was an AttributeError
-        load_run(write_document(tmp_path, document))
+        read_run_file(write_document(tmp_path, document))

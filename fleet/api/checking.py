@@ -1,0 +1,73 @@
+"""Checking: rules (built-in packs, your files) loaded and validated, then judged against a run.
+
+The rules engine (jmespath) loads on first use, not when fleet is imported."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fleet.execution.bundle import available_probes
+from fleet.models import Run
+
+if TYPE_CHECKING:
+    from fleet.checks import CheckReport, Rule
+
+DEFAULT_PACK = "inference"
+
+__all__ = ["DEFAULT_PACK", "available_packs", "check", "evaluate", "load_checks"]
+
+
+def available_packs() -> list[str]:
+    """The built-in rule packs' names (`fleet check --pack NAME`)."""
+    from fleet.checks import available_packs as packs
+
+    return packs()
+
+
+def load_checks(
+    packs: Sequence[str] = (),
+    rules_files: Sequence[str | Path] = (),
+    probe_dirs: Sequence[str | Path] = (),
+) -> tuple[list[Rule], list[str]]:
+    """Every rule of the packs and files, validated together (ids unique across them), and where
+    each set came from. No packs and no files: the `inference` pack. Rules may read your own
+    probes too (`probe_dirs`, $FLEET_PROBE_DIR)."""
+    from fleet.checks import check_unique_ids, load_rules, pack_path
+
+    chosen = list(packs) if packs or rules_files else [DEFAULT_PACK]
+    probes = available_probes(probe_dirs)
+    rules: list[Rule] = []
+    sources: list[str] = []
+    for name in chosen:
+        rules += load_rules(pack_path(name), probes)
+        sources.append(f"pack {name}")
+    for path in rules_files:
+        rules += load_rules(path, probes)
+        sources.append(str(path))
+    check_unique_ids(rules)
+    return rules, sources
+
+
+def evaluate(
+    rules: Sequence[Rule], run: Run, probe_args: Mapping[str, Mapping[str, Any]] | None = None
+) -> CheckReport:
+    """Judge `run` against rules from load_checks; `probe_args` per host name are the
+    inventory's (rules read them as `_args`; see inventory_probe_args)."""
+    from fleet.checks import evaluate as judge
+
+    return judge(rules, run, probe_args or {})
+
+
+def check(
+    run: Run,
+    packs: Sequence[str] = (),
+    rules_files: Sequence[str | Path] = (),
+    probe_args: Mapping[str, Mapping[str, Any]] | None = None,
+    probe_dirs: Sequence[str | Path] = (),
+) -> CheckReport:
+    """Judge `run` against rules (default: the inference pack); `probe_args` per host name are the
+    inventory's (rules read them as `_args`)."""
+    rules, _ = load_checks(packs, rules_files, probe_dirs)
+    return evaluate(rules, run, probe_args)

@@ -1,0 +1,36 @@
+"""Comparing: hosts of one run against each other (the cross-host diff), and two runs (drift)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
+from fleet.analysis.drift import Drift, compare_runs
+from fleet.analysis.facts import declared_facts
+from fleet.models import Run
+
+__all__ = ["DEFAULT_TOLERANCE", "Drift", "FleetDiff", "cross_host_diff", "drift"]
+
+
+def cross_host_diff(
+    run: Run,
+    tolerance: float = DEFAULT_TOLERANCE,
+    probe_dirs: Sequence[str | Path] = (),
+    cohort_by: str | None = None,
+) -> FleetDiff:
+    """Where the hosts of one run differ: values, name lists, measurements, read per cohort and
+    ranked into findings. `cohort_by`: a JMESPath over each host's document naming its cohort
+    (default: the run's own, from its inventory, else GPU model × GPU count × interconnect); a
+    bad one is a UsageError. `probe_dirs`: where your own probes' FACTS declarations are
+    (besides $FLEET_PROBE_DIR)."""
+    return compare_hosts(
+        run.hosts.values(), declared_facts(probe_dirs), tolerance, cohort_by or run.cohort_by
+    )
+
+
+def drift(
+    old: Run, new: Run, tolerance: float = DEFAULT_TOLERANCE, probe_dirs: Sequence[str | Path] = ()
+) -> Drift:
+    """What changed per host between two runs."""
+    return compare_runs(old, new, declared_facts(probe_dirs), tolerance)

@@ -1,0 +1,83 @@
+"""`fleet hosts` and `fleet probes`: what a command would reach and carry. Contacts nothing."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from fleet import api
+from fleet.cli.options import inventory_option, limit_option, probe_dir_option
+from fleet.cli.options import slurm_target_option as slurm_option
+from fleet.cli.selection import HostChoice, origin_summary, selection_options
+from fleet.render.terminal.console import make_console
+from fleet.render.terminal.tables import Column, print_table
+
+if TYPE_CHECKING:
+    from fleet.api import SlurmNode
+
+
+@click.command()
+@inventory_option
+@limit_option
+@selection_options
+@slurm_option(
+    "A Slurm partition's, nodeset's or job's nodes, with their Slurm state "
+    "(asks Slurm's controller; contacts no node)."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document (schema fleet.hosts/1).")
+def hosts(
+    inventory_path: str | None,
+    limit: str | None,
+    slurm_target: str | None,
+    as_json: bool = False,
+    **choice: Any,
+) -> None:
+    """Print the selected hosts, their resolved settings and where each came from. Contacts nothing."""
+    selection = HostChoice.pop_from(choice).select(
+        inventory_path, limit, require_files=False, slurm=slurm_target
+    )
+    if as_json:
+        click.echo(json.dumps(api.hosts_document(selection), indent=2))
+        return
+    states = {n.name: n for n in selection.slurm.nodes} if selection.slurm else {}
+    rows = [
+        (h.name, h.transport, h.target(), h.python,
+         h.jump or ("proxy: " + " ".join(h.proxy_command) if h.proxy_command else ""),
+         h.identity_file or "",
+         ",".join(h.groups), ", ".join(h.probe_args),
+         slurm_state(states[h.name]) if h.name in states
+         else f"REFUSED: {h.refused.splitlines()[0]}" if h.refused else origin_summary(h))
+        for h in selection.hosts
+    ]  # fmt: skip
+    print_table(make_console(), str(selection.source), HOSTS_COLUMNS, rows)
+
+
+def slurm_state(node: SlurmNode) -> str:
+    """Where a Slurm node came from, for `fleet hosts`: its state, and why when unusable."""
+    usable = "" if node.usable else " (not launched on)"
+    reason = f": {node.reason}" if node.reason else ""
+    return f"slurm {node.state}{reason}{usable}"
+
+
+# What `fleet hosts` shows; at 80 columns the least needed columns give way first (keep).
+HOSTS_COLUMNS = (
+    Column("host", whole=True),
+    Column("transport", keep=1),
+    Column("target", whole=True, keep=5),
+    Column("python", whole=True, keep=4),
+    Column("jump", whole=True, keep=3),
+    Column("identity", whole=True, keep=2),
+    Column("groups", keep=2),
+    Column("probe_args", keep=0),
+    Column("from", keep=1),
+)
+
+
+@click.command("probes")
+@probe_dir_option
+def list_probes(probe_dirs: tuple[str, ...]) -> None:
+    """List the probes a bundle can carry: fleet's own and yours."""
+    for name, probe in api.available_probes(probe_dirs).items():
+        click.echo(f"{name:12} {probe.summary}")

@@ -1,0 +1,177 @@
+"""The options more than one command takes, each declared once (click's own decorators.py way):
+a decorator, or a function that makes one where two commands word or bound it differently.
+The host-choosing options (-H, --user, --ssh-config, …) are in fleet.cli.selection."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from fleet import api
+from fleet.cli.completion import complete_hosts, complete_runs
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def together(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
+    """Several options as one decorator, in the order written (as stacked above a function)."""
+
+    def decorate(command: F) -> F:
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return decorate
+
+
+inventory_option = click.option(
+    "-i",
+    "--inventory",
+    "inventory_path",
+    type=click.Path(dir_okay=False),
+    help="Inventory YAML. Default: this machine only (like -i inventory/local.yaml).",
+)
+limit_option = click.option(
+    "-l",
+    "--limit",
+    shell_complete=complete_hosts,
+    help="Hosts or groups to select: globs, comma-separated, !PATTERN excludes.",
+)
+probe_dir_option = click.option(
+    "--probe-dir",
+    "probe_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="A folder of your own probes (repeatable; also $FLEET_PROBE_DIR, ':'-separated).",
+)
+
+# ------------------------------------------------------------------- what becomes of a run
+
+runs_dir_option = click.option(
+    "--runs-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where runs are saved (default ~/.local/state/fleet/runs).",
+)
+json_option = click.option(
+    "--json", "json_path", help="Write the run document here ('-' for stdout)."
+)
+no_save_option = click.option(
+    "--no-save", is_flag=True, help="Do not save the run in the runs folder."
+)
+accept_new_option = click.option(
+    "--accept-new",
+    is_flag=True,
+    help="Record unknown host keys in fleet's own known_hosts (changed keys: never).",
+)
+
+# ------------------------------------------------------------------------- saved runs
+
+run_argument = click.argument(
+    "run_ref", metavar="RUN", default="latest", shell_complete=complete_runs
+)
+scope_option = click.option(
+    "-i",
+    "--inventory",
+    "scope",
+    metavar="INVENTORY",
+    help="latest/previous count only this inventory's runs (path, file name or name; "
+    "or write latest:NAME).",
+)
+
+
+def format_option(
+    choices: Sequence[str] = ("terminal", "json", "markdown"), help: str = "How to print the diff."
+) -> Callable[[F], F]:
+    return click.option(
+        "--format",
+        "output_format",
+        type=click.Choice(list(choices)),
+        default="terminal",
+        show_default=True,
+        help=help,
+    )
+
+
+def baseline_option(help: str) -> Callable[[F], F]:
+    return click.option("--baseline", metavar="RUN", shell_complete=complete_runs, help=help)
+
+
+# ------------------------------------------------------------------ measuring and judging
+
+
+def timeout_option(default: float, most: float, help: str) -> Callable[[F], F]:
+    return click.option(
+        "-t",
+        "--timeout",
+        "timeout_s",
+        type=click.FloatRange(5, most),
+        default=default,
+        show_default=True,
+        help=help,
+    )
+
+
+def tolerance_option(
+    default: float = api.DEFAULT_TOLERANCE,
+    help: str = "Relative tolerance for measurements (allreduce latency, busbw) against the "
+    "cohort median.",
+) -> Callable[[F], F]:
+    return click.option(
+        "--tolerance",
+        type=click.FloatRange(0.01, 100),
+        default=default,
+        show_default=True,
+        help=help,
+    )
+
+
+def rules_option(help: str) -> Callable[[F], F]:
+    return click.option(
+        "--rules", "rules_files", multiple=True, type=click.Path(dir_okay=False), help=help
+    )
+
+
+def pack_option(help: str) -> Callable[[F], F]:
+    return click.option("--pack", "packs", multiple=True, help=help)
+
+
+# ---------------------------------------------------------------------------------- Slurm
+
+
+def slurm_target_option(
+    help: str = "Reach Slurm nodes through srun: partition=NAME, nodes=NODESET or job=ID.",
+) -> Callable[[F], F]:
+    return click.option("--slurm", "slurm_target", metavar="TARGET", help=help)
+
+
+# The hosts of a Slurm cluster (probe, check, fabric): the target, site options, GPUs.
+slurm_options = together(
+    slurm_target_option(),
+    click.option(
+        "--slurm-args",
+        metavar="'ARGS'",
+        help="More srun options, e.g. '--account=a --qos=high --reservation=r' (shell quoting).",
+    ),
+    click.option(
+        "--slurm-gpus",
+        default="exclusive",
+        show_default=True,
+        metavar="exclusive|none|N",
+        help="How srun asks for each node's GPUs: whole nodes, nothing, or --gpus-per-node=N.",
+    ),
+)
+
+cohort_by_option = click.option(
+    "--cohort-by",
+    metavar="EXPR",
+    help="JMESPath over each host's facts naming its cohort, e.g. gpu.gpus[0].name "
+    "(default: the inventory's cohort_by, else GPU model x count x interconnect).",
+)
+between_option = click.option(
+    "--between",
+    is_flag=True,
+    help="Also list the hardware facts that differ between cohorts (summarised by default).",
+)

@@ -1,0 +1,240 @@
+"""What the commands that probe (probe, check) share: their options, declared once and handed
+over as one ProbeRequest; probing with a live progress display and Ctrl-C (api.probe_and_keep_async);
+and saying what could not be kept (save, --json, --html: exit bit 64)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import json
+import signal
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from fleet import api
+from fleet.cli.completion import complete_probes
+from fleet.cli.exits import EXIT_NOT_KEPT, exit_code, kept_bits, with_bits
+from fleet.cli.options import (
+    accept_new_option,
+    inventory_option,
+    json_option,
+    limit_option,
+    no_save_option,
+    probe_dir_option,
+    runs_dir_option,
+    slurm_options,
+    timeout_option,
+    together,
+)
+from fleet.cli.selection import HostChoice, selection_options
+from fleet.errors import FleetError
+from fleet.models import Run
+from fleet.render.terminal.console import make_console
+from fleet.render.terminal.progress import ProgressEvents
+
+# The options of every command that probes hosts (probe, check): connection, selection, probes.
+PROBE_OPTIONS = together(
+    inventory_option,
+    limit_option,
+    click.option(
+        "-p",
+        "--probes",
+        "probe_list",
+        shell_complete=complete_probes,
+        help="Comma-separated probes to run (default: all).",
+    ),
+    json_option,
+    click.option("--html", "html_path", metavar="FILE", help="Also write the HTML report here."),
+    runs_dir_option,
+    no_save_option,
+    click.option(
+        "-c",
+        "--concurrency",
+        type=click.IntRange(1, 100000),
+        default=api.DEFAULT_CONCURRENCY,
+        help="Cap on hosts probed at once (default: every selected host, within the open-file "
+        "limit; handshakes in flight are bounded by the CPU count either way).",
+    ),
+    timeout_option(api.DEFAULT_TIMEOUT_S, 86400, "Seconds per host, connecting included."),
+    accept_new_option,
+    click.option(
+        "--import",
+        "imports",
+        multiple=True,
+        metavar="SPEC",
+        help="Import spec for the imports probe, e.g. 'mod:Name|AltName' (repeatable).",
+    ),
+    click.option(
+        "--dir",
+        "dir_modules",
+        multiple=True,
+        metavar="MODULE",
+        help="Module whose dir() the dir probe dumps (repeatable).",
+    ),
+    click.option(
+        "--allreduce/--no-allreduce",
+        default=True,
+        show_default=True,
+        help="Run the allreduce timing probe.",
+    ),
+    click.option("--quick", is_flag=True, help="Fewer message sizes and iterations."),
+    probe_dir_option,
+    slurm_options,
+    click.option(
+        "--allreduce-matrix",
+        is_flag=True,
+        help="Also time every NCCL algorithm x protocol and torch symmetric-memory allreduce, "
+        "and name the winner per size (per-host timeout at least 300 s).",
+    ),
+)
+
+
+def probe_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a command with PROBE_OPTIONS; it receives them as a ProbeRequest `request`."""
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        fields = {f.name for f in dataclasses.fields(ProbeRequest)}
+        kwargs["choice"] = HostChoice.pop_from(kwargs)
+        request = ProbeRequest(**{k: kwargs.pop(k) for k in list(kwargs) if k in fields})
+        return command(request=request, **kwargs)
+
+    return selection_options(PROBE_OPTIONS(wrapper))
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeRequest:
+    inventory_path: str | None
+    limit: str | None
+    probe_list: str | None
+    json_path: str | None
+    html_path: str | None
+    runs_dir: Path | None
+    no_save: bool
+    concurrency: int | None
+    timeout_s: float
+    accept_new: bool
+    imports: tuple[str, ...]
+    dir_modules: tuple[str, ...]
+    allreduce: bool
+    quick: bool
+    probe_dirs: tuple[str, ...]
+    slurm_target: str | None
+    slurm_args: str | None
+    slurm_gpus: str
+    allreduce_matrix: bool
+    choice: HostChoice = dataclasses.field(default_factory=HostChoice)
+
+    def console(self) -> Console:
+        """Tables go to stdout, unless the run document does (--json -)."""
+        return make_console(stderr=self.json_path == "-")
+
+    def options(self) -> api.ProbeOptions:
+        names = [n.strip() for n in (self.probe_list or "").split(",") if n.strip()]
+        return api.ProbeOptions(
+            probes=names or None,
+            allreduce=self.allreduce,
+            quick=self.quick,
+            allreduce_matrix=self.allreduce_matrix,
+            imports=self.imports,
+            dir_modules=self.dir_modules,
+            concurrency=self.concurrency,
+            timeout_s=self.timeout_s,
+            accept_new=self.accept_new,
+            probe_dirs=self.probe_dirs,
+            slurm_args=api.slurm_argv(self.slurm_args),
+            slurm_gpus=self.slurm_gpus,
+            on_key_recorded=_say_key_recorded,
+        )
+
+
+def _say_key_recorded(line: str) -> None:
+    click.echo(f"--accept-new: recorded the host key of {line}", err=True)
+
+
+def execute_probe(request: ProbeRequest) -> api.KeptRun:
+    """Probe the selected hosts, save the run and write --json: what every probing command
+    shares. What could not be kept is said on stderr (probed_exit_code sets bit 64 for it)."""
+    options = request.options()
+    selection = request.choice.select(
+        request.inventory_path, request.limit, slurm=request.slurm_target
+    )
+    bundle = api.build_probe_bundle(options)  # bad probe names fail before any host is contacted
+    kept = asyncio.run(probe_with_progress(request, selection, bundle, options))
+    say_kept(kept, request.json_path)
+    return kept
+
+
+async def probe_with_progress(
+    request: ProbeRequest, selection: api.Selection, bundle: api.Bundle, options: api.ProbeOptions
+) -> api.KeptRun:
+    """api.probe_and_keep_async with a live progress display; Ctrl-C ends pending hosts as
+    interrupted (they are kept too). Progress goes to stderr: stdout carries the report, whatever
+    the two are connected to."""
+    interrupt = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, interrupt.set)
+    try:
+        progress = Console(stderr=True)
+        with ProgressEvents(progress, len(selection.hosts), list(bundle.probes)) as events:
+            return await api.probe_and_keep_async(
+                selection,
+                bundle,
+                options,
+                events,
+                interrupt,
+                save=not request.no_save,
+                runs_dir=request.runs_dir,
+                json_path=json_file(request.json_path),
+            )
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        if interrupt.is_set():  # closing and saving take a moment: a second Ctrl-C waits for them
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def probed_exit_code(kept: api.KeptRun) -> int:
+    """The run's exit bits, and 64 when it (or its --json) could not be kept."""
+    return with_bits(exit_code(kept.run), kept_bits(kept.kept))
+
+
+def json_file(json_path: str | None) -> str | None:
+    """--json's file, for api.keep_run to write; `-` (stdout) is say_kept's to print."""
+    return None if json_path == "-" else json_path
+
+
+def say_kept(kept: api.KeptRun, json_path: str | None) -> None:
+    """What could not be kept, on stderr; then the run document on stdout for --json -."""
+    say_not_kept(kept.errors)
+    if json_path == "-":
+        click.echo(json.dumps(kept.run.to_dict(), indent=2))
+
+
+def say_not_kept(errors: Sequence[FleetError]) -> None:
+    for error in errors:
+        click.echo(error.render(), err=True)  # the run still shows; only keeping it failed
+
+
+def emit_html(
+    path: str,
+    run: Run,
+    diff: api.FleetDiff,
+    code: int,
+    source: str | None,
+    drift: api.Drift | None = None,
+    checks: api.CheckReport | None = None,
+) -> int:
+    """--html of probe and check: write the page; exit bit 64 (like --json) when it cannot be."""
+    try:
+        api.write_report(
+            run, path, diff=diff, drift=drift, checks=checks, exit_code=code, source=source
+        )
+    except FleetError as exc:
+        say_not_kept([exc])
+        return EXIT_NOT_KEPT
+    return 0

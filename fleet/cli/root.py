@@ -1,0 +1,91 @@
+"""The `fleet` group: the one error boundary, --debug on every command, and which module holds
+each command (check, report and fabric load on first use).
+
+The commands print and exit; what they print comes from fleet.api, the exit codes from
+fleet.cli.exits. A FleetError that stops a command becomes its message, context and hint on
+stderr and its exit code here, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from typing import Any, ClassVar
+
+import click
+
+from fleet import api
+from fleet.cli.hosts import hosts, list_probes
+from fleet.cli.probe import probe
+from fleet.cli.runs import diff, runs, show
+from fleet.errors import FleetError
+
+log = logging.getLogger("fleet")
+
+
+class FleetGroup(click.Group):
+    """The one error boundary: a FleetError from any command becomes its message, context and hint
+    on stderr and its exit code (2: nothing was contacted). With --debug, its whole cause chain too.
+
+    Loads `check`, `report` and `fabric` on first use: the HTML report and fleet.fabric would
+    cost every other command start-up time. Those modules never import this one."""
+
+    LAZY: ClassVar[dict[str, tuple[str, str]]] = {
+        "check": ("fleet.cli.check", "check"),
+        "report": ("fleet.cli.report", "report"),
+        "fabric": ("fleet.cli.fabric", "fabric"),
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.LAZY])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command: click.Command | None
+        if cmd_name in self.LAZY:
+            module, attribute = self.LAZY[cmd_name]
+            command = getattr(importlib.import_module(module), attribute)
+        else:
+            command = super().get_command(ctx, cmd_name)
+        if command is not None and not any(p.name == "debug" for p in command.params):
+            command.params.append(debug_flag())  # every command takes --debug, before or after
+        return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FleetError as exc:
+            log.debug("%s", type(exc).__name__, exc_info=exc)  # --debug: the cause chain
+            click.echo(exc.render(), err=True)
+            ctx.exit(exc.exit_code)
+
+
+def enable_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """--debug: log fleet's steps and print each failed host's exception chain on stderr."""
+    if value and not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("debug: %(name)s: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.DEBUG)
+
+
+def debug_flag() -> click.Option:
+    return click.Option(
+        ["--debug"],
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=enable_debug,
+        help="Log what fleet does and print each failure's cause chain (asyncssh, OS errno).",
+    )
+
+
+@click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(api.__version__, prog_name="fleet")
+def main() -> None:
+    """Probe many GPU hosts over SSH at once and show where they differ."""
+
+
+main.params.append(debug_flag())
+for command in (hosts, list_probes, probe, diff, runs, show):
+    main.add_command(command)

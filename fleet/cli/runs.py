@@ -1,0 +1,174 @@
+"""The saved runs: `fleet diff` (two runs' drift, or one run's cross-host diff), `fleet show`
+(a run again), `fleet runs` (list them, or prune them)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import click
+from rich.text import Text
+
+from fleet import api
+from fleet.cli.completion import complete_runs
+from fleet.cli.exits import EXIT_DRIFT, EXIT_OK
+from fleet.cli.options import (
+    between_option,
+    cohort_by_option,
+    format_option,
+    run_argument,
+    runs_dir_option,
+    scope_option,
+    tolerance_option,
+)
+from fleet.errors import StoreError, UsageError
+from fleet.render.documents import (
+    drift_document,
+    drift_markdown,
+    fleet_diff_document,
+    fleet_diff_markdown,
+)
+from fleet.render.terminal.console import make_console
+from fleet.render.terminal.diff import drift_view, fleet_diff_view
+from fleet.render.terminal.run import render_run
+from fleet.render.terminal.tables import Column, print_table
+
+
+@click.command()
+@click.argument("old", shell_complete=complete_runs)
+@click.argument("new", required=False, shell_complete=complete_runs)
+@runs_dir_option
+@scope_option
+@tolerance_option()
+@format_option()
+@cohort_by_option
+@between_option
+def diff(
+    old: str,
+    new: str | None,
+    runs_dir: Path | None,
+    scope: str | None,
+    tolerance: float,
+    output_format: str,
+    cohort_by: str | None,
+    between: bool,
+) -> None:
+    """Drift between two saved runs (OLD NEW), or the cross-host diff of one run (OLD).
+
+    Runs are files, names from the runs folder, `latest` or `previous` (`latest:INVENTORY`: that
+    inventory's). Exit code 16 when drift is found, 0 when none."""
+    first = api.load_run(old, runs_dir, scope)
+    if new is None:
+        result = api.cross_host_diff(first, tolerance, cohort_by=cohort_by)
+        print_fleet_diff(result, output_format, between)
+        return
+    drift = api.drift(first, api.load_run(new, runs_dir, scope), tolerance)
+    print_drift(drift, output_format)
+    sys.exit(EXIT_DRIFT if drift.found else EXIT_OK)
+
+
+def print_fleet_diff(result: api.FleetDiff, output_format: str, between: bool = False) -> None:
+    if output_format == "json":  # lists every differing fact, --between or not
+        click.echo(json.dumps(fleet_diff_document(result), indent=2, default=str))
+    elif output_format == "markdown":
+        click.echo(fleet_diff_markdown(result, between), nl=False)
+    else:
+        make_console().print(fleet_diff_view(result, between), crop=False)  # paths stay whole
+
+
+def print_drift(drift: api.Drift, output_format: str) -> None:
+    if output_format == "json":
+        click.echo(json.dumps(drift_document(drift), indent=2, default=str))
+    elif output_format == "markdown":
+        click.echo(drift_markdown(drift), nl=False)
+    else:
+        make_console().print(drift_view(drift), crop=False)
+
+
+@click.command()
+@run_argument
+@runs_dir_option
+@scope_option
+@tolerance_option()
+@format_option()
+@cohort_by_option
+@between_option
+def show(
+    run_ref: str,
+    runs_dir: Path | None,
+    scope: str | None,
+    tolerance: float,
+    output_format: str,
+    cohort_by: str | None,
+    between: bool,
+) -> None:
+    """Render a saved run again (default: the latest)."""
+    run = api.load_run(run_ref, runs_dir, scope)
+    result = api.cross_host_diff(run, tolerance, cohort_by=cohort_by)
+    if output_format != "terminal":
+        print_fleet_diff(result, output_format, between)
+        return
+    if run.fabric is not None:  # a `fleet fabric` run: its pairs and suspects, not probe tables
+        from fleet.render.terminal.fabric import render_fabric
+
+        render_fabric(make_console(), run.fabric, list(run.hosts))
+        return
+    render_run(make_console(), run, result, between=between)
+
+
+RUNS_COLUMNS = (
+    Column("run", whole=True),
+    Column("started", whole=True, keep=1),
+    Column("inventory", whole=True, keep=3),
+    Column("hosts", keep=4, justify="right"),
+    Column("statuses", keep=2),
+)
+
+
+@click.command()
+@runs_dir_option
+@click.option("--prune", is_flag=True, help="Delete old runs (with --keep and/or --older-than).")
+@click.option("--keep", type=click.IntRange(0), metavar="N", help="--prune: keep the N newest.")
+@click.option(
+    "--older-than", metavar="AGE", help="--prune: delete runs older than AGE (45m, 12h, 30d, 2w)."
+)
+@click.option("--dry-run", is_flag=True, help="--prune: say what would be deleted, delete nothing.")
+def runs(
+    runs_dir: Path | None, prune: bool, keep: int | None, older_than: str | None, dry_run: bool
+) -> None:
+    """List the saved runs: when, which inventory, how many hosts, their statuses."""
+    folder = runs_dir or api.default_runs_dir()
+    if prune or keep is not None or older_than or dry_run:
+        prune_command(folder, prune, keep, older_than, dry_run)
+        return
+    rows = [_run_row(path) for path in api.list_runs(folder)]
+    print_table(make_console(), str(folder), RUNS_COLUMNS, rows)
+
+
+def _run_row(path: Path) -> tuple[str | Text, ...]:
+    try:
+        run = api.load_run(path)
+    except StoreError as exc:
+        return (path.name, "", "", "", Text(exc.message, style="red"))
+    statuses = Counter(o.status for o in run.hosts.values())
+    counts = ", ".join(f"{n} {s}" for s, n in statuses.most_common())
+    return (path.stem, run.started, run.inventory or "", str(len(run.hosts)), counts)
+
+
+def prune_command(
+    folder: Path, prune: bool, keep: int | None, older_than: str | None, dry_run: bool
+) -> None:
+    """`fleet runs --prune`: delete what --keep / --older-than select, naming every run."""
+    if not prune or (keep is None and older_than is None):
+        raise UsageError(
+            "--keep, --older-than and --dry-run go with --prune, which needs one of the first two",
+            hint="e.g. fleet runs --prune --keep 20, or fleet runs --prune --older-than 30d",
+        )
+    total = len(api.list_runs(folder))
+    doomed = api.prune_runs(folder, keep=keep, older_than=older_than, dry_run=dry_run)
+    verb = "would delete" if dry_run else "deleted"
+    click.echo(f"{verb} {len(doomed)} run(s) from {folder}; {total - len(doomed)} kept")
+    for path in doomed:
+        click.echo(f"  {path.name}")
