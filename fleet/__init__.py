@@ -4,8 +4,6 @@ The Python API (fleet.api) is re-exported here: probe, load_run, save_run, cross
 check, and the Run model. The `fleet` command (fleet.cli) is a thin layer over it.
 """
 
-__version__ = "0.1.0"
-
 from fleet.api import (
     ProbeOptions,
     check,
@@ -18,6 +16,7 @@ from fleet.api import (
 )
 from fleet.errors import FleetError
 from fleet.models import HostOutcome, Run
+from fleet.version import __version__
 
 __all__ = [
     "FleetError",

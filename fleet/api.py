@@ -22,7 +22,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet import __version__
 from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
 from fleet.analysis.drift import Drift, compare_runs
 from fleet.analysis.facts import declared_facts
@@ -47,6 +46,7 @@ from fleet.store import save_run as _save_run_file
 from fleet.transport import LocalTransport, Transport
 from fleet.transport.unsupported import PREFIX as UNSUPPORTED
 from fleet.transport.unsupported import UnsupportedTransport
+from fleet.version import __version__
 
 if TYPE_CHECKING:  # loaded only when asked for: the rules engine (jmespath), Slurm, fabric
     from fleet.checks import CheckReport, Rule

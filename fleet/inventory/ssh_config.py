@@ -13,7 +13,6 @@ warning naming their line. fleet tunnels through one jump host (ProxyJump), so a
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,14 +36,6 @@ FIELDS = {
     "ProxyJump": "jump",
     "ConnectTimeout": "connect_timeout",
 }
-IGNORED = {
-    "StrictHostKeyChecking": "fleet checks host keys strictly whatever this says "
-    "(--accept-new records unknown keys, never changed ones)",
-    "ControlMaster": "fleet opens its own connections (one per host, one per jump host)",
-    "ControlPersist": "fleet opens its own connections (one per host, one per jump host)",
-    "ProxyCommand": "fleet does not run proxy commands: write ProxyJump [user@]host[:port] instead",
-}
-LINE_RE = re.compile(r"^(?P<path>.*) line (?P<line>\d+): (?P<reason>.*)$")
 
 
 @dataclass
@@ -67,19 +58,10 @@ class SshConfig:
         return parse_for(self.paths, name)
 
     def _note_ignored(self, parsed: TracedConfig) -> None:
-        for place, option, value in parsed.ignored:
-            line = f"{place}: {option} {value} is ignored: {IGNORED[option]}"
+        for place, option, value, why in parsed.ignored:
+            line = f"{place}: {option} {value} is ignored: {why}"
             if line not in self.warnings:
                 self.warnings.append(line)
-
-
-def config_error(text: str) -> InventoryError:
-    """asyncssh's 'PATH line N: reason' as fleet's 'PATH:N: reason'."""
-    match = LINE_RE.match(text)
-    where = f"{match['path']}:{match['line']}: {match['reason']}" if match else text
-    return InventoryError(
-        f"ssh config {where}", hint="fix that line (man ssh_config), or pass --ssh-config none"
-    )
 
 
 def open_ssh_config(choice: str | None) -> SshConfig | None:

@@ -5,6 +5,7 @@ config file is read: asyncssh costs ~100 ms of start-up."""
 from __future__ import annotations
 
 import getpass
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -12,7 +13,17 @@ from typing import Any, cast
 from asyncssh.config import ConfigParseError, SSHClientConfig
 
 from fleet.errors import InventoryError
-from fleet.inventory.ssh_config import IGNORED, config_error
+
+# Keywords fleet does not apply, and why: each one that applies to a host is a warning naming its
+# line (fleet/inventory/ssh_config.py shows them; `fleet hosts`).
+IGNORED = {
+    "StrictHostKeyChecking": "fleet checks host keys strictly whatever this says "
+    "(--accept-new records unknown keys, never changed ones)",
+    "ControlMaster": "fleet opens its own connections (one per host, one per jump host)",
+    "ControlPersist": "fleet opens its own connections (one per host, one per jump host)",
+    "ProxyCommand": "fleet does not run proxy commands: write ProxyJump [user@]host[:port] instead",
+}
+LINE_RE = re.compile(r"^(?P<path>.*) line (?P<line>\d+): (?P<reason>.*)$")
 
 
 def parse_for(paths: Sequence[Path], name: str) -> TracedConfig:
@@ -31,6 +42,15 @@ def parse_for(paths: Sequence[Path], name: str) -> TracedConfig:
     return cast(TracedConfig, parsed)
 
 
+def config_error(text: str) -> InventoryError:
+    """asyncssh's 'PATH line N: reason' as fleet's 'PATH:N: reason'."""
+    match = LINE_RE.match(text)
+    where = f"{match['path']}:{match['line']}: {match['reason']}" if match else text
+    return InventoryError(
+        f"ssh config {where}", hint="fix that line (man ssh_config), or pass --ssh-config none"
+    )
+
+
 def _traced(handler: Callable[..., None]) -> Callable[..., None]:
     """asyncssh's handler for one keyword, remembering the file:line that set the value."""
 
@@ -44,7 +64,7 @@ def _traced(handler: Callable[..., None]) -> Callable[..., None]:
 
 
 def _ignored(config: TracedConfig, option: str, args: list[str]) -> None:
-    config.ignored.append((config.place(), option, " ".join(args)))
+    config.ignored.append((config.place(), option, " ".join(args), IGNORED[option]))
     args.clear()
 
 
@@ -63,7 +83,7 @@ class TracedConfig(SSHClientConfig):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.places: dict[str, str] = {}
-        self.ignored: list[tuple[str, str, str]] = []
+        self.ignored: list[tuple[str, str, str, str]] = []  # place, keyword, value, why
 
     def place(self) -> str:
         return f"{self._path}:{self._line_no}"
