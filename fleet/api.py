@@ -386,13 +386,13 @@ async def fabric_async(
     `fabric` result per host and the run's `fabric` section (pairs, ring, suspects). `slurm`
     (Selection.slurm): the hosts are that cluster's nodes, each group launched by its own srun."""
     from fleet.fabric import launch
-    from fleet.fabric.run import FabricRunner
+    from fleet.fabric.run import FabricRounds
 
     started = _now()
     together = slurm_steps(slurm, settings, slurm_args, slurm_gpus) if slurm else None
     async with transports_for(hosts, accept_new) as transports:
-        runner = FabricRunner(transports, settings, events, interrupt, together)
-        outcome = await runner.run(hosts)
+        rounds = FabricRounds(transports, settings, events, interrupt, together)
+        outcome = await rounds.run(hosts)
     return Run(
         fleet_version=__version__,
         started=started,
