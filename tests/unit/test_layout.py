@@ -167,3 +167,23 @@ def test_no_module_imports_itself_through_others() -> None:
 def test_no_folder_imports_itself_through_others() -> None:
     """transport/ and execution/ once imported each other (the launch line lived in the bundle)."""
     assert circles(folder_graph()) == []
+
+
+def test_runner_means_only_the_host_runner() -> None:
+    """probes/_host_runner.py is the runner; the orchestrators are the fan-out and fabric rounds."""
+    named = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.ClassDef, ast.Assign, ast.AnnAssign))
+        for name in _defined(node)
+        if name.endswith("Runner")
+    ]
+    assert named == []
+
+
+def _defined(node: ast.ClassDef | ast.Assign | ast.AnnAssign) -> list[str]:
+    if isinstance(node, ast.ClassDef):
+        return [node.name]
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return [t.id for t in targets if isinstance(t, ast.Name)]
