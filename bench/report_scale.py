@@ -28,7 +28,7 @@ from diff_scale import synthetic_document  # noqa: E402
 from fleet.analysis.diff import compare_hosts  # noqa: E402
 from fleet.analysis.facts import declared_facts  # noqa: E402
 from fleet.models import Run  # noqa: E402
-from fleet.render.html import Report, write_html  # noqa: E402
+from fleet.render.html.page import Report, write_html  # noqa: E402
 from fleet.store import load_run, save_run  # noqa: E402
 
 

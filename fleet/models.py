@@ -7,7 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-RUN_SCHEMA = "fleet.run/1"
+# The run document's id (docs/documents.md: what each version changed; fleet/schemas/run.schema.json
+# its shape). Older ids load as long as fleet can still read them; any other id is refused.
+RUN_SCHEMA = "fleet.run/2"
+READABLE_RUN_SCHEMAS = ("fleet.run/1", RUN_SCHEMA)
 FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/=]+")
 
 # Every host ends with exactly one of these.
@@ -160,7 +163,7 @@ class Run:
     probes: tuple[str, ...] = ()
     inventory: str | None = None
     interrupted: bool = False
-    # Optional, added after fleet.run/1 first shipped (absent from older documents): how the hosts
+    # Optional, added during fleet.run/1 (absent from older documents): how the hosts
     # were reached ("ssh", "local", "slurm"; comma-joined when mixed), and for a Slurm run the
     # target, job and step ids and each node's Slurm state and reason.
     transport: str | None = None

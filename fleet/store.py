@@ -20,7 +20,7 @@ from typing import Any
 
 from fleet.errors import StoreError, UsageError
 from fleet.files import ensure_private_dir
-from fleet.models import Run
+from fleet.models import READABLE_RUN_SCHEMAS, RUN_SCHEMA, Run
 from fleet.redact import mask_secrets, might_hold_secret
 
 ALIASES = {"latest": 1, "previous": 2}
@@ -67,7 +67,7 @@ def run_file_name(run: Run) -> str:
 # Saved run files store each distinct probe payload once, content-addressed: a probe's "data" is
 # replaced by "data_ref": SHA256 into the document's "payloads" table. 1,000 hosts with the same
 # dir() dumps hold one copy on disk and, once loaded, one object in memory. `--json` output and
-# `fleet.run/1` documents from other tools keep plain "data"; load_run reads both.
+# run documents from other tools keep plain "data"; load_run reads both.
 
 
 def deduplicate_payloads(document: dict[str, Any]) -> dict[str, Any]:
@@ -236,11 +236,45 @@ def prune_runs(
     return doomed
 
 
+NOT_A_RUN = (
+    "pass a run: a saved run (`fleet runs` lists them) or a file `fleet probe --json` or "
+    "`fleet fabric --json` wrote; diff and check documents are not runs"
+)
+
+
 def load_run(path: Path) -> Run:
+    """A run document from a file: a saved run (payloads stored once) or plain `--json` output,
+    of any run id this fleet reads (READABLE_RUN_SCHEMAS; a document without `schema` is read
+    too). Anything else is a StoreError that names what the file is and what to do."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = readable_run(json.loads(path.read_text(encoding="utf-8")), path)
         return Run.from_dict(expand_payloads(document))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StoreError(
-            f"cannot read run {path}: {exc}", hint="is it a fleet.run/1 JSON document?"
+            f"cannot read run {path}: {exc}", hint=f"is it a fleet run document ({RUN_SCHEMA})?"
         ) from exc
+
+
+def readable_run(document: Any, path: Path) -> dict[str, Any]:
+    """`document` if it is a run this fleet can read; otherwise a StoreError naming its id."""
+    if not isinstance(document, dict):
+        kind = type(document).__name__
+        raise StoreError(f"cannot read run {path}: it is a JSON {kind}, not a run", hint=NOT_A_RUN)
+    schema = document.get("schema")
+    if schema is None or schema in READABLE_RUN_SCHEMAS:
+        return document
+    readable = ", ".join(READABLE_RUN_SCHEMAS)
+    shown = schema if isinstance(schema, str) else repr(schema)
+    version = str(schema).rpartition("/")[2]
+    if str(schema).startswith("fleet.run/") and version.isdigit():
+        newer = int(version) > int(RUN_SCHEMA.rpartition("/")[2])
+        raise StoreError(
+            f"cannot read run {path}: it is a {schema} document and this fleet reads {readable}",
+            hint="it was written by a newer fleet: upgrade fleet to read it"
+            if newer
+            else "no fleet wrote that id: docs/documents.md lists the run ids",
+        )
+    raise StoreError(
+        f"cannot read run {path}: it is a {shown} document, not a run ({readable})",
+        hint=NOT_A_RUN,
+    )

@@ -80,11 +80,11 @@ from fleet.analysis.allreduce_matrix import configured_variant, matrix_of
 from fleet.analysis.facts import allreduce_summary
 from fleet.analysis.majority import rank
 from fleet.errors import UsageError
-from fleet.inventory.nodeset import compact_hosts
+from fleet.hostsets import compact_hosts
 from fleet.models import NOT_REACHED, HostOutcome, Run
 from fleet.yamlfile import Location
 
-CHECK_SCHEMA = "fleet.check/1"
+CHECK_SCHEMA = "fleet.check/2"
 SEVERITIES = ("error", "warn")
 # Worst first: a rule's overall verdict is the worst of its hosts'.
 VERDICTS = ("fail", "unknown", "skipped", "pass", "n/a")

@@ -36,10 +36,10 @@ from fleet.cli.main import (
 from fleet.cli.report import emit_html
 from fleet.errors import UsageError
 from fleet.models import Run
-from fleet.render.checks import render_report
-from fleet.render.console import make_console
-from fleet.render.html import Report, fabric_of
+from fleet.render.html.page import Report, fabric_of
 from fleet.render.junit import write_junit
+from fleet.render.terminal.checks import render_report
+from fleet.render.terminal.console import make_console
 from fleet.store import default_runs_dir, load_run, resolve_run
 
 EXIT_CHECK_FAILED = 32
@@ -77,7 +77,7 @@ DEFAULT_PACK = api.DEFAULT_PACK
     type=click.Choice(["terminal", "json"]),
     default="terminal",
     show_default=True,
-    help="terminal verdicts, or a fleet.check/1 JSON document on stdout.",
+    help="terminal verdicts, or a fleet.check/2 JSON document on stdout.",
 )
 @click.option(
     "--strict",
@@ -149,7 +149,7 @@ def check_exit_code(report: CheckReport, probe_code: int, strict: bool = False) 
 def check_document(
     report: CheckReport, run: Run, sources: Sequence[str], where: str
 ) -> dict[str, Any]:
-    """The fleet.check/1 document: the report plus which run and rules it judged."""
+    """The fleet.check/2 document: the report plus which run and rules it judged."""
     document = report.to_dict()
     return {
         "schema": document.pop("schema"),

@@ -35,8 +35,8 @@ from fleet.fabric.blame import DEFAULT_TOLERANCE
 from fleet.fabric.results import GroupResult
 from fleet.fabric.run import FabricEvents, FabricSettings
 from fleet.models import Run
-from fleet.render.console import make_console
-from fleet.render.fabric import render_fabric
+from fleet.render.terminal.console import make_console
+from fleet.render.terminal.fabric import render_fabric
 from fleet.transport.slurm import parse_slurm_args
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "CUDA_", "NVSHMEM_")

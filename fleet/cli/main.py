@@ -32,17 +32,17 @@ from fleet.errors import FleetError, StoreError, UsageError
 from fleet.execution.bundle import Bundle, available_probes
 from fleet.execution.fanout import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_S
 from fleet.models import NOT_REACHED, PROBE_TROUBLE, Run
-from fleet.render.console import make_console
-from fleet.render.diffview import drift_view, fleet_diff_view
 from fleet.render.documents import (
     drift_document,
     drift_markdown,
     fleet_diff_document,
     fleet_diff_markdown,
 )
-from fleet.render.progress import ProgressEvents
-from fleet.render.tables import Column, print_table
-from fleet.render.terminal import render_run
+from fleet.render.terminal.console import make_console
+from fleet.render.terminal.diff import drift_view, fleet_diff_view
+from fleet.render.terminal.progress import ProgressEvents
+from fleet.render.terminal.run import render_run
+from fleet.render.terminal.tables import Column, print_table
 from fleet.store import (
     BUILT_IN_LOCAL,
     default_runs_dir,
@@ -625,7 +625,7 @@ def show(
         print_fleet_diff(result, output_format)
         return
     if run.fabric is not None:  # a `fleet fabric` run: its pairs and suspects, not probe tables
-        from fleet.render.fabric import render_fabric
+        from fleet.render.terminal.fabric import render_fabric
 
         render_fabric(make_console(), run.fabric, list(run.hosts))
         return

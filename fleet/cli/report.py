@@ -1,4 +1,4 @@
-"""`fleet report`: one self-contained HTML page for a saved run (fleet/render/html.py), and the
+"""`fleet report`: one self-contained HTML page for a saved run (fleet/render/html/page.py), and the
 `--html FILE` of `fleet probe` and `fleet check`.
 
 fleet.cli.main registers this command lazily (FleetGroup.LAZY) and imports `emit_html` only when
@@ -26,7 +26,7 @@ from fleet.cli.main import (
 )
 from fleet.errors import FleetError
 from fleet.models import Run
-from fleet.render.html import Report, fabric_of, write_html
+from fleet.render.html.page import Report, fabric_of, write_html
 from fleet.store import default_runs_dir, resolve_run
 
 

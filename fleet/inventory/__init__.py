@@ -1,7 +1,8 @@
 """Where hosts come from: an inventory source turns a description into validated `Host`s.
 
-`fleet_yaml` reads fleet's own YAML; `nodeset` expands and folds host ranges for every source and
-every output; `--limit` selection lives with the YAML source for now.
+`fleet_yaml` reads fleet's own YAML; `nodeset` expands host ranges for every source
+(fleet.hostsets folds them back for every output); `--limit` selection lives with the YAML
+source for now.
 """
 
 from fleet.inventory.fleet_yaml import (
@@ -13,12 +14,11 @@ from fleet.inventory.fleet_yaml import (
     parse_inventory,
     select_names,
 )
-from fleet.inventory.nodeset import compact_hosts, expand_hostlist
+from fleet.inventory.nodeset import expand_hostlist
 
 __all__ = [
     "Inventory",
     "check_name",
-    "compact_hosts",
     "expand_hostlist",
     "jump_spec_host",
     "load_inventory",

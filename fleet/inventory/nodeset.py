@@ -10,7 +10,6 @@ ClusterShell builds every name of `x[1-9999999]` before it could be counted.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 
@@ -124,13 +123,3 @@ def _why(pattern: str, exc: NodeSetException) -> str:
 def _range_error(pattern: str, why: str, here: Location | None) -> FleetError:
     message = f"host range {pattern!r}: {why}"
     return here.fail(message, hint=RANGE_HINT) if here else InventoryError(message, hint=RANGE_HINT)
-
-
-def compact_hosts(names: Iterable[str]) -> str:
-    """The inverse of expand_hostlist: gpu-01 gpu-02 gpu-03 gpu-05 h200-a → `gpu-[01-03,05],h200-a`,
-    a nodeset that -H, --limit, clush and pdsh read back."""
-    unique = sorted(set(names))
-    try:
-        return str(NodeSet.fromlist(unique, resolver=RESOLVER_NOGROUP))
-    except NodeSetException:  # a name no nodeset can hold (from an old or edited run file)
-        return ",".join(unique)

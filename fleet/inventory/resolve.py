@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from fleet.errors import InventoryError
+from fleet.hostsets import compact_hosts
 from fleet.inventory.fleet_yaml import JUMP_RE, Inventory, jump_spec_host
-from fleet.inventory.nodeset import compact_hosts
 from fleet.inventory.ssh_config import SshConfig, apply_ssh_config
 from fleet.models import Host
 

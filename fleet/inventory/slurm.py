@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fleet.errors import InventoryError, UsageError
+from fleet.hostsets import compact_hosts
 from fleet.inventory.fleet_yaml import Inventory
-from fleet.inventory.nodeset import compact_hosts, expand_hostlist
+from fleet.inventory.nodeset import expand_hostlist
 from fleet.models import Host
 
 TARGET_KINDS = ("partition", "nodes", "job")

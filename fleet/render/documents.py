@@ -1,4 +1,4 @@
-"""Machine-readable (JSON, schema fleet.analysis.diff/1) and paste-able (Markdown) forms of diffs and drift."""
+"""Machine-readable (JSON, schema fleet.diff/2) and paste-able (Markdown) forms of diffs and drift."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from fleet.analysis.diff import (
     group_divergences,
 )
 from fleet.analysis.drift import Drift
-from fleet.inventory import compact_hosts
-from fleet.render.diffview import short
+from fleet.hostsets import compact_hosts
+from fleet.render.grouping import short
 
-DIFF_SCHEMA = "fleet.analysis.diff/1"
+DIFF_SCHEMA = "fleet.diff/2"
 
 
 def _plain(value: Any) -> Any:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.errors import HostError, UnavailableError, UnreachableError, UsageError
-from fleet.inventory.nodeset import compact_hosts
+from fleet.hostsets import compact_hosts
 from fleet.inventory.slurm import SlurmCluster, SlurmNode
 from fleet.models import Host
 from fleet.transport.base import (

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from tests.cli.test_cli import fleet, local_inventory
+from tests.unit.test_check_health import real_run_with_health
 from tests.unit.test_checks import REAL_RUN, variant_fleet
 
 
@@ -32,7 +33,9 @@ def test_saved_run_with_broken_hosts_exits_32_with_fixes_and_junit(tmp_path: Pat
 
 
 def test_clean_saved_run_exits_0(tmp_path: Path) -> None:
-    done = fleet(tmp_path, "check", "--run", str(REAL_RUN), "--pack", "inference")
+    clean = tmp_path / "clean.json"  # the recorded H200 run, with a health probe result added
+    clean.write_text(json.dumps(real_run_with_health()))
+    done = fleet(tmp_path, "check", "--run", str(clean), "--pack", "inference")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "✓ check passed" in done.stdout
 
@@ -41,7 +44,7 @@ def test_json_format_is_a_check_document(tmp_path: Path) -> None:
     done = fleet(tmp_path, "check", "--run", str(saved_variant_run(tmp_path)), "--format", "json")
     assert done.returncode == 32
     document = json.loads(done.stdout)
-    assert document["schema"] == "fleet.check/1"
+    assert document["schema"] == "fleet.check/2"
     assert document["passed"] is False
     arch = next(r for r in document["rules"] if r["id"] == "torch-arch-supported")
     assert arch["hosts"]["sm120"]["verdict"] == "fail"

@@ -67,3 +67,15 @@ def test_no_host_reached_prints_no_rule_list(tmp_path: Path) -> None:
     assert done.output.count("connection refused") == 1
     assert "? check incomplete" in done.output
     assert len(done.output.splitlines()) < 12, done.output
+
+
+def test_html_page_says_incomplete_like_the_terminal_and_json(tmp_path: Path) -> None:
+    """One truth: the page attached to a ticket never says green when nothing was judged."""
+    out = tmp_path / "check.html"
+    done = invoke(tmp_path, "check", "--run", str(GPULESS), "--html", str(out))
+    assert done.exit_code == 0, done.output
+    page = out.read_text()
+    assert "check passed" not in page
+    assert '<p class="verdict odd"><b>check incomplete</b>: no error failures' in page
+    terminal_detail = done.output.split("? check incomplete: ", 1)[1].splitlines()[0]
+    assert terminal_detail.split(";")[0] in page  # the same words on both surfaces

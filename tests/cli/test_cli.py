@@ -44,7 +44,7 @@ def test_json_to_stdout_is_the_run_document(tmp_path: Path) -> None:
     inventory = local_inventory(tmp_path, here={"transport": "local", "python": sys.executable})
     done = fleet(tmp_path, "probe", "-i", inventory, "-p", "system", "--json", "-")
     document = json.loads(done.stdout)
-    assert document["schema"] == "fleet.run/1"
+    assert document["schema"] == "fleet.run/2"
     assert document["hosts"]["here"]["probes"]["system"]["ok"] is True
 
 

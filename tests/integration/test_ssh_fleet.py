@@ -161,7 +161,7 @@ def test_saved_run_is_private_and_json_matches_schema(
     assert oct(runs[0].stat().st_mode & 0o777) == "0o600"
     assert oct(runs[0].parent.stat().st_mode & 0o777) == "0o700"
     saved = expand_payloads(json.loads(runs[0].read_text()))  # payloads are stored once
-    assert saved["schema"] == "fleet.run/1"
+    assert saved["schema"] == "fleet.run/2"
     assert set(saved) >= {"fleet_version", "started", "finished", "bundle_sha256", "hosts"}
     probe = saved["hosts"][lone_host]["probes"]["system"]
     assert set(probe) >= {"ok", "data", "error", "elapsed_s"}

@@ -19,8 +19,8 @@ from fleet.checks import evaluate, load_rules
 from fleet.checks.packs import pack_path
 from fleet.execution.bundle import available_probes
 from fleet.models import HostOutcome, Run
-from fleet.render.html import Report, exit_meaning, render_html
-from fleet.render.svg import Series, byte_ticks, decade_ticks, log_chart
+from fleet.render.html.page import Report, exit_meaning, render_html
+from fleet.render.html.svg import Series, byte_ticks, decade_ticks, log_chart
 from tests.cli.test_cli import fleet
 from tests.render.fleets import loopback8, loopback8_with_allreduce
 

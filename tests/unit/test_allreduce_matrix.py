@@ -16,7 +16,7 @@ from fleet.analysis.drift import compare_runs
 from fleet.analysis.facts import declared_facts
 from fleet.api import ProbeOptions, build_probe_bundle, probe_args_from
 from fleet.checks import evaluate
-from fleet.render.terminal import allreduce_matrix_table
+from fleet.render.terminal.run import allreduce_matrix_table
 from fleet.store import load_run
 from tests.conftest import ROOT
 from tests.helpers import invoke_fleet

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from fleet.checks import evaluate, format_value
-from fleet.render.checks import render_report
+from fleet.render.terminal.checks import render_report
 from tests.unit.test_check_nccl_settings import rtx_pcie_host
 from tests.unit.test_checks import data, make_run, pack_rules, verdict
 

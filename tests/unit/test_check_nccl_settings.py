@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from fleet.checks import evaluate
-from fleet.render.checks import render_report
+from fleet.render.terminal.checks import render_report
 from tests.conftest import ROOT
 from tests.unit.test_checks import (
     Host,

@@ -20,7 +20,7 @@ from fleet.fabric.blame import blame
 from fleet.fabric.results import GroupResult, HostReport, SizeResult, conclude_group
 from fleet.fabric.run import host_summary
 from fleet.models import HostOutcome, ProbeResult, Run
-from fleet.render.fabric import fabric_view
+from fleet.render.terminal.fabric import fabric_view
 
 HOSTS = [f"h{i}" for i in range(7)]
 

@@ -10,7 +10,8 @@ import yaml
 
 from fleet import yamlfile
 from fleet.errors import InventoryError, UsageError
-from fleet.inventory import compact_hosts, expand_hostlist, parse_inventory, select_names
+from fleet.hostsets import compact_hosts
+from fleet.inventory import expand_hostlist, parse_inventory, select_names
 
 EXAMPLE = textwrap.dedent("""\
     defaults:

@@ -1,4 +1,5 @@
-"""The wheel: probes ship under fleet's own name, never as a top-level `probes` package."""
+"""The wheel: probes ship under fleet's own name, never as a top-level `probes` package; the
+package data (rule packs, JSON Schemas) ships with it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.schemas import KINDS
 from tests.conftest import ROOT
 
 
@@ -40,3 +42,4 @@ def test_wheel_ships_probes_as_fleet_probes_not_top_level(tmp_path: Path) -> Non
     assert "fleet/_probes/_host_runner.py" in names
     assert "fleet/_probes/gpu.py" in names
     assert "fleet/checks/packs/inference.yaml" in names
+    assert {f"fleet/schemas/{kind}.schema.json" for kind in KINDS} <= set(names)

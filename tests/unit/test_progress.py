@@ -12,7 +12,7 @@ from rich.console import Console
 from fleet.execution.fanout import FanOut, RunSettings
 from fleet.execution.limits import plan_limits
 from fleet.models import Host, HostOutcome
-from fleet.render.progress import ProgressEvents
+from fleet.render.terminal.progress import ProgressEvents
 from fleet.transport import LocalTransport
 from tests.runner.conftest import make_bundle
 

@@ -12,13 +12,13 @@ from fleet.analysis.diff import compare_hosts
 from fleet.analysis.drift import compare_runs
 from fleet.analysis.facts import declared_facts
 from fleet.models import Run
-from fleet.render.diffview import drift_view, fleet_diff_view
 from fleet.render.documents import (
     drift_document,
     drift_markdown,
     fleet_diff_document,
     fleet_diff_markdown,
 )
+from fleet.render.terminal.diff import drift_view, fleet_diff_view
 from tests.conftest import ROOT
 
 RECORDED = ROOT / "tests" / "probes" / "golden" / "real_run" / "loopback8_two_odd.json"
@@ -63,7 +63,7 @@ def test_terminal_view_reads_at_80_and_200_columns(width: int) -> None:
 def test_json_and_markdown_forms() -> None:
     diff = compare_hosts(recorded().hosts.values(), declared_facts())
     document = json.loads(json.dumps(fleet_diff_document(diff)))
-    assert document["schema"] == "fleet.analysis.diff/1"
+    assert document["schema"] == "fleet.diff/2"
     assert document["odd_hosts"] == [
         "gpu-07",
         "gpu-08",

@@ -9,7 +9,7 @@ import json
 from rich.console import Console
 
 from fleet.models import HostOutcome, Run
-from fleet.render.terminal import status_table
+from fleet.render.terminal.run import status_table
 from tests.conftest import ROOT
 
 RECORDED = ROOT / "tests" / "probes" / "golden" / "real_run" / "loopback8_two_odd.json"

@@ -14,7 +14,7 @@ from fleet.analysis.facts import declared_facts, hashable
 from fleet.checks import evaluate, host_document, parse_rules
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
-from fleet.render.diffview import fleet_diff_view
+from fleet.render.terminal.diff import fleet_diff_view
 from tests.cli.inprocess import LOOPBACK8, REAL_RUN_DIR, run_document
 
 TORCH_MISSING = REAL_RUN_DIR / "local2_torch_missing.json"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,49 @@ def test_identical_payloads_are_stored_once_and_shared_when_loaded(tmp_path: Pat
     datas = {id(o.probes["dir"].data) for o in loaded.hosts.values()}
     assert len(datas) == 1
     assert loaded.hosts["h7"].probes["dir"].data == probe.data
+
+
+def write_document(tmp_path: Path, document: object) -> Path:
+    import json
+
+    path = tmp_path / "doc.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_every_run_id_this_fleet_reads_loads_and_so_does_a_document_without_one(
+    tmp_path: Path,
+) -> None:
+    document = make_run("2026-11-30T01:02:03.000Z").to_dict()
+    assert document["schema"] == "fleet.run/2"
+    without = {k: v for k, v in document.items() if k != "schema"}
+    for written in ({**document, "schema": "fleet.run/1"}, document, without):
+        assert load_run(write_document(tmp_path, written)).hosts["a"].status == "ok"
+
+
+@pytest.mark.parametrize(
+    ("schema", "message", "hint"),
+    [
+        ("fleet.run/9", "it is a fleet.run/9 document and this fleet reads fleet.run/1, fleet.run/2",
+         "written by a newer fleet: upgrade fleet"),
+        ("fleet.run/0", "it is a fleet.run/0 document", "docs/documents.md lists the run ids"),
+        ("fleet.check/2", "it is a fleet.check/2 document, not a run", "`fleet runs` lists them"),
+        ("fleet.diff/2", "it is a fleet.diff/2 document, not a run", "diff and check documents"),
+        (7, "it is a 7 document, not a run", "`fleet probe --json`"),
+    ],
+)  # fmt: skip
+def test_other_ids_are_refused_naming_the_id_and_the_fix(
+    tmp_path: Path, schema: object, message: str, hint: str
+) -> None:
+    document = {**make_run("2026-11-30T01:02:03.000Z").to_dict(), "schema": schema}
+    with pytest.raises(StoreError, match=re.escape(message)) as caught:
+        load_run(write_document(tmp_path, document))
+    assert hint in caught.value.hint
+
+
+def test_a_document_that_is_no_object_or_has_no_host_map_is_a_store_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="it is a JSON list, not a run"):
+        load_run(write_document(tmp_path, [1, 2]))
+    document = {**make_run("2026-11-30T01:02:03.000Z").to_dict(), "hosts": ["a"]}
+    with pytest.raises(StoreError, match="cannot read run"):  # was an AttributeError
+        load_run(write_document(tmp_path, document))

@@ -1,0 +1,182 @@
+"""The fabric section of the HTML report: the pair matrix, the suspects, the ring, the hosts left out.
+
+Reads the run document's `fabric` section (written by `fleet fabric`: `pairs` of
+`{hosts: [a, b], status, busbw_gbps, latency_us, correct, error}`, `ring`, `suspects` of
+`{kind, hosts, reason, factor}`, `median_busbw_gbps`, `tolerance`, `skipped_hosts`) defensively:
+any field may be missing or of another type (an older or newer fleet wrote it), and is then shown
+as it is, never raised on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from fleet.render.html.markup import clip, esc, hosts_label, row, table
+
+MAX_MATRIX_HOSTS = 48  # a host × host matrix up to here; beyond, the pairs that are not fine
+SUMMARY_FIELDS = ("backend", "pair_mode", "median_busbw_gbps", "tolerance")
+RING_FIELDS = ("status", "ranks", "busbw_gbps", "latency_us", "correct", "error")
+
+
+def fabric_section(fabric: object) -> str:
+    if not isinstance(fabric, Mapping):
+        return f'<p class="note">a fabric section that is not a mapping: {esc(clip(repr(fabric), 400))}</p>'
+    pairs = [p for p in _list(fabric.get("pairs")) if isinstance(p, Mapping)]
+    slow_below = _slow_below(fabric)
+    return "".join(
+        [
+            _summary(fabric),
+            _suspects(fabric.get("suspects")),
+            _pair_view(pairs, slow_below),
+            _ring(fabric.get("ring")),
+            _skipped(fabric.get("skipped_hosts")),
+        ]
+    )
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def plain_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, default=str, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _slow_below(fabric: Mapping[str, Any]) -> float | None:
+    """A pair below this bus bandwidth is beyond tolerance (median / (1 + tolerance))."""
+    median, tolerance = _number(fabric.get("median_busbw_gbps")), _number(fabric.get("tolerance"))
+    if median is None:
+        return None
+    return median / (1 + (tolerance if tolerance is not None else 0.25))
+
+
+def _summary(fabric: Mapping[str, Any]) -> str:
+    found = [(k, fabric[k]) for k in SUMMARY_FIELDS if fabric.get(k) is not None]
+    text = " · ".join(f"{k.replace('_', ' ')} {plain_text(v)}" for k, v in found)
+    return f'<p class="dim">{esc(text)}</p>' if text else ""
+
+
+def _suspects(suspects: object) -> str:
+    if not _list(suspects):
+        return '<p class="ok">no suspects: every measured pair within tolerance</p>'
+    items = []
+    for suspect in _list(suspects):
+        if isinstance(suspect, Mapping) and isinstance(suspect.get("hosts"), list):
+            factor = _number(suspect.get("factor"))
+            slower = f" · {factor:g}× slower than the median" if factor is not None else ""
+            items.append(
+                f"<li><b>{esc(suspect.get('kind', 'suspect'))}</b> "
+                f"{hosts_label(str(h) for h in suspect['hosts'])}: "
+                f"{esc(clip(plain_text(suspect.get('reason', '')), 600))}{esc(slower)}</li>"
+            )
+        else:
+            items.append(f"<li>{esc(clip(plain_text(suspect), 600))}</li>")
+    return f'<h3>suspects</h3><ul class="suspects">{"".join(items)}</ul>'
+
+
+def pair_ends(pair: Mapping[str, Any]) -> tuple[str, str]:
+    """The two hosts of a pair: `hosts: [a, b]`, or `a` and `b`."""
+    hosts = pair.get("hosts")
+    if isinstance(hosts, list) and len(hosts) == 2:
+        return str(hosts[0]), str(hosts[1])
+    return str(pair.get("a")), str(pair.get("b"))
+
+
+def pair_kind(pair: Mapping[str, Any], slow_below: float | None) -> str:
+    """maj: fine; odd: failed, wrong or beyond tolerance; none: not measured (skipped)."""
+    status = pair.get("status")
+    if status in ("skipped", "interrupted"):
+        return "none"
+    if status != "ok" or pair.get("correct") is False:
+        return "odd"
+    busbw = _number(pair.get("busbw_gbps"))
+    return "odd" if slow_below is not None and busbw is not None and busbw < slow_below else "maj"
+
+
+def _pair_text(pair: Mapping[str, Any]) -> str:
+    fields = ("status", "busbw_gbps", "latency_us", "correct", "error")
+    return "\n".join(f"{f}: {plain_text(pair.get(f))}" for f in fields if f in pair)
+
+
+def _pair_view(pairs: list[Mapping[str, Any]], slow_below: float | None) -> str:
+    if not pairs:
+        return '<p class="dim">no pair results</p>'
+    hosts = sorted({end for p in pairs for end in pair_ends(p)})
+    if len(hosts) > MAX_MATRIX_HOSTS:
+        return _pair_list(pairs, slow_below, len(hosts))
+    cells: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for pair in pairs:
+        a, b = pair_ends(pair)
+        cells[(a, b)] = cells[(b, a)] = pair
+    head = "".join(f'<th class="group">{esc(h)}</th>' for h in hosts)
+    body = "".join(
+        f"<tr><th>{esc(a)}</th>{''.join(_pair_cell(cells.get((a, b)), slow_below) for b in hosts)}</tr>"
+        for a in hosts
+    )
+    return (
+        f'<h3>pairs</h3><div class="scroll"><table class="divmap pairs"><thead><tr><th></th>{head}'
+        f"</tr></thead><tbody>{body}</tbody></table></div>"
+        '<p class="dim">each cell: the pair\'s bus bandwidth (GB/s); <span class="cell odd key">≠</span> '
+        'failed, wrong or beyond tolerance; <span class="cell none key">–</span> not measured; '
+        "open a cell for the details</p>"
+    )
+
+
+def _pair_list(pairs: list[Mapping[str, Any]], slow_below: float | None, hosts: int) -> str:
+    bad = [p for p in pairs if pair_kind(p, slow_below) == "odd"]
+    rows = [
+        row(
+            [esc(" ↔ ".join(pair_ends(p))), f"<pre>{esc(_pair_text(p))}</pre>"],
+            " ".join(pair_ends(p)),
+        )
+        for p in bad
+    ]
+    note = (
+        f'<p class="note">{hosts} hosts: too many for a matrix; the {len(bad)} pair(s) failed, wrong or '
+        f"beyond tolerance are listed (of {len(pairs)}).</p>"
+    )
+    return note + (table(["pair", "result"], rows) if rows else "")
+
+
+def _pair_cell(pair: Mapping[str, Any] | None, slow_below: float | None) -> str:
+    if pair is None:
+        return '<td class="cell none"></td>'
+    busbw = _number(pair.get("busbw_gbps"))
+    text = f"{busbw:.3g}" if busbw is not None else esc(pair.get("status"))
+    kind = pair_kind(pair, slow_below)
+    mark = {"odd": "≠ ", "none": "– "}.get(kind, "")
+    return (
+        f'<td class="cell {kind}"><details><summary>{mark}{text}</summary>'
+        f'<pre class="value">{esc(_pair_text(pair))}</pre></details></td>'
+    )
+
+
+def _ring(ring: object) -> str:
+    if not isinstance(ring, Mapping) or not ring:
+        return ""
+    rows = [row([esc(k), esc(clip(plain_text(ring[k]), 400))]) for k in RING_FIELDS if k in ring]
+    hosts = ring.get("hosts")
+    if isinstance(hosts, list):
+        rows.insert(0, row(["hosts", hosts_label(str(h) for h in hosts)]))
+    return f"<h3>ring</h3>{table(['', ''], rows, css='plain')}"
+
+
+def _skipped(skipped: object) -> str:
+    if not isinstance(skipped, Mapping) or not skipped:
+        return ""
+    by_reason: dict[str, list[str]] = {}
+    for host, why in skipped.items():
+        by_reason.setdefault(plain_text(why), []).append(str(host))
+    rows = [row([hosts_label(h), esc(clip(why, 400))], " ".join(h)) for why, h in by_reason.items()]
+    return f"<h3>hosts left out of the fabric test</h3>{table(['hosts', 'why'], rows)}"

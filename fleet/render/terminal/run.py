@@ -1,0 +1,259 @@
+"""The terminal view: live progress while hosts run, then a status table and the cross-host diff."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fleet.analysis.allreduce_matrix import CohortMatrix, cohort_matrices, size_order
+from fleet.analysis.diff import FleetDiff
+from fleet.hostsets import compact_hosts
+from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, HostOutcome, Run
+from fleet.render.grouping import ended_alike, short
+from fleet.render.terminal.diff import fleet_diff_view
+from fleet.render.terminal.tables import Column, fitted_table, print_left_out
+
+STATUS_STYLE = {"ok": "green", "partial": "yellow", "interrupted": "magenta", "unavailable": "dim"}
+MAX_HOST_COLUMNS = 6
+SYMMETRIC_MEMORY_SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
+
+# The facts an operator looks at first: (label, paths into the probes' data). Shown joined by " / ";
+# a missing fact prints as "—". Paths are key tuples because keys such as import specs hold dots.
+KEY_FACTS: tuple[tuple[str, tuple[tuple[str | int, ...], ...]], ...] = (
+    ("OS", (("system", "os"),)),
+    ("kernel", (("system", "kernel"),)),
+    ("CPUs / memory GiB", (("system", "cpu_count"), ("system", "memory_gib"))),
+    ("python", (("system", "python", "version"),)),
+    ("torch (installed)", (("packages", "packages", "torch"),)),
+    ("GPU driver / CUDA", (("gpu", "driver_version"), ("gpu", "cuda_driver_version"))),
+    ("GPUs", (("gpu", "gpu_count"), ("gpu", "gpus", 0, "name"))),
+    ("compute capability", (("gpu", "gpus", 0, "compute_capability"),)),
+    ("interconnect", (("gpu", "interconnect"),)),
+    ("torch / CUDA", (("torch", "version"), ("torch", "cuda"))),
+    ("torch arch list", (("torch", "arch_list"),)),
+    ("GPU0 arch supported", (("torch", "devices", 0, "arch_supported"),)),
+    ("SymmetricMemory", (("imports", "results", SYMMETRIC_MEMORY_SPEC, "resolved"),)),
+    ("NCCL (torch / libraries)", (("nccl", "torch_nccl_version"), ("nccl", "libraries"))),
+    ("NCCL_* set", (("nccl", "env"),)),
+    ("allreduce busbw max GB/s", (("allreduce", "results"),)),
+)
+
+
+def status_style(status: str) -> str:
+    if status in NOT_REACHED:
+        return "bold red"
+    if status in PROBE_TROUBLE:
+        return "yellow"
+    return STATUS_STYLE.get(status, "white")
+
+
+def render_run(console: Console, run: Run, diff: FleetDiff, saved_to: str | None = None) -> None:
+    """Titles are lines of their own (a table's title is padded to its width)."""
+    console.print(Text("hosts", style="italic"))
+    table, left_out = fitted_table(STATUS_COLUMNS, status_rows(run.hosts.values()), console.width)
+    console.print(table)
+    print_left_out(console, left_out)
+    facts = key_facts_table(run.hosts.values())
+    if facts is not None:
+        console.print(Text("key facts", style="italic"))
+        console.print(facts)
+    failed_probes = probe_failures(run.hosts.values())
+    if failed_probes:
+        console.print(Text("failed probes", style="italic"))
+        console.print(failed_probes)
+    matrix = allreduce_matrix_table(run, diff)
+    if matrix is not None:
+        console.print(matrix)
+    console.print(fleet_diff_view(diff), crop=False)  # a fact path longer than a line stays whole
+    console.print(summary_line(run, saved_to))
+
+
+# The status table's columns: names and statuses whole; at 80 columns timings give way first.
+STATUS_COLUMNS = (
+    Column("host", whole=True),
+    Column("status", whole=True, keep=9),
+    Column("elapsed", keep=1, justify="right"),
+    Column("probes", keep=2, justify="right"),
+    Column("error / hint", keep=8),
+)
+
+
+def status_table(outcomes: Iterable[HostOutcome], width: int = 1000) -> Table:
+    return fitted_table(STATUS_COLUMNS, status_rows(outcomes), width)[0]
+
+
+def status_rows(outcomes: Iterable[HostOutcome]) -> list[tuple[str, Text, str, str, Text]]:
+    """One row per way of ending (hosts that ended alike share it), trouble first."""
+    return [_status_row(group) for group in ended_alike(list(outcomes))]
+
+
+def _status_row(group: list[HostOutcome]) -> tuple[str, Text, str, str, Text]:
+    first = group[0]
+    alike = all(o.error == first.error and o.hint == first.hint for o in group)
+    note = Text(first.error or "") if alike else Text(f"e.g. {first.error or ''}")
+    if first.hint:
+        note.append(f"\nhint: {first.hint}", style="dim")
+    elapsed = sorted(o.elapsed_s for o in group)
+    good = sorted(sum(1 for r in o.probes.values() if r.status in ("ok", "absent")) for o in group)
+    totals = sorted(len(o.probes) for o in group)
+    if len(group) == 1:
+        return (first.name, Text(first.status, style=status_style(first.status)),
+                f"{elapsed[0]:.1f}s", f"{good[0]}/{totals[0]}", note)  # fmt: skip
+    return (
+        f"{compact_hosts(o.name for o in group)} ({len(group)} hosts)",
+        Text(first.status, style=status_style(first.status)),
+        f"{elapsed[0]:.1f}–{elapsed[-1]:.1f}s",
+        _span(good) + "/" + _span(totals),
+        note,
+    )
+
+
+def _span(numbers: list[int]) -> str:
+    return str(numbers[0]) if numbers[0] == numbers[-1] else f"{numbers[0]}–{numbers[-1]}"
+
+
+def key_facts_table(outcomes: Iterable[HostOutcome]) -> Table | None:
+    """The first facts an operator reads: one column per host, or value counts for big fleets."""
+    reporting = [o for o in outcomes if o.probes]
+    if not reporting:
+        return None
+    per_host = len(reporting) <= MAX_HOST_COLUMNS
+    table = Table()
+    table.add_column("fact", style="bold")
+    for name in [o.name for o in reporting] if per_host else ["values (hosts)"]:
+        table.add_column(name, overflow="fold")
+    for label, paths in KEY_FACTS:
+        cells = [_fact_text(o, paths) for o in reporting]
+        if all(c == "—" for c in cells):
+            continue
+        table.add_row(label, *(cells if per_host else [_value_counts(cells)]))
+    return table
+
+
+def _fact_text(outcome: HostOutcome, paths: tuple[tuple[Any, ...], ...]) -> str:
+    result = outcome.probes.get(paths[0][0])
+    if result is None:
+        return "—"
+    if result.status != "ok":
+        return f"{result.status}: {result.error or ''}".rstrip(": ")
+    values = [
+        _describe(_lookup(outcome.probes[p[0]].data, p[1:]))
+        for p in paths
+        if p[0] in outcome.probes
+    ]
+    return " / ".join(dict.fromkeys(values))
+
+
+def _lookup(data: Any, keys: tuple[Any, ...]) -> Any:
+    for key in keys:
+        if isinstance(data, dict):
+            data = data.get(key)
+        elif isinstance(data, list) and isinstance(key, int) and key < len(data):
+            data = data[key]
+        else:
+            return None
+    return data
+
+
+def _describe(value: Any) -> str:
+    """Short text for a key fact; lists of results and libraries get their telling summary."""
+    if value is None or value == {} or value == []:
+        return "—"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in sorted(value.items()))
+    if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        if any("busbw_gbps" in v for v in value):
+            return f"{max(float(v.get('busbw_gbps') or 0) for v in value):.1f}"
+        return ", ".join(sorted({str(v.get("version")) for v in value}))
+    if isinstance(value, list) and len(value) > 4:
+        return f"{value[0]} … {value[-1]} ({len(value)})"
+    return short(tuple(value) if isinstance(value, list) else value)
+
+
+def _value_counts(cells: list[str]) -> str:
+    counts = Counter(cells)
+    return " · ".join(f"{value} ({n})" for value, n in counts.most_common())
+
+
+def probe_failures(outcomes: Iterable[HostOutcome]) -> Table | None:
+    """One row per probe that crashed or timed out: which host, and why."""
+    rows = [
+        (o.name, name, r)
+        for o in outcomes
+        for name, r in o.probes.items()
+        if r.status in ("failed", "timeout")
+    ]
+    if not rows:
+        return None
+    table = Table()
+    for column in ("host", "probe", "status", "why", "last output"):
+        table.add_column(column, overflow="fold")
+    for host, probe, result in rows:
+        tail = result.output_tail.strip().splitlines()[-2:]
+        table.add_row(
+            host,
+            probe,
+            Text(result.status, style="yellow"),
+            result.error or "",
+            Text("\n".join(tail), style="dim"),
+        )
+    return table
+
+
+def allreduce_matrix_table(run: Run, diff: FleetDiff) -> Table | None:
+    """Per cohort: the winning allreduce per size band and mode, and which variants failed where."""
+    cohorts = [(c.name, [run.hosts[h] for h in c.hosts if h in run.hosts]) for c in diff.cohorts]
+    summaries = cohort_matrices(cohorts)
+    if not summaries:
+        return None
+    table = Table(title="allreduce matrix", title_justify="left", expand=False)
+    for column in ("cohort", "winner eager", "winner graph", "failed (hosts)"):
+        table.add_column(column, overflow="fold")
+    for summary in summaries:
+        hosts = f"{summary.cohort} ({summary.hosts})"
+        if summary.stopped_early:
+            hosts += f"\n{summary.stopped_early} stopped early"
+        cells = [_winner_bands(summary, mode) for mode in ("eager", "graph")]
+        table.add_row(hosts, *cells, _matrix_failures(summary))
+    return table
+
+
+def _winner_bands(summary: CohortMatrix, mode: str) -> str:
+    """Consecutive sizes with the same winner(s) fold into one band: '8 B–64 KiB Ring/LL'."""
+    by_size = summary.winners.get(mode) or {}
+    bands: list[tuple[str, str, str]] = []
+    for size in sorted(by_size, key=size_order):
+        who = ", ".join(f"{v}" if n == summary.hosts else f"{v} ×{n}" for v, n in by_size[size][:2])
+        if bands and bands[-1][2] == who:
+            bands[-1] = (bands[-1][0], size, who)
+        else:
+            bands.append((size, size, who))
+    lines = [f"{a}–{b} {who}" if a != b else f"{a} {who}" for a, b, who in bands]
+    return "\n".join(lines) or "—"
+
+
+def _matrix_failures(summary: CohortMatrix) -> str:
+    by_variant: dict[str, list[str]] = {}
+    for variant, where, hosts in summary.failures:
+        by_variant.setdefault(variant, []).append(f"{where} ({hosts})")
+    return "\n".join(f"{v}: {', '.join(w)}" for v, w in by_variant.items()) or "none"
+
+
+def summary_line(run: Run, saved_to: str | None) -> Text:
+    counts = Counter(o.status for o in run.hosts.values() if o.status not in NOT_USABLE)
+    text = Text(f"{sum(counts.values())} hosts: ")
+    text.append(", ".join(f"{n} {s}" for s, n in counts.most_common()))
+    unusable = [o.name for o in run.hosts.values() if o.status in NOT_USABLE]
+    if unusable:  # not part of the usable fleet: counted apart, never launched on
+        text.append(
+            f"; {len(unusable)} unavailable ({compact_hosts(unusable)}: the scheduler says "
+        )
+        text.append("not usable; not launched on)")
+    if saved_to:
+        text.append(f"\nsaved {saved_to}", style="dim")
+    return text

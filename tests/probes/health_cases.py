@@ -1,0 +1,103 @@
+"""The health probe's golden cases (tests/probes/golden/health/<case>/) read as the probe would
+read them on a host: shared by the probe's golden tests and the rule tests on run documents."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.probes.handrun import load_probe
+
+GOLDEN = Path(__file__).parent / "golden" / "health"
+health = load_probe("health")
+CASES = sorted(path.name for path in GOLDEN.iterdir() if (path / "SOURCE.md").is_file())
+KERNEL_LOGS = (
+    ("dmesg.txt", "dmesg"),
+    ("journalctl_-k.txt", "journalctl -k"),
+    ("kern.log", "/var/log/kern.log"),
+)
+
+
+def text(case: str, name: str) -> str | None:
+    path = GOLDEN / case / name
+    return path.read_text() if path.is_file() else None
+
+
+def kernel_log(case: str) -> tuple[str | None, str | None, dict[str, str]]:
+    for name, source in KERNEL_LOGS:
+        found = text(case, name)
+        if found is not None:
+            if name == "kern.log":
+                found = health.since_last_boot(found)
+            return source, found, {}
+    return None, None, {}
+
+
+def host_facts(case: str) -> dict[str, Any]:
+    """What collect() reads from /proc and /sys, from the case's captures of them."""
+    facts: dict[str, Any] = {"cmdline": text(case, "proc_cmdline.txt")}
+    groups = text(case, "iommu_groups_count.txt")
+    if groups is not None:
+        facts["iommu_groups"] = int(groups.strip())
+    paths = text(case, "sysfs_gpu_paths.txt")
+    if paths is not None:
+        facts["gpu_bridges"] = {
+            health._short_bus(line.rsplit("/", 1)[-1]): health.bridges_above(line)
+            for line in paths.split()
+        }
+    lspci = text(case, "lspci_-vvv.txt")
+    if lspci is not None:
+        facts["acs"] = health.parse_lspci_acs(lspci)
+    return facts
+
+
+def case_data(case: str) -> dict[str, Any]:
+    """build_data over a case's captures, as collect() would call it."""
+    error = text(case, "nvidia-smi_-q_-x.error.txt")
+    return health.build_data(  # type: ignore[no-any-return]
+        text(case, "nvidia-smi_-q_-x.xml"),
+        text(case, "nvidia-smi_nvlink_-s.txt"),
+        text(case, "nvidia-smi_nvlink_-e.txt"),
+        text(case, "proc_driver_nvidia_version.txt"),
+        kernel_log(case),
+        host_facts(case),
+        query_text=text(case, "nvidia-smi_query-gpu_health.csv"),
+        smi_error=error.strip() if error else None,
+    )
+
+
+def parsed_files(case: str) -> dict[str, Any]:
+    """Each small capture read by the parser for the command it is named after."""
+    parsers = {
+        "nvidia-smi_nvlink_-s.txt": health.parse_nvlink_status,
+        "nvidia-smi_nvlink_-e.txt": health.parse_nvlink_errors,
+        "nvidia-smi_query-gpu_health.csv": health.parse_query_health,
+        "dmesg.txt": health.parse_kernel_log,
+        "kern.log": lambda t: health.parse_kernel_log(health.since_last_boot(t)),
+        "proc_driver_nvidia_version.txt": health.parse_module_version,
+        "proc_cmdline.txt": health.parse_cmdline,
+        "lspci_-vvv.txt": health.parse_lspci_acs,
+    }
+    return {
+        name: parse(text(case, name))
+        for name, parse in sorted(parsers.items())
+        if text(case, name) is not None
+    }
+
+
+def expected(case: str) -> dict[str, Any]:
+    return dict(json.loads((GOLDEN / case / "expected.json").read_text()))
+
+
+def probe_result(case: str) -> dict[str, Any]:
+    """The health probe's result in a run document, as the runner records it."""
+    data = case_data(case)
+    return {
+        "status": "ok",
+        "ok": True,
+        "data": data,
+        "error": None,
+        "elapsed_s": 0.2,
+        "output_tail": "",
+    }
