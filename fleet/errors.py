@@ -13,7 +13,7 @@
         ├── NoPythonError          status "no_python": the interpreter is missing or too old
         └── UnavailableError       status "unavailable": the scheduler says the node is not usable
 
-HostErrors never escape the runner: each becomes the HostOutcome of its host.
+HostErrors never escape an orchestrator (the fan-out, fabric rounds): each becomes its host's outcome.
 """
 
 from __future__ import annotations

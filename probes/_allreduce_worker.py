@@ -22,11 +22,6 @@ Record = Dict[str, Any]
 
 
 # ---------------------------------------------------------------------------------- planning
-def size_budget_s(remaining_s: float, sizes_left: int, modes: int) -> float:
-    """Share what is left of the budget evenly among the sizes (and modes) still to measure."""
-    return max(0.0, remaining_s) / max(1, sizes_left) / max(1, modes)
-
-
 def iterations_for(estimate_s: float, budget_s: float, min_iters: int, max_iters: int) -> int:
     """As many timed iterations as fit the budget, at least min_iters, at most max_iters."""
     if estimate_s <= 0:

@@ -1,8 +1,9 @@
 """The host side of `fleet fabric`: this host's ranks of one cross-host allreduce group.
 
-The controller (fleet/fabric/launch.py) sends this file, prefixed with a `FABRIC = {...}` literal,
-to `<python> -S -c LAUNCHER` on the host, as it sends the probe bundle: nothing touches disk. The
-launcher's alarm ends this process at the round's deadline whatever happens.
+The controller (fleet/fabric/launch.py) sends this file, prefixed with a start-up alarm line and a
+`FABRIC = {...}` literal, to `<python> -S -c LAUNCHER` on the host (fleet/transport/launch.py), as
+it sends the probe bundle: nothing touches disk. The launcher's alarm ends this process a few
+seconds past the round's deadline whatever happens.
 
 This process forks one child per rank on this host (one per GPU with NCCL, one per host with
 gloo). Each child calls `torch.distributed.init_process_group(init_method="tcp://MASTER:PORT")`,

@@ -1,13 +1,17 @@
-"""The remote runner: executes the probes of one bundle on one host, one forked child per probe.
+"""The host runner: executes the probes of one bundle on one host, one forked child per probe.
 
-The controller (fleet/execution/bundle.py) sends this file, prefixed with a `BUNDLE = {...}` literal holding the
-probe sources and options, to `<python> -` on the host. Nothing is written to disk.
+The controller (fleet/execution/bundle.py) sends this file, prefixed with a start-up alarm line
+and a `BUNDLE = {...}` literal holding the probe sources and options, on the stdin of
+`<python> -S -c LAUNCHER` (fleet/transport/launch.py: the launcher sets that alarm before `site`
+runs, then runs the script as `__main__`; a POSIX-sh wrapper around the interpreter ends it from
+outside if it never gets that far). Nothing is written to disk.
 
 Protocol, one JSON object per line on stdout:
     {"type": "hello", "protocol": 1, "python": "3.12.3", "executable": ..., "pid": ...}
     {"type": "tick", "running": [names]}          every second (a closed channel shows as EPIPE)
     {"type": "probe", "name", "status", "ok", "data", "error", "elapsed_s", "output_tail"}
     {"type": "done", "elapsed_s": ...}
+    {"type": "deadline", "pending": [names]}      instead of done: the bundle's deadline fired
 
 Why a fork per probe: a probe that segfaults, hangs, floods stdout or prints non-UTF-8 bytes must cost
 only itself. Each child gets its own process group (so its subprocesses die with it), its stdout and
@@ -166,7 +170,7 @@ class ChannelClosed(Exception):
     """The controller went away: nobody reads our output any more."""
 
 
-class Deadline(Exception):
+class DeadlineHit(Exception):
     """The bundle's own deadline fired (signal.alarm), or the controller sent a signal."""
 
 
@@ -599,9 +603,9 @@ class Scheduler:
 
 
 def clean_sys_path(script_dir: Optional[str] = None) -> None:
-    """Drop the current folder ('' under `python -`) and this script's folder from sys.path, so a
-    `torch/` in the login folder, or probes/torch.py itself when run by hand, never shadows the
-    real package the probes are looking at."""
+    """Drop the current folder ('' under the launcher's `python -c`) and this script's folder from
+    sys.path, so a `torch/` in the login folder, or probes/torch.py itself when run by hand, never
+    shadows the real package the probes are looking at."""
     sys.path[:] = [p for p in sys.path if p not in ("", ".", script_dir)]
 
 
@@ -632,9 +636,9 @@ def run_bundle(bundle: Bundle) -> int:
             if time.monotonic() - last_tick >= HEARTBEAT_S:
                 emit({"type": "tick", "running": sorted(scheduler.running)})
                 last_tick = time.monotonic()
-    except (ChannelClosed, Deadline) as exc:
+    except (ChannelClosed, DeadlineHit) as exc:
         scheduler.kill_all()
-        if isinstance(exc, Deadline):
+        if isinstance(exc, DeadlineHit):
             try_emit({"type": "deadline", "pending": sorted(scheduler.running) + scheduler.queue})
         return 124
     emit({"type": "done", "elapsed_s": round(time.monotonic() - started, 3)})
@@ -653,18 +657,17 @@ def install_deadline(seconds: float) -> None:
 
     def on_signal(signum: int, frame: object) -> NoReturn:
         # once: the same stop often comes twice (the controller's killpg, and `timeout` passing
-        # it on to us and our group), and a second Deadline would cut short kill_all()
+        # it on to us and our group), and a second DeadlineHit would cut short kill_all()
         for other in stopping:
             signal.signal(other, signal.SIG_IGN)
-        raise Deadline()
+        raise DeadlineHit()
 
     for signum in stopping:
         signal.signal(signum, on_signal)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed channel shows up as EPIPE in emit()
     wanted = max(1, int(seconds + 0.999))
-    left = signal.alarm(
-        0
-    )  # the launcher's start-up alarm, set to the same deadline: keep its clock
+    # the launcher's start-up alarm, set to the same deadline: keep its clock
+    left = signal.alarm(0)
     signal.alarm(min(wanted, left) if left else wanted)
 
 

@@ -148,7 +148,7 @@ def _metadata_version(top_level: str) -> Optional[str]:
         from importlib import metadata
     except ImportError:  # pragma: no cover - Python 3.8 has it; 3.7 and older are out of scope
         return None
-    for name in _distribution_candidates(metadata, top_level):
+    for name in _distribution_candidates(top_level):
         try:
             return metadata.version(name)
         except Exception:  # PackageNotFoundError, or broken metadata
@@ -202,7 +202,7 @@ def _top_levels(dist: Any) -> set:
     return found
 
 
-def _distribution_candidates(metadata: Any, top_level: str) -> List[str]:
+def _distribution_candidates(top_level: str) -> List[str]:
     candidates: List[str] = list(_packages_distributions().get(top_level, []))
     candidates.extend(_KNOWN_DISTRIBUTIONS.get(top_level, []))
     candidates.extend([top_level, top_level.replace("_", "-")])

@@ -70,13 +70,13 @@ async def fabric_async(
     (Selection.slurm): the hosts are that cluster's nodes, each group launched by its own srun.
     Setting `interrupt` cancels the running round and skips the rest."""
     from fleet.fabric import launch
-    from fleet.fabric.run import FabricRunner
+    from fleet.fabric.run import FabricRounds
 
     started = now()
     together = slurm_steps(slurm, settings, slurm_args, slurm_gpus) if slurm else None
     async with transports_for(hosts, accept_new) as transports:
-        runner = FabricRunner(transports, settings, events, interrupt, together)
-        outcome = await runner.run(hosts)
+        rounds = FabricRounds(transports, settings, events, interrupt, together)
+        outcome = await rounds.run(hosts)
     return Run(
         fleet_version=__version__,
         started=started,

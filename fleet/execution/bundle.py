@@ -1,8 +1,9 @@
-"""Assembles the one script a host runs: `BUNDLE = {...}` + probes/_host_runner.py.
+"""Assembles the one script a host runs: its start-up alarm, `BUNDLE = {...}`, then
+probes/_host_runner.py.
 
 The probes are ordinary files of the repo (linted, tested, runnable by hand), read at send time,
-like mitogen ships its own modules. The script goes on stdin to `<python> -S -c LAUNCHER`: nothing
-touches disk.
+like mitogen ships its own modules. A transport sends the script on stdin to `<python> -S -c
+LAUNCHER` (fleet/transport/launch.py): nothing touches disk.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import ast
 import functools
 import hashlib
 import json
-import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -22,76 +22,10 @@ from typing import Any
 
 from fleet.errors import UsageError
 from fleet.shipped import probe_folder
+from fleet.transport.launch import with_alarm
 
 RUNNER_FILE = "_host_runner.py"
-ALARM_HEAD = "# fleet start-up alarm, seconds: "
-
-# How every transport starts a script. The launcher reads the script's first line (its alarm, see
-# Bundle.script) and sets that alarm before site-packages are imported: a sitecustomize, a .pth
-# file or a hung mount that blocks Python's start then cannot outlive the run on the host, even
-# where sshd will not deliver our signals. Then `site` runs as usual and the script runs as
-# `__main__`, as under `python -`. Python 2 gets as far as compiling the script: a SyntaxError.
-LAUNCHER = (
-    "import signal,sys;_in=getattr(sys.stdin,'buffer',sys.stdin);_head=_in.readline();"
-    "signal.alarm(int(_head.split()[-1]));import site;site.main();"
-    "exec(compile(_head+_in.read(),'<fleet bundle>','exec'))"
-)
-LAUNCH_ARGS = ("-S", "-c", LAUNCHER)
 PROBE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # a probe's name is a fact path's first part
-
-# Seconds between the runner's own alarm and the host-side `timeout` (TERM), and again until KILL.
-# The runner's alarm normally ends a run first (it reports which probes were pending); `timeout`
-# is the backstop for what happens before Python runs our first line.
-LAUNCH_GRACE_S = 2
-
-# The interpreter runs under this POSIX-sh wrapper: `sh -c LAUNCH_WRAPPER fleet-launch DEADLINE
-# GRACE PYTHON ARGS...`. An interpreter that is a shim (pyenv, conda waiting on a lock, a `module`
-# wrapper, a stuck automount) hangs before the launcher's alarm is set; under coreutils `timeout -k`
-# it and everything it started in its process group get TERM at DEADLINE and KILL GRACE seconds
-# later, whether or not the controller is still there (sshd delivers no signals to root sessions
-# before OpenSSH 10, and a closed channel kills nothing). `timeout` makes itself the leader of a
-# process group whose id is its pid: the wrapper reports it first (`{"type":"launch","pgid":N}`),
-# so the controller can end that group over a second channel at its own deadline. Without a
-# working `timeout` (not in coreutils before 7.0; old busybox lacks -k), a background watchdog
-# kills the wrapper's process group instead (its session under sshd). `timeout` is not wrapped in
-# setsid(1): it would fork where the wrapper already leads a process group (the usual case under
-# sshd), and the exit status would then be lost. A leading ~/ is the remote user's home. One line,
-# no single quote: csh and fish login shells get it as one quoted word.
-LAUNCH_WRAPPER = (
-    "d=$1; g=$2; p=$3; shift 3; "
-    'case $p in "~/"*) p=$HOME/${p#"~/"};; esac; '
-    "if timeout -k 1 9 true >/dev/null 2>&1; then "
-    r'printf "{\"type\":\"launch\",\"pgid\":%d}\n" $$; '
-    'exec timeout -k "$g" "$d" "$p" "$@"; fi; '
-    '(trap "" TERM; n=0; while kill -0 $$; do if [ $n -ge "$d" ]; then '
-    'kill -TERM 0; sleep "$g"; kill -KILL 0; fi; sleep 1; n=$((n+1)); done) '
-    "</dev/null >/dev/null 2>&1 & "
-    'exec "$p" "$@"'
-)
-LAUNCH_NAME = "fleet-launch"  # $0 of the wrapper: what `ps` shows until the interpreter runs
-
-
-def launch_argv(python: str, script: bytes) -> list[str]:
-    """How every transport starts `script` (on stdin) with `python`, as an argv for exec."""
-    deadline = start_up_alarm(script) + LAUNCH_GRACE_S
-    return [
-        "sh",
-        "-c",
-        LAUNCH_WRAPPER,
-        LAUNCH_NAME,
-        str(deadline),
-        str(LAUNCH_GRACE_S),
-        python,
-        *LAUNCH_ARGS,
-    ]
-
-
-def start_up_alarm(script: bytes) -> int:
-    """The alarm seconds on the script's first line (written by Bundle.script, read by LAUNCHER)."""
-    head = script.split(b"\n", 1)[0]
-    if not head.startswith(ALARM_HEAD.encode()):
-        raise ValueError("not a fleet bundle: its first line is not the start-up alarm")
-    return int(head.split()[-1])
 
 
 @dataclass(frozen=True)
@@ -243,8 +177,9 @@ class Bundle:
         }
         # json → Python literal via json.loads: values from YAML can be dates, so normalize first.
         literal = json.dumps(json.dumps(payload, default=str))
-        alarm = f"{ALARM_HEAD}{max(1, math.ceil(deadline_s))}\n"
-        return (alarm + f"import json\nBUNDLE = json.loads({literal})\n" + self.runner).encode()
+        return with_alarm(
+            f"import json\nBUNDLE = json.loads({literal})\n" + self.runner, deadline_s
+        )
 
 
 def build_bundle(

@@ -1,7 +1,7 @@
 """Fan-out: runs the bundle on every selected host at once, bounded, and never raises for one host.
 
 Each host ends with exactly one HostOutcome. A slow, dead or hostile host costs only itself: its own
-deadline, its own output cap, its own error. Ctrl-C turns every unfinished host into `interrupted`
+deadline, its own output cap, its own error (its turn, execution/turn.py, as in `fleet fabric`). Ctrl-C turns every unfinished host into `interrupted`
 while keeping whatever probes it had already reported.
 
 A host goes queued → connecting → running → done. Connecting (the handshake: controller CPU) is
@@ -19,17 +19,11 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.errors import HostError, UnreachableError
 from fleet.execution.bundle import Bundle
 from fleet.execution.deadline import Deadline
 from fleet.execution.limits import FanLimits, plan_limits
-from fleet.execution.protocol import (
-    ExecResult,
-    StreamDecoder,
-    Verdict,
-    build_outcome,
-    conclude,
-)
+from fleet.execution.protocol import StreamDecoder, Verdict, build_outcome, conclude
+from fleet.execution.turn import error_text, take_turn
 from fleet.models import Host, HostOutcome
 from fleet.transport.base import DEFAULT_OUTPUT_LIMIT, Transport
 
@@ -53,7 +47,7 @@ class RunSettings:
 
 
 class Events:
-    """What the runner tells the display. Override what you need; the defaults do nothing."""
+    """What the fan-out tells the display. Override what you need; the defaults do nothing."""
 
     def run_planned(self, limits: FanLimits) -> None:
         """Before any host: the bounds this run works within."""
@@ -72,7 +66,7 @@ class Events:
     def host_finished(self, outcome: HostOutcome) -> None: ...
 
 
-def probe_options(
+def options_for_host(
     host: Host, bundle: Bundle, cli: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, dict[str, Any]]:
     """Per-probe options for one host: the inventory's probe_args, overridden by the CLI."""
@@ -148,48 +142,33 @@ class FanOut:
         return outcome
 
     async def probe_host(self, host: Host) -> HostOutcome:
+        """One host's turn (execution/turn.py: its deadline, its errors), read into its outcome.
+        Ctrl-C goes through: run() concludes the host as interrupted."""
         decoder = StreamDecoder(
             limit_bytes=self.settings.output_limit, expected=frozenset(self.bundle.probes)
         )
         self._decoders[host.name] = decoder
-        deadline = Deadline(self.settings.timeout_s)
-        result: ExecResult | None = None
-        try:
-            result = await self._attempt(host, decoder, deadline)
-        except asyncio.CancelledError:
-            if not deadline.expired:
-                raise  # Ctrl-C: run() concludes this host as interrupted
-        except HostError as exc:
-            if not deadline.expired:
-                return self._failed(host, decoder, exc)
-        except Exception as exc:  # noqa: BLE001 (an error no transport mapped costs only this host)
-            if not deadline.expired:
-                return self._failed(host, decoder, _lost(host, exc))
-        finally:
-            deadline.stop()
-        if deadline.expired:
-            deadline.absorb()  # whatever the cancellation became on its way out
-        verdict = conclude(
-            decoder,
-            result,
-            list(self.bundle.probes),
-            python=host.python,
-            timed_out=deadline.expired and result is None,
-            timeout_s=self.settings.timeout_s,
+        turn = await take_turn(
+            self.transports[host.transport],
+            host,
+            self._script_for(host),
+            self._sink(host, decoder),
+            self.settings.timeout_s,
+            slot=lambda deadline: self._handshake_slot(host, deadline),
+            on_running=lambda: self.events.host_running(host),
         )
+        if turn.error is not None:
+            verdict = Verdict(turn.error.status, error_text(turn.error), turn.error.hint or None)
+        else:
+            verdict = conclude(
+                decoder,
+                turn.result,
+                list(self.bundle.probes),
+                python=host.python,
+                timed_out=turn.timed_out,
+                timeout_s=self.settings.timeout_s,
+            )
         return build_outcome(host.name, host.address, decoder, verdict, self._elapsed(host))
-
-    async def _attempt(self, host: Host, decoder: StreamDecoder, deadline: Deadline) -> ExecResult:
-        """Connect (within a handshake slot), then run the bundle; the deadline covers both."""
-        session = await self._transport(host).open_session(
-            host, self._handshake_slot(host, deadline)
-        )
-        deadline.start()  # already running unless the transport had no handshake to bound
-        try:
-            self.events.host_running(host)
-            return await session.run(self._script_for(host), self._sink(host, decoder))
-        finally:
-            await session.close()
 
     @contextlib.asynccontextmanager
     async def _handshake_slot(self, host: Host, deadline: Deadline) -> AsyncIterator[None]:
@@ -199,12 +178,6 @@ class FanOut:
             self._started[host.name] = deadline.started_at or time.monotonic()
             self.events.host_connecting(host)
             yield
-
-    def _failed(self, host: Host, decoder: StreamDecoder, exc: HostError) -> HostOutcome:
-        log.debug("%s: %s", host.name, exc.message, exc_info=exc)  # --debug shows the cause chain
-        error = exc.message + (f": {exc.context}" if exc.context else "")
-        verdict = Verdict(exc.status, error, exc.hint or None)
-        return build_outcome(host.name, host.address, decoder, verdict, self._elapsed(host))
 
     def _sink(self, host: Host, decoder: StreamDecoder) -> Callable[[bytes], bool]:
         def sink(chunk: bytes) -> bool:
@@ -222,7 +195,7 @@ class FanOut:
             self.events.probes_running(host, [str(name) for name in message["running"]])
 
     def _script_for(self, host: Host) -> bytes:
-        options = probe_options(host, self.bundle, self.settings.cli_probe_args)
+        options = options_for_host(host, self.bundle, self.settings.cli_probe_args)
         remote_deadline = max(1.0, self.settings.timeout_s - DEADLINE_SLACK_S)
         key = repr(sorted(options.items()))
         if key not in self._scripts:  # most hosts share options: build each script once
@@ -231,15 +204,6 @@ class FanOut:
             )
         return self._scripts[key]
 
-    def _transport(self, host: Host) -> Transport:
-        return self.transports[host.transport]
-
     def _elapsed(self, host: Host) -> float:
         started = self._started.get(host.name)
         return time.monotonic() - started if started else 0.0
-
-
-def _lost(host: Host, exc: Exception) -> UnreachableError:
-    lost = UnreachableError(f"lost {host.name} ({host.target()})", context=repr(exc))
-    lost.__cause__ = exc
-    return lost

@@ -175,13 +175,12 @@ def _older_than_supported(hello: dict[str, Any]) -> str | None:
     return version if parsed < MIN_PYTHON else None
 
 
-TIMEOUT_EXIT = 124  # coreutils `timeout`: the command timed out (see bundle.LAUNCH_WRAPPER)
+TIMEOUT_EXIT = 124  # coreutils `timeout`: the command timed out (fleet.transport.launch)
 
 
 def _stopped_by_start_up_alarm(result: ExecResult | None) -> bool:
     """Ended by the launcher's alarm, or by the host-side deadline (`timeout` or the watchdog:
-    TERM, then KILL) around an
-    interpreter that never said hello."""
+    TERM, then KILL) around an interpreter that never said hello."""
     if result is None:
         return False
     return (
@@ -191,7 +190,7 @@ def _stopped_by_start_up_alarm(result: ExecResult | None) -> bool:
 
 
 def _never_started(python: str, timeout_s: float) -> Verdict:
-    """Python itself hung before running our first line of code (see fleet.execution.bundle.LAUNCHER)."""
+    """Python itself hung before running our first line of code (fleet.transport.launch.LAUNCHER)."""
     return Verdict(
         "timeout",
         f"{python} did not start the probes within {timeout_s:.0f} s",

@@ -45,7 +45,14 @@ def median_busbw(pairs: Sequence[GroupResult]) -> float | None:
     return float(statistics.median(values)) if values else None
 
 
-def slowness(pair: GroupResult, median: float | None) -> float | None:
+def times_slower(pair: GroupResult, median: float | None) -> float | None:
+    """How many times slower than the median the pair ran: median busbw / the pair's busbw.
+
+    Zero busbw is infinitely slow (inf): a pair that measured and moved nothing is the strongest
+    evidence against its link, so it must fail any tolerance. None when there is nothing to
+    compare: no busbw (the pair did not measure) or no median (zero or None: no pair measured).
+    Not fleet.analysis.facts.slowness (any measure, against a cohort's median or an older run),
+    which calls a zero on either side no difference (1.0), so a zero there is never flagged."""
     if pair.busbw_gbps is None or not median:
         return None
     return median / pair.busbw_gbps if pair.busbw_gbps > 0 else float("inf")
@@ -59,7 +66,7 @@ def why_bad(pair: GroupResult, median: float | None, tolerance: float) -> str | 
         return f"{pair.status}: {pair.error}"
     if pair.correct is False:
         return "wrong sums"
-    factor = slowness(pair, median)
+    factor = times_slower(pair, median)
     if factor is not None and factor > 1 + tolerance:
         return f"{pair.busbw_gbps:.3g} GB/s, {factor:.1f}× below the median {median:.3g} GB/s"
     return None
@@ -106,7 +113,7 @@ def _pair_suspect(
     fine_elsewhere = all(_good_elsewhere(h, pair, pairs, bad) for h in pair.hosts)
     kind = "link" if fine_elsewhere else "pair"
     tail = "; both hosts are fine with other partners" if fine_elsewhere else ""
-    return Suspect(kind, pair.hosts, bad[frozenset(pair.hosts)] + tail, slowness(pair, median))
+    return Suspect(kind, pair.hosts, bad[frozenset(pair.hosts)] + tail, times_slower(pair, median))
 
 
 def _good_elsewhere(

@@ -1,17 +1,18 @@
-"""The scripts a host runs for `fleet fabric`, sent like the probe bundle (fleet/execution/bundle.py):
-the launcher's alarm line, a literal, then a program read from the `probes` package. Pure."""
+"""The scripts a host runs for `fleet fabric`, sent like the probe bundle: the start-up alarm
+(fleet/transport/launch.py), a literal, then a program read from the `probes` package. Pure."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from fleet.shipped import probe_folder
+from fleet.transport.launch import with_alarm
 
 RANK_FILE = "_fabric_rank.py"
+RANK_ALARM_SLACK_S = 3  # the start-up alarm past the rank program's own deadline: a backstop
 
 # What the controller needs to know before it places ranks: can this host's Python import torch,
 # and how many GPUs does it have (CUDA_VISIBLE_DEVICES wins over the driver's list). Stdlib only.
@@ -38,11 +39,6 @@ def code_sha256() -> str:
     return hashlib.sha256((DISCOVER_SOURCE + "\0" + rank_source()).encode()).hexdigest()
 
 
-def with_alarm(body: str, deadline_s: float) -> bytes:
-    """The launcher reads the first line's last word as its alarm, in seconds."""
-    return f"# fleet start-up alarm, seconds: {max(1, math.ceil(deadline_s))}\n{body}".encode()
-
-
 def discover_script(deadline_s: float) -> bytes:
     return with_alarm(DISCOVER_SOURCE, deadline_s)
 
@@ -52,7 +48,7 @@ def rank_script(config: Mapping[str, Any], deadline_s: float, source: str | None
     seconds past the program's own deadline: a backstop for a program that cannot even clean up."""
     literal = json.dumps(json.dumps(dict(config), default=str))
     body = f"import json\nFABRIC = json.loads({literal})\n" + (source or rank_source())
-    return with_alarm(body, deadline_s + 3)
+    return with_alarm(body, deadline_s + RANK_ALARM_SLACK_S)
 
 
 HOST_VARIABLE = "FLEET_HOST"  # set by a transport that launches several hosts with one script
@@ -66,4 +62,4 @@ def shared_rank_script(
     literal = json.dumps(json.dumps({h: dict(c) for h, c in configs.items()}, default=str))
     head = f"import json, os\nFABRIC = json.loads({literal})[os.environ[{HOST_VARIABLE!r}]]\n"
     body = head + (source or rank_source())
-    return with_alarm(body, deadline_s + 3)
+    return with_alarm(body, deadline_s + RANK_ALARM_SLACK_S)

@@ -1,4 +1,5 @@
-"""What a group's ranks reported, turned into one result; the run document's `fabric` section. Pure.
+"""What a group's ranks reported, turned into one result: a row of the run document's `fabric`
+section (which run.py builds). Pure.
 
 busbw is nccl-tests' definition: algbw × 2(n−1)/n, n ranks, algbw = bytes / time of the slowest
 rank; GB/s are 10⁹ bytes per second, as nccl-tests prints them.

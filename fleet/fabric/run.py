@@ -1,32 +1,40 @@
 """Runs `fleet fabric`: discovers the hosts, then runs each round's groups through the transports.
 
 Each host ends with exactly one outcome; a host that cannot be reached or cannot join costs only its
-own groups (skipped or failed, with the reason); a round never outlives its deadline (the
-controller's timeout here, the rank program's own deadline and alarm there); Ctrl-C cancels what
-runs (the transports stop the remote processes) and marks what was left `interrupted`.
+own groups (skipped or failed, with the reason). Every host of the discovery and of each group takes
+its turn as in the fan-out (fleet/execution/turn.py): its own deadline from its handshake, every
+error caught and worded as there (`lost NAME (TARGET)` for one no transport mapped), logged under
+`--debug`. A group ends when all its hosts have, or ECHO_GRACE_S after one went wrong (an error,
+a complaint, its deadline): its partners get that long to say what they saw. A round so never
+outlives its deadline (the controller's here, the rank program's own deadline and alarm there).
+Ctrl-C cancels what runs (the transports stop the remote processes) and marks what was left
+`interrupted`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import statistics
-import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.errors import HostError
+from fleet.execution.turn import error_text, take_turn
 from fleet.fabric import launch, plan
 from fleet.fabric.blame import DEFAULT_TOLERANCE, Suspect, blame, median_busbw
 from fleet.fabric.results import GroupResult, HostReport, conclude_group, skipped
 from fleet.models import Host, HostOutcome, HostStatus, ProbeResult
 from fleet.redact import mask_secrets
-from fleet.transport.base import ExecResult, Transport, execute
+from fleet.transport.base import ExecResult, OutputSink, Transport
 
-DISCOVER_TIMEOUT_S = 30.0
-CONTROLLER_SLACK_S = 5.0  # the rank program's deadline fires first; then the transport is cancelled
+log = logging.getLogger(__name__)
+
+DISCOVER_TIMEOUT_S = 30.0  # a host's discovery deadline, past its connect_timeout
+CONTROLLER_SLACK_S = 5.0  # a host's deadline past the round's: the rank program's fires first
 ECHO_GRACE_S = 2.0  # after one host fails, how long its partners get to say what they saw
 PORT_ATTEMPTS = 3
 FABRIC_SCHEMA = "fleet.fabric/1"
@@ -34,7 +42,7 @@ FABRIC_SCHEMA = "fleet.fabric/1"
 # Builds a transport that launches exactly these hosts together, one script for all (Slurm: one
 # srun step over their nodes). Given, discovery and every group get their own, closed after.
 LaunchTogether = Callable[[Sequence[Host]], Transport]
-Reach = Callable[[Host], Transport]
+TransportFor = Callable[[Host], Transport]  # the transport that reaches this host
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,7 @@ class FabricSettings:
 
 
 class FabricEvents:
-    """What the runner tells the display; the defaults do nothing."""
+    """What the rounds tell the display; the defaults do nothing."""
 
     def discovered(self, host: str, reason: str | None) -> None: ...
 
@@ -79,7 +87,9 @@ class Discovery:
     python: dict[str, str]
 
 
-class FabricRunner:
+class FabricRounds:
+    """`fleet fabric` over `hosts`: `run` discovers them, runs every round, concludes."""
+
     def __init__(
         self,
         transports: Mapping[str, Transport],
@@ -133,20 +143,17 @@ class FabricRunner:
     async def _discover_one(self, host: Host, transport: Transport) -> dict[str, Any] | HostError:
         report = HostReport()
         timeout = host.connect_timeout + DISCOVER_TIMEOUT_S
-        try:
-            result = await asyncio.wait_for(
-                execute(transport, host, launch.discover_script(timeout), _sink(report)),
-                timeout,
-            )  # fmt: skip
-        except HostError as exc:
-            return exc
-        except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
-            return HostError(f"{host.name} did not answer within {timeout:g} s")
-        except Exception as exc:  # noqa: BLE001 (an error no transport mapped costs only this host)
-            return HostError(f"lost {host.name} ({host.target()})", context=repr(exc))
+        script = launch.discover_script(timeout)
+        turn = await take_turn(transport, host, script, _sink(report), timeout)
+        if turn.error is not None:
+            return turn.error
         for message in report.of_type("discovered"):
             return message
-        return HostError(f"{host.name}: {host.python} did not run", context=exec_summary(result))
+        if turn.result is None:
+            return HostError(f"{host.name} did not answer within {timeout:g} s")
+        return HostError(
+            f"{host.name}: {host.python} did not run", context=exec_summary(turn.result)
+        )
 
     def _unusable(self, host: Host, answer: Mapping[str, Any]) -> str | None:
         if not answer.get("torch"):
@@ -269,11 +276,13 @@ class FabricRunner:
                 )
                 for h in hosts
             }
-            timed_out = not await self._wait_group(tasks, reports)
-            for task in tasks.values():
-                task.cancel()
-            await asyncio.gather(*tasks.values(), return_exceptions=True)
-        return reports, timed_out
+            try:
+                await self._wait_group(tasks, reports)
+            finally:  # also when Ctrl-C cancels the group: its hosts are stopped, not left behind
+                for task in tasks.values():
+                    task.cancel()
+                await asyncio.gather(*tasks.values(), return_exceptions=True)
+        return reports, any(_timed_out(task) for task in tasks.values())
 
     def _rank_scripts(self, configs: Mapping[str, Mapping[str, Any]]) -> dict[str, bytes]:
         """Each host's own script; hosts launched together share one that holds every config."""
@@ -284,7 +293,7 @@ class FabricRunner:
         return {h: launch.rank_script(c, deadline, self.source) for h, c in configs.items()}
 
     @contextlib.asynccontextmanager
-    async def _reaching(self, hosts: Sequence[Host]) -> AsyncIterator[Reach]:
+    async def _reaching(self, hosts: Sequence[Host]) -> AsyncIterator[TransportFor]:
         """How each of `hosts` is reached: the shared transports, or one launch of exactly these
         hosts (`together`), stopped on the way out whatever happened."""
         if self.together is None:
@@ -297,37 +306,32 @@ class FabricRunner:
             await transport.close()
 
     async def _wait_group(
-        self, tasks: Mapping[str, asyncio.Task[None]], reports: Mapping[str, HostReport]
-    ) -> bool:
-        """Until every host is done, or one went wrong (its partners then get ECHO_GRACE_S to
-        report what they saw). False when the round's deadline passed first."""
-        deadline = time.monotonic() + self.settings.round_timeout_s + CONTROLLER_SLACK_S
+        self, tasks: Mapping[str, asyncio.Task[bool]], reports: Mapping[str, HostReport]
+    ) -> None:
+        """Until every host is done (each within its own deadline), or one went wrong: an error,
+        a complaint, its deadline. Its partners then get ECHO_GRACE_S to report what they saw."""
         pending = set(tasks.values())
         while pending:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            _done, pending = await asyncio.wait(
-                pending, timeout=left, return_when=asyncio.FIRST_COMPLETED
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            trouble = any(_timed_out(task) for task in done) or any(
+                r.complaint() or r.of_type("port_busy") for r in reports.values()
             )
-            trouble = any(r.complaint() or r.of_type("port_busy") for r in reports.values())
             if trouble and pending:
                 await asyncio.wait(pending, timeout=ECHO_GRACE_S)
-                return True
-        return True
+                return
 
     async def _run_host(
         self, host: Host, transport: Transport, script: bytes, report: HostReport
-    ) -> None:
-        try:
-            result = await execute(transport, host, script, _sink(report))
-        except HostError as exc:
-            report.failure = error_text(exc)
-            return
-        except Exception as exc:  # noqa: BLE001 (an error no transport mapped costs only this host)
-            report.failure = f"lost {host.name}: {exc!r}"
-            return
-        report.failure = exec_failure(result, report)
+    ) -> bool:
+        """One host's share of a group, its turn as in the fan-out: its deadline is the round's
+        plus CONTROLLER_SLACK_S, from its handshake. True when that deadline passed."""
+        timeout = self.settings.round_timeout_s + CONTROLLER_SLACK_S
+        turn = await take_turn(transport, host, script, _sink(report), timeout)
+        if turn.error is not None:
+            report.failure = error_text(turn.error)
+        elif turn.result is not None:
+            report.failure = exec_failure(turn.result, report)
+        return turn.timed_out
 
     def _config(
         self,
@@ -366,7 +370,7 @@ class FabricRunner:
     ) -> FabricOutcome:
         unreached = {h: error_text(e) for h, e in found.unreached.items()}
         suspects = blame(pairs, unreached, self.settings.tolerance)
-        section = fabric_section(self.settings, pairs, ring, suspects, found)
+        section = build_fabric_section(self.settings, pairs, ring, suspects, found)
         outcomes = {h.name: host_outcome(h, found, pairs, suspects, section) for h in hosts}
         return FabricOutcome(outcomes, mask_secrets(section), self.interrupt.is_set())
 
@@ -374,12 +378,17 @@ class FabricRunner:
 # ------------------------------------------------------------------------------- helpers
 
 
-def _sink(report: HostReport) -> Any:
+def _sink(report: HostReport) -> OutputSink:
     def sink(chunk: bytes) -> bool:
         report.feed(chunk)
         return True
 
     return sink
+
+
+def _timed_out(task: asyncio.Task[bool]) -> bool:
+    """A host's task that ended with its deadline passed (not cancelled, not failed)."""
+    return task.done() and not task.cancelled() and task.exception() is None and task.result()
 
 
 def _has_partner(host: str, rounds: Sequence[Sequence[plan.Group]], found: Discovery) -> bool:
@@ -395,8 +404,10 @@ def _why_unusable(host: str, found: Discovery) -> str | None:
 def _result_of(task: asyncio.Task[GroupResult], group: plan.Group, index: int) -> GroupResult:
     if task.done() and not task.cancelled() and task.exception() is None:
         return task.result()
-    if task.done() and not task.cancelled() and task.exception() is not None:
-        error = f"controller error: {task.exception()!r}"
+    exc = task.exception() if task.done() and not task.cancelled() else None
+    if exc is not None:  # a bug of ours in one group costs only that group
+        log.debug("round %d, group %s: controller error", index, ",".join(group), exc_info=exc)
+        error = f"controller error: {exc!r}"
         return GroupResult(tuple(group), "failed", error=error, round=index)
     return GroupResult(tuple(group), "interrupted", error="interrupted (Ctrl-C)", round=index)
 
@@ -404,10 +415,6 @@ def _result_of(task: asyncio.Task[GroupResult], group: plan.Group, index: int) -
 def rendezvous_address(host: Host) -> str:
     """Where the others reach this host's rank 0: its inventory address (loopback if local)."""
     return "127.0.0.1" if host.transport == "local" else host.address
-
-
-def error_text(exc: HostError) -> str:
-    return exc.message + (f": {exc.context}" if exc.context else "")
 
 
 def exec_summary(result: ExecResult) -> str:
@@ -428,13 +435,16 @@ def exec_failure(result: ExecResult, report: HostReport) -> str | None:
     return exec_summary(result) + ("" if report.messages else " (the rank program never started)")
 
 
-def fabric_section(
+def build_fabric_section(
     settings: FabricSettings,
     pairs: Sequence[GroupResult],
     ring: GroupResult | None,
     suspects: Sequence[Suspect],
     found: Discovery,
 ) -> dict[str, Any]:
+    """The run document's `fabric` section (FABRIC_SCHEMA): settings, pairs, ring, suspects, each
+    host's NCCL environment and why hosts were skipped. (The HTML report's fabric section is
+    fleet.render's `fabric_section`, which draws this one.)"""
     median = median_busbw(pairs)
     envs: dict[str, dict[str, str]] = {}
     for result in [*pairs, *([ring] if ring else [])]:

@@ -40,7 +40,7 @@ OVERLAP_SINCE = (20, 11)  # srun --overlap: a step that shares the job's resourc
 # unless slurm.conf says otherwise), reason (last: it may contain anything but a newline).
 SINFO_FORMAT = "%N|%T|%o|%E"
 
-Runner = Callable[[Sequence[str]], str]
+RunCommand = Callable[[Sequence[str]], str]  # argv → stdout: the Slurm tools, or a test's stand-in
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def _top_level_items(nodeset: str) -> list[str]:
 # ------------------------------------------------------------------------------- discovery
 
 
-def discover(target: SlurmTarget, run: Runner | None = None) -> SlurmCluster:
+def discover(target: SlurmTarget, run: RunCommand | None = None) -> SlurmCluster:
     """The target's nodes with their states; a target with no nodes is a usage error."""
     run = run or run_command
     if target.kind == "job":
@@ -172,7 +172,7 @@ def _check_known(target: SlurmTarget, nodes: Sequence[SlurmNode]) -> None:
         )
 
 
-def _job_nodes(target: SlurmTarget, run: Runner) -> SlurmCluster:
+def _job_nodes(target: SlurmTarget, run: RunCommand) -> SlurmCluster:
     require_overlap(run)
     try:
         line = run(["squeue", "-h", "-j", target.value, "-o", "%T|%N"]).strip().splitlines()
@@ -202,7 +202,7 @@ def _in_job(node: SlurmNode) -> SlurmNode:
     return SlurmNode(node.name, node.state, node.reason, usable=True, address=node.address)
 
 
-def require_overlap(run: Runner) -> None:
+def require_overlap(run: RunCommand) -> None:
     """Joining a running job needs `srun --overlap` (Slurm 20.11+): say so before trying."""
     words = run(["srun", "--version"]).split()
     version = words[-1] if words else ""

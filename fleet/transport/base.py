@@ -1,7 +1,8 @@
-"""The seam between the runner and the wire: `Transport.open_session`, then `Session.run`.
+"""The seam between the orchestrators (the fan-out, fabric rounds) and the wire:
+`Transport.open_session`, then `Session.run`. How a script starts on the host is launch.py's.
 
 Two steps, because they cost different things: opening a session (an SSH handshake) is CPU work on
-the controller and is bounded by the fan-out's handshake slots; a session that runs the bundle only
+the controller and is bounded by the fan-out's handshake slots; a session that runs a script only
 waits on the host, and many stay open at once.
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -41,9 +41,9 @@ HandshakeSlot = contextlib.AbstractAsyncContextManager[None]
 
 class Session(Protocol):
     async def run(self, script: bytes, sink: OutputSink) -> ExecResult:
-        """Run `script` (`launch_argv(python, script)`, script on stdin), stream stdout to `sink`,
-        return how it ended. When cancelled (deadline, Ctrl-C) it stops the remote process before
-        re-raising."""
+        """Run `script` (it starts with its start-up alarm; see fleet.transport.launch) on the
+        host's Python, stream stdout to `sink`, return how it ended. When cancelled (deadline,
+        Ctrl-C) it stops the remote process before re-raising."""
         ...
 
     async def close(self) -> None:
@@ -132,44 +132,3 @@ async def finish_reading(stderr_task: asyncio.Task[str], wait_s: float = 2.0) ->
         stderr_task.cancel()
         return ""
     return stderr_task.result()
-
-
-MAX_LAUNCH_LINE = 256
-
-
-class LaunchReport:
-    """A sink in front of another that reads the launch wrapper's first line,
-    `{"type":"launch","pgid":N}` (fleet.execution.bundle.LAUNCH_WRAPPER): the process group to end
-    on the host when we give up on it. Every byte still goes to the sink behind it."""
-
-    def __init__(self, sink: OutputSink) -> None:
-        self.sink = sink
-        self.pgid: int | None = None
-        self._head: bytes | None = b""  # None once the first line has been read
-
-    def __call__(self, chunk: bytes) -> bool:
-        if self._head is not None:
-            self._read_head(chunk)
-        return self.sink(chunk)
-
-    def _read_head(self, chunk: bytes) -> None:
-        assert self._head is not None
-        self._head += chunk
-        line, newline, _ = self._head.partition(b"\n")
-        if newline or len(self._head) > MAX_LAUNCH_LINE:
-            self.pgid = launch_pgid(line[:MAX_LAUNCH_LINE])
-            self._head = None
-
-
-def launch_pgid(line: bytes) -> int | None:
-    """The process group in a launch line; None for anything else. Group ids 0 and 1 are never
-    ours to end (`kill -TERM -1` would reach every process of the user)."""
-    try:
-        message = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(message, dict) or message.get("type") != "launch":
-        return None
-    pgid = message.get("pgid")
-    valid = isinstance(pgid, int) and not isinstance(pgid, bool) and 1 < pgid < 2**31
-    return pgid if valid else None

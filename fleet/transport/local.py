@@ -1,4 +1,4 @@
-"""Runs the bundle in a local subprocess: `fleet probe` on this machine, no SSH."""
+"""Runs a script in a local subprocess: `fleet probe` (or `fleet fabric`) on this machine, no SSH."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 import signal
 
 from fleet.errors import NoPythonError
-from fleet.execution.bundle import launch_argv
 from fleet.models import Host
 from fleet.transport.base import (
     ExecResult,
@@ -19,6 +18,7 @@ from fleet.transport.base import (
     pump,
     read_tail,
 )
+from fleet.transport.launch import launch_argv
 
 
 class LocalTransport:
@@ -87,7 +87,7 @@ class LocalSession:
 
 
 async def _stop(process: asyncio.subprocess.Process, grace_s: float = 1.0) -> None:
-    """SIGTERM lets the runner kill its probes' process groups; SIGKILL if it does not exit."""
+    """SIGTERM lets the host runner kill its probes' process groups; SIGKILL if it does not exit."""
     if process.returncode is not None:
         return
     _kill_group(process, signal.SIGTERM)

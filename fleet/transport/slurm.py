@@ -1,4 +1,5 @@
-"""Runs the bundle on Slurm nodes: ONE srun step for all of them, one task per node.
+"""Runs a script (the probe bundle, a fabric group's ranks) on Slurm nodes: ONE srun step for all
+of them, one task per node.
 
 Why one shared step behind the per-host `execute` (and not a batch API in the fan-out): the fan-out's
 per-host deadline, interruption, output cap, decoding and events then work for Slurm exactly as for
@@ -28,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.errors import HostError, UnavailableError, UnreachableError, UsageError
-from fleet.execution.bundle import LAUNCH_ARGS
 from fleet.hostsets import compact_hosts
 from fleet.inventory.slurm import SlurmCluster, SlurmNode
 from fleet.models import Host
@@ -42,6 +42,7 @@ from fleet.transport.base import (
     OutputSink,
     Session,
 )
+from fleet.transport.launch import LAUNCH_ARGS
 
 FOLD_LINES_AT = 1000  # < srun's 1 KiB line pieces, with room for the marker and newline
 CONTROL = b"\x1d"
@@ -49,7 +50,8 @@ CONTINUED = b"\x1e"
 LABEL = re.compile(rb"^ *(\d+): ?")
 # Runs on each node: say which node and step this task is, run the bundle (told its host's name in
 # FLEET_HOST: a script shared by several nodes picks its part by it), say how it ended.
-# "$0" "$@" is the interpreter and LAUNCH_ARGS; stdin (the bundle) is inherited.
+# "$0" "$@" is the interpreter and LAUNCH_ARGS (fleet.transport.launch); stdin (the script) is
+# inherited.
 WRAPPER = (
     r'printf "\035start %s %s %s\n" "$SLURMD_NODENAME" "$SLURM_JOB_ID" "$SLURM_STEP_ID"; '
     f'FLEET_FOLD_LINES={FOLD_LINES_AT} FLEET_HOST="$SLURMD_NODENAME" "$0" "$@"; s=$?; '
@@ -58,7 +60,6 @@ WRAPPER = (
 INTERRUPT_GAP_S = 0.2  # srun: a second SIGINT within one second ends the step
 STOP_GRACE_S = 4.0
 SRUN_MESSAGES_TAIL = 20
-GPU_MODES = ("exclusive", "none")
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def gpu_request(mode: str, in_job: bool) -> list[str]:
 def srun_argv(
     cluster: SlurmCluster, nodes: Sequence[str], python: str, options: SlurmOptions
 ) -> list[str]:
-    """The one srun command line: one task per node, the bundle broadcast on stdin."""
+    """The one srun command line: one task per node, the script broadcast on stdin."""
     minutes = max(1, math.ceil(options.deadline_s / 60) + 1)  # Slurm counts whole minutes
     where = ["--jobid", cluster.job_id, "--overlap"] if cluster.job_id else ["--job-name=fleet"]
     return [

@@ -25,13 +25,11 @@ from fleet.errors import (
     HostKeyUnknownError,
     UnreachableError,
 )
-from fleet.execution.bundle import LAUNCH_GRACE_S, launch_argv
 from fleet.files import ensure_private_dir
 from fleet.models import Host
 from fleet.transport.base import (
     ExecResult,
     HandshakeSlot,
-    LaunchReport,
     OutputSink,
     execute,
     finish_reading,
@@ -39,6 +37,7 @@ from fleet.transport.base import (
     pump,
     read_tail,
 )
+from fleet.transport.launch import LAUNCH_GRACE_S, LaunchReport, launch_argv
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 KEEPALIVE_S = 15
@@ -105,7 +104,6 @@ class SSHTransport:
         self._bastions: dict[
             tuple[str, int, str | None], asyncio.Task[asyncssh.SSHClientConnection]
         ] = {}
-        self._accepted: list[str] = []
         self._tunnel_slots: dict[int, asyncio.Semaphore] = {}
 
     # ----------------------------------------------------------------------------- sessions
@@ -242,14 +240,9 @@ class SSHTransport:
         fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         with os.fdopen(fd, "a") as handle:
             handle.write(line)
-        self._accepted.append(known_name)
         if self.options.on_key_recorded:
             fingerprint = key.get_fingerprint("sha256")
             self.options.on_key_recorded(f"{name or host} ({known_name}) {fingerprint} in {target}")
-
-    @property
-    def accepted_keys(self) -> list[str]:
-        return list(self._accepted)
 
     async def close(self) -> None:
         for task in self._bastions.values():
@@ -260,7 +253,7 @@ class SSHTransport:
 
 
 class SSHSession:
-    """One host's connection, from handshake to abort: runs the bundle in one channel."""
+    """One host's connection, from handshake to abort: runs one script in one channel."""
 
     def __init__(self, host: Host, conn: asyncssh.SSHClientConnection) -> None:
         self.host, self.conn = host, conn
@@ -286,7 +279,7 @@ class SSHSession:
                 await _end_remote(conn, process, launch.pgid)
             await process.wait_closed()
         except asyncio.CancelledError:
-            # deadline or Ctrl-C: the host-side `timeout` and the bundle's alarm are the backstop
+            # deadline or Ctrl-C: the host-side `timeout` and the script's alarm are the backstop
             await _end_remote(conn, process, launch.pgid)
             stderr_task.cancel()
             raise
@@ -305,13 +298,13 @@ class SSHSession:
 
 
 def remote_command(python: str, script: bytes) -> str:
-    """The launch wrapper's argv (fleet.execution.bundle.launch_argv) as one command line for the
+    """The launch wrapper's argv (fleet.transport.launch.launch_argv) as one command line for the
     remote login shell, every word quoted: nothing from the inventory is read as shell syntax."""
     return shlex.join(launch_argv(python, script))
 
 
 def end_group_command(pgid: int) -> str:
-    """Ends a process group on the host: TERM (the runner then kills its probes' own groups),
+    """Ends a process group on the host: TERM (the host runner then kills its probes' own groups),
     KILL after the grace. In the background, detached from the channel we close at once."""
     kill = f"kill -TERM -{pgid}; sleep {LAUNCH_GRACE_S}; kill -KILL -{pgid}"
     return shlex.join(["sh", "-c", f"({kill}) </dev/null >/dev/null 2>&1 &"])

@@ -1,7 +1,7 @@
 """An interpreter that hangs before Python runs a line of ours (a pyenv or conda shim waiting on
 a lock, a `module` wrapper, a stuck automount): the host ends `timeout` with a message that says
 so, and the host-side deadline (`timeout -k` around the interpreter, see
-fleet.execution.bundle.LAUNCH_WRAPPER) leaves nothing of it running, even where sshd refuses to
+fleet.transport.launch.LAUNCH_WRAPPER) leaves nothing of it running, even where sshd refuses to
 deliver the controller's signals (root sessions before OpenSSH 10, as in this farm)."""
 
 from __future__ import annotations

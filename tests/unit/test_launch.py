@@ -1,5 +1,6 @@
-"""The launch wrapper every transport starts the interpreter under (fleet.execution.bundle),
-run here with /bin/sh, and the controller's reading of its first line."""
+"""The launch seam (fleet.transport.launch): the start-up alarm line, the wrapper the local and SSH
+transports start the interpreter under (run here with /bin/sh), and the controller's reading of
+the wrapper's first line."""
 
 from __future__ import annotations
 
@@ -9,8 +10,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fleet.execution.bundle import LAUNCH_GRACE_S, build_bundle, launch_argv, start_up_alarm
-from fleet.transport.base import LaunchReport, launch_pgid
+from fleet.execution.bundle import build_bundle
+from fleet.fabric import launch as fabric_launch
+from fleet.transport.launch import (
+    ALARM_HEAD,
+    LAUNCH_GRACE_S,
+    LaunchReport,
+    launch_argv,
+    launch_pgid,
+    start_up_alarm,
+    with_alarm,
+)
 from fleet.transport.ssh import end_group_command, remote_command
 
 SCRIPT = b"# fleet start-up alarm, seconds: 7\nprint('ran')\n"
@@ -21,6 +31,20 @@ def test_deadline_is_the_start_up_alarm_plus_the_grace() -> None:
     assert argv[4:7] == [str(7 + LAUNCH_GRACE_S), str(LAUNCH_GRACE_S), "python3"]
     script = build_bundle(["system"]).script({}, deadline_s=12.2, parallel=4)
     assert start_up_alarm(script) == 13
+
+
+def test_the_bundle_and_fabric_scripts_start_with_the_one_alarm_line() -> None:
+    assert with_alarm("print(1)\n", 0.2) == f"{ALARM_HEAD}1\nprint(1)\n".encode()
+    scripts = [
+        build_bundle(["system"]).script({}, deadline_s=30, parallel=4),
+        fabric_launch.discover_script(30),
+        fabric_launch.rank_script({}, 30 - fabric_launch.RANK_ALARM_SLACK_S, source="pass\n"),
+        fabric_launch.shared_rank_script(
+            {"h": {}}, 30 - fabric_launch.RANK_ALARM_SLACK_S, source="pass\n"
+        ),
+    ]
+    assert [start_up_alarm(s) for s in scripts] == [30, 30, 30, 30]
+    assert all(s.startswith(ALARM_HEAD.encode()) for s in scripts)
 
 
 def test_wrapper_reports_its_process_group_then_runs_the_script(tmp_path: Path) -> None:

@@ -207,11 +207,11 @@ def test_a_run_where_hosts_end_every_way_validates(tmp_path: Path) -> None:
 
 
 def fabric_run() -> Run:
-    """A `fleet fabric` run as its runner concludes one: pairs ok, failed and skipped, a ring,
+    """A `fleet fabric` run as its rounds conclude one: pairs ok, failed and skipped, a ring,
     a host not reached, a host without torch."""
     from fleet.errors import UnreachableError
     from fleet.fabric.results import GroupResult, SizeResult
-    from fleet.fabric.run import Discovery, FabricRunner, FabricSettings
+    from fleet.fabric.run import Discovery, FabricRounds, FabricSettings
 
     def sizes(busbw: float) -> tuple[SizeResult, ...]:
         return (
@@ -233,7 +233,7 @@ def fabric_run() -> Run:
         python={"a": "3.12.3", "b": "3.12.3", "c": "3.12.3", "notorch": "3.12.3"},
     )
     hosts = [Host(name=n, address=n) for n in ("a", "b", "c", "gone", "notorch")]
-    outcome = FabricRunner({}, FabricSettings()).conclude(hosts, found, pairs, ring)
+    outcome = FabricRounds({}, FabricSettings()).conclude(hosts, found, pairs, ring)
     return made_run(
         outcome.outcomes,
         probes=("fabric",),
