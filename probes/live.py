@@ -746,7 +746,7 @@ def _state_word(state: str) -> str:
 
 
 def _short(text: Optional[str]) -> str:
-    text = text or "?"
+    text = " ".join((text or "?").split())  # a `python -c SOURCE` command line spans lines
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
 
 
@@ -1223,8 +1223,10 @@ def _exchange(
     result["stage"] = "TIMEOUT"
     timeout_s = max(1, int(settings["collective_timeout_s"]))  # 0 would mean "wait forever"
     _ask(connection, "TIMEOUT %d" % timeout_s, settings)  # an ERROR keeps NCCL's default (5 s)
-    result["stage"] = "SET FORMAT json"
-    use_json = _ask(connection, "SET FORMAT json", settings).strip().upper() == b"OK"
+    use_json = False
+    if settings.get("json", 1):
+        result["stage"] = "SET FORMAT json"
+        use_json = _ask(connection, "SET FORMAT json", settings).strip().upper() == b"OK"
     result["format"] = "json" if use_json else "text"
     result["stage"] = "VERBOSE STATUS"
     connection.send_line("VERBOSE STATUS")
@@ -1437,6 +1439,7 @@ def _options(options: Dict[str, Any]) -> Dict[str, float]:
         ),
         "attempts": float(options.get("ras_attempts", RAS_ATTEMPTS)),
         "budget_s": float(options.get("ras_budget_s", RAS_BUDGET_S)),
+        "json": float(str(options.get("ras_format", "json")).lower() != "text"),
     }
 
 
@@ -1449,7 +1452,8 @@ def _string_list(value: Any) -> List[str]:
 def collect(options: Dict[str, Any]) -> Dict[str, Any]:
     """Touch the host; return {"ok": bool, "data": {...}, "error": str | None}.
 
-    Options: ras (default true), ras_endpoints (more "host:port" to ask), ras_connect_timeout_s,
+    Options: ras (default true), ras_endpoints (more "host:port" to ask), ras_format ("json", the
+    default, falls back to text where refused; "text" never asks for JSON), ras_connect_timeout_s,
     ras_read_timeout_s, ras_collective_timeout_s, ras_attempts, ras_budget_s, nvidia_smi_timeout_s,
     transcripts (true: keep each RAS exchange as text under ras[].transcripts, for captures)."""
     started = time.monotonic()
@@ -1478,7 +1482,9 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
     unreadable["hidepid"] = hidepid(proc)
     gpu_apps: Dict[str, Any] = {"ran": False, "apps": [], "error": None}
     if processes or unreadable["nccl_processes"]:
+        asked = time.monotonic()
         gpu_apps = compute_apps(float(options.get("nvidia_smi_timeout_s", NVIDIA_SMI_TIMEOUT_S)))
+        gpu_apps["elapsed_s"] = round(time.monotonic() - asked, 3)
         holders: Dict[int, List[Dict[str, Any]]] = {}
         for app in gpu_apps["apps"]:
             holders.setdefault(app["pid"], []).append(
