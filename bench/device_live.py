@@ -36,8 +36,12 @@ JOB = r"""
 import os, sys, time
 import torch, torch.distributed as dist
 torch.cuda.set_device(0)
-dist.init_process_group("nccl", init_method="tcp://127.0.0.1:29533", rank=0, world_size=1,
-                        device_id=torch.device("cuda", 0))
+url = "tcp://127.0.0.1:%s" % os.environ["JOB_PORT"]
+try:
+    dist.init_process_group("nccl", init_method=url, rank=0, world_size=1,
+                            device_id=torch.device("cuda", 0))
+except TypeError:  # a torch without device_id
+    dist.init_process_group("nccl", init_method=url, rank=0, world_size=1)
 x = torch.ones(1 << 20, device="cuda")
 for i in range(20):
     dist.all_reduce(x)
@@ -96,10 +100,10 @@ def probe(options: dict, lines: list[str], label: str) -> tuple[dict, float]:
     return result, wall
 
 
-def fleet_run(out: Path, label: str, lines: list[str]) -> None:
+def fleet_run(out: Path, label: str, lines: list[str]) -> dict | None:
     """`fleet probe -p live,torch,nccl` through the real runner (local transport: torch is
     preloaded in its fork server, so fleet's own processes map libnccl too), then `fleet check`."""
-    document = out / f"run_{label}.json"
+    document = Path(f"/tmp/fleet-live-run-{label}.json")
     started = time.monotonic()
     command = ["-m", "fleet", "probe", "-i", "inventory/local.yaml", "-p", "live,torch,nccl"]
     probe_run = subprocess.run(
@@ -116,7 +120,7 @@ def fleet_run(out: Path, label: str, lines: list[str]) -> None:
     )
     if probe_run.returncode not in (0, 1) or not document.exists():
         log(lines, probe_run.stdout[-1500:] + probe_run.stderr[-1500:])
-        return
+        return None
     check = subprocess.run(
         [sys.executable, "-m", "fleet", "check", "--run", str(document), "--pack", "inference"],
         cwd=REPO,
@@ -130,6 +134,7 @@ def fleet_run(out: Path, label: str, lines: list[str]) -> None:
         lines,
         f"fleet check ({label}): exit {check.returncode}\n{check.stdout[-4000:]}{check.stderr[-800:]}",
     )
+    return dict(json.loads(document.read_text()))
 
 
 def job_python_pid(timeout_pid: int) -> int | None:
@@ -185,6 +190,55 @@ def main() -> int:
         (args.out / "log.txt").write_text("\n".join(lines) + "\n")
 
 
+class Job:
+    """`timeout 120 python3 -c SOURCE` in its own session; ended with its whole group."""
+
+    def __init__(self, source: str, port: int, lines: list[str]) -> None:
+        self.lines = lines
+        env = {**os.environ, **SAFETY, "PYTHONUNBUFFERED": "1", "JOB_PORT": str(port)}
+        self.popen = subprocess.Popen(
+            ["timeout", "120", sys.executable, "-c", source],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.pid: int | None = None
+
+    def wait_for_loop(self, limit_s: float = 100) -> int | None:
+        started = time.monotonic()
+        line = ""
+        while time.monotonic() - started < limit_s and self.popen.stdout:
+            line = self.popen.stdout.readline()
+            if not line or line.startswith("looping"):
+                break
+            log(self.lines, "job: " + line.rstrip()[-300:])
+        if not line.startswith("looping"):
+            log(self.lines, "the job never reached its loop")
+            return None
+        self.pid = job_python_pid(self.popen.pid) or int(line.split()[1])
+        log(self.lines, f"job in its loop after {time.monotonic() - started:.1f} s: pid {self.pid}")
+        return self.pid
+
+    def end(self) -> None:
+        try:
+            os.killpg(self.popen.pid, signal.SIGCONT)
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.popen.wait(30)
+        for _ in range(100):  # the python under `timeout` is reaped by whoever adopted it
+            if self.pid is None or not Path(f"/proc/{self.pid}").exists():
+                break
+            time.sleep(0.1)
+        left = subprocess.run(
+            ["pgrep", "-s", str(self.popen.pid)], capture_output=True, text=True, check=False
+        )
+        states = {p: _state(int(p)) for p in left.stdout.split()}
+        log(self.lines, f"job {self.pid} ended; left in its session: {states or 'none'}")
+
+
 def run(out: Path, source: str, lines: list[str], with_fleet: bool) -> int:
     missing = [k for k, v in SAFETY.items() if os.environ.get(k) != v]
     if missing:
@@ -202,62 +256,51 @@ def run(out: Path, source: str, lines: list[str], with_fleet: bool) -> int:
         log(lines, "nvidia-smi -L: " + smi.stdout.strip())
     except OSError as exc:
         log(lines, f"nvidia-smi -L: {exc}")
-    env = {**os.environ, **SAFETY, "PYTHONUNBUFFERED": "1"}
-    job = subprocess.Popen(
-        ["timeout", "120", sys.executable, "-c", source],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
     runs: dict = {}
+    fleet_runs: dict = {}
+    jobs: list[Job] = []
     try:
-        started = time.monotonic()
-        line = ""
-        while time.monotonic() - started < 100:
-            line = job.stdout.readline() if job.stdout else ""
-            if not line or line.startswith("looping"):
-                break
-            log(lines, "job: " + line.rstrip())
-        if not line.startswith("looping"):
-            log(lines, "the job never reached its loop")
+        first = Job(source, 29533, lines)
+        jobs.append(first)
+        pid = first.wait_for_loop()
+        if pid is None:
             return 1
-        pid = job_python_pid(job.pid) or int(line.split()[1])
-        log(lines, f"job in its loop after {time.monotonic() - started:.1f} s: pid {pid}")
         time.sleep(2)
         (out / "proc_capture.json").write_text(json.dumps(capture_proc(pid), indent=1))
         runs["running"] = probe({"transcripts": True}, lines, "running (json)")
         runs["running_text"] = probe(
             {"transcripts": True, "ras_format": "text"}, lines, "running (text)"
         )
+        probe({}, lines, "running, once more (timing)")
         if with_fleet:
-            fleet_run(out, "running", lines)
+            fleet_runs["running"] = fleet_run(out, "running", lines)
         os.kill(pid, signal.SIGSTOP)
         time.sleep(1)
         log(lines, f"job stopped: State {_state(pid)}")
         runs["stopped"] = probe({"transcripts": True}, lines, "stopped")
         if with_fleet:
-            fleet_run(out, "stopped", lines)
+            fleet_runs["stopped"] = fleet_run(out, "stopped", lines)
         os.kill(pid, signal.SIGCONT)
+        log(lines, f"job continued: State {_state(pid)}")
+        # Two jobs on one host, each its own 1-rank communicator: both RAS servers listen on
+        # localhost:28028 (SO_REUSEPORT), each connection reaches one of them.
+        second = Job(source, 29534, lines)
+        jobs.append(second)
+        if second.wait_for_loop() is not None:
+            time.sleep(2)
+            two = {"both": probe({"transcripts": True}, lines, "two jobs")}
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(1)
+            two["first_stopped"] = probe({"transcripts": True}, lines, "two jobs, first stopped")
+            os.kill(pid, signal.SIGCONT)
+            (out / "live_two.json").write_text(
+                json.dumps({k: r for k, (r, _) in two.items()}, indent=1, sort_keys=True)
+            )
     finally:
-        with_group = job.pid
-        try:
-            os.killpg(with_group, signal.SIGCONT)
-            os.killpg(with_group, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        job.wait(30)
-        log(lines, f"job ended: returncode {job.returncode}")
-    for _ in range(100):  # the python under `timeout` is reaped by whoever adopted it
-        if not Path(f"/proc/{pid}").exists():
-            break
-        time.sleep(0.1)
-    left = subprocess.run(
-        ["pgrep", "-s", str(job.pid)], capture_output=True, text=True, check=False
-    )
-    states = {p: _state(int(p)) for p in left.stdout.split()}
-    log(lines, f"processes left in the job's session: {states or 'none'}")
+        for job in jobs:
+            job.end()
+        if fleet_runs:
+            (out / "fleet_runs.json").write_text(json.dumps(fleet_runs, indent=1))
     nones = [probe({}, lines, f"no job #{i + 1}") for i in range(3)]
     runs["none"] = nones[0]
     for name, (result, wall) in runs.items():
