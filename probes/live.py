@@ -100,7 +100,7 @@ RAS_CONNECT_TIMEOUT_S = 1.0
 RAS_READ_TIMEOUT_S = 3.0  # each handshake reply; a stopped process costs this much
 RAS_COLLECTIVE_TIMEOUT_S = 2  # sent as `TIMEOUT n`: how long RAS waits for the other processes
 RAS_EXTRA_TIMEOUT_S = 5.0  # NCCL's RAS_COLLECTIVE_EXTRA_TIMEOUT_SEC on top of that
-RAS_ATTEMPTS = 4  # connections per endpoint at most (SO_REUSEPORT spreads them over listeners)
+RAS_ATTEMPTS = 6  # connections per endpoint at most (SO_REUSEPORT spreads them over listeners)
 RAS_BUDGET_S = 20.0  # every endpoint together
 RAS_REPORT_MAX_BYTES = 16 * 1024 * 1024
 RAS_LINE_MAX_BYTES = 64 * 1024
@@ -271,6 +271,40 @@ def parse_if_inet6(text: str) -> List[str]:
             except (ValueError, OSError):
                 continue
     return sorted(set(found))
+
+
+TCP_LISTEN = "0A"
+
+
+def parse_net_tcp(text: str) -> List[Dict[str, Any]]:
+    """/proc/net/tcp or tcp6 -> the listening sockets: {address, port, uid, inode}. Addresses are
+    kernel hex in host byte order per 32-bit word ("0100007F:6D7C" is 127.0.0.1:28028)."""
+    found = []
+    for line in text.splitlines()[1:]:
+        cells = line.split()
+        if len(cells) < 10 or cells[3] != TCP_LISTEN or ":" not in cells[1]:
+            continue
+        hex_address, hex_port = cells[1].split(":")
+        try:
+            raw = bytes.fromhex(hex_address)
+            words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            family = socket.AF_INET if len(words) == 4 else socket.AF_INET6
+            address = socket.inet_ntop(family, words)
+            found.append(
+                {
+                    "address": address,
+                    "port": int(hex_port, 16),
+                    "uid": int(cells[7]),
+                    "inode": int(cells[9]),
+                }
+            )
+        except (ValueError, OSError):
+            continue
+    return found
+
+
+def endpoint_text(address: str, port: int) -> str:
+    return "[%s]:%d" % (address, port) if ":" in address else "%s:%d" % (address, port)
 
 
 def hidepid_from_mountinfo(text: str) -> bool:
@@ -670,7 +704,7 @@ def problems(
     A stopped (T), traced (t) or zombie (Z) NCCL process here is a dead rank whatever RAS says."""
     missing: List[str] = []
     for process in processes:
-        if process.get("state") in ("T", "t", "Z") and process.get("nccl_threads"):
+        if process.get("state") in ("T", "t", "Z") and runs_nccl(process):
             missing.append(
                 "pid %s (%s) is %s: its ranks and RAS are frozen"
                 % (process["pid"], _short(process.get("cmdline")), _state_word(process["state"]))
@@ -707,6 +741,12 @@ def problems(
         "count_mismatches": mismatches if mismatches or judged else None,
         "uncovered": uncovered,
     }
+
+
+def runs_nccl(process: Dict[str, Any]) -> bool:
+    """Whether a process that mapped libnccl shows it runs NCCL: it serves RAS, RAS names its
+    ranks, or (NCCL_SET_THREAD_NAME=1) it has NCCL's threads."""
+    return bool(process.get("ras_listener") or process.get("ranks") or process.get("nccl_threads"))
 
 
 def _text_problems(
@@ -829,6 +869,54 @@ def thread_names(proc: str, pid: int, limit: int = 4096) -> List[str]:
     return names
 
 
+def socket_inodes(proc: str, pid: int, limit: int = 65536) -> List[int]:
+    """The inodes of the sockets a process holds (/proc/PID/fd/N -> "socket:[INODE]")."""
+    inodes = []
+    try:
+        fds = os.listdir("%s/%d/fd" % (proc, pid))
+    except OSError:
+        return []
+    for fd in fds[:limit]:
+        try:
+            target = os.readlink("%s/%d/fd/%s" % (proc, pid, fd))
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.append(int(target[8:-1]))
+    return inodes
+
+
+class Listeners:
+    """Listening TCP sockets by inode, read once per network namespace (a container has its own)."""
+
+    def __init__(self, proc: str = PROC) -> None:
+        self.proc = proc
+        self.tables: Dict[str, Dict[int, str]] = {}
+
+    def of(self, pid: int) -> List[Tuple[str, int]]:
+        """(address, port) of each socket `pid` listens on."""
+        try:
+            namespace = os.readlink("%s/%d/ns/net" % (self.proc, pid))
+        except OSError:
+            namespace = "pid %d" % pid
+        if namespace not in self.tables:
+            table: Dict[int, str] = {}
+            for name in ("tcp", "tcp6"):
+                try:
+                    text = read_text("%s/%d/net/%s" % (self.proc, pid, name))
+                except OSError:
+                    continue
+                for entry in parse_net_tcp(text):
+                    table[entry["inode"]] = endpoint_text(entry["address"], entry["port"])
+            self.tables[namespace] = table
+        table = self.tables[namespace]
+        listening = [table[inode] for inode in socket_inodes(self.proc, pid) if inode in table]
+        return [
+            (text.rsplit(":", 1)[0].strip("[]"), int(text.rsplit(":", 1)[1]))
+            for text in sorted(set(listening))
+        ]
+
+
 def user_name(uid: Optional[int], cache: Dict[int, str]) -> Optional[str]:
     if uid is None:
         return None
@@ -946,7 +1034,12 @@ class Libraries:
 
 
 def describe_process(
-    proc: str, pid: int, maps_text: str, libraries: Libraries, users: Dict[int, str]
+    proc: str,
+    pid: int,
+    maps_text: str,
+    libraries: Libraries,
+    users: Dict[int, str],
+    listeners: Optional[Listeners] = None,
 ) -> Optional[Dict[str, Any]]:
     """Everything about one NCCL process; None when it ended meanwhile."""
     try:
@@ -967,6 +1060,8 @@ def describe_process(
         for kind, entries in mapped.items()
     }
     versions = sorted({lib["version"] for lib in found["nccl"] if lib["version"]})
+    endpoint = ras_endpoint_of(environ) if env_error is None else RAS_DEFAULT
+    listening = (listeners or Listeners(proc)).of(pid)
     return {
         "pid": pid,
         "ns_pid": status["ns_pid"] if status["ns_pid"] != pid else None,
@@ -979,11 +1074,26 @@ def describe_process(
         "cuda_visible_devices": environ.get("CUDA_VISIBLE_DEVICES"),
         "env": allowed_environment(environ),
         "env_error": env_error,
-        "ras_endpoint": ras_endpoint_of(environ) if env_error is None else RAS_DEFAULT,
+        "ras_endpoint": endpoint,
+        "ras_listener": ras_listener(endpoint, listening),
+        "listening": [endpoint_text(address, port) for address, port in listening],
         "nccl_threads": threads,
         "gpus": [],
         "ranks": [],
     }
+
+
+def ras_listener(endpoint: Optional[str], listening: List[Tuple[str, int]]) -> Optional[str]:
+    """The socket on which this process serves RAS: one it listens on at its endpoint's port.
+    (NCCL names its threads only with NCCL_SET_THREAD_NAME=1; this socket is always there.)"""
+    if endpoint is None:
+        return None
+    try:
+        port = parse_endpoint(endpoint)[1]
+    except ValueError:
+        return None
+    found = [endpoint_text(a, p) for a, p in listening if p == port]
+    return found[0] if found else None
 
 
 def ras_endpoint_of(environ: Dict[str, str]) -> Optional[str]:
@@ -1027,6 +1137,8 @@ def describe_unreadable(
                     "cmdline": mask_cmdline(args),
                     "nccl_threads": kinds,
                     "ras_endpoint": RAS_DEFAULT,  # its environment is closed: assumed
+                    "ras_listener": None,
+                    "listening": [],
                     "gpus": [],
                     "ranks": [],
                 }
@@ -1316,10 +1428,11 @@ def query_endpoint(
     if not addresses:
         outcome["error"] = "could not resolve %s" % host
         return outcome
-    wanted = set()
-    for process in listeners:
-        wanted.add(process.get("ns_pid") or process["pid"])
-    limit = 1 if len(listeners) <= 1 else min(int(settings["attempts"]), len(listeners) + 1)
+    # A stopped listener cannot answer: it is not waited for (problems names it).
+    wanted = {
+        p.get("ns_pid") or p["pid"] for p in listeners if p.get("state") not in ("T", "t", "Z")
+    }
+    limit = 1 if len(listeners) <= 1 else min(int(settings["attempts"]), 2 * len(listeners) + 1)
     seen: set = set()
     connections = 0
     while connections < limit and time.monotonic() < deadline:
@@ -1338,8 +1451,8 @@ def query_endpoint(
         if attempt["answered"]:
             outcome["answered"] = True
             seen |= _pids_in(attempt["report"])
-            if wanted <= seen:
-                break
+        if wanted <= seen and (outcome["answered"] or not wanted):
+            break  # every live listener answered, or none is known to wait for
     errors = [a["error"] for a in outcome["attempts"] if a["error"]]
     if not outcome["answered"] and errors:
         outcome["error"] = errors[-1]
@@ -1402,30 +1515,29 @@ def join_ranks(
 def uncovered_processes(
     processes: List[Dict[str, Any]], outcomes: List[Dict[str, Any]]
 ) -> List[str]:
-    """NCCL processes here that run NCCL's RAS thread but are named in no RAS answer. A text
-    report (NCCL before 2.28.7) names no pid when all is well: a complete one covers the
-    processes listening on the endpoint that gave it."""
+    """What no RAS answer covers: NCCL processes here that RAS names nowhere, and endpoints that
+    accepted a connection but never answered. A text report (NCCL before 2.28.7) names no pid when
+    all is well: a complete one covers the processes listening on the endpoint that gave it."""
     named = set()
     text_endpoints = set()
+    found = []
     for outcome in outcomes:
         for attempt in outcome["attempts"]:
             named |= _pids_in(attempt.get("report"))
             report = attempt.get("report") or {}
             if report.get("format") == "text" and report.get("complete"):
                 text_endpoints.add(outcome["endpoint"])
-    found = []
+        if not outcome["answered"] and any(a.get("listening") for a in outcome["attempts"]):
+            found.append("RAS at %s: %s" % (outcome["endpoint"], outcome["error"]))
     for process in processes:
-        if "NCCL RAS" not in process["nccl_threads"] and not process["ranks"]:
+        disabled = process["ras_endpoint"] is None
+        if not runs_nccl(process) and not (disabled and process.get("gpus")):
             continue
         if (process.get("ns_pid") or process["pid"]) in named:
             continue
         if process["ras_endpoint"] in text_endpoints:
             continue
-        why = (
-            "RAS disabled (NCCL_RAS_ENABLE=0)"
-            if process["ras_endpoint"] is None
-            else "no RAS answer names it"
-        )
+        why = "RAS disabled (NCCL_RAS_ENABLE=0)" if disabled else "no RAS answer names it"
         found.append("pid %d (%s): %s" % (process["pid"], _short(process["cmdline"]), why))
     return found
 
@@ -1469,13 +1581,14 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
     scanned = time.monotonic()
     users: Dict[int, str] = {}
     libraries = Libraries(proc)
+    sockets = Listeners(proc)
     processes: List[Dict[str, Any]] = []
     excluded = 0
     for pid in sorted(scan.candidates):
         if scan.is_own(pid):
             excluded += 1
             continue
-        process = describe_process(proc, pid, scan.candidates[pid], libraries, users)
+        process = describe_process(proc, pid, scan.candidates[pid], libraries, users, sockets)
         if process is not None:
             processes.append(process)
     unreadable = describe_unreadable(proc, scan.unreadable, users)
@@ -1507,7 +1620,8 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
             listeners = [
                 p
                 for p in everyone
-                if p["ras_endpoint"] == endpoint and "NCCL RAS" in p["nccl_threads"]
+                if p["ras_endpoint"] == endpoint
+                and (p["ras_listener"] or "NCCL RAS" in p["nccl_threads"])
             ]
             transcripts: Optional[List[str]] = [] if keep else None
             outcome = query_endpoint(endpoint, listeners, settings, deadline, transcripts)

@@ -24,6 +24,7 @@ Other behaviours, none of them NCCL output, stand in for what can go wrong:
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import socketserver
 import threading
@@ -44,6 +45,14 @@ class Capture:
     @property
     def is_json(self) -> bool:
         return self.report.lstrip().startswith("{")
+
+
+def with_pid(capture: Capture, old: int, new: int) -> Capture:
+    """The capture with one process id replaced (a stand-in process serving it names itself);
+    nothing else of the captured bytes changes."""
+    report = re.sub(rf'("pid": ){old}\b', rf"\g<1>{new}", capture.report)
+    report = re.sub(rf"(process ){old}\b", rf"\g<1>{new}", report)
+    return Capture(dict(capture.replies), report)
 
 
 def parse_capture(text: str) -> Capture:
@@ -129,8 +138,14 @@ class _Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, behaviour: str, capture: Capture) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def server_bind(self) -> None:
+        if self.reuse_port:
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        super().server_bind()
+
+    def __init__(self, behaviour: str, capture: Capture, port: int = 0) -> None:
+        self.reuse_port = port != 0  # a fixed port is shared as NCCL shares it (SO_REUSEPORT)
+        super().__init__(("127.0.0.1", port), _Handler)
         self.behaviour = behaviour
         self.capture = capture
         self.received: list[str] = []
@@ -138,10 +153,12 @@ class _Server(socketserver.ThreadingTCPServer):
 
 
 @contextlib.contextmanager
-def replay_server(capture: Capture | None = None, behaviour: str = "replay") -> Iterator[_Server]:
+def replay_server(
+    capture: Capture | None = None, behaviour: str = "replay", port: int = 0
+) -> Iterator[_Server]:
     """A running server on 127.0.0.1 (its port: `server.server_address[1]`), stopped on exit."""
     assert behaviour in BEHAVIOURS, behaviour
-    server = _Server(behaviour, capture or Capture())
+    server = _Server(behaviour, capture or Capture(), port)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.daemon = True
     thread.start()
