@@ -65,6 +65,7 @@ FALLBACK_SCAN_MAX_BYTES = 512 * 1024 * 1024  # no section table: the whole file,
 FALLBACK_SCAN_CHUNK = 8 * 1024 * 1024
 LIBRARY_READ_BUDGET_S = 5.0  # all library reads of one run together
 ENVIRON_MAX_BYTES = 1024 * 1024
+THREAD_PREFIXES = ("NCCL", "pt_nccl")
 CMDLINE_MAX_CHARS = 1000
 MASK = "***"
 
@@ -326,10 +327,12 @@ def version_from_name(path: str) -> Optional[str]:
 
 
 def thread_kinds(names: Iterable[str]) -> List[str]:
-    """NCCL's own thread names ("NCCL RAS", "NCCL Service  3", "NCCL Progress 2"), numbers dropped."""
+    """The threads that show NCCL at work, numbers dropped: torch's ProcessGroupNCCL names its
+    own ("pt_nccl_watchdg", "pt_nccl_heartbt"); NCCL names its threads ("NCCL RAS", "NCCL
+    Service  3") only with NCCL_SET_THREAD_NAME=1. Thread names are readable by every user."""
     kinds = set()
     for name in names:
-        if name.startswith("NCCL"):
+        if name.startswith(THREAD_PREFIXES):
             kinds.add(re.sub(r"[\s\d]+$", "", name).strip())
     return sorted(kinds)
 
@@ -1106,7 +1109,8 @@ def ras_endpoint_of(environ: Dict[str, str]) -> Optional[str]:
 def describe_unreadable(
     proc: str, unreadable: Dict[int, str], users: Dict[int, str], budget_s: float = 0.25
 ) -> Dict[str, Any]:
-    """Counts by user, and each process running NCCL threads named (thread names are public)."""
+    """Counts by user, and each process whose thread names show NCCL at work (thread names are
+    readable by every user; see thread_kinds)."""
     by_user: Dict[str, int] = {}
     nccl: List[Dict[str, Any]] = []
     deadline = time.monotonic() + budget_s
@@ -1138,7 +1142,7 @@ def describe_unreadable(
                     "nccl_threads": kinds,
                     "ras_endpoint": RAS_DEFAULT,  # its environment is closed: assumed
                     "ras_listener": None,
-                    "listening": [],
+                    "listening": None,  # its sockets are closed to this user
                     "gpus": [],
                     "ranks": [],
                 }
@@ -1621,7 +1625,7 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
                 p
                 for p in everyone
                 if p["ras_endpoint"] == endpoint
-                and (p["ras_listener"] or "NCCL RAS" in p["nccl_threads"])
+                and (p["ras_listener"] or (p["listening"] is None and p["nccl_threads"]))
             ]
             transcripts: Optional[List[str]] = [] if keep else None
             outcome = query_endpoint(endpoint, listeners, settings, deadline, transcripts)
