@@ -529,6 +529,7 @@ def _error_ranks(ranks: List[Dict[str, Any]], field: str) -> List[Dict[str, Any]
                     "rank": rank.get("rank"),
                     "host": rank.get("host"),
                     "pid": rank.get("pid"),
+                    "cuda_dev": rank.get("cuda_dev"),
                     "code": code,
                     "error": NCCL_RESULTS.get(code, "error %d" % code),
                 }
