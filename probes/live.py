@@ -1,12 +1,12 @@
-"""Live NCCL jobs: what each running NCCL process mapped (libnccl, libcudart, libcuda), its GPUs, and NCCL RAS.
+"""Running NCCL jobs: the libnccl, libcudart, libcuda each process mapped, its GPUs, NCCL RAS's word.
 
 Read-only: it reads /proc (maps, status, environ, thread names), asks `nvidia-smi
 --query-compute-apps` once, and asks each NCCL RAS endpoint (localhost:28028, and every
 NCCL_RAS_ADDR seen) for its status report; it never signals, traces or attaches to a process.
 
 What it could not read is said: other users' processes whose maps are closed to this user are
-counted by user under `unreadable` (those running NCCL threads, which /proc shows to anyone, are
-named one by one), and a RAS endpoint that does not answer within its short timeouts is reported
+counted by user under `unreadable` (those whose thread names, which /proc shows to anyone, show
+NCCL at work are named one by one), and a RAS endpoint that does not answer within its short timeouts is reported
 with the stage it stopped at. `problems.*` are lists, or null when they could not be judged (an
 NCCL process here that no RAS report covers): a rule reading null is unknown, never a pass.
 
@@ -60,7 +60,9 @@ DELETED = " (deleted)"
 VERSION_IN_NAME = re.compile(r"\.so\.(\d+\.\d+(?:\.\d+)*)$")
 # NCCL's VERSION_STRING: "NCCL version 2.28.9+cuda13.0".
 NCCL_VERSION = re.compile(rb"NCCL version (\d+\.\d+\.\d+)(\+cuda[\d.]+)?")
-RODATA_MAX_BYTES = 64 * 1024 * 1024  # .rodata of libnccl 2.28 is a few MB
+# Reading .rodata alone: on the H200, libnccl 2.28.9 (218 MB) plus libcudart and libcuda cost
+# 225 KB of reads and 2 ms in all.
+RODATA_MAX_BYTES = 64 * 1024 * 1024
 FALLBACK_SCAN_MAX_BYTES = 512 * 1024 * 1024  # no section table: the whole file, bounded
 FALLBACK_SCAN_CHUNK = 8 * 1024 * 1024
 LIBRARY_READ_BUDGET_S = 5.0  # all library reads of one run together
