@@ -28,12 +28,8 @@ from fleet.models import HostOutcome, Run
 
 LIVE_SCHEMA = "fleet.live/1"
 PROBE = "live"
-STOPPED = {
-    "T": "stopped",
-    "t": "stopped by a tracer",
-    "Z": "a zombie",
-    "D": "in uninterruptible sleep",
-}
+# Process states that freeze a rank (D, uninterruptible sleep, is often a moment in the driver).
+STOPPED = {"T": "stopped", "t": "stopped by a tracer", "Z": "a zombie"}
 NOT_AN_ERROR = (0, 7)  # ncclSuccess, ncclInProgress
 LOOPBACK = ("127.0.0.1", "::1")
 
