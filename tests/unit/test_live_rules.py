@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from fleet.checks import evaluate, load_rules
-from fleet.checks.packs import pack_path
+from fleet.checks import evaluate, load_rules, pack_path
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
 from tests.conftest import ROOT
