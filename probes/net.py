@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 TIMEOUT_S = 30
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
@@ -500,6 +500,15 @@ def port_label(device: str, port: str) -> str:
     return "%s/%s" % (device, port)
 
 
+def natural_key(name: str) -> List[Any]:
+    """mlx5_2 before mlx5_10."""
+    return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name)]
+
+
+def natural_sorted(names: Iterable[str]) -> List[str]:
+    return sorted(names, key=natural_key)
+
+
 def rdma_views(devices: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """What rules read, derived from the devices: None everywhere when they could not be read."""
     if devices is None:
@@ -517,13 +526,15 @@ def rdma_views(devices: Optional[Dict[str, Any]]) -> Dict[str, Any]:
         )
     ports = [
         (port_label(name, number), port)
-        for name, device in sorted(devices.items())
-        for number, port in sorted(device["ports"].items())
+        for name, device in sorted(devices.items(), key=lambda item: natural_key(item[0]))
+        for number, port in sorted(device["ports"].items(), key=lambda item: natural_key(item[0]))
     ]
     states = [port["state"] for _, port in ports]
+    rates = {label: port["rate"] for label, port in ports if port["state"] == "ACTIVE"}
+    firmware = {name: devices[name]["fw_ver"] for name in natural_sorted(devices)}
     return {
         "devices": devices,
-        "hcas": sorted(devices),
+        "hcas": natural_sorted(devices),
         "port_count": len(ports),
         "active_ports": None if None in states else states.count("ACTIVE"),
         "inactive_ports": [
@@ -531,8 +542,9 @@ def rdma_views(devices: Optional[Dict[str, Any]]) -> Dict[str, Any]:
             for label, port in ports
             if port["state"] != "ACTIVE"
         ],
-        "rates": {label: port["rate"] for label, port in ports if port["state"] == "ACTIVE"},
-        "firmware": {name: device["fw_ver"] for name, device in sorted(devices.items())},
+        # null where one is unreadable: a rule reading them is then unknown, never a pass
+        "rates": None if None in rates.values() else rates,
+        "firmware": None if None in firmware.values() else firmware,
         "roce_ports": [
             label for label, port in ports if (port["link_layer"] or "").lower() == "ethernet"
         ],
@@ -557,7 +569,7 @@ def rdma_summary(
     layers = sorted({p["link_layer"] or "link layer unreadable" for p in ports})
     return "%d RDMA device(s) (%s), %d of %d port(s) active, link layer %s" % (
         len(devices),
-        ", ".join(sorted(devices)),
+        ", ".join(natural_sorted(devices)),
         active,
         len(ports),
         " + ".join(layers),
@@ -892,7 +904,10 @@ def _port_names(devices: Optional[Mapping[str, Any]]) -> Optional[List[Tuple[str
     if devices is None:
         return None
     return [
-        (name, int(port)) for name, device in sorted(devices.items()) for port in device["ports"]
+        (name, int(port))
+        for name in natural_sorted(devices)
+        for port in sorted(devices[name]["ports"], key=natural_key)
+        if port.isdigit()
     ]
 
 
@@ -908,6 +923,7 @@ def _resolve_list(
         return None
     matched: List[str] = []
     nothing: List[str] = []
+    wider: List[str] = []  # NCCL matches prefixes: mlx5_1 is also mlx5_10 and mlx5_11
     for entry in parsed["entries"]:
         hits = []
         for item in existing:
@@ -922,10 +938,15 @@ def _resolve_list(
             matched += [h for h in hits if h not in matched]
         else:
             nothing.append(label)
+        others = sorted({h.split("/")[0] for h in hits} - {entry["name"]})
+        if others and not parsed["exact"]:
+            wider.append("%s also matches %s" % (label, ", ".join(natural_sorted(others))))
     every = ["%s/%s" % item if with_ports else item for item in existing]
     chosen = [x for x in every if x not in matched] if parsed["exclude"] else matched
     setting["resolves_to"] = chosen
     setting["names_nothing"] = nothing
+    if wider:
+        setting["note"] = "; ".join(wider) + " (NCCL matches prefixes: a leading = matches exactly)"
     names = ", ".join(every) or "none"
     if parsed["exclude"]:
         if nothing:
@@ -988,13 +1009,18 @@ def gid_index_check(
     `problems` is None where the GID tables could not be read."""
     setting = settings.get("NCCL_IB_GID_INDEX", {}).get("value")
     result: Dict[str, Any] = {"setting": setting, "ports": {}, "problems": []}
+    ib_disable = settings.get("NCCL_IB_DISABLE", {}).get("value", "").strip()
+    net = settings.get("NCCL_NET", {}).get("value", "").strip().lower()
+    if ib_disable not in ("", "0") or (net and net != "ib"):
+        result["note"] = "NCCL's IB transport is not used here (NCCL_IB_DISABLE / NCCL_NET)"
+        return result
     if devices is None:
         result["problems"] = None
         return result
     hca = settings.get("NCCL_IB_HCA", {}).get("resolves_to")
     problems: List[str] = []
-    for name, device in sorted(devices.items()):
-        for number, port in sorted(device["ports"].items()):
+    for name in natural_sorted(devices):
+        for number, port in sorted(devices[name]["ports"].items()):
             label = port_label(name, number)
             if (port["link_layer"] or "").lower() != "ethernet" or port["state"] != "ACTIVE":
                 continue
@@ -1092,7 +1118,7 @@ def probe_host(
     timings["plugins"] = round(time.monotonic() - plugin_started, 4)
     all_netdevs = None
     if data["netdevs"] is not None:
-        all_netdevs = sorted(list(data["netdevs"]) + list(data["virtual_netdevs"] or []))
+        all_netdevs = natural_sorted(list(data["netdevs"]) + list(data["virtual_netdevs"] or []))
     data["settings_problems"] = resolve_settings(
         settings, devices, all_netdevs, data["nccl_plugins"]
     )
