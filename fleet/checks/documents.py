@@ -9,6 +9,7 @@ from typing import Any
 
 from fleet.analysis.allreduce_matrix import configured_variant, matrix_of
 from fleet.analysis.facts import allreduce_summary
+from fleet.analysis.net import nic_gpus
 from fleet.models import HostOutcome
 
 # Helpers in a host's document: the probe whose success each needs (None: always there).
@@ -18,6 +19,7 @@ HELPERS: Mapping[str, str | None] = {
     "_args": None,
     "_allreduce": "allreduce",
     "_allreduce_configured": "allreduce",
+    "_nic_gpus": "net",
 }
 # Per-host results that are not probes but read like one: `fleet fabric` runs give `fabric`.
 RESULTS_BESIDE_PROBES = frozenset({"fabric"})
@@ -38,6 +40,11 @@ def host_document(
     configured = configured_variant(matrix_of(outcome), nccl.data.get("env") if nccl else None)
     if configured is not None:
         document["_allreduce_configured"] = configured
+    net = outcome.probes.get("net")
+    if net is not None and net.status == "ok":
+        gpu = outcome.probes.get("gpu")
+        gpu_data = gpu.data if gpu is not None and gpu.status == "ok" else None
+        document["_nic_gpus"] = _plain(nic_gpus(net.data, gpu_data))
     return document
 
 
