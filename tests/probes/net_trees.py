@@ -598,8 +598,11 @@ def case_p4d_efa4() -> Spec:
     }
 
 
-def netdev_capture_case(capture: str, dev_infiniband: list[str] | None) -> Spec:
-    """A host's real /sys/class/net (captured by `capture-net`), no RDMA device."""
+def netdev_capture_case(
+    capture: str, dev_infiniband: list[str] | None, proc: Spec | None = None
+) -> Spec:
+    """A host's real /sys/class/net (captured by `capture-net`), no RDMA device. `dev_infiniband`
+    None: no /dev/infiniband and no /sys/class/infiniband; a list: both exist, the class empty."""
     captured = json.loads((CAPTURES / capture).read_text())
     netdevs = {n: a for n, a in captured.items() if a.get("device")}
     virtual = {n: a for n, a in captured.items() if not a.get("device")}
@@ -607,10 +610,20 @@ def netdev_capture_case(capture: str, dev_infiniband: list[str] | None) -> Spec:
         "devices": [],
         "netdevs": netdevs,
         "virtual_netdevs": virtual,
-        "proc": {"dev_infiniband": dev_infiniband or []},
-        "no_infiniband_class": True,
+        "proc": dict(proc or {}, dev_infiniband=dev_infiniband or []),
+        "no_infiniband_class": dev_infiniband is None,
         "no_dev_infiniband": dev_infiniband is None,
     }
+
+
+# The lent H200 VM (bench/device_net.sh, 2026-12-01): its /proc/modules, kernel and driver lines.
+PROC_H200 = {
+    "modules": ["nvidia_uvm", "nvidia"],
+    "module_versions": {"nvidia": "580.159.04"},
+    "osrelease": "6.18.44-fc-v657-gpu",
+    "nvidia_version": "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04"
+    "  Release Build  (nixbld@)",
+}
 
 
 CASES = {
@@ -623,6 +636,7 @@ CASES = {
     "roce4_gid_nccl1538": case_roce4_gid_nccl1538,
     "p4d_efa4": case_p4d_efa4,
     "local_no_rdma": lambda: netdev_capture_case("local_sys_class_net.json", None),
+    "h200_no_rdma": lambda: netdev_capture_case("h200_sys_class_net.json", ["rdma_cm"], PROC_H200),
 }
 
 

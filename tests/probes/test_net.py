@@ -224,6 +224,26 @@ def test_a_host_without_rdma_says_so_plainly() -> None:
     assert data["nccl_plugins"]["in_use"] == "none: NCCL's internal IB and Socket transports"
 
 
+H200_REAL = GOLDEN / "h200_real"
+
+
+def test_the_lent_h200_says_no_rdma_plainly_and_its_tree_reads_as_it_did() -> None:
+    """The probe by hand on the lent H200 VM (bench/device_net.sh): an empty /sys/class/infiniband,
+    /dev/infiniband/rdma_cm alone, one virtio NIC. Its golden tree (its /sys/class/net, modules,
+    kernel and driver lines) reads as the host did, ldconfig aside (the tree run reads none)."""
+    real = json.loads((H200_REAL / "net_by_hand.json").read_text())
+    assert real["ok"] is True
+    assert real["data"]["rdma"]["summary"] == (
+        "no RDMA devices: /sys/class/infiniband is empty; /dev/infiniband holds rdma_cm"
+    )
+    assert real["data"]["timings_s"]["total"] < 0.3
+    tree = case_data("h200_no_rdma")
+    real_data = dict(real["data"])
+    real_data.pop("timings_s")
+    real_data["nccl_plugins"] = dict(real_data["nccl_plugins"], ldconfig_read=False)
+    assert tree == real_data
+
+
 def test_rdma_cm_alone_under_dev_is_said(tmp_path: Path) -> None:
     root = copy_case("local_no_rdma", tmp_path)
     (root / "dev" / "infiniband").mkdir(parents=True)
