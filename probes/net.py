@@ -47,6 +47,8 @@ FACTS = {
         "virtual_netdevs",
         "nccl_plugins.found",
         "nccl_plugins.found[*].*",
+        "nccl_plugins.loads",  # compared once, as nccl_plugins.in_use
+        "nccl_plugins.loads.*",
         "nccl_settings.*.note",
         "settings_problems",
         "gid_index.problems",
