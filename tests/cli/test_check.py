@@ -37,10 +37,13 @@ def test_clean_saved_run_exits_0(tmp_path: Path) -> None:
     clean.write_text(json.dumps(real_run_with_health()))
     done = fleet(tmp_path, "check", "--run", str(clean), "--pack", "inference")
     assert done.returncode == 0, done.stdout + done.stderr
-    # The recording predates the live probe: its 4 rules are the only ones not judged.
+    # The recording predates the live and net probes: their rules are the only ones not judged.
     assert "? check incomplete: no error failures" in done.stdout
     not_judged = done.stdout.split("not judged:")[1].split("--strict")[0]
-    assert " ".join(not_judged.split()) == "skipped 4 rules on local: probe live was not run"
+    assert " ".join(not_judged.split()) == (
+        "skipped 8 rules on local: probe net was not run"
+        " skipped 4 rules on local: probe live was not run"
+    )
 
 
 def test_json_format_is_a_check_document(tmp_path: Path) -> None:
