@@ -29,6 +29,7 @@ from fleet.render.html.divmap import divergence_map, name_lists
 from fleet.render.html.fabric import fabric_section
 from fleet.render.html.health import has_health, health_section
 from fleet.render.html.markup import chip, esc, hosts_label, row, section, table
+from fleet.render.html.net import has_net, net_section
 from fleet.render.html.sections import (
     checks_section,
     drift_section,
@@ -164,6 +165,8 @@ def _present(report: Report) -> list[tuple[str, str]]:
     found.append(("allreduce", "allreduce"))
     if has_health(report.run.hosts.values()):
         found.append(("health", "GPU health"))
+    if has_net(report.run.hosts.values()):
+        found.append(("network", "network"))
     if report.checks is not None:
         found.append(("checks", "checks"))
     if report.drift is not None:
@@ -211,6 +214,10 @@ def _sections(report: Report) -> list[str]:
     health = health_section(list(run.hosts.values()))
     if health is not None:
         parts.append(section("health", "GPU health", health))
+    network = net_section(list(run.hosts.values()))
+    if network is not None:
+        parts.append(section("network", "network", network,
+                             "each RDMA port's state and rate, the NCCL net plugin, GPUDirect RDMA"))  # fmt: skip
     if report.checks is not None:
         parts.append(section("checks", "check verdicts", checks_section(report.checks)))
     if report.drift is not None:
