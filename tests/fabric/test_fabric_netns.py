@@ -19,7 +19,7 @@ from tests.fabric.conftest import NetnsFleet
 from tests.faults.conftest import start_fleet, wait_until
 from tests.integration.conftest import run_fleet
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.torch]  # the ranks run torch.distributed
 
 SIZES = "8,64K,1M"
 # A shaped host or link runs ~50x slower than the others at 1 MiB; this 2-core machine, shared with

@@ -202,6 +202,7 @@ def test_against_stub_torch(stub, resolved, version):
         assert "cannot import name 'SymmetricMemory'" in tried["error"]
 
 
+@pytest.mark.torch
 def test_real_torch_symmetric_memory_resolves_to_the_name_that_exists():
     torch = pytest.importorskip("torch")
     symm = pytest.importorskip("torch.distributed._symmetric_memory")

@@ -146,6 +146,7 @@ def test_by_hand_never_imports_itself_as_torch(tmp_path):
         assert set(data["data"]) >= CONTRACT["torch"]  # the fields the real H200 run has
 
 
+@pytest.mark.torch
 def test_real_cpu_torch():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
