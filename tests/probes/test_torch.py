@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import remote_has
 from tests.probes import handrun
 from tests.probes.handrun import load_probe
-from tests.unit.test_real_run import CONTRACT
+from tests.recorded import CONTRACT
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "probes" / "torch.py"

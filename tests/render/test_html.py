@@ -21,7 +21,7 @@ from fleet.execution.bundle import available_probes
 from fleet.models import HostOutcome, Run
 from fleet.render.html.page import Report, exit_meaning, render_html
 from fleet.render.html.svg import Series, byte_ticks, decade_ticks, log_chart
-from tests.cli.test_cli import fleet
+from tests.helpers import invoke_fleet as fleet
 from tests.render.fleets import loopback8, loopback8_with_allreduce
 
 HOSTILE = '<script>alert("x")</script><img src="https://evil.example/x.png">'
