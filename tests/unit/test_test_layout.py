@@ -1,6 +1,6 @@
 """The test suite's own layout: test modules share helpers through helper modules, never through
-each other, and every test that needs torch carries the `torch` marker (.ci/run's 3.8 job runs
-`-m "not torch"`)."""
+each other; every test that needs torch carries the `torch` marker (.ci/run's 3.8 job runs
+`-m "not torch"`); and fleet/ never imports torch (what mypy's optional torch relies on)."""
 
 from __future__ import annotations
 
@@ -85,6 +85,21 @@ def test_the_import_scan_catches_absolute_and_relative_imports(line: str) -> Non
 def test_helpers_are_not_test_modules() -> None:
     found = imported_modules("from tests.unit.helpers import host", "tests.unit.test_x")
     assert not [n for n in found if is_test_module(n)]
+
+
+def test_fleet_never_imports_torch() -> None:
+    """pyproject.toml lets mypy take a missing torch as Any (the probes import it optionally); that
+    stays harmless only while the controller (fleet/) never imports torch itself."""
+    fleet = sorted((ROOT / "fleet").rglob("*.py"))
+    assert fleet
+    found = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in fleet
+        for name in sorted(imports_of(path))
+        if name.split(".")[0] == "torch"
+    ]
+    assert found == []
+    assert "torch" in imported_modules("def collect(options):\n    import torch\n", "probes.x")
 
 
 # ------------------------------------------------------------------ the torch marker
