@@ -129,10 +129,6 @@ def test_graph_plan(iterations, expected):
     assert plan["graph_plan"](iterations) == expected
 
 
-def test_worker_source_compiles():
-    compile(probe.worker_source(), "<worker>", "exec")
-
-
 # ------------------------------------------------------------------ options and environment
 def test_option_defaults():
     nccl = probe.parse_options({})
