@@ -107,6 +107,7 @@ def test_interrupt_marks_pending_hosts_and_keeps_finished_probes() -> None:
     started = time.monotonic()
     outcomes = run_probes({"good": GOOD, "slow": slow}, hosts=hosts, interrupt_after_s=2.0)
     assert time.monotonic() - started < 2.0 + 2.0
+    assert sorted(outcomes) == ["a", "b"]
     for outcome in outcomes.values():
         assert outcome.status == "interrupted"
         assert outcome.probes["good"].status == "ok"
