@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import os
 import subprocess
@@ -54,6 +55,7 @@ def _imports_torch(node: ast.AST) -> bool:
     return False
 
 
+@functools.cache  # parametrized tests share one function
 def needs_torch(function: Callable[..., Any]) -> bool:
     """Whether a test or fixture function's own code imports torch or skips without it."""
     try:
