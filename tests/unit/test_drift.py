@@ -5,7 +5,7 @@ from __future__ import annotations
 from fleet.analysis.drift import compare_runs
 from fleet.analysis.facts import declared_facts
 from fleet.models import Run
-from tests.unit.test_diff import allreduce, gpu, host
+from tests.unit.helpers import allreduce, gpu, host
 
 DECLARED = declared_facts()
 
