@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from markdown_it import MarkdownIt
 
 from fleet.analysis.diff import compare_hosts
 from fleet.analysis.drift import compare_runs
@@ -14,6 +11,7 @@ from fleet.analysis.facts import declared_facts
 from fleet.models import Run
 from fleet.render.documents import drift_markdown, fleet_diff_markdown, md_code, md_text
 from tests.cli.inprocess import LOOPBACK8, run_document
+from tests.markdown_tables import table_rows
 
 SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
 
@@ -23,27 +21,6 @@ def two_host_run() -> Run:
     document = run_document(LOOPBACK8)
     document["hosts"] = {k: v for k, v in document["hosts"].items() if k in ("gpu-01", "gpu-07")}
     return Run.from_dict(document)
-
-
-def table_rows(markdown: str) -> list[list[str]]:
-    """Each table row (header included) as the text of its cells, as GitHub would render them."""
-    tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
-    rows: list[list[str]] = []
-    for token in tokens:
-        if token.type == "tr_open":
-            rows.append([])
-        elif token.type == "inline" and rows and _in_cell(tokens, token):
-            rows[-1].append(_plain(token))
-    return rows
-
-
-def _in_cell(tokens: list[Any], token: Any) -> bool:
-    before = tokens[tokens.index(token) - 1]
-    return before.type in ("th_open", "td_open")
-
-
-def _plain(inline: Any) -> str:
-    return "".join(child.content for child in inline.children or [])
 
 
 def test_two_host_diff_parses_as_a_table_with_three_cells_per_row() -> None:
