@@ -48,9 +48,7 @@ def significant(value: float, digits: int = SIGNIFICANT) -> float:
     return round(value, digits - 1 - math.floor(math.log10(abs(value))))
 
 
-def make_band(
-    values: Sequence[float], k: float = DEFAULT_K, floor: float = DEFAULT_FLOOR
-) -> Band:
+def make_band(values: Sequence[float], k: float = DEFAULT_K, floor: float = DEFAULT_FLOOR) -> Band:
     """The band of `values` (at least one): median ± max(k·1.4826·MAD, floor·|median|), the low
     end never below zero (no measurement fleet takes is negative), rounded as a file keeps it."""
     if not values:

@@ -17,7 +17,14 @@ from typing import Any
 from fleet.analysis.bands import DEFAULT_FLOOR, DEFAULT_K, Band, make_band
 from fleet.analysis.cohorts import default_key, find_cohorts
 from fleet.analysis.facts import FactCache, HostFacts, ProbeFacts
-from fleet.analysis.measured import FAMILIES, VERSIONS, Key, gpu_identity, host_measured, host_versions
+from fleet.analysis.measured import (
+    FAMILIES,
+    VERSIONS,
+    Key,
+    gpu_identity,
+    host_measured,
+    host_versions,
+)
 from fleet.errors import UsageError
 from fleet.models import NOT_REACHED, HostOutcome, Run
 
@@ -186,9 +193,9 @@ def build_baseline(
             samples = by_cohort.setdefault(place.cohort, _Samples(place))
             samples.hosts.add(host)
             samples.runs.add(index)
-            for name, value in host_versions(outcome).items():
-                if value is not None:
-                    samples.versions[name].add(value)
+            for software, version in host_versions(outcome).items():
+                if version is not None:
+                    samples.versions[software].add(version)
             for key, value in measured.items():
                 samples.values[key].append(value)
         made.append(
@@ -220,10 +227,10 @@ def _merge_inferred(by_cohort: dict[str, _Samples]) -> dict[str, _Samples]:
         into = alike[0]
         into.hosts |= samples.hosts
         into.runs |= samples.runs
-        for version, values in samples.versions.items():
-            into.versions[version] |= values
-        for key, values in samples.values.items():
-            into.values[key] += values
+        for software, versions in samples.versions.items():
+            into.versions[software] |= versions
+        for key, figures in samples.values.items():
+            into.values[key] += figures
     return merged
 
 

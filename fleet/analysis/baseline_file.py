@@ -129,7 +129,9 @@ def baseline_text(baseline: Baseline) -> str:
 def parse_baseline(text: str, path: str) -> Baseline:
     """The baseline in `text` (read from `path`, for messages), validated."""
     where = Location(path, BaselineFileError)
-    document = where.parse(text, hint=f"check the indentation and quoting near that line, or {REMAKE}")
+    document = where.parse(
+        text, hint=f"check the indentation and quoting near that line, or {REMAKE}"
+    )
     if not isinstance(document, dict):
         raise where.fail("a baseline is a mapping (schema:, band:, cohorts:, …)", hint=REMAKE)
     _known_keys(document, TOP_KEYS, where, "at the top level")
@@ -171,7 +173,9 @@ def parse_baseline(text: str, path: str) -> Baseline:
     )
 
 
-def _known_keys(raw: Mapping[Any, Any], allowed: tuple[str, ...], where: Location, what: str) -> None:
+def _known_keys(
+    raw: Mapping[Any, Any], allowed: tuple[str, ...], where: Location, what: str
+) -> None:
     unknown = [k for k in raw if k not in allowed]
     if unknown:
         raise where.at(raw, unknown[0]).fail(
@@ -190,13 +194,13 @@ def _mapping(raw: Mapping[Any, Any], key: str, where: Location) -> Mapping[Any, 
 
 def _number(raw: Mapping[Any, Any], key: str, where: Location, positive: bool = False) -> float:
     value = raw.get(key)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (positive and value == 0):
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if number is None or not math.isfinite(number) or number < 0 or (positive and number == 0):
         raise where.at(raw, key if key in raw else None).fail(
             f"{key}: {value!r} is not a {'positive' if positive else 'non-negative'} number",
             hint=f"e.g. {key}: {3.0 if key == 'k' else 0.1}",
         )
-    return float(value)
+    return float(number)
 
 
 def _runs(raw: Any, where: Location) -> tuple[MadeFrom, ...]:
@@ -241,7 +245,9 @@ def _cohort(name: str, raw: Any, where: Location) -> BaselineCohort:
         bands[key] = _band(measurement, entry, here)
     versions = raw.get("versions") or {}
     if not isinstance(versions, dict):
-        raise where.at(raw, "versions").fail("versions: is a mapping (torch:, cuda:, nccl:, driver:)")
+        raise where.at(raw, "versions").fail(
+            "versions: is a mapping (torch:, cuda:, nccl:, driver:)"
+        )
     return BaselineCohort(
         name=name,
         label=str(raw.get("label") or name),

@@ -287,15 +287,15 @@ def _judge_family(
     verdict = FamilyVerdict(family, "pass", judged)
     missing = verdict.missing
     lacking = ""
-    if missing:
+    if missing and why:  # nothing of the family ran: say why, not each figure
+        lacking = f"{why}: the baseline has {len(judged)} {family} measurement(s) for this cohort"
+    elif missing:
         names = ", ".join(j.key.short for j in missing[:NAMED])
         more = f", … ({len(missing) - NAMED} more)" if len(missing) > NAMED else ""
         lacking = (
             f"the run lacks {len(missing)} of the baseline's {len(judged)} {family} "
             f"measurement(s): {names}{more}"
         )
-        if why:
-            lacking = f"{why}: {lacking}"
     if verdict.failures:
         reason = f"{len(verdict.failures)} of {len(judged)} outside the band"
         return FamilyVerdict(family, "fail", judged, f"{reason}; {lacking}" if lacking else reason)
