@@ -256,6 +256,10 @@ def _judge_host(
     return HostJudgement(outcome.name, placed.cohort, cohort, versions, verdicts, note)
 
 
+def _file(baseline: Baseline) -> str:
+    return f" {baseline.path}" if baseline.path else ""
+
+
 def _judge_family(
     run: Run,
     outcome: HostOutcome,
@@ -273,7 +277,7 @@ def _judge_family(
         return FamilyVerdict(
             family,
             "unknown",
-            reason=f"cohort {placed.cohort} is not in the baseline {baseline.where()} "
+            reason=f"cohort {placed.cohort} is not in the baseline{_file(baseline)} "
             f"(it knows: {known})",
         )
     bands = {key: band for key, band in cohort.bands.items() if key.family == family}
