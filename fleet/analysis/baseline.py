@@ -92,11 +92,6 @@ class Baseline:
         have = {key.family for c in self.cohorts.values() for key in c.bands}
         return tuple(f for f in FAMILIES if f in have)
 
-    def where(self, cohort: str | None = None) -> str:
-        """FILE, or FILE:LINE of a cohort, for verdicts and errors."""
-        line = self.lines.get(cohort or "")
-        return f"{self.path}:{line}" if line and self.path else self.path or "the baseline"
-
 
 # ------------------------------------------------------------------------------------- cohorts
 

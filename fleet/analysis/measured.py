@@ -134,12 +134,14 @@ def fabric_measured(section: Mapping[str, Any], host: str) -> dict[Key, float]:
 
 
 def host_measured(run: Run, outcome: HostOutcome) -> dict[Key, float]:
-    """Everything `outcome` measured that a baseline keeps."""
+    """Everything `outcome` measured that a baseline keeps, from probes that succeeded (what a
+    failed or timed-out probe left is no measurement of a sound host)."""
     found: dict[Key, float] = {}
     allreduce = outcome.probes.get("allreduce")
-    if allreduce is not None and isinstance(allreduce.data, Mapping):
+    if allreduce is not None and allreduce.status == "ok" and isinstance(allreduce.data, Mapping):
         found.update(allreduce_measured(allreduce.data))
-    if isinstance(run.fabric, Mapping) and "fabric" in outcome.probes:
+    fabric = outcome.probes.get("fabric")
+    if isinstance(run.fabric, Mapping) and fabric is not None and fabric.status == "ok":
         found.update(fabric_measured(run.fabric, outcome.name))
     return found
 

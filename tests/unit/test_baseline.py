@@ -382,3 +382,12 @@ def test_make_baseline_reads_run_files_and_takes_runs() -> None:
     assert made.fleet_version == api.__version__
     from_python = api.make_baseline([run_of(document(PLAIN))])
     assert from_python.runs[0].location == "run started 2026-11-30T03:09:19.628Z"
+
+
+def test_a_host_whose_allreduce_did_not_succeed_gives_the_baseline_nothing() -> None:
+    good = fleet_of(document(PLAIN), ["gpu-01", "gpu-02"])
+    failed = slower(good, "gpu-02", 3.0)
+    failed["hosts"]["gpu-02"]["probes"]["allreduce"].update(status="partial", ok=False)
+    baseline = baseline_of(failed)
+    assert baseline.cohorts[H200].hosts == ("gpu-01",)
+    assert {b.samples for b in baseline.cohorts[H200].bands.values()} == {1}
