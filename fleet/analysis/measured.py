@@ -27,6 +27,7 @@ UNITS = {"latency_us": "µs", "busbw_gbps": "GB/s"}
 WORDS = {"latency_us": "latency", "busbw_gbps": "busbw"}
 VERSIONS = ("torch", "cuda", "nccl", "driver")
 VERSION_LABELS = {"torch": "torch", "cuda": "CUDA", "nccl": "NCCL", "driver": "driver"}
+_MODE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _CUDA_BUILD = re.compile(r"\+cu(\d+)(\d)$")
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 _NAME = re.compile(
@@ -93,10 +94,10 @@ def _rows(rows: Any, family: str, variant: str = "") -> Iterator[tuple[Key, floa
         size = row.get("bytes")
         if type(size) is not int or size <= 0:
             continue
-        metric = metric_for(size)
+        metric, mode = metric_for(size), str(row.get("mode"))
         value = _number(row.get(metric))
-        if value is not None:
-            yield Key(family, variant, str(row.get("mode", "?")), size, metric), value
+        if value is not None and _MODE.match(mode):  # a name that reads back
+            yield Key(family, variant, mode, size, metric), value
 
 
 def allreduce_measured(data: Mapping[str, Any]) -> dict[Key, float]:
@@ -112,7 +113,9 @@ def allreduce_measured(data: Mapping[str, Any]) -> dict[Key, float]:
 
 def fabric_measured(section: Mapping[str, Any], host: str) -> dict[Key, float]:
     """A host's fabric figures: per size, the median over its pairs that ran well."""
-    backend = str(section.get("backend") or "?")
+    backend = str(section.get("backend"))
+    if not _MODE.match(backend):
+        return {}
     per_size: dict[int, list[float]] = {}
     for pair in section.get("pairs") or []:
         if not isinstance(pair, Mapping) or host not in (pair.get("hosts") or ()):
