@@ -103,7 +103,9 @@ def render_line_rates(console: Console, rates: Sequence[CohortLineRate]) -> None
     if not rates:
         return
     console.print()
-    console.print("[bold]bus bandwidth against line rate[/] [dim](from the hardware: no baseline needed)[/]")
+    console.print(
+        "[bold]bus bandwidth against line rate[/] [dim](from the hardware: no baseline needed)[/]"
+    )
     for cohort in rates:
         rate = cohort.rate
         if rate is None:
