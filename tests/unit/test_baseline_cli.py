@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
 
+from fleet.schemas import all_schemas, schema_for
 from tests.conftest import ROOT
 from tests.helpers import invoke_fleet
-from tests.unit.test_schemas import errors
 
 GOLDEN = ROOT / "tests" / "probes" / "golden" / "real_run"
 PLAIN = GOLDEN / "h200x2_run.json"
@@ -22,6 +24,15 @@ MATRIX = GOLDEN / "h200x2_matrix_run.json"
 MiB = 1 << 20
 EXIT_DRIFT, EXIT_CHECK_FAILED = 16, 32
 CUT_LINE = "local (2× H200): eager 256 MiB busbw 301 → 241 GB/s (band ≥ 271 GB/s)"
+
+
+def errors(kind: str, document: Any) -> list[str]:
+    """Every way `document` breaks the `kind` schema (empty: it validates)."""
+    registry: Registry[Any] = Registry().with_resources(
+        (uri, Resource.from_contents(schema)) for uri, schema in all_schemas().items()
+    )
+    validator = Draft202012Validator(schema_for(kind), registry=registry)
+    return [f"{list(e.absolute_path)}: {e.message[:300]}" for e in validator.iter_errors(document)]
 
 
 @pytest.fixture
