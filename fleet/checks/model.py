@@ -34,7 +34,9 @@ RULE_KEYS = (
     "fix",
 )
 EXPRESSION_KEYS = ("check", "uniform", "uniform_keys", "cohort", "expected", "when", "observed")
-KINDS = ("check", "uniform", "uniform_keys")  # a rule has exactly one of these keys
+# A rules file's rule has exactly one of the first three keys; `baseline` rules are made by fleet
+# from a baseline file (fleet/api/baselines.py), one per family of measurements it holds.
+KINDS = ("check", "uniform", "uniform_keys", "baseline")
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,9 @@ class Rule:
 
     @property
     def kind(self) -> str:
-        return next(k for k in KINDS if getattr(self, k) is not None)
+        """The key a rules file gave it; `baseline` for the rules fleet makes from a baseline
+        file, which have none of those keys."""
+        return next((k for k in KINDS if getattr(self, k, None) is not None), "baseline")
 
     def expressions(self) -> Iterator[Expression]:
         for key in EXPRESSION_KEYS:

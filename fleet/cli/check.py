@@ -22,7 +22,7 @@ import click
 from fleet import api
 from fleet.cli.completion import complete_runs
 from fleet.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, kept_bits, with_bits
-from fleet.cli.options import format_option, pack_option, rules_option
+from fleet.cli.options import baseline_file_option, format_option, pack_option, rules_option
 from fleet.cli.probing import (
     ProbeRequest,
     emit_html,
@@ -33,6 +33,7 @@ from fleet.cli.probing import (
 from fleet.errors import UsageError
 from fleet.models import Run
 from fleet.render.junit import write_junit
+from fleet.render.terminal.baseline import render_line_rates
 from fleet.render.terminal.checks import render_report
 from fleet.render.terminal.console import make_console
 
@@ -64,6 +65,12 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Error rules that are unknown or skipped on a host count as failures (exit bit 32).",
 )
+@baseline_file_option(
+    "--baseline",
+    "--baseline-file",
+    help="Also judge each host's measurements against the bands of its cohort in this baseline "
+    "file (`fleet baseline` makes one): rules baseline-allreduce, -allreduce-matrix, -fabric.",
+)
 @probe_options
 def check_command(
     request: ProbeRequest,
@@ -73,6 +80,7 @@ def check_command(
     junit_path: str | None,
     output_format: str,
     strict: bool,
+    baseline_file: str | None,
 ) -> None:
     """Pre-flight: probe the hosts (or read --run) and judge them against rules. Exit bit 32 on failure."""
     if output_format == "json" and request.json_path == "-":
@@ -80,20 +88,31 @@ def check_command(
     rules, sources = api.load_checks(
         packs, rules_files, request.probe_dirs
     )  # a bad rules file fails before probing
+    base = api.load_baseline(baseline_file) if baseline_file else None  # so does a bad baseline
     console = make_console(stderr=output_format == "json" or request.json_path == "-")
     run, where, probe_code = obtain_run(request, run_ref)
     probe_args = api.inventory_probe_args(request.inventory_path, request.choice.inventory_format)
     report = api.evaluate(rules, run, probe_args)
+    judged = api.judge_baseline(run, base, request.probe_dirs) if base else None
+    if judged is not None:
+        report = api.with_baseline(report, judged)
+        sources = [*sources, f"baseline {baseline_file}"]
+    rates = api.line_rates(run, request.probe_dirs)
     kept = _write_junit(report, junit_path, run.started) if junit_path else True
     title = f"fleet check · {', '.join(sources)} · {len(run.hosts)} host(s) · run {where}"
     if output_format == "json":
-        click.echo(json.dumps(check_document(report, run, sources, where), indent=2, default=str))
+        document = check_document(report, run, sources, where)
+        if judged is not None:
+            document["baseline"] = judged.to_dict()
+        document["line_rate"] = [rate.to_dict() for rate in rates]
+        click.echo(json.dumps(document, indent=2, default=str))
     else:
         render_report(console, report, title)
+        render_line_rates(console, rates)
     code = check_exit_code(report, with_bits(probe_code, kept_bits(kept)), strict)
     if request.html_path:
         diff = api.cross_host_diff(run, probe_dirs=request.probe_dirs)
-        page = emit_html(request.html_path, run, diff, code, where, checks=report)
+        page = emit_html(request.html_path, run, diff, code, where, checks=report, baseline=judged)
         code = with_bits(code, page)
     sys.exit(code)
 

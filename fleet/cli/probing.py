@@ -228,11 +228,19 @@ def emit_html(
     source: str | None,
     drift: api.Drift | None = None,
     checks: api.CheckReport | None = None,
+    baseline: api.BaselineJudgement | None = None,
 ) -> int:
     """--html of probe and check: write the page; exit bit 64 (like --json) when it cannot be."""
     try:
         api.write_report(
-            run, path, diff=diff, drift=drift, checks=checks, exit_code=code, source=source
+            run,
+            path,
+            diff=diff,
+            drift=drift,
+            checks=checks,
+            exit_code=code,
+            source=source,
+            baseline=baseline,
         )
     except FleetError as exc:
         say_not_kept([exc])

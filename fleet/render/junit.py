@@ -52,8 +52,10 @@ def _case(result: RuleResult, verdict: RuleVerdict) -> ET.Element:
         failure.text = "\n".join(
             line
             for line in (
-                f"observed: {format_value(verdict.observed)}",
-                f"expected: {format_value(verdict.expected)}" if rule.kind != "check" else "",
+                _observed(verdict.observed, rule.kind),
+                f"expected: {format_value(verdict.expected)}"
+                if rule.kind not in ("check", "baseline")
+                else "",
                 verdict.reason,
                 f"fix: {verdict.fix}" if verdict.fix else "",
                 f"rule: {rule.source}",
@@ -65,7 +67,18 @@ def _case(result: RuleResult, verdict: RuleVerdict) -> ET.Element:
     return case
 
 
+def _observed(observed: object, kind: str) -> str:
+    """What the rule saw; a baseline's measurements outside their bands one per line."""
+    if kind == "baseline" and isinstance(observed, list):
+        return "\n".join(["observed:", *(f"  {line}" for line in observed)])
+    return f"observed: {format_value(observed)}"
+
+
 def _failure_message(result: RuleResult, verdict: RuleVerdict) -> str:
+    observed = verdict.observed
+    if result.rule.kind == "baseline" and isinstance(observed, list) and observed:
+        more = f" (and {len(observed) - 1} more)" if len(observed) > 1 else ""
+        return f"{verdict.host}: {observed[0]}{more}"  # the one line CI shows
     return (
         f"{result.rule.description or result.rule.id} (observed {format_value(verdict.observed)})"
     )

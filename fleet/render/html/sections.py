@@ -39,14 +39,14 @@ def _rule(result: RuleResult) -> str:
     )
     body = [f'<p class="dim">{esc(rule.description)} <code>{esc(rule.source)}</code></p>']
     failing = [v for v in result.verdicts if v.status in ("fail", "unknown", "skipped")]
-    rows = [_verdict_row(group) for group in grouped_verdicts(failing)]
+    rows = [_verdict_row(group, rule.kind) for group in grouped_verdicts(failing)]
     if rows:
         body.append(table(["hosts", "verdict", "observed", "expected", "fix / why"], rows))
     keys = " ".join([rule.id, *(v.host for v in failing)])
     return folded(summary, "".join(body), keys, is_open=status == "fail")
 
 
-def _verdict_row(verdicts: list[RuleVerdict]) -> str:
+def _verdict_row(verdicts: list[RuleVerdict], kind: str = "check") -> str:
     first = verdicts[0]
     hosts = [v.host for v in verdicts]
     why = esc(first.fix or "")
@@ -56,11 +56,18 @@ def _verdict_row(verdicts: list[RuleVerdict]) -> str:
     cells = [
         hosts_label(hosts),
         chip(first.status),
-        esc(format_value(first.observed)),
+        _observed(first.observed, kind),
         expected,
         why,
     ]
     return row(cells, " ".join(hosts))
+
+
+def _observed(observed: Any, kind: str) -> str:
+    """What the rule saw; a baseline's measurements outside their bands one per line."""
+    if kind == "baseline" and isinstance(observed, list):
+        return "<br>".join(esc(str(line)) for line in observed)
+    return esc(format_value(observed))
 
 
 # ------------------------------------------------------------------------------------- drift

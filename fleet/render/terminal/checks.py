@@ -14,6 +14,7 @@ from rich.markup import escape
 from fleet.checks import UNJUDGED, CheckReport, NotJudged, RuleResult, RuleVerdict, format_value
 from fleet.hostsets import compact_hosts
 from fleet.render.grouping import check_verdict, grouped_verdicts, tally
+from fleet.render.terminal.baseline import print_measurement_failures
 
 MARK = {
     "fail": "[bold red]✗ fail[/]",
@@ -54,8 +55,10 @@ def render_rule(
     )
     if status in ("fail", "unknown") and rule.description:
         console.print(f"    [dim]{escape(rule.description)}[/]")
+    # a baseline's failures: one line per measurement outside its band
+    print_failure = print_measurement_failures if rule.kind == "baseline" else _print_failure
     for verdicts in grouped_verdicts(v for v in result.verdicts if v.status == "fail"):
-        _print_failure(console, verdicts)
+        print_failure(console, verdicts)
     pending = (v for v in result.verdicts if v.status in UNJUDGED and v.host not in unreached)
     for verdicts in grouped_verdicts(pending):
         names = compact_hosts(v.host for v in verdicts)
