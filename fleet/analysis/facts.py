@@ -29,12 +29,12 @@ import functools
 import json
 import re
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleet.execution.bundle import available_probes, declared_literal
+from fleet.execution.bundle import available_probes, declared_literal, refuse_broken
 from fleet.models import HostOutcome, ProbeResult
 
 KINDS = ("identity", "volatile", "measure", "sets")
@@ -110,12 +110,19 @@ BUILTIN_FACTS = {
 }
 
 
-def declared_facts(extra_dirs: Sequence[str | Path] = ()) -> dict[str, ProbeFacts]:
+def declared_facts(
+    extra_dirs: Sequence[str | Path] = (), needed: Iterable[str] = ()
+) -> dict[str, ProbeFacts]:
     """Every probe's FACTS declaration (your own too: --probe-dir, $FLEET_PROBE_DIR), read from
-    its source without running it."""
+    its source without running it. A probe whose file cannot be used declares nothing; when it
+    is `needed`, that is a UsageError naming FILE:LINE."""
     found = dict(BUILTIN_FACTS)
-    for name, probe in available_probes(extra_dirs).items():
-        found[name] = parse_declaration(probe.source)
+    available = available_probes(extra_dirs)
+    wanted = (available[n] for n in needed if n in available)
+    refuse_broken(wanted, available, "its FACTS say which of its fields to compare")
+    for name, probe in available.items():
+        if not probe.problem:
+            found[name] = parse_declaration(probe.source)
     return found
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet.execution.bundle import available_probes
+from fleet.execution.bundle import available_probes, refuse_broken
 from fleet.models import Run
 
 if TYPE_CHECKING:
@@ -47,6 +47,8 @@ def load_checks(
         rules += load_rules(path, probes)
         sources.append(str(path))
     check_unique_ids(rules)
+    needed = (probes[n] for rule in rules for n in rule.needs if n in probes)
+    refuse_broken(needed, probes, "or leave out the rules that read it")
     return rules, sources
 
 
