@@ -91,9 +91,11 @@ class ProbeResult:
     error: str | None
     elapsed_s: float
     output_tail: str = ""
+    # a probe that raised: the tail of its traceback (its last frames, file:line each); "" else
+    traceback: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        document = {
             "status": self.status,
             "ok": self.ok,
             "data": self.data,
@@ -101,6 +103,9 @@ class ProbeResult:
             "elapsed_s": self.elapsed_s,
             "output_tail": self.output_tail,
         }
+        if self.traceback:  # optional: only a probe that raised has one
+            document["traceback"] = self.traceback
+        return document
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> ProbeResult:
@@ -111,6 +116,7 @@ class ProbeResult:
             error=raw.get("error"),
             elapsed_s=float(raw.get("elapsed_s") or 0.0),
             output_tail=raw.get("output_tail") or "",
+            traceback=raw.get("traceback") or "",
         )
 
 
