@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -191,6 +191,10 @@ class Run:
     # the inventory's `cohort_by` (a JMESPath naming each host's cohort), so that a saved run is
     # diffed as it was when probed; absent: the default cohorts
     cohort_by: str | None = None
+    # each shipped probe's FACTS declaration ({"volatile": ["read_at"], …}; {} when it has none),
+    # so that a saved run is compared as it was probed, wherever its probes' files are now;
+    # None: not recorded (documents written before it was added, fabric runs)
+    facts: Mapping[str, Mapping[str, Sequence[str]]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         document = self._required_dict()
@@ -202,6 +206,10 @@ class Run:
             document["slurm"] = dict(self.slurm)
         if self.fabric is not None:
             document["fabric"] = dict(self.fabric)
+        if self.facts is not None:
+            document["facts"] = {
+                n: {k: list(v) for k, v in d.items()} for n, d in self.facts.items()
+            }
         return document
 
     def _required_dict(self) -> dict[str, Any]:
@@ -233,4 +241,5 @@ class Run:
             slurm=raw.get("slurm"),
             fabric=raw.get("fabric"),
             cohort_by=raw.get("cohort_by"),
+            facts=raw.get("facts"),
         )

@@ -30,25 +30,30 @@ def load_checks(
     packs: Sequence[str] = (),
     rules_files: Sequence[str | Path] = (),
     probe_dirs: Sequence[str | Path] = (),
+    run_probes: Sequence[str] = (),
 ) -> tuple[list[Rule], list[str]]:
     """Every rule of the packs and files, validated together (ids unique across them), and where
     each set came from. No packs and no files: the `inference` pack. Rules may read your own
-    probes too (`probe_dirs`, $FLEET_PROBE_DIR)."""
+    probes too (`probe_dirs`, $FLEET_PROBE_DIR), and the probes of the saved run they will judge
+    (`run_probes`, its Run.probes), wherever their files are now."""
     from fleet.checks import check_unique_ids, load_rules, pack_path
 
     chosen = list(packs) if packs or rules_files else [DEFAULT_PACK]
     probes = available_probes(probe_dirs)
+    names = [*probes, *(n for n in run_probes if n not in probes)]
     rules: list[Rule] = []
     sources: list[str] = []
     for name in chosen:
-        rules += load_rules(pack_path(name), probes)
+        rules += load_rules(pack_path(name), names)
         sources.append(f"pack {name}")
     for path in rules_files:
-        rules += load_rules(path, probes)
+        rules += load_rules(path, names)
         sources.append(str(path))
     check_unique_ids(rules)
-    needed = (probes[n] for rule in rules for n in rule.needs if n in probes)
-    refuse_broken(needed, probes, "or leave out the rules that read it")
+    needed = {n for rule in rules for n in rule.needs if n in probes and n not in run_probes}
+    refuse_broken(
+        (probes[n] for n in sorted(needed)), probes, "or leave out the rules that read it"
+    )
     return rules, sources
 
 

@@ -157,6 +157,7 @@ async def probe_async(
         transport=",".join(sorted({h.transport for h in selection.hosts})),
         slurm=slurm.record() if slurm else None,
         cohort_by=selection.cohort_by,
+        facts=bundle.facts(),
     )
 
 

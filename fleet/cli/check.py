@@ -77,11 +77,12 @@ def check_command(
     """Pre-flight: probe the hosts (or read --run) and judge them against rules. Exit bit 32 on failure."""
     if output_format == "json" and request.json_path == "-":
         raise UsageError("--format json and --json - both write to stdout", hint="pick one")
-    rules, sources = api.load_checks(
-        packs, rules_files, request.probe_dirs
-    )  # a bad rules file fails before probing
+    saved = saved_run(request, run_ref) if run_ref is not None else None
+    rules, sources = api.load_checks(  # a bad rules file fails before probing
+        packs, rules_files, request.probe_dirs, saved[0].probes if saved else ()
+    )
     console = make_console(stderr=output_format == "json" or request.json_path == "-")
-    run, where, probe_code = obtain_run(request, run_ref)
+    run, where, probe_code = saved or probe_run(request)
     probe_args = api.inventory_probe_args(request.inventory_path, request.choice.inventory_format)
     report = api.evaluate(rules, run, probe_args)
     kept = _write_junit(report, junit_path, run.started) if junit_path else True
@@ -102,11 +103,15 @@ def check_command(
 check: click.Command = check_command
 
 
-def obtain_run(request: ProbeRequest, run_ref: str | None) -> tuple[Run, str, int]:
-    """The run to judge, where it is, and the exit bits of probing it (0 for a saved run)."""
-    if run_ref is None:
-        kept = execute_probe(request)
-        return kept.run, kept.where, probed_exit_code(kept)
+def probe_run(request: ProbeRequest) -> tuple[Run, str, int]:
+    """The run to judge, probed now: the run, where it is kept, and its exit bits."""
+    kept = execute_probe(request)
+    return kept.run, kept.where, probed_exit_code(kept)
+
+
+def saved_run(request: ProbeRequest, run_ref: str) -> tuple[Run, str, int]:
+    """check --run: the saved run, where it is, and no exit bits (it was not probed now). Read
+    before the rules: they may read the probes it carries."""
     # with -i, latest/previous are that inventory's runs
     path = api.resolve_run(run_ref, request.runs_dir, request.inventory_path)
     return api.load_run(path), str(path), EXIT_OK

@@ -51,6 +51,7 @@ def test_the_terminal_error_names_the_probe_file_and_line(site: Path) -> None:
 
 def test_json_keeps_the_traceback_tail_and_validates(site: Path) -> None:
     code, out, _ = probe(site, "--json", "-")
+    assert code == 8
     document = json.loads(out)
     result = document["hosts"]["here"]["probes"]["raiser"]
     assert result["error"] == "probe raised RuntimeError: boom (myprobes/raiser.py:5)"
