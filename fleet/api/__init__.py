@@ -15,7 +15,7 @@ Nothing here prints or exits; the `fleet` command (fleet.cli) is these functions
     probing.py      ProbeOptions, probe, probe_async, probe_and_keep(_async), build_probe_bundle
     runs.py         keep_run (save, --json), save/load/resolve/list/prune runs, write_report (HTML)
     comparing.py    cross_host_diff, drift
-    checking.py     load_checks, evaluate, check, available_packs
+    checking.py     load_checks, evaluate, check, available_packs, packs_folder
     fabric_runs.py  fabric, fabric_async, parse_pairs, parse_sizes
 
 The rules engine, fleet.fabric and Slurm load on first use; their types (CheckReport, Rule,
@@ -27,7 +27,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from fleet.api.checking import DEFAULT_PACK, available_packs, check, evaluate, load_checks
+from fleet.api.checking import (
+    DEFAULT_PACK,
+    available_packs,
+    check,
+    evaluate,
+    load_checks,
+    packs_folder,
+)
 from fleet.api.comparing import DEFAULT_TOLERANCE, Drift, FleetDiff, cross_host_diff, drift
 from fleet.api.fabric_runs import fabric, fabric_async, parse_pairs, parse_sizes
 from fleet.api.hosts import (
@@ -142,6 +149,7 @@ __all__ = [
     "load_run",
     "make_transports",
     "open_inventory",
+    "packs_folder",
     "parse_pairs",
     "parse_sizes",
     "probe",

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 DEFAULT_PACK = "inference"
 
-__all__ = ["DEFAULT_PACK", "available_packs", "check", "evaluate", "load_checks"]
+__all__ = ["DEFAULT_PACK", "available_packs", "check", "evaluate", "load_checks", "packs_folder"]
 
 
 def available_packs() -> list[str]:
@@ -24,6 +24,13 @@ def available_packs() -> list[str]:
     from fleet.checks import available_packs as packs
 
     return packs()
+
+
+def packs_folder() -> Path:
+    """The folder of the built-in rule packs (NAME.yaml each): copy one to start your own."""
+    from fleet.checks import packs_folder as folder
+
+    return folder()
 
 
 def load_checks(

@@ -40,8 +40,19 @@ if TYPE_CHECKING:
     from fleet.api import CheckReport
 
 
-@click.command("check")
-@rules_option("A rules YAML file (repeatable). Copy a pack to start one.")
+def _packs_epilog() -> str:
+    """Where the built-in packs are; click keeps a paragraph that starts with \\b as written, so a
+    long path is never broken."""
+    names = ", ".join(api.available_packs())
+    return (
+        f"\b\nBuilt-in rule packs (--pack NAME): {names}, in"
+        f"\n  {api.packs_folder()}/NAME.yaml"
+        "\nCopy one and edit it to start your own rules file (--rules FILE)."
+    )
+
+
+@click.command("check", epilog=_packs_epilog())
+@rules_option("A rules YAML file (repeatable). Copy a built-in pack to start one (see below).")
 @pack_option(
     f"A built-in rule pack (repeatable): {', '.join(api.available_packs())}. "
     f"Default, when no --rules: {api.DEFAULT_PACK}."
