@@ -82,6 +82,6 @@ def check(
     probe_dirs: Sequence[str | Path] = (),
 ) -> CheckReport:
     """Judge `run` against rules (default: the inference pack); `probe_args` per host name are the
-    inventory's (rules read them as `_args`)."""
-    rules, _ = load_checks(packs, rules_files, probe_dirs)
+    inventory's (rules read them as `_args`). Rules may read every probe the run carries."""
+    rules, _ = load_checks(packs, rules_files, probe_dirs, run.probes)
     return evaluate(rules, run, probe_args)

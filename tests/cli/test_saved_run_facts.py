@@ -128,3 +128,10 @@ def test_the_readme_example_probe_runs_as_written(tmp_path: Path) -> None:
     )  # fmt: skip
     result = json.loads(done.stdout)["hosts"]["local"]["probes"]["gpu_clocks"]
     assert result["status"] in ("ok", "absent"), result  # absent: no nvidia-smi here
+
+
+def test_report_rules_may_read_a_probe_the_run_carries(site: Path) -> None:
+    (site / "rules.yaml").write_text(RULES)
+    done = invoke_fleet(site, "report", "--rules", "rules.yaml", "-o", "page.html")
+    assert done.returncode == 0, done.stderr
+    assert "clocks-high" in (site / "page.html").read_text()
