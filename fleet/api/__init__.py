@@ -15,7 +15,7 @@ Nothing here prints or exits; the `fleet` command (fleet.cli) is these functions
     probing.py      ProbeOptions, probe, probe_async, probe_and_keep(_async), build_probe_bundle
     runs.py         keep_run (save, --json), save/load/resolve/list/prune runs, write_report (HTML)
     comparing.py    cross_host_diff, drift
-    checking.py     load_checks, evaluate, check, available_packs
+    checking.py     load_checks, evaluate, check, available_packs, packs_folder
     baselines.py    make_baseline, write/load_baseline, judge_baseline, with_baseline, line_rates,
                     baseline_drift (drift judged against a baseline's bands)
     fabric_runs.py  fabric, fabric_async, parse_pairs, parse_sizes
@@ -47,7 +47,14 @@ from fleet.api.baselines import (
     with_baseline,
     write_baseline,
 )
-from fleet.api.checking import DEFAULT_PACK, available_packs, check, evaluate, load_checks
+from fleet.api.checking import (
+    DEFAULT_PACK,
+    available_packs,
+    check,
+    evaluate,
+    load_checks,
+    packs_folder,
+)
 from fleet.api.comparing import DEFAULT_TOLERANCE, Drift, FleetDiff, cross_host_diff, drift
 from fleet.api.fabric_runs import fabric, fabric_async, parse_pairs, parse_sizes
 from fleet.api.hosts import (
@@ -176,6 +183,7 @@ __all__ = [
     "make_baseline",
     "make_transports",
     "open_inventory",
+    "packs_folder",
     "parse_pairs",
     "parse_sizes",
     "probe",

@@ -27,7 +27,7 @@ from fleet.checks.model import (
     RuleResult,
     RuleVerdict,
 )
-from fleet.checks.packs import available_packs, pack_path
+from fleet.checks.packs import available_packs, pack_path, packs_folder
 from fleet.checks.parser import RuleFileError, check_unique_ids, load_rules, parse_rules
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "host_document",
     "load_rules",
     "pack_path",
+    "packs_folder",
     "parse_rules",
     "render_fix",
     "truthy",

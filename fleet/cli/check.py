@@ -41,8 +41,19 @@ if TYPE_CHECKING:
     from fleet.api import CheckReport
 
 
-@click.command("check")
-@rules_option("A rules YAML file (repeatable). Copy a pack to start one.")
+def _packs_epilog() -> str:
+    """Where the built-in packs are; click keeps a paragraph that starts with \\b as written, so a
+    long path is never broken."""
+    names = ", ".join(api.available_packs())
+    return (
+        f"\b\nBuilt-in rule packs (--pack NAME): {names}, in"
+        f"\n  {api.packs_folder()}/NAME.yaml"
+        "\nCopy one and edit it to start your own rules file (--rules FILE)."
+    )
+
+
+@click.command("check", epilog=_packs_epilog())
+@rules_option("A rules YAML file (repeatable). Copy a built-in pack to start one (see below).")
 @pack_option(
     f"A built-in rule pack (repeatable): {', '.join(api.available_packs())}. "
     f"Default, when no --rules: {api.DEFAULT_PACK}."
@@ -85,12 +96,13 @@ def check_command(
     """Pre-flight: probe the hosts (or read --run) and judge them against rules. Exit bit 32 on failure."""
     if output_format == "json" and request.json_path == "-":
         raise UsageError("--format json and --json - both write to stdout", hint="pick one")
-    rules, sources = api.load_checks(
-        packs, rules_files, request.probe_dirs
-    )  # a bad rules file fails before probing
+    saved = saved_run(request, run_ref) if run_ref is not None else None
+    rules, sources = api.load_checks(  # a bad rules file fails before probing
+        packs, rules_files, request.probe_dirs, saved[0].probes if saved else ()
+    )
     base = api.load_baseline(baseline_file) if baseline_file else None  # so does a bad baseline
     console = make_console(stderr=output_format == "json" or request.json_path == "-")
-    run, where, probe_code = obtain_run(request, run_ref)
+    run, where, probe_code = saved or probe_run(request)
     probe_args = api.inventory_probe_args(request.inventory_path, request.choice.inventory_format)
     report = api.evaluate(rules, run, probe_args)
     judged = api.judge_baseline(run, base, request.probe_dirs) if base else None
@@ -121,11 +133,15 @@ def check_command(
 check: click.Command = check_command
 
 
-def obtain_run(request: ProbeRequest, run_ref: str | None) -> tuple[Run, str, int]:
-    """The run to judge, where it is, and the exit bits of probing it (0 for a saved run)."""
-    if run_ref is None:
-        kept = execute_probe(request)
-        return kept.run, kept.where, probed_exit_code(kept)
+def probe_run(request: ProbeRequest) -> tuple[Run, str, int]:
+    """The run to judge, probed now: the run, where it is kept, and its exit bits."""
+    kept = execute_probe(request)
+    return kept.run, kept.where, probed_exit_code(kept)
+
+
+def saved_run(request: ProbeRequest, run_ref: str) -> tuple[Run, str, int]:
+    """check --run: the saved run, where it is, and no exit bits (it was not probed now). Read
+    before the rules: they may read the probes it carries."""
     # with -i, latest/previous are that inventory's runs
     path = api.resolve_run(run_ref, request.runs_dir, request.inventory_path)
     return api.load_run(path), str(path), EXIT_OK

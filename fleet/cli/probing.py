@@ -165,6 +165,8 @@ def execute_probe(request: ProbeRequest) -> api.KeptRun:
         request.inventory_path, request.limit, slurm=request.slurm_target
     )
     bundle = api.build_probe_bundle(options)  # bad probe names fail before any host is contacted
+    for warning in bundle.warnings:  # a broken probe file that was not chosen
+        click.echo(f"warning: {warning}", err=True)
     kept = asyncio.run(probe_with_progress(request, selection, bundle, options))
     say_kept(kept, request.json_path)
     return kept

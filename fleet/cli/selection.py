@@ -30,6 +30,7 @@ SELECTION_OPTIONS = (
     click.option(
         "--ssh-config",
         metavar="PATH|none",
+        type=click.Path(dir_okay=False),  # completes file names
         help="ssh_config to honour (default: ~/.ssh/config if present); inventory values win.",
     ),
     click.option(

@@ -25,7 +25,7 @@ from fleet.analysis.diff import (
 )
 from fleet.analysis.drift import Drift
 from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
-from fleet.hostsets import compact_hosts
+from fleet.hostsets import compact_hosts, count_hosts
 from fleet.render.grouping import group_across, pair_rows, short
 
 DIFF_SCHEMA = "fleet.diff/2"
@@ -91,7 +91,8 @@ def fleet_diff_markdown(diff: FleetDiff, between: bool = False) -> str:
         odd = md_text(compact_hosts(diff.odd_hosts)) if diff.odd_hosts else "none"
         cohorts = f" in {len(diff.cohorts)} cohorts" if len(diff.cohorts) > 1 else ""
         facts = len(diff.values) + len(diff.sets)
-        lines.append(f"{len(diff.hosts)} hosts{cohorts}; odd: **{odd}**; {facts} fact(s) differ")
+        hosts = count_hosts(len(diff.hosts))
+        lines.append(f"{hosts}{cohorts}; odd: **{odd}**; {facts} fact(s) differ")
         lines += _markdown_cohorts(diff)
         lines += ["", "### Findings, most serious first", ""]
         lines += [_markdown_finding(n, f) for n, f in enumerate(diff.findings, 1)]

@@ -22,7 +22,7 @@ from fleet.analysis.diff import FleetDiff
 from fleet.analysis.drift import Drift
 from fleet.checks import CheckReport
 from fleet.errors import ReportError
-from fleet.hostsets import compact_hosts
+from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import HostOutcome, Run
 from fleet.render.grouping import check_verdict, ended_alike
 from fleet.render.html.curves import curves_section
@@ -73,7 +73,7 @@ def exit_meaning(code: int) -> str:
 
 def render_html(report: Report) -> str:
     body = [_header(report), _nav(report), "<main>", *_sections(report), "</main>", _footer(report)]
-    title = f"fleet report · {len(report.run.hosts)} hosts · {report.run.started}"
+    title = f"fleet report · {count_hosts(len(report.run.hosts))} · {report.run.started}"
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -27,7 +27,7 @@ from fleet.analysis.diff import (
 )
 from fleet.analysis.drift import Change, Drift
 from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
-from fleet.hostsets import compact_hosts
+from fleet.hostsets import compact_hosts, count_hosts
 from fleet.render.grouping import group_across, pair_rows, short
 from fleet.render.terminal.wrap import KEEP, Hanging, keep, keep_all
 
@@ -71,7 +71,7 @@ def diff_summary(diff: FleetDiff) -> Text:
             "none — every compared fact is the same on every host that reported it", style="green"
         )
         return text
-    text.append(f"{len(diff.hosts)} hosts · ")
+    text.append(f"{count_hosts(len(diff.hosts))} · ")
     if len(diff.cohorts) > 1:
         text.append(f"{len(diff.cohorts)} cohorts · ")
     if diff.odd_hosts:

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from fleet.analysis.allreduce_matrix import CohortMatrix, cohort_matrices, size_order
 from fleet.analysis.diff import FleetDiff
-from fleet.hostsets import compact_hosts
+from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, HostOutcome, Run
 from fleet.render.grouping import ended_alike, short
 from fleet.render.terminal.diff import fleet_diff_view
@@ -254,7 +254,7 @@ def _matrix_failures(summary: CohortMatrix) -> str:
 
 def summary_line(run: Run, saved_to: str | None) -> Text:
     counts = Counter(o.status for o in run.hosts.values() if o.status not in NOT_USABLE)
-    text = Text(f"{sum(counts.values())} hosts: ")
+    text = Text(f"{count_hosts(sum(counts.values()))}: ")
     text.append(", ".join(f"{n} {s}" for s, n in counts.most_common()))
     unusable = [o.name for o in run.hosts.values() if o.status in NOT_USABLE]
     if unusable:  # not part of the usable fleet: counted apart, never launched on
