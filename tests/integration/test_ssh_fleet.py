@@ -220,3 +220,32 @@ def test_handshakes_dropped_by_maxstartups_are_retried(farm: SshdFarm, tmp_path:
     result = run_fleet(tmp_path, "probe", "-i", str(inventory), "-p", "system")
     assert [result.status(n) for n in names] == ["ok"] * len(names), result.stdout
     assert "MaxStartups" in (farm.root / "throttled-1" / "sshd.log").read_text()
+
+
+def test_errors_and_hints_show_at_80_columns(
+    farm: SshdFarm, tmp_path: Path, lone_host: str
+) -> None:
+    """Issue 24 item 9: at 80 columns a fingerprint or a path too wide for the table's column
+    used to drop `error / hint`, and the hints (`--accept-new`, `try: ssh …`) showed nowhere.
+    Each way of failing is now printed under the table, its error then its hint, wrapped between
+    words with a hanging indent: a line wider than 80 columns is one word alone on it."""
+    known_hosts = farm.known_hosts(tmp_path / "known_hosts", [])
+    hosts = {
+        lone_host: ssh_host(farm, lone_host),
+        "dead": {"address": "127.0.0.1", "port": closed_port()},
+    }
+    inventory = write_inventory(tmp_path / "inv.yaml", farm, hosts, known_hosts)
+    result = run_fleet(
+        tmp_path, "probe", "-i", str(inventory), "-p", "system", env={"COLUMNS": "80"}
+    )
+    assert result.returncode == 4, result.stderr
+    words = " ".join(result.stdout.split())
+    for name in (lone_host, "dead"):
+        error, hint = result.host(name)["error"], result.host(name)["hint"]
+        assert " ".join(error.split()) in words, result.stdout
+        assert f"hint: {' '.join(hint.split())}" in words, result.stdout
+    assert "--accept-new" in words
+    assert "try: ssh -p" in words
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 or len(line.split()) == 1 for line in lines), result.stdout
+    assert not any(line.startswith(("SHA256:", "/", "refused")) for line in lines), result.stdout

@@ -48,7 +48,7 @@ def fleet_diff_view(diff: FleetDiff, between: bool = False) -> Group:
     """Summary, cohorts, then the findings most serious first: check-grade, inside each cohort,
     software between cohorts, and one line per pair of cohorts for their hardware (`between`:
     every hardware fact of each pair, listed)."""
-    parts: list[Any] = [diff_summary(diff)]
+    parts: list[Any] = [Hanging(Text(), diff_summary(diff), 2)]
     if len(diff.cohorts) > 1 or diff.outliers:
         parts.append(cohorts_view(diff))
     parts += findings_view(diff, between)
@@ -331,16 +331,18 @@ def outliers_view(outliers: Iterable[Outlier], tolerance: float) -> Text:
     return text
 
 
-def unreported_view(items: Iterable[Unreported]) -> Text:
-    """Hosts (or one probe on them) not compared, those failing the same way on one line."""
+def unreported_view(items: Iterable[Unreported]) -> Group:
+    """Hosts (or one probe on them) not compared, those failing the same way together; wrapped
+    between words with a hanging indent (a fingerprint or a path is never broken)."""
     alike: dict[tuple[str | None, str, str], list[str]] = {}
     for item in items:
         alike.setdefault((item.probe, item.status, item.reason), []).append(item.host)
-    text = Text("not compared:", style="bold")
+    lines: list[Any] = [Text("not compared:", style="bold")]
     for (probe, status, reason), hosts in alike.items():
-        text.append(f"\n  {hosts_text(hosts)}" + (f" {probe}" if probe else ""), style="magenta")
-        text.append(f"  {status}{': ' + reason if reason else ''}")
-    return text
+        head = Text(f"  {hosts_text(hosts)}" + (f" {probe}" if probe else ""), style="magenta")
+        body = Text(f"{status}{': ' + ' '.join(reason.split()) if reason else ''}")
+        lines.append(Hanging(head.append("  "), body, 6))
+    return Group(*lines)
 
 
 # -------------------------------------------------------------------------------------- drift
