@@ -83,14 +83,14 @@ def check_command(
     console = make_console(stderr=output_format == "json" or request.json_path == "-")
     run, where, probe_code = obtain_run(request, run_ref)
     probe_args = api.inventory_probe_args(request.inventory_path, request.choice.inventory_format)
-    report = api.evaluate(rules, run, probe_args)
+    report = api.evaluate(rules, run, probe_args, strict)
     kept = _write_junit(report, junit_path, run.started) if junit_path else True
     title = f"fleet check · {', '.join(sources)} · {len(run.hosts)} host(s) · run {where}"
     if output_format == "json":
         click.echo(json.dumps(check_document(report, run, sources, where), indent=2, default=str))
     else:
         render_report(console, report, title)
-    code = check_exit_code(report, with_bits(probe_code, kept_bits(kept)), strict)
+    code = check_exit_code(report, with_bits(probe_code, kept_bits(kept)))
     if request.html_path:
         diff = api.cross_host_diff(run, probe_dirs=request.probe_dirs)
         page = emit_html(request.html_path, run, diff, code, where, checks=report)
@@ -112,7 +112,8 @@ def obtain_run(request: ProbeRequest, run_ref: str | None) -> tuple[Run, str, in
     return api.load_run(path), str(path), EXIT_OK
 
 
-def check_exit_code(report: CheckReport, probe_code: int, strict: bool = False) -> int:
+def check_exit_code(report: CheckReport, probe_code: int, strict: bool | None = None) -> int:
+    """The probe's bits, and 32 when the check fails (`strict`: default, the report's own)."""
     return with_bits(probe_code, EXIT_CHECK_FAILED if report.fails(strict) else 0)
 
 

@@ -77,6 +77,14 @@ def check_verdict(report: CheckReport) -> tuple[str, str, str]:
             hosts_by_rule.setdefault(rule.id, []).append(verdict.host)
         where = "; ".join(f"{r} on {compact_hosts(h)}" for r, h in hosts_by_rule.items())
         return "failed", "check failed", f"{len(errors)} error failure(s) — {where}; {rest}"
+    if report.failed_strictly:
+        unjudged = len(report.unjudged("error"))
+        return (
+            "failed",
+            "check failed (--strict)",
+            f"no error failures, but {unjudged} error-rule verdict(s) not judged, which --strict "
+            f"counts as failures; {rest}",
+        )
     if report.outcome == "incomplete":
         unjudged = len(report.unjudged("error"))
         what = f"{unjudged} error-rule verdict(s) not judged" if unjudged else "nothing passed"
