@@ -28,7 +28,7 @@ from fleet.analysis.diff import (
 from fleet.analysis.drift import Change, Drift
 from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
 from fleet.hostsets import compact_hosts
-from fleet.render.grouping import group_across, pair_rows, short
+from fleet.render.grouping import group_across, pair_rows, short, unreported_groups
 from fleet.render.terminal.wrap import KEEP, Hanging, keep, keep_all
 
 MAX_ITEMS = 8
@@ -334,11 +334,8 @@ def outliers_view(outliers: Iterable[Outlier], tolerance: float) -> Text:
 def unreported_view(items: Iterable[Unreported]) -> Group:
     """Hosts (or one probe on them) not compared, those failing the same way together; wrapped
     between words with a hanging indent (a fingerprint or a path is never broken)."""
-    alike: dict[tuple[str | None, str, str], list[str]] = {}
-    for item in items:
-        alike.setdefault((item.probe, item.status, item.reason), []).append(item.host)
     lines: list[Any] = [Text("not compared:", style="bold")]
-    for (probe, status, reason), hosts in alike.items():
+    for probe, status, reason, hosts in unreported_groups(items):
         head = Text(f"  {hosts_text(hosts)}" + (f" {probe}" if probe else ""), style="magenta")
         body = Text(f"{status}{': ' + ' '.join(reason.split()) if reason else ''}")
         lines.append(Hanging(head.append("  "), body, 6))
