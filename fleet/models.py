@@ -185,9 +185,14 @@ class Run:
     # the inventory's `cohort_by` (a JMESPath naming each host's cohort), so that a saved run is
     # diffed as it was when probed; absent: the default cohorts
     cohort_by: str | None = None
+    # the --limit the hosts were selected with (absent: every host of the inventory), so that
+    # drift compares only the hosts both runs selected
+    limit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         document = self._required_dict()
+        if self.limit is not None:
+            document["limit"] = self.limit
         if self.transport is not None:
             document["transport"] = self.transport
         if self.cohort_by is not None:
@@ -227,4 +232,5 @@ class Run:
             slurm=raw.get("slurm"),
             fabric=raw.get("fabric"),
             cohort_by=raw.get("cohort_by"),
+            limit=raw.get("limit"),
         )

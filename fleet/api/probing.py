@@ -158,6 +158,7 @@ async def probe_async(
         transport=",".join(sorted({h.transport for h in selection.hosts})),
         slurm=slurm.record() if slurm else None,
         cohort_by=selection.cohort_by,
+        limit=selection.limit,
     )
 
 

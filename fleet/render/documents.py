@@ -222,6 +222,8 @@ def _markdown_set_row(item: SetDivergence) -> str:
 def drift_markdown(drift: Drift) -> str:
     lines = [f"## fleet: drift from {drift.old_started} to {drift.new_started}", ""]
     lines += [f"> **warning:** {md_text(note)}" for note in drift.unlike]
+    if drift.left_out:
+        lines += ["", md_text(drift.left_out_note)]
     if not drift.found:
         return "\n".join([*lines, "", "No drift.", ""])
     new_label, gone_label = ("new hosts", "hosts gone")

@@ -71,6 +71,8 @@ def drift_section(drift: Drift) -> str:
         f"<p>baseline started {esc(drift.old_started)} · this run {esc(drift.new_started)} · "
         f"{len(drift.changes)} change(s) on {len(drift.changed_hosts)} host(s)</p>"
     ]
+    if drift.left_out:
+        lines.append(f'<p class="dim">{esc(drift.left_out_note)}</p>')
     if drift.added_hosts:
         lines.append(f"<p>hosts new since the baseline: {hosts_label(drift.added_hosts)}</p>")
     if drift.removed_hosts:

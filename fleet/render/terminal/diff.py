@@ -348,6 +348,8 @@ def unreported_view(items: Iterable[Unreported]) -> Group:
 def drift_view(drift: Drift) -> Group:
     parts: list[Any] = [drift_summary(drift)]
     parts += [Text(f"  warning: {note}", style="bold magenta") for note in drift.unlike]
+    if drift.left_out:
+        parts.append(Hanging(Text("  "), Text(drift.left_out_note, style="dim"), 4))
     new_label, gone_label = ("new hosts", "hosts gone")
     if not drift.same_inventory:  # other hosts by design, not hosts that came or went
         new_label, gone_label = ("only in the new run", "only in the old run")
