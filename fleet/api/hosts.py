@@ -116,7 +116,7 @@ def open_inventory(
     if hosts is not None:
         return adhoc_inventory(hosts, adhoc)
     if adhoc is not None and adhoc.given():
-        flags = ", ".join(f"--{k}" for k in adhoc.given())
+        flags = ", ".join(adhoc.flags())
         raise UsageError(
             f"{flags} set(s) the hosts of -H only",
             hint="with -i, write these settings in the inventory",
