@@ -195,9 +195,14 @@ class Run:
     # so that a saved run is compared as it was probed, wherever its probes' files are now;
     # None: not recorded (documents written before it was added, fabric runs)
     facts: Mapping[str, Mapping[str, Sequence[str]]] | None = None
+    # the --limit the hosts were selected with (absent: every host of the inventory), so that
+    # drift compares only the hosts both runs selected
+    limit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         document = self._required_dict()
+        if self.limit is not None:
+            document["limit"] = self.limit
         if self.transport is not None:
             document["transport"] = self.transport
         if self.cohort_by is not None:
@@ -242,4 +247,5 @@ class Run:
             fabric=raw.get("fabric"),
             cohort_by=raw.get("cohort_by"),
             facts=raw.get("facts"),
+            limit=raw.get("limit"),
         )

@@ -65,13 +65,17 @@ def load_checks(
 
 
 def evaluate(
-    rules: Sequence[Rule], run: Run, probe_args: Mapping[str, Mapping[str, Any]] | None = None
+    rules: Sequence[Rule],
+    run: Run,
+    probe_args: Mapping[str, Mapping[str, Any]] | None = None,
+    strict: bool = False,
 ) -> CheckReport:
     """Judge `run` against rules from load_checks; `probe_args` per host name are the
-    inventory's (rules read them as `_args`; see inventory_probe_args)."""
+    inventory's (rules read them as `_args`; see inventory_probe_args). `strict`: an error rule
+    not judged on some host fails the check (`fleet check --strict`)."""
     from fleet.checks import evaluate as judge
 
-    return judge(rules, run, probe_args or {})
+    return judge(rules, run, probe_args or {}, strict)
 
 
 def check(
@@ -80,8 +84,10 @@ def check(
     rules_files: Sequence[str | Path] = (),
     probe_args: Mapping[str, Mapping[str, Any]] | None = None,
     probe_dirs: Sequence[str | Path] = (),
+    strict: bool = False,
 ) -> CheckReport:
     """Judge `run` against rules (default: the inference pack); `probe_args` per host name are the
-    inventory's (rules read them as `_args`). Rules may read every probe the run carries."""
+    inventory's (rules read them as `_args`); `strict` as for evaluate. Rules may read every probe
+    the run carries."""
     rules, _ = load_checks(packs, rules_files, probe_dirs, run.probes)
-    return evaluate(rules, run, probe_args)
+    return evaluate(rules, run, probe_args, strict)

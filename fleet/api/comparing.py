@@ -30,8 +30,14 @@ def cross_host_diff(
 
 
 def drift(
-    old: Run, new: Run, tolerance: float = DEFAULT_TOLERANCE, probe_dirs: Sequence[str | Path] = ()
+    old: Run,
+    new: Run,
+    tolerance: float = DEFAULT_TOLERANCE,
+    probe_dirs: Sequence[str | Path] = (),
+    limit: str | None = None,
 ) -> Drift:
-    """What changed per host between two runs, each probe's facts read as the newer run declared
-    them (else the older, else `probe_dirs`: see cross_host_diff)."""
-    return compare_runs(old, new, run_declarations([new, old], probe_dirs), tolerance)
+    """What changed per host between two runs, on the hosts both selected: a host one run did not
+    select (a run records its --limit) is left out (Drift.left_out), not new or gone. `limit`
+    (--limit syntax: host names, nodesets, globs, !PATTERN) narrows both runs further. Each
+    probe's facts are read as the newer run declared them (else the older, else `probe_dirs`)."""
+    return compare_runs(old, new, run_declarations([new, old], probe_dirs), tolerance, limit)

@@ -158,6 +158,7 @@ async def probe_async(
         slurm=slurm.record() if slurm else None,
         cohort_by=selection.cohort_by,
         facts=bundle.facts(),
+        limit=selection.limit,
     )
 
 

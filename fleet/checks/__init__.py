@@ -15,7 +15,7 @@ Import from `fleet.checks`, not from its modules.
 from fleet.analysis.facts import allreduce_summary
 from fleet.checks.documents import host_document
 from fleet.checks.evaluate import evaluate
-from fleet.checks.fixes import format_value, render_fix
+from fleet.checks.fixes import format_value, observed_text, render_fix
 from fleet.checks.language import EvaluationError, Expression, compile_expression, truthy
 from fleet.checks.model import (
     CHECK_SCHEMA,
@@ -50,6 +50,7 @@ __all__ = [
     "format_value",
     "host_document",
     "load_rules",
+    "observed_text",
     "pack_path",
     "packs_folder",
     "parse_rules",

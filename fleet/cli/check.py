@@ -104,7 +104,7 @@ def check_command(
     console = make_console(stderr=output_format == "json" or request.json_path == "-")
     run, where, probe_code = saved or probe_run(request)
     probe_args = api.inventory_probe_args(request.inventory_path, request.choice.inventory_format)
-    report = api.evaluate(rules, run, probe_args)
+    report = api.evaluate(rules, run, probe_args, strict)
     judged = api.judge_baseline(run, base, request.probe_dirs) if base else None
     if judged is not None:
         report = api.with_baseline(report, judged)
@@ -121,7 +121,7 @@ def check_command(
     else:
         render_report(console, report, title)
         render_line_rates(console, rates)
-    code = check_exit_code(report, with_bits(probe_code, kept_bits(kept)), strict)
+    code = check_exit_code(report, with_bits(probe_code, kept_bits(kept)))
     if request.html_path:
         diff = api.cross_host_diff(run, probe_dirs=request.probe_dirs)
         page = emit_html(request.html_path, run, diff, code, where, checks=report, baseline=judged)
@@ -147,7 +147,8 @@ def saved_run(request: ProbeRequest, run_ref: str) -> tuple[Run, str, int]:
     return api.load_run(path), str(path), EXIT_OK
 
 
-def check_exit_code(report: CheckReport, probe_code: int, strict: bool = False) -> int:
+def check_exit_code(report: CheckReport, probe_code: int, strict: bool | None = None) -> int:
+    """The probe's bits, and 32 when the check fails (`strict`: default, the report's own)."""
     return with_bits(probe_code, EXIT_CHECK_FAILED if report.fails(strict) else 0)
 
 

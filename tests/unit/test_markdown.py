@@ -49,3 +49,27 @@ def test_escaped_text_and_code_read_back_as_written() -> None:
         row = f"| {md_text(text)} | {md_code(text)} |"
         rows = table_rows(f"| a | b |\n| --- | --- |\n{row}\n")
         assert rows[1] == [text, text], (text, rows)
+
+
+def test_not_compared_is_one_bullet_per_probe_and_reason_with_hosts_folded() -> None:
+    """Issue 24 item 11: one bullet per host × probe made a 1,000-host fleet 1,000s of lines.
+    Hosts are folded per probe and reason; hosts not reached fold too, their own names and
+    targets aside."""
+    document = run_document(LOOPBACK8)
+    for name, host in document["hosts"].items():
+        if name in ("gpu-02", "gpu-03", "gpu-04"):
+            host.update(
+                status="unreachable",
+                error=f"cannot connect to {name} (ops@10.0.0.{name[-1]}:22): connection refused",
+                probes={},
+            )
+            continue
+        host["probes"]["nccl"].update(status="absent", error="no NCCL library found", data={})
+    run = Run.from_dict(document)
+    markdown = fleet_diff_markdown(compare_hosts(run.hosts.values(), declared_facts()))
+    bullets = [line for line in markdown.splitlines() if line.startswith("- not compared")]
+    assert bullets == [
+        "- not compared: `nccl` on gpu-\\[01,05-08\\] (absent: no NCCL library found)",
+        "- not compared: gpu-\\[02-04\\] (unreachable: e.g. cannot connect to gpu-02"
+        " (ops@10.0.0.2:22): connection refused)",
+    ], markdown
