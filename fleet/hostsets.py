@@ -21,3 +21,8 @@ def compact_hosts(names: Iterable[str]) -> str:
         return str(NodeSet.fromlist(unique, resolver=RESOLVER_NOGROUP))
     except NodeSetException:  # a name no nodeset can hold (from an old or edited run file)
         return ",".join(unique)
+
+
+def count_hosts(number: int) -> str:
+    """`1 host`, `2 hosts`: how every output counts hosts."""
+    return f"{number} host" if number == 1 else f"{number} hosts"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -91,9 +91,11 @@ class ProbeResult:
     error: str | None
     elapsed_s: float
     output_tail: str = ""
+    # a probe that raised: the tail of its traceback (its last frames, file:line each); "" else
+    traceback: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        document = {
             "status": self.status,
             "ok": self.ok,
             "data": self.data,
@@ -101,6 +103,9 @@ class ProbeResult:
             "elapsed_s": self.elapsed_s,
             "output_tail": self.output_tail,
         }
+        if self.traceback:  # optional: only a probe that raised has one
+            document["traceback"] = self.traceback
+        return document
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> ProbeResult:
@@ -111,6 +116,7 @@ class ProbeResult:
             error=raw.get("error"),
             elapsed_s=float(raw.get("elapsed_s") or 0.0),
             output_tail=raw.get("output_tail") or "",
+            traceback=raw.get("traceback") or "",
         )
 
 
@@ -185,9 +191,18 @@ class Run:
     # the inventory's `cohort_by` (a JMESPath naming each host's cohort), so that a saved run is
     # diffed as it was when probed; absent: the default cohorts
     cohort_by: str | None = None
+    # each shipped probe's FACTS declaration ({"volatile": ["read_at"], …}; {} when it has none),
+    # so that a saved run is compared as it was probed, wherever its probes' files are now;
+    # None: not recorded (documents written before it was added, fabric runs)
+    facts: Mapping[str, Mapping[str, Sequence[str]]] | None = None
+    # the --limit the hosts were selected with (absent: every host of the inventory), so that
+    # drift compares only the hosts both runs selected
+    limit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         document = self._required_dict()
+        if self.limit is not None:
+            document["limit"] = self.limit
         if self.transport is not None:
             document["transport"] = self.transport
         if self.cohort_by is not None:
@@ -196,6 +211,10 @@ class Run:
             document["slurm"] = dict(self.slurm)
         if self.fabric is not None:
             document["fabric"] = dict(self.fabric)
+        if self.facts is not None:
+            document["facts"] = {
+                n: {k: list(v) for k, v in d.items()} for n, d in self.facts.items()
+            }
         return document
 
     def _required_dict(self) -> dict[str, Any]:
@@ -227,4 +246,6 @@ class Run:
             slurm=raw.get("slurm"),
             fabric=raw.get("fabric"),
             cohort_by=raw.get("cohort_by"),
+            facts=raw.get("facts"),
+            limit=raw.get("limit"),
         )

@@ -129,12 +129,25 @@ def resolve_run(ref: str, runs_dir: Path, inventory: str | None = None) -> Path:
     if Path(ref).is_file():
         return Path(ref)
     matches = [p for p in list_runs(runs_dir) if p.name.startswith(ref)]
-    if len(matches) != 1:
+    if len(matches) > 1:
+        newest = [p.stem for p in reversed(matches)]
+        more = (
+            f" and {len(newest) - SHOWN_CANDIDATES} more" if len(newest) > SHOWN_CANDIDATES else ""
+        )
         raise StoreError(
-            f"no single saved run matches {ref!r} in {runs_dir}",
+            f"{len(matches)} saved runs match {ref!r} in {runs_dir}",
+            context=", ".join(newest[:SHOWN_CANDIDATES]) + more,
+            hint="give more of the name (newest first above), or a path",
+        )
+    if not matches:
+        raise StoreError(
+            f"no saved run matches {ref!r} in {runs_dir}",
             hint="use latest, previous, latest:INVENTORY, a path, or a name from `fleet runs`",
         )
     return matches[0]
+
+
+SHOWN_CANDIDATES = 10  # an ambiguous prefix: the newest runs it matches, named
 
 
 def _resolve_alias(alias: str, runs_dir: Path, inventory: str | None) -> Path:

@@ -10,6 +10,7 @@ Protocol, one JSON object per line on stdout:
     {"type": "hello", "protocol": 1, "python": "3.12.3", "executable": ..., "pid": ...}
     {"type": "tick", "running": [names]}          every second (a closed channel shows as EPIPE)
     {"type": "probe", "name", "status", "ok", "data", "error", "elapsed_s", "output_tail"}
+        and "traceback" when the probe raised: the tail of its traceback (its last frames)
     {"type": "done", "elapsed_s": ...}
     {"type": "deadline", "pending": [names]}      instead of done: the bundle's deadline fired
 
@@ -23,6 +24,7 @@ Stdlib only, Python 3.8+.
 
 import contextlib
 import json
+import linecache
 import os
 import re
 import selectors
@@ -49,6 +51,7 @@ DEFAULT_PROBE_TIMEOUT_S = 60.0
 DEFAULT_PARALLEL = 4
 RESULT_LIMIT_BYTES = 8 * 1024 * 1024
 OUTPUT_TAIL_BYTES = 2048
+TRACEBACK_CHARS = 4096  # the tail of a raising probe's traceback that is sent: its last frames
 READ_CHUNK = 65536
 # Set by the Slurm transport: srun --label cuts lines longer than 1 KiB into labelled pieces, so
 # each protocol line longer than this many bytes goes out as pieces that say they are continued
@@ -60,7 +63,8 @@ CONTINUED = b"\x1e"
 # bundle puts its BUNDLE literal above this file), so they use typing's names, valid on 3.8.
 Options = Dict[str, Any]  # one probe's options, handed to its collect()
 Message = Dict[str, Any]  # one protocol line
-Verdict = Tuple[str, bool, Dict[str, Any], Any]  # status, ok, data, error (what the probe said)
+# status, ok, data, error (what the probe said), and the traceback's tail when it raised
+Verdict = Tuple[str, bool, Dict[str, Any], Any, str]
 
 
 if TYPE_CHECKING:  # typing.TypedDict is 3.8+: the runner still starts on 3.6/3.7, to say so
@@ -74,6 +78,7 @@ if TYPE_CHECKING:  # typing.TypedDict is 3.8+: the runner still starts on 3.6/3.
 
         options: Dict[str, Options]  # probe name -> its options
         files: Dict[str, Dict[str, str]]  # probe name -> {SHIPS file name: text}
+        paths: Dict[str, str]  # probe name -> its file on the controller, for tracebacks
         deadline_s: float
         parallel: int
         preload: bool
@@ -192,6 +197,12 @@ def read_ships(source: str) -> List[str]:
 
 # probe name -> {file name: text}: the SHIPS files of the bundle, handed to each probe in memory
 SHIPPED: Dict[str, Dict[str, str]] = {}
+# probe name -> its file as the controller names it (myprobes/x.py): its code's file name
+PATHS: Dict[str, str] = {}
+
+
+def probe_file(name: str) -> str:
+    return PATHS.get(name) or "probes/%s.py" % name
 
 
 def read_timeout(source: str) -> float:
@@ -216,8 +227,8 @@ def child_main(
         os.dup2(output_fd, 1)
         os.dup2(output_fd, 2)
         payload = run_probe_source(name, source, options)
-    except BaseException:  # the probe's failure is data for the report, whatever it was
-        payload = {"crash": traceback.format_exc()[-OUTPUT_TAIL_BYTES:]}
+    except BaseException as exc:  # the probe's failure is data for the report, whatever it was
+        payload = crash_report(name, exc)
     write_all(result_fd, json.dumps(payload, default=repr).encode("utf-8", "surrogateescape"))
     os._exit(0)
 
@@ -233,13 +244,35 @@ def die_with_parent() -> None:
 
 
 def run_probe_source(name: str, source: str, options: Options) -> Dict[str, Any]:
-    namespace: Dict[str, Any] = {
-        "__name__": "fleet_probe_" + name,
-        "__file__": "probes/%s.py" % name,
-    }
+    filename = probe_file(name)
+    namespace: Dict[str, Any] = {"__name__": "fleet_probe_" + name, "__file__": filename}
     namespace["__shipped__"] = dict(SHIPPED.get(name) or {})
-    exec(compile(source, "probes/%s.py" % name, "exec"), namespace)
+    # the source a traceback quotes: the file is on the controller, not here (no mtime: kept)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
     return {"result": namespace["collect"](options)}
+
+
+def crash_report(name: str, exc: BaseException) -> Dict[str, Any]:
+    """What a raising probe leaves: the exception's last line (`crash`), the innermost line of
+    the probe's own file it passed through (`at`, FILE:LINE), and the traceback's tail without
+    the runner's own frames (its last TRACEBACK_CHARS, cut at a line)."""
+    tb = exc.__traceback__
+    runner = child_main.__code__.co_filename
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == runner:
+        tb = tb.tb_next
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, tb))
+        frames = traceback.extract_tb(tb)
+        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    except BaseException:  # a frame that cannot be read, a broken exception: say what we can
+        last = type(exc).__name__
+        text, frames = last + "\n", traceback.StackSummary()
+    if len(text) > TRACEBACK_CHARS:
+        text = text[-TRACEBACK_CHARS:].partition("\n")[2]
+    own = [f for f in frames if f.filename == probe_file(name)] or list(frames)
+    at = "%s:%s" % (own[-1].filename, own[-1].lineno) if own else ""
+    return {"crash": last, "at": at, "traceback": text}
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -322,8 +355,8 @@ class ProbeProcess:
 
     def report(self, timed_out: bool = False) -> Message:
         elapsed = round(time.monotonic() - self.started, 3)
-        status, ok, data, error = judge(self, timed_out)
-        return {
+        status, ok, data, error, tail = judge(self, timed_out)
+        message = {
             "type": "probe",
             "name": self.name,
             "status": status,
@@ -333,19 +366,34 @@ class ProbeProcess:
             "elapsed_s": elapsed,
             "output_tail": mask_secrets(self.output_tail.decode("utf-8", "replace")),
         }
+        if tail:
+            message["traceback"] = mask_secrets(tail)
+        return message
 
 
 def judge(proc: ProbeProcess, timed_out: bool) -> Verdict:
-    """Turn what a child left behind into (status, ok, data, error)."""
+    """Turn what a child left behind into (status, ok, data, error, traceback tail)."""
     if timed_out:
-        return "timeout", False, {}, "probe timed out after %.0f s" % (proc.deadline - proc.started)
+        return (
+            "timeout",
+            False,
+            {},
+            "probe timed out after %.0f s" % (proc.deadline - proc.started),
+            "",
+        )
     status = proc.exit_status or 0
     if os.WIFSIGNALED(status):
-        return "failed", False, {}, "probe killed by signal %s" % signal_name(os.WTERMSIG(status))
+        return (
+            "failed",
+            False,
+            {},
+            "probe killed by signal %s" % signal_name(os.WTERMSIG(status)),
+            "",
+        )
     if os.WEXITSTATUS(status) != 0:
-        return "failed", False, {}, "probe exited with code %d" % os.WEXITSTATUS(status)
+        return "failed", False, {}, "probe exited with code %d" % os.WEXITSTATUS(status), ""
     if proc.result_overflow:
-        return "failed", False, {}, "probe result larger than %d bytes" % RESULT_LIMIT_BYTES
+        return "failed", False, {}, "probe result larger than %d bytes" % RESULT_LIMIT_BYTES, ""
     return judge_payload(bytes(proc.result))
 
 
@@ -353,10 +401,14 @@ def judge_payload(raw: bytes) -> Verdict:
     try:
         payload = json.loads(raw.decode("utf-8", "replace"))
     except ValueError:
-        return "failed", False, {}, "probe ended without a result"
+        return "failed", False, {}, "probe ended without a result", ""
     if "crash" in payload:
-        lines = payload["crash"].strip().splitlines()
-        return "failed", False, {}, "probe raised " + (lines[-1] if lines else "an exception")
+        lines = str(payload["crash"]).strip().splitlines()
+        raised = lines[-1] if lines else "an exception"
+        at = " (%s)" % payload["at"] if payload.get("at") else ""
+        tail = payload.get("traceback")
+        tail = tail[-TRACEBACK_CHARS:] if isinstance(tail, str) else ""
+        return "failed", False, {}, "probe raised %s%s" % (raised, at), tail
     result = payload.get("result")
     if not isinstance(result, dict) or not isinstance(result.get("ok"), bool):
         return (
@@ -364,12 +416,13 @@ def judge_payload(raw: bytes) -> Verdict:
             False,
             {},
             "probe returned %.80r, not {'ok': bool, 'data': ...}" % (result,),
+            "",
         )
     data = result.get("data")
     if not isinstance(data, dict):
         data = {}
     error = result.get("error")
-    return ("ok" if result["ok"] else "absent"), result["ok"], data, error
+    return ("ok" if result["ok"] else "absent"), result["ok"], data, error, ""
 
 
 def signal_name(number: int) -> str:
@@ -613,6 +666,7 @@ def run_bundle(bundle: Bundle) -> int:
     started = time.monotonic()
     install_deadline(float(bundle.get("deadline_s") or 300))
     SHIPPED.update(bundle.get("files") or {})
+    PATHS.update(bundle.get("paths") or {})
     emit(
         {
             "type": "hello",

@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+import yaml
 from click.testing import CliRunner
 
 from fleet.cli import main
@@ -33,3 +34,10 @@ def invoke_fleet(
     return subprocess.CompletedProcess(
         ["fleet", *args], result.exit_code, result.stdout, result.stderr
     )
+
+
+def local_inventory(tmp_path: Path, **hosts: dict) -> str:
+    """An inventory file of `hosts` (name: settings) under tmp_path; returns its path."""
+    path = tmp_path / "inv.yaml"
+    path.write_text(yaml.safe_dump({"hosts": hosts}))
+    return str(path)

@@ -10,8 +10,9 @@ Hosts that were not reached or lack a probe are listed as such, never silently d
 
 Hosts are grouped into cohorts (fleet/analysis/cohorts.py: GPU model × count × interconnect, or
 `cohort_by`), and the differing facts are read per cohort and ranked into findings
-(fleet/analysis/findings.py): what differs inside a cohort, and software that differs between
-cohorts, before the hardware differences unlike machines are expected to have.
+(fleet/analysis/findings.py; fleet/analysis/ranking.py ranks them): what differs inside a cohort,
+and software that differs between cohorts, before the hardware differences unlike machines are
+expected to have.
 
 A majority is what fleet.analysis.majority says (more hosts than any other value); when values
 tie the fact is *split* and no host is odd for it. A probe that did not succeed on some hosts is a
@@ -47,9 +48,10 @@ from fleet.analysis.facts import (
     probe_of,
     slowness,
 )
-from fleet.analysis.findings import CHECK, COHORT, analyse
+from fleet.analysis.findings import CHECK, COHORT
 from fleet.analysis.findings import CrossCohort as CrossCohort
 from fleet.analysis.findings import Finding as Finding
+from fleet.analysis.ranking import analyse
 from fleet.models import NOT_REACHED, HostOutcome
 
 DEFAULT_TOLERANCE = 0.25

@@ -5,8 +5,10 @@ arch lists, NCCL settings, interconnect, host and probe status, measurements bey
 hosts that appeared or vanished. Changes shared by many hosts are reported once, with the hosts.
 
 Like with like: only probes both runs ran are compared (a probe left out of one run with `-p` is
-named in `probes_only_old`/`probes_only_new`, never a change), and when the runs come from
-different inventories the hosts only one of them has are listed but are not drift.
+named in `probes_only_old`/`probes_only_new`, never a change), only hosts both runs selected (a
+run narrowed by --limit records it: the hosts it did not select are `left_out`, not gone), and
+when the runs come from different inventories the hosts only one of them has are listed but are
+not drift.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from fleet.analysis.facts import (
     slowness,
     status_path,
 )
+from fleet.hostsets import compact_hosts
+from fleet.inventory.fleet_yaml import select_names
 from fleet.models import HostOutcome, Run
 
 HOST_STATUS = "_host.status"  # the name rules read it by
@@ -53,6 +57,9 @@ class Drift:
     new_inventory: str | None = None
     probes_only_old: tuple[str, ...] = ()  # not compared: the new run did not run them
     probes_only_new: tuple[str, ...] = ()
+    # hosts not compared: one run did not select them (its --limit), or the diff's --limit
+    left_out: tuple[str, ...] = ()
+    left_out_why: str = ""
 
     @property
     def same_inventory(self) -> bool:
@@ -81,15 +88,33 @@ class Drift:
         return notes
 
     @property
+    def left_out_note(self) -> str:
+        """Which hosts were not compared because a run did not select them, and why ("" if none)."""
+        if not self.left_out:
+            return ""
+        return (
+            f"compared only the hosts both runs selected; left out, not selected by "
+            f"{self.left_out_why}: {compact_hosts(self.left_out)}"
+        )
+
+    @property
     def changed_hosts(self) -> tuple[str, ...]:
         return tuple(sorted({h for c in self.changes for h in c.hosts}))
 
 
 def compare_runs(
-    old: Run, new: Run, declarations: Mapping[str, ProbeFacts], tolerance: float = DEFAULT_TOLERANCE
+    old: Run,
+    new: Run,
+    declarations: Mapping[str, ProbeFacts],
+    tolerance: float = DEFAULT_TOLERANCE,
+    limit: str | None = None,
 ) -> Drift:
+    """What changed between `old` and `new` on the hosts both runs selected: a host that one run
+    did not select (its --limit) is left out, not new or gone; `limit` (--limit syntax over host
+    names) narrows both runs further."""
     cache = FactCache(declarations)
-    common = [h for h in new.hosts if h in old.hosts]
+    old_hosts, new_hosts, left_out, why = selected_by_both(old, new, limit)
+    common = [h for h in new.hosts if h in old_hosts and h in new_hosts]
     old_probes, new_probes = probes_run(old), probes_run(new)
     both = old_probes & new_probes
     per_host: dict[tuple[str, str, Value, Value], list[str]] = defaultdict(list)
@@ -103,15 +128,42 @@ def compare_runs(
     return Drift(
         old_started=old.started,
         new_started=new.started,
-        added_hosts=tuple(sorted(set(new.hosts) - set(old.hosts))),
-        removed_hosts=tuple(sorted(set(old.hosts) - set(new.hosts))),
+        added_hosts=tuple(sorted(new_hosts - old_hosts)),
+        removed_hosts=tuple(sorted(old_hosts - new_hosts)),
         changes=tuple(sorted(changes, key=lambda c: (-len(c.hosts), c.fact, c.kind))),
         tolerance=tolerance,
         old_inventory=old.inventory,
         new_inventory=new.inventory,
         probes_only_old=tuple(sorted(old_probes - new_probes)),
         probes_only_new=tuple(sorted(new_probes - old_probes)),
+        left_out=tuple(sorted(left_out)),
+        left_out_why=why if left_out else "",
     )
+
+
+def selected_by_both(
+    old: Run, new: Run, limit: str | None = None
+) -> tuple[set[str], set[str], set[str], str]:
+    """Each run's hosts to compare, the hosts left out, and why: those `limit` does not select,
+    and those one run has that the other, narrowed by its own --limit, did not select."""
+    old_hosts, new_hosts = set(old.hosts), set(new.hosts)
+    left_out: set[str] = set()
+    why = []
+    if limit:
+        everyone = sorted(old_hosts | new_hosts)
+        chosen = set(select_names(everyone, {}, limit))
+        left_out |= (old_hosts | new_hosts) - chosen
+        old_hosts, new_hosts = old_hosts & chosen, new_hosts & chosen
+        why.append(f"--limit {limit}")
+    if new.limit and old_hosts - new_hosts:  # not selected by the new run: not gone
+        left_out |= old_hosts - new_hosts
+        old_hosts &= new_hosts
+        why.append(f"the new run's --limit {new.limit}")
+    if old.limit and new_hosts - old_hosts:  # not selected by the old run: not new
+        left_out |= new_hosts - old_hosts
+        new_hosts &= old_hosts
+        why.append(f"the old run's --limit {old.limit}")
+    return old_hosts, new_hosts, left_out, "; ".join(why)
 
 
 def probes_run(run: Run) -> frozenset[str]:

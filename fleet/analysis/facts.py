@@ -29,13 +29,13 @@ import functools
 import json
 import re
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleet.execution.bundle import available_probes, declared_literal
-from fleet.models import HostOutcome, ProbeResult
+from fleet.execution.bundle import available_probes, declared_literal, refuse_broken
+from fleet.models import HostOutcome, ProbeResult, Run
 
 KINDS = ("identity", "volatile", "measure", "sets")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -110,19 +110,48 @@ BUILTIN_FACTS = {
 }
 
 
-def declared_facts(extra_dirs: Sequence[str | Path] = ()) -> dict[str, ProbeFacts]:
+def declared_facts(
+    extra_dirs: Sequence[str | Path] = (), needed: Iterable[str] = ()
+) -> dict[str, ProbeFacts]:
     """Every probe's FACTS declaration (your own too: --probe-dir, $FLEET_PROBE_DIR), read from
-    its source without running it."""
+    its source without running it. A probe whose file cannot be used declares nothing; when it
+    is `needed`, that is a UsageError naming FILE:LINE."""
     found = dict(BUILTIN_FACTS)
-    for name, probe in available_probes(extra_dirs).items():
-        found[name] = parse_declaration(probe.source)
+    available = available_probes(extra_dirs)
+    wanted = (available[n] for n in needed if n in available)
+    refuse_broken(wanted, available, "its FACTS say which of its fields to compare")
+    for name, probe in available.items():
+        if not probe.problem:
+            found[name] = parse_declaration(probe.source)
+    return found
+
+
+def run_declarations(
+    runs: Sequence[Run], extra_dirs: Sequence[str | Path] = ()
+) -> dict[str, ProbeFacts]:
+    """The FACTS declarations to compare `runs` by: each probe's as the first of the runs that
+    recorded it (Run.facts, as shipped), else as its file says now (fleet's own probes, then
+    `extra_dirs` and $FLEET_PROBE_DIR). The folders are read only for probes that no run
+    recorded (runs written before runs recorded them): a saved run never needs them."""
+    recorded: dict[str, ProbeFacts] = {}
+    reported: set[str] = set()
+    for run in runs:
+        for name, raw in (run.facts or {}).items():
+            recorded.setdefault(name, declaration_of(raw))
+        reported.update(run.probes)
+        reported.update(p for outcome in run.hosts.values() for p in outcome.probes)
+    missing = reported - recorded.keys() - BUILTIN_FACTS.keys()
+    found = declared_facts(extra_dirs, needed=missing) if missing else dict(BUILTIN_FACTS)
+    found.update(recorded)
     return found
 
 
 def parse_declaration(source: str) -> ProbeFacts:
-    raw = declared_literal(source, "FACTS")
-    if raw is None:
-        return ProbeFacts()
+    return declaration_of(declared_literal(source, "FACTS") or {})
+
+
+def declaration_of(raw: Mapping[str, Any]) -> ProbeFacts:
+    """A FACTS literal (or a run's record of one) as ProbeFacts."""
     return ProbeFacts(**{k: tuple(raw.get(k, ())) for k in (*KINDS, "hardware")})
 
 

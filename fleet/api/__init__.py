@@ -15,7 +15,9 @@ Nothing here prints or exits; the `fleet` command (fleet.cli) is these functions
     probing.py      ProbeOptions, probe, probe_async, probe_and_keep(_async), build_probe_bundle
     runs.py         keep_run (save, --json), save/load/resolve/list/prune runs, write_report (HTML)
     comparing.py    cross_host_diff, drift
-    checking.py     load_checks, evaluate, check, available_packs
+    checking.py     load_checks, evaluate, check, available_packs, packs_folder
+    baselines.py    make_baseline, write/load_baseline, judge_baseline, with_baseline, line_rates,
+                    baseline_drift (drift judged against a baseline's bands)
     fabric_runs.py  fabric, fabric_async, parse_pairs, parse_sizes
 
 The rules engine, fleet.fabric and Slurm load on first use; their types (CheckReport, Rule,
@@ -27,7 +29,32 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from fleet.api.checking import DEFAULT_PACK, available_packs, check, evaluate, load_checks
+from fleet.api.baselines import (
+    DEFAULT_FLOOR,
+    DEFAULT_K,
+    Baseline,
+    BaselineFileError,
+    BaselineJudgement,
+    CohortLineRate,
+    baseline_drift,
+    baseline_report,
+    baseline_results,
+    baseline_text,
+    judge_baseline,
+    line_rates,
+    load_baseline,
+    make_baseline,
+    with_baseline,
+    write_baseline,
+)
+from fleet.api.checking import (
+    DEFAULT_PACK,
+    available_packs,
+    check,
+    evaluate,
+    load_checks,
+    packs_folder,
+)
 from fleet.api.comparing import DEFAULT_TOLERANCE, Drift, FleetDiff, cross_host_diff, drift
 from fleet.api.fabric_runs import fabric, fabric_async, parse_pairs, parse_sizes
 from fleet.api.hosts import (
@@ -103,14 +130,20 @@ __all__ = [
     "BUILT_IN_LOCAL",
     "DEFAULT_CONCURRENCY",
     "DEFAULT_FABRIC_TOLERANCE",
+    "DEFAULT_FLOOR",
+    "DEFAULT_K",
     "DEFAULT_PACK",
     "DEFAULT_TIMEOUT_S",
     "DEFAULT_TOLERANCE",
     "INVENTORY_FORMATS",
     "MATRIX_TIMEOUT_S",
     "AdhocSettings",
+    "Baseline",
+    "BaselineFileError",
+    "BaselineJudgement",
     "Bundle",
     "CheckReport",
+    "CohortLineRate",
     "Drift",
     "Events",
     "FabricEvents",
@@ -126,6 +159,10 @@ __all__ = [
     "__version__",
     "available_packs",
     "available_probes",
+    "baseline_drift",
+    "baseline_report",
+    "baseline_results",
+    "baseline_text",
     "build_probe_bundle",
     "check",
     "cross_host_diff",
@@ -136,12 +173,17 @@ __all__ = [
     "fabric_async",
     "hosts_document",
     "inventory_probe_args",
+    "judge_baseline",
     "keep_run",
+    "line_rates",
     "list_runs",
+    "load_baseline",
     "load_checks",
     "load_run",
+    "make_baseline",
     "make_transports",
     "open_inventory",
+    "packs_folder",
     "parse_pairs",
     "parse_sizes",
     "probe",
@@ -155,5 +197,7 @@ __all__ = [
     "select_hosts",
     "slurm_argv",
     "transports_for",
+    "with_baseline",
+    "write_baseline",
     "write_report",
 ]

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet.execution.bundle import available_probes
+from fleet.execution.bundle import available_probes, refuse_broken
 from fleet.models import Run
 
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 DEFAULT_PACK = "inference"
 
-__all__ = ["DEFAULT_PACK", "available_packs", "check", "evaluate", "load_checks"]
+__all__ = ["DEFAULT_PACK", "available_packs", "check", "evaluate", "load_checks", "packs_folder"]
 
 
 def available_packs() -> list[str]:
@@ -26,38 +26,56 @@ def available_packs() -> list[str]:
     return packs()
 
 
+def packs_folder() -> Path:
+    """The folder of the built-in rule packs (NAME.yaml each): copy one to start your own."""
+    from fleet.checks import packs_folder as folder
+
+    return folder()
+
+
 def load_checks(
     packs: Sequence[str] = (),
     rules_files: Sequence[str | Path] = (),
     probe_dirs: Sequence[str | Path] = (),
+    run_probes: Sequence[str] = (),
 ) -> tuple[list[Rule], list[str]]:
     """Every rule of the packs and files, validated together (ids unique across them), and where
     each set came from. No packs and no files: the `inference` pack. Rules may read your own
-    probes too (`probe_dirs`, $FLEET_PROBE_DIR)."""
+    probes too (`probe_dirs`, $FLEET_PROBE_DIR), and the probes of the saved run they will judge
+    (`run_probes`, its Run.probes), wherever their files are now."""
     from fleet.checks import check_unique_ids, load_rules, pack_path
 
     chosen = list(packs) if packs or rules_files else [DEFAULT_PACK]
     probes = available_probes(probe_dirs)
+    names = [*probes, *(n for n in run_probes if n not in probes)]
     rules: list[Rule] = []
     sources: list[str] = []
     for name in chosen:
-        rules += load_rules(pack_path(name), probes)
+        rules += load_rules(pack_path(name), names)
         sources.append(f"pack {name}")
     for path in rules_files:
-        rules += load_rules(path, probes)
+        rules += load_rules(path, names)
         sources.append(str(path))
     check_unique_ids(rules)
+    needed = {n for rule in rules for n in rule.needs if n in probes and n not in run_probes}
+    refuse_broken(
+        (probes[n] for n in sorted(needed)), probes, "or leave out the rules that read it"
+    )
     return rules, sources
 
 
 def evaluate(
-    rules: Sequence[Rule], run: Run, probe_args: Mapping[str, Mapping[str, Any]] | None = None
+    rules: Sequence[Rule],
+    run: Run,
+    probe_args: Mapping[str, Mapping[str, Any]] | None = None,
+    strict: bool = False,
 ) -> CheckReport:
     """Judge `run` against rules from load_checks; `probe_args` per host name are the
-    inventory's (rules read them as `_args`; see inventory_probe_args)."""
+    inventory's (rules read them as `_args`; see inventory_probe_args). `strict`: an error rule
+    not judged on some host fails the check (`fleet check --strict`)."""
     from fleet.checks import evaluate as judge
 
-    return judge(rules, run, probe_args or {})
+    return judge(rules, run, probe_args or {}, strict)
 
 
 def check(
@@ -66,8 +84,10 @@ def check(
     rules_files: Sequence[str | Path] = (),
     probe_args: Mapping[str, Mapping[str, Any]] | None = None,
     probe_dirs: Sequence[str | Path] = (),
+    strict: bool = False,
 ) -> CheckReport:
     """Judge `run` against rules (default: the inference pack); `probe_args` per host name are the
-    inventory's (rules read them as `_args`)."""
-    rules, _ = load_checks(packs, rules_files, probe_dirs)
-    return evaluate(rules, run, probe_args)
+    inventory's (rules read them as `_args`); `strict` as for evaluate. Rules may read every probe
+    the run carries."""
+    rules, _ = load_checks(packs, rules_files, probe_dirs, run.probes)
+    return evaluate(rules, run, probe_args, strict)

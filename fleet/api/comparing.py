@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
 from fleet.analysis.drift import Drift, compare_runs
-from fleet.analysis.facts import declared_facts
+from fleet.analysis.facts import run_declarations
 from fleet.models import Run
 
 __all__ = ["DEFAULT_TOLERANCE", "Drift", "FleetDiff", "cross_host_diff", "drift"]
@@ -22,15 +22,22 @@ def cross_host_diff(
     """Where the hosts of one run differ: values, name lists, measurements, read per cohort and
     ranked into findings. `cohort_by`: a JMESPath over each host's document naming its cohort
     (default: the run's own, from its inventory, else GPU model × GPU count × interconnect); a
-    bad one is a UsageError. `probe_dirs`: where your own probes' FACTS declarations are
-    (besides $FLEET_PROBE_DIR)."""
-    return compare_hosts(
-        run.hosts.values(), declared_facts(probe_dirs), tolerance, cohort_by or run.cohort_by
-    )
+    bad one is a UsageError. Each probe's FACTS declaration is the run's own (as it was
+    shipped); `probe_dirs` (besides $FLEET_PROBE_DIR) are read only for probes of a run that
+    did not record them."""
+    declarations = run_declarations([run], probe_dirs)
+    return compare_hosts(run.hosts.values(), declarations, tolerance, cohort_by or run.cohort_by)
 
 
 def drift(
-    old: Run, new: Run, tolerance: float = DEFAULT_TOLERANCE, probe_dirs: Sequence[str | Path] = ()
+    old: Run,
+    new: Run,
+    tolerance: float = DEFAULT_TOLERANCE,
+    probe_dirs: Sequence[str | Path] = (),
+    limit: str | None = None,
 ) -> Drift:
-    """What changed per host between two runs."""
-    return compare_runs(old, new, declared_facts(probe_dirs), tolerance)
+    """What changed per host between two runs, on the hosts both selected: a host one run did not
+    select (a run records its --limit) is left out (Drift.left_out), not new or gone. `limit`
+    (--limit syntax: host names, nodesets, globs, !PATTERN) narrows both runs further. Each
+    probe's facts are read as the newer run declared them (else the older, else `probe_dirs`)."""
+    return compare_runs(old, new, run_declarations([new, old], probe_dirs), tolerance, limit)

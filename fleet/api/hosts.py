@@ -44,6 +44,7 @@ class Selection:
     warnings: tuple[str, ...] = ()  # e.g. ssh_config keywords fleet ignores, one line each
     slurm: SlurmCluster | None = None  # --slurm: the nodes, their states, the job
     cohort_by: str | None = None  # the inventory's cohort_by, recorded in the run
+    limit: str | None = None  # the --limit that narrowed the hosts, recorded in the run
 
 
 def select_hosts(
@@ -79,7 +80,9 @@ def select_hosts(
         if require_files:
             raise
         warnings.append(exc.message)
-    return Selection(chosen, resolved.path, tuple(warnings), cohort_by=resolved.cohort_by)
+    return Selection(
+        chosen, resolved.path, tuple(warnings), cohort_by=resolved.cohort_by, limit=limit or None
+    )
 
 
 def _select_slurm_nodes(
@@ -94,7 +97,7 @@ def _select_slurm_nodes(
     hosts = loaded.select(limit)
     if not hosts:
         raise UsageError("no host selected", hint="check --limit against the Slurm nodes")
-    return Selection(hosts, loaded.path, slurm=cluster)
+    return Selection(hosts, loaded.path, slurm=cluster, limit=limit or None)
 
 
 def open_inventory(
@@ -113,7 +116,7 @@ def open_inventory(
     if hosts is not None:
         return adhoc_inventory(hosts, adhoc)
     if adhoc is not None and adhoc.given():
-        flags = ", ".join(f"--{k}" for k in adhoc.given())
+        flags = ", ".join(adhoc.flags())
         raise UsageError(
             f"{flags} set(s) the hosts of -H only",
             hint="with -i, write these settings in the inventory",

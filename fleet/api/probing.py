@@ -80,9 +80,8 @@ def build_probe_bundle(options: ProbeOptions) -> Bundle:
     """The probes to ship: `options.probes` (default all), without allreduce when it is off.
     Raises UsageError for an unknown probe name, before any host is contacted."""
     names = list(options.probes) if options.probes else None
-    if not options.allreduce and not options.allreduce_matrix:
-        names = [n for n in (names or available_probes(options.probe_dirs)) if n != "allreduce"]
-    return build_bundle(names, options.probe_dirs)
+    without = () if options.allreduce or options.allreduce_matrix else ("allreduce",)
+    return build_bundle(names, options.probe_dirs, without)
 
 
 def probe_args_from(options: ProbeOptions) -> dict[str, dict[str, Any]]:
@@ -158,6 +157,8 @@ async def probe_async(
         transport=",".join(sorted({h.transport for h in selection.hosts})),
         slurm=slurm.record() if slurm else None,
         cohort_by=selection.cohort_by,
+        facts=bundle.facts(),
+        limit=selection.limit,
     )
 
 

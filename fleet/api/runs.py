@@ -26,6 +26,7 @@ from fleet.store import resolve_run as _resolve_run
 from fleet.store import save_run as _save_run
 
 if TYPE_CHECKING:
+    from fleet.analysis.baseline_judge import BaselineJudgement
     from fleet.checks import CheckReport
 
 __all__ = [
@@ -142,10 +143,12 @@ def write_report(
     source: str | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
     probe_dirs: Sequence[str | Path] = (),
+    baseline: BaselineJudgement | None = None,
 ) -> Path:
     """Write the one-page HTML report of `run` (its cross-host diff, computed here with
     `tolerance` and `probe_dirs` when not given; the drift, verdicts, exit code and source
-    shown when given); returns the file written. ReportError when it cannot be written."""
+    shown when given; a baseline's bands drawn behind the allreduce curves when the run was
+    judged against one); returns the file written. ReportError when it cannot be written."""
     from fleet.render.html.page import Report, fabric_of, write_html  # only when asked
 
     if diff is None:
@@ -158,5 +161,6 @@ def write_report(
         fabric=fabric_of(run),
         exit_code=exit_code,
         source=source,
+        baseline=baseline,
     )
     return write_html(page, Path(path))

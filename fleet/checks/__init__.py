@@ -15,7 +15,7 @@ Import from `fleet.checks`, not from its modules.
 from fleet.analysis.facts import allreduce_summary
 from fleet.checks.documents import host_document
 from fleet.checks.evaluate import evaluate
-from fleet.checks.fixes import format_value, render_fix
+from fleet.checks.fixes import format_value, observed_text, render_fix
 from fleet.checks.language import EvaluationError, Expression, compile_expression, truthy
 from fleet.checks.model import (
     CHECK_SCHEMA,
@@ -27,7 +27,7 @@ from fleet.checks.model import (
     RuleResult,
     RuleVerdict,
 )
-from fleet.checks.packs import available_packs, pack_path
+from fleet.checks.packs import available_packs, pack_path, packs_folder
 from fleet.checks.parser import RuleFileError, check_unique_ids, load_rules, parse_rules
 
 __all__ = [
@@ -50,7 +50,9 @@ __all__ = [
     "format_value",
     "host_document",
     "load_rules",
+    "observed_text",
     "pack_path",
+    "packs_folder",
     "parse_rules",
     "render_fix",
     "truthy",

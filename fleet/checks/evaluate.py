@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleet.checks.documents import RESULTS_BESIDE_PROBES, host_document
-from fleet.checks.fixes import format_value, with_fixes
-from fleet.checks.language import EvaluationError, search_or_none, truthy
+from fleet.checks.fixes import with_fixes
+from fleet.checks.language import EvaluationError, search_or_none, truthy, unanswered
 from fleet.checks.model import CheckReport, Rule, RuleResult, RuleVerdict
 from fleet.checks.uniform import judge_keys, judge_uniform
 from fleet.models import NOT_REACHED, HostOutcome, Run
@@ -18,8 +18,10 @@ def evaluate(
     rules: Sequence[Rule],
     run: Run,
     probe_args: Mapping[str, Mapping[str, Any]] | None = None,
+    strict: bool = False,
 ) -> CheckReport:
-    """Judge every rule on every host of `run`; `probe_args` per host name, from the inventory."""
+    """Judge every rule on every host of `run`; `probe_args` per host name, from the inventory;
+    `strict`: an error rule not judged on some host fails the check (--strict)."""
     args = probe_args or {}
     documents = {
         name: host_document(outcome, args.get(name)) for name, outcome in run.hosts.items()
@@ -30,7 +32,7 @@ def evaluate(
         for name, outcome in run.hosts.items()
         if _not_reached(outcome)
     }
-    return CheckReport(results, tuple(run.hosts), unreached)
+    return CheckReport(results, tuple(run.hosts), unreached, strict)
 
 
 def _not_reached(outcome: HostOutcome) -> bool:
@@ -80,7 +82,8 @@ def _precondition(rule: Rule, outcome: HostOutcome, document: dict[str, Any]) ->
     except EvaluationError as exc:
         return RuleVerdict(name, "unknown", reason=f"when: {exc}")
     if applies is None:
-        return RuleVerdict(name, "unknown", reason=f"when: {rule.when.text} is not reported")
+        why = unanswered(rule.when, document)
+        return RuleVerdict(name, "unknown", reason=f"whether it applies is not known: {why}")
     return None if truthy(applies) else RuleVerdict(name, "n/a", reason=f"not {rule.when.text}")
 
 
@@ -89,26 +92,23 @@ def _judge_each(rule: Rule, documents: Mapping[str, dict[str, Any]]) -> dict[str
     verdicts = {}
     for name, document in documents.items():
         observed = search_or_none(rule.observed, document)
+        read = {**document, "_observed": observed}
         try:
-            value = rule.check.search({**document, "_observed": observed})
+            value = rule.check.search(read)
         except EvaluationError as exc:
             verdicts[name] = RuleVerdict(name, "unknown", observed, reason=str(exc))
             continue
-        verdicts[name] = _verdict(rule, name, document, value, observed)
+        verdicts[name] = _verdict(rule, name, read, value, observed)
     return verdicts
 
 
 def _verdict(
     rule: Rule, name: str, document: dict[str, Any], value: Any, observed: Any
 ) -> RuleVerdict:
-    if value is None:
-        return RuleVerdict(name, "unknown", observed, reason=_unreported(rule, observed))
+    if value is None:  # the facts the check reads, in words: never the rule's JMESPath
+        assert rule.check is not None
+        why = f"cannot be judged: {unanswered(rule.check, document)}"
+        return RuleVerdict(name, "unknown", observed, reason=why)
     if truthy(value):
         return RuleVerdict(name, "pass", observed)
     return RuleVerdict(name, "fail", observed)
-
-
-def _unreported(rule: Rule, observed: Any) -> str:
-    if rule.observed is not None:
-        return f"not reported here ({rule.observed.text} = {format_value(observed)})"
-    return f"not reported here ({rule.check.text if rule.check else 'check'} gives null)"

@@ -77,6 +77,20 @@ def render_fix(
     return PLACEHOLDER.sub(fill, rule.fix)
 
 
+def observed_text(rule: Rule, verdict: RuleVerdict) -> str | None:
+    """What a verdict shows as observed, or None where there is nothing to show: a host where the
+    rule was skipped or does not apply, a `check:` rule without `observed:`, and a `check:` rule
+    that failed with no observed value (the facts it judged were reported: saying "not reported"
+    there would be false)."""
+    if verdict.status in ("skipped", "n/a"):
+        return None
+    if rule.kind == "check" and (
+        rule.observed is None or (verdict.status == "fail" and verdict.observed is None)
+    ):
+        return None
+    return format_value(verdict.observed)
+
+
 def format_value(value: Any) -> str:
     """A fact as a person reads it: lists joined, null as '(not reported)', floats short."""
     if value is None:

@@ -8,6 +8,7 @@ Why JMESPath: a well-kept, specified query language with no access to Python (no
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,6 +124,107 @@ def _root_fields(node: Mapping[str, Any], at_root: bool) -> Iterator[str]:
         for child in children:
             if isinstance(child, Mapping):
                 yield from _root_fields(child, at_root)
+
+
+def unanswered(expression: Expression, document: Mapping[str, Any]) -> str:
+    """Why `expression` gives null on `document`, in facts rather than JMESPath: the facts it
+    reads (`torch.devices`, `gpu.gpus[].mig_mode` for `map(&mig_mode, gpu.gpus)`) that are not
+    reported or are empty here, e.g. "torch.devices is empty"."""
+    said: dict[str, None] = {}
+    for path in _fact_paths(expression.parsed.parsed):
+        if EACH in path:  # an empty or missing list is said as such, not as its items' field
+            items = path[: path.index(EACH)]
+            path = items if _state(_read(document, items)) else path
+        state = _state(_read(document, path))
+        if state:
+            said[f"{_path_text(path)} {state}"] = None
+    return "; ".join(said) or "the facts it reads give no answer here"
+
+
+# A fact path: keys, list indexes, and EACH (every item of a list) as `gpu.gpus[].mig_mode`.
+EACH = object()
+FactPath = tuple[Any, ...]
+
+
+def _fact_paths(node: Mapping[str, Any]) -> Iterator[FactPath]:
+    """The plain fact paths an expression reads from the document. Alternatives (`a || b`) are
+    left out: one of them missing is no reason."""
+    kind, children = node.get("type"), node.get("children") or []
+    chain = _chain(node)
+    if chain is not None:
+        yield chain
+        return
+    if kind == "or_expression" or kind == "expref":
+        return
+    if kind == "function_expression" and node.get("value") == "map" and len(children) == 2:
+        items, each = _chain(children[1]), _chain(children[0].get("children", [{}])[0])
+        if items is not None and each is not None:
+            yield (*items, EACH, *each)
+            return
+    if kind in SCOPING_NODES:
+        children = children[:1]  # the rest read the first one's result, not the document
+    for child in children:
+        if isinstance(child, Mapping):
+            yield from _fact_paths(child)
+
+
+def _chain(node: Mapping[str, Any]) -> FactPath | None:
+    """`a.b[0].c` as ("a", "b", 0, "c"); None for anything else."""
+    kind, children = node.get("type"), node.get("children") or []
+    if kind == "field":
+        return (node["value"],)
+    if kind == "index_expression" and len(children) == 2 and children[1].get("type") == "index":
+        head = _chain(children[0])
+        return None if head is None else (*head, children[1]["value"])
+    if kind == "subexpression":
+        parts = [_chain(child) for child in children]
+        if all(part is not None for part in parts):
+            return tuple(key for part in parts for key in part or ())
+    return None
+
+
+def _read(document: Any, path: FactPath) -> Any:
+    for index, key in enumerate(path):
+        if key is EACH:
+            if not isinstance(document, list):
+                return None
+            return [_read(item, path[index + 1 :]) for item in document]
+        if (
+            isinstance(key, int)
+            and isinstance(document, list)
+            and -len(document) <= key < len(document)
+        ):
+            document = document[key]
+        elif isinstance(key, str) and isinstance(document, Mapping):
+            document = document.get(key)
+        else:
+            return None
+    return document
+
+
+def _state(value: Any) -> str:
+    if value is None or (isinstance(value, list) and value and all(v is None for v in value)):
+        return "is not reported"
+    if value in ([], {}, ""):
+        return "is empty"
+    if isinstance(value, list) and any(v is None for v in value):
+        return "is not reported for some items"
+    return ""
+
+
+def _path_text(path: FactPath) -> str:
+    if path[:1] == ("_observed",):
+        return "the observed value"
+    text = ""
+    for key in path:
+        if key is EACH:
+            text += "[]"
+        elif isinstance(key, int):
+            text += f"[{key}]"
+        else:
+            shown = key if key.replace("_", "a").isalnum() else json.dumps(key)
+            text += f".{shown}" if text else shown
+    return text
 
 
 def compile_expression(text: str, where: Location, key: str) -> Expression:

@@ -34,7 +34,9 @@ RULE_KEYS = (
     "fix",
 )
 EXPRESSION_KEYS = ("check", "uniform", "uniform_keys", "cohort", "expected", "when", "observed")
-KINDS = ("check", "uniform", "uniform_keys")  # a rule has exactly one of these keys
+# A rules file's rule has exactly one of the first three keys; `baseline` rules are made by fleet
+# from a baseline file (fleet/api/baselines.py), one per family of measurements it holds.
+KINDS = ("check", "uniform", "uniform_keys", "baseline")
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,9 @@ class Rule:
 
     @property
     def kind(self) -> str:
-        return next(k for k in KINDS if getattr(self, k) is not None)
+        """The key a rules file gave it; `baseline` for the rules fleet makes from a baseline
+        file, which have none of those keys."""
+        return next((k for k in KINDS if getattr(self, k, None) is not None), "baseline")
 
     def expressions(self) -> Iterator[Expression]:
         for key in EXPRESSION_KEYS:
@@ -128,6 +132,7 @@ class CheckReport:
     results: tuple[RuleResult, ...]
     hosts: tuple[str, ...]
     unreached: Mapping[str, str] = field(default_factory=dict)
+    strict: bool = False  # --strict: an error rule not judged somewhere fails the check
 
     def failures(self, severity: str) -> list[tuple[Rule, RuleVerdict]]:
         return [
@@ -151,18 +156,24 @@ class CheckReport:
 
     @property
     def outcome(self) -> str:
-        """ "failed" (an error rule failed), "incomplete" (none failed, but an error rule was not
-        judged somewhere, or nothing passed at all) or "passed": never green when nothing was
-        judged."""
-        if self.failed:
+        """ "failed" (an error rule failed, or with `strict` was not judged somewhere),
+        "incomplete" (none failed, but an error rule was not judged somewhere, or nothing passed
+        at all) or "passed": never green when nothing was judged."""
+        if self.fails():
             return "failed"
         if self.unjudged("error") or not self.counts()["pass"]:
             return "incomplete"
         return "passed"
 
-    def fails(self, strict: bool = False) -> bool:
-        """Whether the check sets exit bit 32: an error rule failed, or with `strict`, one was
-        unknown or skipped somewhere."""
+    @property
+    def failed_strictly(self) -> bool:
+        """No error rule failed, but --strict fails the check: one was not judged somewhere."""
+        return self.strict and not self.failed and bool(self.unjudged("error"))
+
+    def fails(self, strict: bool | None = None) -> bool:
+        """Whether the check sets exit bit 32: an error rule failed, or with `strict` (default:
+        the report's own), one was unknown or skipped somewhere."""
+        strict = self.strict if strict is None else strict
         return self.failed or (strict and bool(self.unjudged("error")))
 
     def counts(self) -> dict[str, int]:
@@ -188,6 +199,7 @@ class CheckReport:
             "schema": CHECK_SCHEMA,
             "passed": self.outcome == "passed",
             "outcome": self.outcome,
+            "strict": self.strict,
             "hosts": list(self.hosts),
             "summary": {
                 **counts,

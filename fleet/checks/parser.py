@@ -161,7 +161,9 @@ def _check_roots(expression: Expression, where: Location, key: str, probes: froz
         raise where.fail(
             f"'{key}:' reads {unknown[0]!r}, which is neither a probe nor a helper",
             context=expression.text,
-            hint=f"probes: {', '.join(sorted(probes))}; helpers: {', '.join(HELPERS)}",
+            hint=f"a probe of your own: pass its folder with --probe-dir DIR (or "
+            f"$FLEET_PROBE_DIR); probes: {', '.join(sorted(probes))}; "
+            f"helpers: {', '.join(HELPERS)}",
         )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.analysis.majority import rank
-from fleet.checks.language import EvaluationError, Expression, search_or_none
+from fleet.checks.language import EvaluationError, Expression, search_or_none, unanswered
 from fleet.checks.model import Rule, RuleVerdict, value_key
 
 
@@ -42,8 +42,11 @@ def _read_across(
             verdicts[name] = RuleVerdict(name, "unknown", reason=str(exc))
             continue
         if value is None or (rule.cohort is not None and cohort is None):
-            what = expression.text if value is None else f"cohort {rule.cohort.text}"  # type: ignore[union-attr]
-            verdicts[name] = RuleVerdict(name, "unknown", reason=f"{what} is not reported")
+            missing = expression if value is None else rule.cohort
+            assert missing is not None
+            what = "its value" if value is None else "its cohort"
+            why = f"{what} is not known: {unanswered(missing, document)}"
+            verdicts[name] = RuleVerdict(name, "unknown", reason=why)
             continue
         values[name], cohorts[name] = value, cohort
     return values, cohorts, verdicts

@@ -78,6 +78,6 @@ HOSTS_COLUMNS = (
 @click.command("probes")
 @probe_dir_option
 def list_probes(probe_dirs: tuple[str, ...]) -> None:
-    """List the probes a bundle can carry: fleet's own and yours."""
+    """List the probes a bundle can carry: fleet's own and yours (one that cannot be used: why)."""
     for name, probe in api.available_probes(probe_dirs).items():
-        click.echo(f"{name:12} {probe.summary}")
+        click.echo(f"{name:12} {f'✗ {probe.problem}' if probe.problem else probe.summary}")

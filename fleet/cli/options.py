@@ -99,6 +99,17 @@ def baseline_option(help: str) -> Callable[[F], F]:
     return click.option("--baseline", metavar="RUN", shell_complete=complete_runs, help=help)
 
 
+def baseline_file_option(
+    *names: str,
+    help: str = "Judge each host's measurements against the bands of its cohort in this "
+    "baseline file (made by `fleet baseline`).",
+) -> Callable[[F], F]:
+    """A baseline file (fleet.baseline/1); `--baseline RUN` above is a saved run to drift from."""
+    return click.option(
+        *names, "baseline_file", metavar="FILE", type=click.Path(dir_okay=False), help=help
+    )
+
+
 # ------------------------------------------------------------------ measuring and judging
 
 

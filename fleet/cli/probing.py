@@ -165,6 +165,8 @@ def execute_probe(request: ProbeRequest) -> api.KeptRun:
         request.inventory_path, request.limit, slurm=request.slurm_target
     )
     bundle = api.build_probe_bundle(options)  # bad probe names fail before any host is contacted
+    for warning in bundle.warnings:  # a broken probe file that was not chosen
+        click.echo(f"warning: {warning}", err=True)
     kept = asyncio.run(probe_with_progress(request, selection, bundle, options))
     say_kept(kept, request.json_path)
     return kept
@@ -228,11 +230,19 @@ def emit_html(
     source: str | None,
     drift: api.Drift | None = None,
     checks: api.CheckReport | None = None,
+    baseline: api.BaselineJudgement | None = None,
 ) -> int:
     """--html of probe and check: write the page; exit bit 64 (like --json) when it cannot be."""
     try:
         api.write_report(
-            run, path, diff=diff, drift=drift, checks=checks, exit_code=code, source=source
+            run,
+            path,
+            diff=diff,
+            drift=drift,
+            checks=checks,
+            exit_code=code,
+            source=source,
+            baseline=baseline,
         )
     except FleetError as exc:
         say_not_kept([exc])

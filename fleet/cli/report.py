@@ -14,6 +14,7 @@ import click
 from fleet import api
 from fleet.cli.exits import EXIT_CHECK_FAILED, EXIT_DRIFT, exit_code, with_bits
 from fleet.cli.options import (
+    baseline_file_option,
     baseline_option,
     pack_option,
     rules_option,
@@ -37,6 +38,11 @@ from fleet.models import Run
 @rules_option("Add the verdicts of this rules file (repeatable).")
 @runs_dir_option
 @tolerance_option()
+@baseline_file_option(
+    "--baseline-file",
+    help="Judge the run against this baseline file: its verdicts, and its bands drawn behind "
+    "the allreduce curves (with --baseline RUN, the drift judged by its bands too).",
+)
 def report(
     run_ref: str,
     output: Path | None,
@@ -45,13 +51,24 @@ def report(
     rules_files: tuple[str, ...],
     runs_dir: Path | None,
     tolerance: float,
+    baseline_file: str | None,
 ) -> None:
     """Write one HTML page for a saved run (default: the latest): opens offline, prints, plots."""
     path = api.resolve_run(run_ref, runs_dir)
     run = api.load_run(path)
     old = api.load_run(baseline, runs_dir) if baseline else None
+    base = api.load_baseline(baseline_file) if baseline_file else None
     checks = api.check(run, packs, rules_files) if packs or rules_files else None
-    drift = api.drift(old, run, tolerance) if old is not None else None
+    judged = api.judge_baseline(run, base) if base is not None else None
+    if judged is not None:
+        checks = api.with_baseline(checks, judged) if checks else api.baseline_report(run, judged)
+    drift = None
+    if old is not None:
+        drift = (
+            api.baseline_drift(old, run, base, tolerance)
+            if base is not None
+            else api.drift(old, run, tolerance)
+        )
     code = with_bits(exit_code(run), EXIT_DRIFT if drift is not None and drift.found else 0)
     if checks is not None and checks.failed:
         code = with_bits(code, EXIT_CHECK_FAILED)
@@ -64,6 +81,7 @@ def report(
         exit_code=code,
         source=str(path),
         tolerance=tolerance,
+        baseline=judged,
     )
     click.echo(f"wrote {written} ({written.stat().st_size / 1024:.0f} KiB)")
 

@@ -1,5 +1,5 @@
 """The `fleet` group: the one error boundary, --debug on every command, and which module holds
-each command (check, report and fabric load on first use).
+each command (check, report, fabric and baseline load on first use).
 
 The commands print and exit; what they print comes from fleet.api, the exit codes from
 fleet.cli.exits. A FleetError that stops a command becomes its message, context and hint on
@@ -28,13 +28,14 @@ class FleetGroup(click.Group):
     """The one error boundary: a FleetError from any command becomes its message, context and hint
     on stderr and its exit code (2: nothing was contacted). With --debug, its whole cause chain too.
 
-    Loads `check`, `report` and `fabric` on first use: the HTML report and fleet.fabric would
+    Loads `check`, `report`, `fabric` and `baseline` on first use: the HTML report and fleet.fabric would
     cost every other command start-up time. Those modules never import this one."""
 
     LAZY: ClassVar[dict[str, tuple[str, str]]] = {
         "check": ("fleet.cli.check", "check"),
         "report": ("fleet.cli.report", "report"),
         "fabric": ("fleet.cli.fabric", "fabric"),
+        "baseline": ("fleet.cli.baseline", "baseline"),
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

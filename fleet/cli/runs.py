@@ -15,9 +15,11 @@ from fleet import api
 from fleet.cli.completion import complete_runs
 from fleet.cli.exits import EXIT_DRIFT, EXIT_OK
 from fleet.cli.options import (
+    baseline_file_option,
     between_option,
     cohort_by_option,
     format_option,
+    limit_option,
     run_argument,
     runs_dir_option,
     scope_option,
@@ -41,30 +43,52 @@ from fleet.render.terminal.tables import Column, print_table
 @click.argument("new", required=False, shell_complete=complete_runs)
 @runs_dir_option
 @scope_option
+@limit_option
 @tolerance_option()
 @format_option()
 @cohort_by_option
 @between_option
+@baseline_file_option(
+    "--baseline-file",
+    help="Drift: judge each measurement's change against its band in this baseline file (the "
+    "noise of known-good runs) instead of --tolerance, which stays for those it has no band for.",
+)
 def diff(
     old: str,
     new: str | None,
     runs_dir: Path | None,
     scope: str | None,
+    limit: str | None,
     tolerance: float,
     output_format: str,
     cohort_by: str | None,
     between: bool,
+    baseline_file: str | None,
 ) -> None:
     """Drift between two saved runs (OLD NEW), or the cross-host diff of one run (OLD).
 
     Runs are files, names from the runs folder, `latest` or `previous` (`latest:INVENTORY`: that
-    inventory's). Exit code 16 when drift is found, 0 when none."""
+    inventory's). Drift compares the hosts both runs selected (and --limit selects, by host
+    name); the others are named as left out. Exit code 16 when drift is found, 0 when none."""
+    if baseline_file and new is None:
+        raise UsageError(
+            "--baseline-file judges drift between two runs: give OLD and NEW",
+            hint=f"one run against a baseline: fleet check --run {old} --baseline {baseline_file}",
+        )
+    base = api.load_baseline(baseline_file) if baseline_file else None
     first = api.load_run(old, runs_dir, scope)
     if new is None:
+        if limit:
+            raise UsageError("--limit narrows the drift of two runs", hint="give OLD and NEW")
         result = api.cross_host_diff(first, tolerance, cohort_by=cohort_by)
         print_fleet_diff(result, output_format, between)
         return
-    drift = api.drift(first, api.load_run(new, runs_dir, scope), tolerance)
+    second = api.load_run(new, runs_dir, scope)
+    drift = (
+        api.baseline_drift(first, second, base, tolerance)
+        if base is not None
+        else api.drift(first, second, tolerance, limit=limit)
+    )
     print_drift(drift, output_format)
     sys.exit(EXIT_DRIFT if drift.found else EXIT_OK)
 

@@ -1,5 +1,6 @@
 """The options that say which hosts a command reaches, shared by every command that takes -i:
--H NODESET (with --user, --port, --python, --jump), --ssh-config, --inventory-format; and
+-H NODESET (with --user, --port, --python, --jump, --identity, --known-hosts), --ssh-config,
+--inventory-format; and
 HostChoice, which hands them to api.select_hosts."""
 
 from __future__ import annotations
@@ -28,8 +29,21 @@ SELECTION_OPTIONS = (
     ),
     click.option("--jump", metavar="[USER@]HOST[:PORT]", help="With -H: a jump host."),
     click.option(
+        "--identity",
+        metavar="FILE",
+        type=click.Path(dir_okay=False),
+        help="With -H: the private key to offer (as ssh -i; the agent's keys are offered too).",
+    ),
+    click.option(
+        "--known-hosts",
+        metavar="FILE",
+        type=click.Path(dir_okay=False),
+        help="With -H: the known_hosts file to trust (default ~/.ssh/known_hosts).",
+    ),
+    click.option(
         "--ssh-config",
         metavar="PATH|none",
+        type=click.Path(dir_okay=False),  # completes file names
         help="ssh_config to honour (default: ~/.ssh/config if present); inventory values win.",
     ),
     click.option(
@@ -40,7 +54,17 @@ SELECTION_OPTIONS = (
         help="What -i is: fleet YAML or an Ansible inventory (auto: by its content).",
     ),
 )
-NAMES = ("nodeset", "user", "port", "python", "jump", "ssh_config", "inventory_format")
+NAMES = (
+    "nodeset",
+    "user",
+    "port",
+    "python",
+    "jump",
+    "identity",
+    "known_hosts",
+    "ssh_config",
+    "inventory_format",
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +74,8 @@ class HostChoice:
     port: int | None = None
     python: str | None = None
     jump: str | None = None
+    identity: str | None = None
+    known_hosts: str | None = None
     ssh_config: str | None = None
     inventory_format: str = "auto"
 
@@ -72,7 +98,9 @@ class HostChoice:
             slurm=slurm,
             ssh_config=self.ssh_config,
             inventory_format=self.inventory_format,
-            adhoc=api.AdhocSettings(self.user, self.port, self.python, self.jump),
+            adhoc=api.AdhocSettings(
+                self.user, self.port, self.python, self.jump, self.identity, self.known_hosts
+            ),
             require_files=require_files,
         )
         for warning in selection.warnings:

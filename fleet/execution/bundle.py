@@ -4,6 +4,10 @@ probes/_host_runner.py.
 The probes are ordinary files of the repo (linted, tested, runnable by hand), read at send time,
 like mitogen ships its own modules. A transport sends the script on stdin to `<python> -S -c
 LAUNCHER` (fleet/transport/launch.py): nothing touches disk.
+
+A probe file that cannot be used (a syntax error, a SHIPS or FACTS that is no literal) costs only
+itself: it is listed with its `problem` (FILE:LINE: why), selecting it is a UsageError, and left
+out it is a warning (Bundle.warnings).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.abc import Traversable
 from pathlib import Path
@@ -26,6 +30,8 @@ from fleet.transport.launch import with_alarm
 
 RUNNER_FILE = "_host_runner.py"
 PROBE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # a probe's name is a fact path's first part
+# What a probe's FACTS may declare (fleet/analysis/facts.py: the four kinds, and "hardware").
+FACTS_KEYS = ("identity", "volatile", "measure", "sets", "hardware")
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,12 @@ class ProbeSource:
     # Files the probe declares with `SHIPS = ("_helper.py",)`: their text travels in the bundle
     # and the runner hands it to the probe as `__shipped__` (nothing is written on the host).
     files: Mapping[str, str] = field(default_factory=dict)
+    # The probe's file, under its folder as the user named it (myprobes/gpu_clocks.py; fleet's
+    # own: probes/gpu.py): what errors, and the host's tracebacks, call it.
+    path: str = ""
+    # Why the probe cannot be used, FILE:LINE first (`myprobes/x.py:3: SyntaxError: …`); empty
+    # when it can.
+    problem: str = ""
 
 
 PROBE_DIR_ENV = "FLEET_PROBE_DIR"  # your own probe folders, separated like PATH
@@ -49,10 +61,11 @@ def probe_dirs(extra: Sequence[str | Path] = ()) -> list[Path]:
 
 def available_probes(extra_dirs: Sequence[str | Path] = ()) -> dict[str, ProbeSource]:
     """Every probe by name, in name order: fleet's own, then those in `probe_dirs(extra_dirs)`,
-    which follow the same contract (probes/README.md) and travel in the same bundle."""
-    found = _probes_in(probe_folder(), "fleet's probes")
+    which follow the same contract (probes/README.md) and travel in the same bundle. A probe
+    whose file cannot be used is here too, with its `problem`."""
+    found = _probes_in(probe_folder(), "fleet's probes", "probes")
     for folder in probe_dirs(extra_dirs):
-        for name, probe in _probes_in(_readable_dir(folder), str(folder)).items():
+        for name, probe in _probes_in(_readable_dir(folder), str(folder), str(folder)).items():
             if name in found:
                 raise UsageError(
                     f"probe {name!r} in {folder} has the name of another probe",
@@ -62,7 +75,7 @@ def available_probes(extra_dirs: Sequence[str | Path] = ()) -> dict[str, ProbeSo
     return dict(sorted(found.items()))
 
 
-def _probes_in(folder: Traversable, where: str) -> dict[str, ProbeSource]:
+def _probes_in(folder: Traversable, where: str, shown: str) -> dict[str, ProbeSource]:
     found: dict[str, ProbeSource] = {}
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".py") and not entry.name.startswith(("_", ".")):
@@ -72,11 +85,64 @@ def _probes_in(folder: Traversable, where: str) -> dict[str, ProbeSource]:
                     f"{where}: {entry.name!r} is not a valid probe name",
                     hint="letters, digits and '_', starting with a letter",
                 )
-            source = entry.read_text(encoding="utf-8")
-            found[name] = ProbeSource(
-                name, source, _summary(source), _shipped_files(source, folder)
-            )
+            found[name] = _read_probe(name, entry, folder, f"{shown}/{entry.name}")
     return found
+
+
+class ProbeFileError(Exception):
+    """Why a probe file cannot be used; its text starts with FILE:LINE."""
+
+
+def _read_probe(name: str, entry: Traversable, folder: Traversable, path: str) -> ProbeSource:
+    """The probe in `entry`; one that cannot be read or parsed carries its `problem`."""
+    try:
+        source = entry.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return ProbeSource(name, "", "", path=path, problem=f"{path}: cannot be read: {exc}")
+    try:
+        _check_declarations(source, path)
+        files = _shipped_files(source, folder, path)
+    except ProbeFileError as exc:
+        return ProbeSource(name, source, "", path=path, problem=str(exc))
+    return ProbeSource(name, source, _summary(source), files, path=path)
+
+
+def _check_declarations(source: str, path: str) -> None:
+    """ProbeFileError unless the probe parses and its SHIPS and FACTS are literals of the right
+    shape, so that whatever reads them later (the bundle, the facts declarations) can."""
+    try:
+        assigned = _top_level_assignments(source)
+    except SyntaxError as exc:
+        raise ProbeFileError(f"{path}:{exc.lineno or 1}: SyntaxError: {exc.msg}") from exc
+    for name in ("SHIPS", "FACTS"):
+        node = assigned.get(name)
+        if node is None:
+            continue
+        at = f"{path}:{node.lineno}: {name}"
+        try:
+            value = ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
+            raise ProbeFileError(
+                f"{at} must be a literal (fleet reads it without running the probe)"
+            ) from exc
+        if name == "SHIPS" and not _strings(value):
+            raise ProbeFileError(f'{at} must be a tuple of file names: ("_helper.py",)')
+        if name == "FACTS":
+            _check_facts(value, at)
+
+
+def _check_facts(value: Any, at: str) -> None:
+    if not isinstance(value, dict):
+        raise ProbeFileError(f'{at} must be a dict of pattern lists: {{"volatile": ["read_at"]}}')
+    for key, patterns in value.items():
+        if key not in FACTS_KEYS:
+            raise ProbeFileError(f"{at} has {key!r}; the keys are {', '.join(FACTS_KEYS)}")
+        if not _strings(patterns):
+            raise ProbeFileError(f"{at}[{key!r}] must be a list of patterns (strings)")
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
 
 
 def _readable_dir(folder: Path) -> Path:
@@ -88,16 +154,19 @@ def _readable_dir(folder: Path) -> Path:
     return folder
 
 
-def _shipped_files(source: str, folder: Traversable) -> dict[str, str]:
+def _shipped_files(source: str, folder: Traversable, path: str) -> dict[str, str]:
     """The text of each file named in the probe's `SHIPS` literal (read with `ast`, never run),
     from the probe's own folder."""
     files: dict[str, str] = {}
     for name in _ships_declaration(source):
+        line = _top_level_assignments(source)["SHIPS"].lineno
+        at = f"{path}:{line}: SHIPS names {name!r}"
         if not name.startswith("_") or not name.endswith(".py") or "/" in name:
-            raise UsageError(
-                f"SHIPS names {name!r}", hint="ship only private files beside the probe: _name.py"
-            )
-        files[name] = folder.joinpath(name).read_text(encoding="utf-8")
+            raise ProbeFileError(f"{at}: ship only private files beside the probe (_name.py)")
+        try:
+            files[name] = folder.joinpath(name).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ProbeFileError(f"{at}, which cannot be read: {exc}") from exc
     return files
 
 
@@ -110,6 +179,12 @@ def declared_literal(source: str, name: str) -> Any:
     when the probe has none."""
     node = _top_level_assignments(source).get(name)
     return None if node is None else ast.literal_eval(node)
+
+
+def facts_declaration(probe: ProbeSource) -> dict[str, list[str]]:
+    """The probe's FACTS as it ships, JSON-ready (what a run records); {} when it has none."""
+    raw = declared_literal(probe.source, "FACTS") if not probe.problem else None
+    return {str(k): [str(p) for p in v] for k, v in (raw or {}).items()}
 
 
 @functools.lru_cache(maxsize=64)
@@ -129,23 +204,73 @@ def _summary(source: str) -> str:
     """The first line of the module docstring."""
     for quote in ('"""', "'''"):
         if quote in source:
-            return source.split(quote, 2)[1].strip().splitlines()[0]
+            lines = source.split(quote, 2)[1].strip().splitlines()
+            return lines[0] if lines else ""
     return ""
 
 
 def select_probes(
     names: Sequence[str] | None, extra_dirs: Sequence[str | Path] = ()
 ) -> dict[str, ProbeSource]:
-    """The probes `--probes a,b` asks for (all when None); unknown names are a usage error."""
-    available = available_probes(extra_dirs)
+    """The probes `--probes a,b` asks for (all when None). An unknown name is a UsageError (with
+    the closest names), and so is a chosen probe whose file cannot be used."""
+    return _chosen(names, available_probes(extra_dirs))
+
+
+def _chosen(
+    names: Sequence[str] | None,
+    available: Mapping[str, ProbeSource],
+    without: Sequence[str] = (),
+) -> dict[str, ProbeSource]:
     if not names:
-        return available
-    unknown = [n for n in names if n not in available]
-    if unknown:
-        raise UsageError(
-            f"unknown probe {unknown[0]!r}", hint="available probes: " + ", ".join(available)
-        )
-    return {n: available[n] for n in dict.fromkeys(names)}
+        chosen = {n: p for n, p in available.items() if n not in without}
+    else:
+        unknown = [n for n in names if n not in available]
+        if unknown:
+            raise unknown_probe(unknown[0], available)
+        chosen = {n: available[n] for n in dict.fromkeys(names) if n not in without}
+    usable = ",".join(n for n, p in chosen.items() if not p.problem)
+    instead = f"or choose the probes to run: -p {usable}" if not names else "or leave it out of -p"
+    refuse_broken(chosen.values(), available, instead)
+    return chosen
+
+
+def unknown_probe(name: str, available: Iterable[str]) -> UsageError:
+    """`-p sytem`: the error, and the probes it was probably meant to be."""
+    import difflib
+
+    names = list(available)
+    close = difflib.get_close_matches(name, names, n=3)
+    meant = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    return UsageError(
+        f"unknown probe {name!r}",
+        hint=f"{meant}available probes: {', '.join(names)}; your own: --probe-dir DIR "
+        f"or ${PROBE_DIR_ENV}",
+    )
+
+
+def refuse_broken(
+    needed: Iterable[ProbeSource], available: Mapping[str, ProbeSource], instead: str
+) -> None:
+    """A UsageError naming the first of `needed` whose file cannot be used (FILE:LINE: why); its
+    hint: fix it, `instead` (how to do without it)."""
+    broken = [p for p in needed if p.problem]
+    if not broken:
+        return
+    raise UsageError(
+        broken[0].problem,
+        context="also: " + "; ".join(p.problem for p in broken[1:]) if broken[1:] else "",
+        hint=f"fix the probe {broken[0].name!r}, {instead}",
+    )
+
+
+def left_out(chosen: Mapping[str, ProbeSource], available: Mapping[str, ProbeSource]) -> list[str]:
+    """The problems of the probes that cannot be used and were not chosen: warnings."""
+    return [
+        f"{p.problem} (probe {n!r} is left out)"
+        for n, p in available.items()
+        if p.problem and n not in chosen
+    ]
 
 
 @dataclass(frozen=True)
@@ -154,6 +279,8 @@ class Bundle:
 
     runner: str
     probes: Mapping[str, ProbeSource]
+    # the probes that cannot be used and were not chosen, one line each: warnings to show
+    warnings: tuple[str, ...] = ()
 
     @property
     def sha256(self) -> str:
@@ -166,12 +293,18 @@ class Bundle:
                 digest.update(text.encode())
         return digest.hexdigest()
 
+    def facts(self) -> dict[str, dict[str, list[str]]]:
+        """Each probe's FACTS declaration as shipped: a run records it (Run.facts), so a saved
+        run is compared as it was, wherever its probes' files are now."""
+        return {name: facts_declaration(probe) for name, probe in self.probes.items()}
+
     def script(self, options: Mapping[str, Any], deadline_s: float, parallel: int) -> bytes:
         """The whole program for one host: its start-up alarm, a literal BUNDLE, the runner."""
         payload = {
             "probes": {n: p.source for n, p in self.probes.items()},
             "options": {n: dict(options.get(n) or {}) for n in self.probes},
             "files": {n: dict(p.files) for n, p in self.probes.items() if p.files},
+            "paths": {n: p.path for n, p in self.probes.items() if p.path},
             "deadline_s": deadline_s,
             "parallel": parallel,
         }
@@ -183,7 +316,12 @@ class Bundle:
 
 
 def build_bundle(
-    probe_names: Sequence[str] | None = None, extra_dirs: Sequence[str | Path] = ()
+    probe_names: Sequence[str] | None = None,
+    extra_dirs: Sequence[str | Path] = (),
+    without: Sequence[str] = (),
 ) -> Bundle:
+    """The runner and the probes `probe_names` (every one when None) but those `without`."""
     runner = probe_folder().joinpath(RUNNER_FILE).read_text(encoding="utf-8")
-    return Bundle(runner=runner, probes=select_probes(probe_names, extra_dirs))
+    available = available_probes(extra_dirs)
+    probes = _chosen(probe_names, available, without)
+    return Bundle(runner=runner, probes=probes, warnings=tuple(left_out(probes, available)))

@@ -183,6 +183,7 @@ class FanOut:
         def sink(chunk: bytes) -> bool:
             for message in decoder.feed(chunk):
                 self._tell(host, message)
+                _log_traceback(host, decoder, message)
             return not decoder.truncated
 
         return sink
@@ -207,3 +208,14 @@ class FanOut:
     def _elapsed(self, host: Host) -> float:
         started = self._started.get(host.name)
         return time.monotonic() - started if started else 0.0
+
+
+def _log_traceback(host: Host, decoder: StreamDecoder, message: Mapping[str, Any]) -> None:
+    """--debug: the traceback tail of a probe that raised, as it arrives (masked)."""
+    result = (
+        decoder.probes.get(str(message.get("name"))) if message.get("type") == "probe" else None
+    )
+    if result is not None and result.traceback:
+        log.debug(
+            "%s: probe %s raised:\n%s", host.name, message.get("name"), result.traceback.rstrip()
+        )

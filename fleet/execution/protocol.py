@@ -18,6 +18,7 @@ from fleet.transport.base import DEFAULT_OUTPUT_LIMIT, ExecResult
 __all__ = ["ExecResult", "StreamDecoder", "Verdict", "build_outcome", "conclude"]
 
 NOISE_TAIL_CHARS = 2000
+TRACEBACK_CHARS = 4096  # the runner's own bound (probes/_host_runner.py), kept on arrival too
 MIN_PYTHON = (3, 8)  # the probes' floor (probes/README.md); the runner itself starts on older
 
 
@@ -93,6 +94,7 @@ def probe_result(message: dict[str, Any]) -> ProbeResult:
         error=mask_secrets(str(error)) if error is not None else None,
         elapsed_s=_number(message.get("elapsed_s")),
         output_tail=mask_secrets(str(message.get("output_tail") or ""))[-NOISE_TAIL_CHARS:],
+        traceback=mask_secrets(str(message.get("traceback") or ""))[-TRACEBACK_CHARS:],
     )
 
 

@@ -12,6 +12,7 @@ Imbue's host_validation counts failures per host over random pair rounds the sam
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,10 @@ class Suspect:
     factor: float | None = None  # median / busbw: how many times slower than the fleet
 
     def to_dict(self) -> dict[str, Any]:
-        factor = None if self.factor is None else round(self.factor, 2)
+        # JSON has no infinity (json.dumps would write the invalid `Infinity`): a pair that moved
+        # nothing has no finite factor, so the document says null and `reason` says why.
+        finite = self.factor is not None and math.isfinite(self.factor)
+        factor = round(self.factor, 2) if finite and self.factor is not None else None
         return {
             "kind": self.kind,
             "hosts": list(self.hosts),

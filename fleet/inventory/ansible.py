@@ -6,7 +6,7 @@ Variables are layered as Ansible does: `all`, then each group from the shallowes
 variable whole. Then each connection setting is read as Ansible's ssh connection plugin reads it:
 where two names are set, the later one of its list wins (ansible_ssh_host over ansible_host,
 ansible_ssh_port over ansible_port, ansible_ssh_user, ansible_ssh_private_key_file), and the ssh
-command line it builds is read as ssh reads it (fleet/inventory/ssh_config_parser.py): ssh_args,
+command line it builds is read as ssh reads it (fleet/inventory/ssh_argv.py): ssh_args,
 then `-o Port=` (the port variable), `-o IdentityFile=`, `-o User=`, then ansible_ssh_common_args
 and ansible_ssh_extra_args, the first value of each option winning. So `-o ProxyJump=`, `-J`,
 `-o ProxyCommand=` (fleet/inventory/proxy_command.py), `-o UserKnownHostsFile=`, `-p`, `-l`, `-i`
@@ -45,8 +45,9 @@ from fleet.inventory.fleet_yaml import (
     host_from_settings,
 )
 from fleet.inventory.proxy_command import ProxyCommandError, command_words
+from fleet.inventory.ssh_argv import parse_ssh_argv
 from fleet.inventory.ssh_config import connection_refusals
-from fleet.inventory.ssh_config_parser import SshOptions, parse_ssh_argv, percent_expand
+from fleet.inventory.ssh_config_options import SshOptions, percent_expand
 from fleet.models import Host
 from fleet.yamlfile import Location
 
@@ -68,7 +69,7 @@ PYTHON_VARIABLE = "ansible_python_interpreter"
 AUTO_PYTHON = ("auto", "auto_silent", "auto_legacy", "auto_legacy_silent")
 ENV_COMMANDS = ("/usr/bin/env", "/bin/env", "env")
 SSH_EXECUTABLES = ("ssh", "/usr/bin/ssh", "/bin/ssh", "/usr/local/bin/ssh")
-# ssh options (after ssh_config_parser) → fleet settings
+# ssh options (after ssh_argv) → fleet settings
 OPTION_SETTINGS = {
     "Hostname": "address",
     "Port": "port",

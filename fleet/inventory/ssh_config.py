@@ -1,4 +1,4 @@
-"""~/.ssh/config for every SSH host, read as OpenSSH reads it (fleet/inventory/ssh_config_parser.py)
+"""~/.ssh/config for every SSH host, read as OpenSSH reads it (fleet/inventory/ssh_config_reader.py)
 and applied here to fleet's hosts.
 
 Host patterns are matched against the name ssh would be given: the host's name in fleet (its
@@ -30,14 +30,9 @@ from typing import Any
 
 from fleet.errors import InventoryError
 from fleet.inventory.proxy_command import ProxyCommandError, command_words, expand_words
-from fleet.inventory.ssh_config_parser import (
-    ConfigReader,
-    ConfigSyntaxError,
-    ProxyState,
-    SshOptions,
-    is_address,
-    percent_expand,
-)
+from fleet.inventory.ssh_config_lexer import ConfigSyntaxError
+from fleet.inventory.ssh_config_options import ProxyState, SshOptions, is_address, percent_expand
+from fleet.inventory.ssh_config_reader import ConfigReader
 from fleet.models import Host
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"

@@ -25,8 +25,8 @@ from fleet.analysis.diff import (
 )
 from fleet.analysis.drift import Drift
 from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
-from fleet.hostsets import compact_hosts
-from fleet.render.grouping import group_across, pair_rows, short
+from fleet.hostsets import compact_hosts, count_hosts
+from fleet.render.grouping import group_across, pair_rows, short, unreported_groups
 
 DIFF_SCHEMA = "fleet.diff/2"
 DRIFT_SCHEMA = DIFF_SCHEMA  # told apart by "kind": "drift"
@@ -91,7 +91,8 @@ def fleet_diff_markdown(diff: FleetDiff, between: bool = False) -> str:
         odd = md_text(compact_hosts(diff.odd_hosts)) if diff.odd_hosts else "none"
         cohorts = f" in {len(diff.cohorts)} cohorts" if len(diff.cohorts) > 1 else ""
         facts = len(diff.values) + len(diff.sets)
-        lines.append(f"{len(diff.hosts)} hosts{cohorts}; odd: **{odd}**; {facts} fact(s) differ")
+        hosts = count_hosts(len(diff.hosts))
+        lines.append(f"{hosts}{cohorts}; odd: **{odd}**; {facts} fact(s) differ")
         lines += _markdown_cohorts(diff)
         lines += ["", "### Findings, most serious first", ""]
         lines += [_markdown_finding(n, f) for n, f in enumerate(diff.findings, 1)]
@@ -104,9 +105,10 @@ def fleet_diff_markdown(diff: FleetDiff, between: bool = False) -> str:
             f"- slow: {md_code(o.measure)} on {md_text(o.host)}: {o.value:g}, "
             f"{o.factor:g}× the median of {md_text(o.cohort)}"
         )
-    for u in diff.unreported:
-        what = f"{u.host} {u.probe}" if u.probe else u.host
-        lines.append(f"- not compared: {md_text(what)} ({md_text(u.status)})")
+    for probe, status, reason, names in unreported_groups(diff.unreported):
+        what = f"{md_code(probe)} on " if probe else ""
+        why = f"{status}: {reason}" if reason else status
+        lines.append(f"- not compared: {what}{md_text(compact_hosts(names))} ({md_text(why)})")
     return "\n".join(lines) + "\n"
 
 
@@ -221,6 +223,8 @@ def _markdown_set_row(item: SetDivergence) -> str:
 def drift_markdown(drift: Drift) -> str:
     lines = [f"## fleet: drift from {drift.old_started} to {drift.new_started}", ""]
     lines += [f"> **warning:** {md_text(note)}" for note in drift.unlike]
+    if drift.left_out:
+        lines += ["", md_text(drift.left_out_note)]
     if not drift.found:
         return "\n".join([*lines, "", "No drift.", ""])
     new_label, gone_label = ("new hosts", "hosts gone")

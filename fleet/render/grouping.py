@@ -5,12 +5,13 @@ shortened for a table cell. No rich here: the HTML side must not need it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fleet.analysis.diff import COLLAPSE_AT, CrossCohort, Pair, shape
+from fleet.analysis.diff import COLLAPSE_AT, CrossCohort, Pair, Unreported, shape
 from fleet.hostsets import compact_hosts
-from fleet.models import HostOutcome
+from fleet.models import FINGERPRINT, HostOutcome
 
 if TYPE_CHECKING:  # the rules engine (jmespath) loads with the first verdict, not with fleet.cli
     from fleet.checks import CheckReport, RuleVerdict
@@ -33,6 +34,30 @@ def ended_alike(outcomes: list[HostOutcome]) -> list[list[HostOutcome]]:
     for outcome in outcomes:
         groups.setdefault(outcome.ending(), []).append(outcome)
     return sorted(groups.values(), key=lambda g: (g[0].status == "ok", -len(g)))
+
+
+# A host's own target in a message, `(ops@10.0.0.7:22)`: blanked to fold hosts that ended alike.
+TARGET = re.compile(r"\((?:[^()\s@]+@)?[^()\s]+:\d+\)")
+
+
+def unreported_groups(items: Iterable[Unreported]) -> list[tuple[str | None, str, str, list[str]]]:
+    """Hosts not compared (or one probe on them) grouped by probe, status and reason, the
+    reason's own host name, target and key fingerprint blanked out: (probe or None for the whole
+    host, status, the reason, the hosts). A reason that differed between the hosts is the first
+    one's, as "e.g. …"."""
+    groups: dict[tuple[str | None, str, str], list[Unreported]] = {}
+    for item in items:
+        blanked = TARGET.sub(
+            "(…)", FINGERPRINT.sub("SHA256:…", item.reason.replace(item.host, "…"))
+        )
+        groups.setdefault((item.probe, item.status, blanked), []).append(item)
+    found = []
+    for (probe, status, _), alike in groups.items():
+        reason = alike[0].reason
+        if any(u.reason != reason for u in alike):
+            reason = f"e.g. {reason}"
+        found.append((probe, status, reason, [u.host for u in alike]))
+    return found
 
 
 def grouped_verdicts(verdicts: Iterable[RuleVerdict]) -> list[list[RuleVerdict]]:
@@ -77,6 +102,14 @@ def check_verdict(report: CheckReport) -> tuple[str, str, str]:
             hosts_by_rule.setdefault(rule.id, []).append(verdict.host)
         where = "; ".join(f"{r} on {compact_hosts(h)}" for r, h in hosts_by_rule.items())
         return "failed", "check failed", f"{len(errors)} error failure(s) — {where}; {rest}"
+    if report.failed_strictly:
+        unjudged = len(report.unjudged("error"))
+        return (
+            "failed",
+            "check failed (--strict)",
+            f"no error failures, but {unjudged} error-rule verdict(s) not judged, which --strict "
+            f"counts as failures; {rest}",
+        )
     if report.outcome == "incomplete":
         unjudged = len(report.unjudged("error"))
         what = f"{unjudged} error-rule verdict(s) not judged" if unjudged else "nothing passed"

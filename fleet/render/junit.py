@@ -1,6 +1,7 @@
 """JUnit XML for CI: one test suite per rule, one test case per rule and host.
 
-fail → <failure type="error|warn"> (the fix in its text); unknown, skipped, n/a → <skipped>;
+fail → <failure type="error|warn"> (the fix in its text); unknown, skipped, n/a → <skipped>, but
+unknown and skipped verdicts of error rules fail with --strict, as the check does;
 pass → an empty test case. CI tools count failures; the gate itself is the exit code (bit 32 for
 error-severity failures only), so a warning shows as a failed test without failing the pipeline.
 """
@@ -10,7 +11,14 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from fleet.checks import CheckReport, RuleResult, RuleVerdict, format_value
+from fleet.checks import (
+    UNJUDGED,
+    CheckReport,
+    RuleResult,
+    RuleVerdict,
+    format_value,
+    observed_text,
+)
 
 SUITES_NAME = "fleet check"
 
@@ -18,12 +26,12 @@ SUITES_NAME = "fleet check"
 def junit_tree(report: CheckReport, timestamp: str = "") -> ET.ElementTree:
     root = ET.Element("testsuites", name=SUITES_NAME)
     for result in report.results:
-        root.append(_suite(result, timestamp))
+        root.append(_suite(result, timestamp, report.strict))
     _count(root, root.findall("testsuite"))
     return ET.ElementTree(root)
 
 
-def _suite(result: RuleResult, timestamp: str) -> ET.Element:
+def _suite(result: RuleResult, timestamp: str, strict: bool = False) -> ET.Element:
     rule = result.rule
     suite = ET.Element("testsuite", name=rule.id)
     if timestamp:
@@ -36,24 +44,38 @@ def _suite(result: RuleResult, timestamp: str) -> ET.Element:
     ):
         ET.SubElement(properties, "property", name=name, value=value)
     for verdict in result.verdicts:
-        suite.append(_case(result, verdict))
+        suite.append(_case(result, verdict, strict))
     _count(suite, suite.findall("testcase"))
     return suite
 
 
-def _case(result: RuleResult, verdict: RuleVerdict) -> ET.Element:
+def _case(result: RuleResult, verdict: RuleVerdict, strict: bool = False) -> ET.Element:
     rule = result.rule
     case = ET.Element("testcase", classname=f"fleet.check.{rule.id}", name=verdict.host)
     case.set("time", "0")
-    if verdict.status == "fail":
+    if strict and rule.severity == "error" and verdict.status in UNJUDGED:
+        # --strict fails the check for it: the test case fails too, saying why
+        failure = ET.SubElement(
+            case,
+            "failure",
+            type=rule.severity,
+            message=f"{verdict.status}, a failure with --strict: {verdict.reason}".strip(": "),
+        )
+        failure.text = f"{rule.description}\nrule: {rule.source}".strip()
+    elif verdict.status == "fail":
+        observed = observed_text(rule, verdict)
         failure = ET.SubElement(
             case, "failure", type=rule.severity, message=_failure_message(result, verdict)
         )
         failure.text = "\n".join(
             line
             for line in (
-                f"observed: {format_value(verdict.observed)}",
-                f"expected: {format_value(verdict.expected)}" if rule.kind != "check" else "",
+                _observed(verdict.observed, rule.kind)
+                if rule.kind == "baseline"
+                else (f"observed: {observed}" if observed is not None else ""),
+                f"expected: {format_value(verdict.expected)}"
+                if rule.kind not in ("check", "baseline")
+                else "",
                 verdict.reason,
                 f"fix: {verdict.fix}" if verdict.fix else "",
                 f"rule: {rule.source}",
@@ -65,10 +87,21 @@ def _case(result: RuleResult, verdict: RuleVerdict) -> ET.Element:
     return case
 
 
+def _observed(observed: object, kind: str) -> str:
+    """What the rule saw; a baseline's measurements outside their bands one per line."""
+    if kind == "baseline" and isinstance(observed, list):
+        return "\n".join(["observed:", *(f"  {line}" for line in observed)])
+    return f"observed: {format_value(observed)}"
+
+
 def _failure_message(result: RuleResult, verdict: RuleVerdict) -> str:
-    return (
-        f"{result.rule.description or result.rule.id} (observed {format_value(verdict.observed)})"
-    )
+    if result.rule.kind == "baseline" and isinstance(verdict.observed, list) and verdict.observed:
+        lines = verdict.observed
+        more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
+        return f"{verdict.host}: {lines[0]}{more}"  # the one line CI shows
+    observed = observed_text(result.rule, verdict)
+    seen = f" (observed {observed})" if observed is not None else ""
+    return f"{result.rule.description or result.rule.id}{seen}"
 
 
 def _count(element: ET.Element, children: list[ET.Element]) -> None:

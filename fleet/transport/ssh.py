@@ -134,7 +134,10 @@ class SSHTransport:
         except HostError:
             raise
         except Exception as exc:
-            raise classify(exc, host, policy) from exc
+            offered = None
+            if isinstance(exc, asyncssh.PermissionDenied):
+                offered = await keys_offered(host)
+            raise classify(exc, host, policy, offered) from exc
 
     def _tunnel_slot(self, tunnel: asyncssh.SSHClientConnection | None) -> HandshakeSlot:
         """One bastion connection carries every target behind it: bound the handshakes in flight
@@ -369,19 +372,17 @@ def _read(path: str) -> str:
     return text if text.endswith("\n") or not text else text + "\n"
 
 
-def classify(exc: BaseException, host: Host, policy: HostKeyPolicy) -> HostError:
-    """Map an asyncssh or socket exception to the HostError (and so the status) a user sees."""
+def classify(
+    exc: BaseException, host: Host, policy: HostKeyPolicy, offered: list[str] | None = None
+) -> HostError:
+    """Map an asyncssh or socket exception to the HostError (and so the status) a user sees;
+    `offered`: the keys offered, as keys_offered says them (for a refused login)."""
     where = f"{host.name} ({host.target()})"
     try_ssh = ssh_command(host)
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
         return _host_key_error(host, where, policy)
     if isinstance(exc, asyncssh.PermissionDenied):
-        return AuthError(
-            f"{where} refused our key: permission denied",
-            context=f"user {host.user or _local_user()}, "
-            f"identity {host.identity_file or 'ssh defaults'}",
-            hint=f"check identity_file and the host's authorized_keys; try: {try_ssh}",
-        )
+        return _auth_error(host, where, try_ssh, offered)
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
         return UnreachableError(
             f"cannot connect to {where}",
@@ -411,6 +412,65 @@ def classify(exc: BaseException, host: Host, policy: HostKeyPolicy) -> HostError
     return UnreachableError(
         f"cannot connect to {where}", context=str(reason), hint=f"try: {try_ssh}"
     )
+
+
+def _auth_error(host: Host, where: str, try_ssh: str, offered: list[str] | None) -> AuthError:
+    user = host.user or _local_user()
+    if offered is not None and not any(k.startswith(KEY_MARK) for k in offered):
+        return AuthError(
+            f"{where} refused the login: fleet had no key to offer",
+            context=f"user {user}; " + "; ".join(offered),
+            hint="name a key: --identity FILE (with -H) or identity_file in the inventory, or "
+            f"load one into ssh-agent (ssh-add); try: {try_ssh}",
+        )
+    keys = ", ".join(k.removeprefix(KEY_MARK) for k in offered or () if k.startswith(KEY_MARK))
+    return AuthError(
+        f"{where} refused our key(s): permission denied",
+        context=f"user {user}, offered {keys or host.identity_file or 'ssh defaults'}",
+        hint=f"check the key against the host's authorized_keys; try: {try_ssh}",
+    )
+
+
+KEY_MARK = "+"  # keys_offered's items that are keys; the others say why none came from a source
+
+
+async def keys_offered(host: Host) -> list[str]:
+    """What fleet offered `host` to log in with, each key marked KEY_MARK, and where none came
+    from a source, why: the identity file, or asyncssh's defaults (~/.ssh/id_*), and the
+    agent's keys unless IdentitiesOnly. Only for the message of a refused login."""
+    if host.identity_file:
+        found = [f"{KEY_MARK}{host.identity_file}"]
+    else:
+        found = [f"{KEY_MARK}{p}" for p in _default_keys()] or ["no default key file in ~/.ssh"]
+    if not (host.identities_only and host.identity_file):
+        found.append(await _agent_keys())
+    return found
+
+
+def _default_keys() -> list[str]:
+    return [p for p in DEFAULT_KEY_FILES if os.path.isfile(os.path.expanduser(p))]
+
+
+DEFAULT_KEY_FILES = tuple(
+    f"~/.ssh/{name}"
+    for name in ("id_ed25519_sk", "id_ecdsa_sk", "id_ed448", "id_ed25519", "id_ecdsa", "id_rsa")
+)
+AGENT_ASK_S = 2.0
+
+
+async def _agent_keys() -> str:
+    """The agent's keys as KEY_MARK + "N agent key(s)", or why there were none."""
+    if not os.environ.get("SSH_AUTH_SOCK"):
+        return "no ssh-agent (SSH_AUTH_SOCK is not set)"
+    try:
+        agent = await asyncio.wait_for(asyncssh.connect_agent(), AGENT_ASK_S)
+        try:
+            count = len(await asyncio.wait_for(agent.get_keys(), AGENT_ASK_S))
+        finally:
+            agent.close()
+    except (OSError, asyncssh.Error, asyncio.TimeoutError, ValueError):
+        return "ssh-agent did not answer"
+    return f"{KEY_MARK}{count} agent key(s)" if count else "ssh-agent holds no key"
 
 
 def ssh_command(host: Host) -> str:

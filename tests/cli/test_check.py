@@ -7,9 +7,10 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from tests.cli.test_cli import fleet, local_inventory
-from tests.unit.test_check_health import real_run_with_health
-from tests.unit.test_checks import REAL_RUN, variant_fleet
+from tests.helpers import invoke_fleet as fleet
+from tests.helpers import local_inventory
+from tests.probes.health_cases import real_run_with_health
+from tests.recorded import REAL_RUN, variant_fleet
 
 
 def saved_variant_run(tmp_path: Path) -> Path:

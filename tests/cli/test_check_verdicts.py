@@ -79,3 +79,78 @@ def test_html_page_says_incomplete_like_the_terminal_and_json(tmp_path: Path) ->
     assert '<p class="verdict odd"><b>check incomplete</b>: no error failures' in page
     terminal_detail = done.output.split("? check incomplete: ", 1)[1].splitlines()[0]
     assert terminal_detail.split(";")[0] in page  # the same words on both surfaces
+
+
+# ------------------------------------------------------------------ issue 24, item 11
+
+
+def test_each_reason_not_judged_is_printed_once(tmp_path: Path) -> None:
+    """A host without GPUs: the rules list their verdicts, `not judged:` says each reason once
+    (each skipped rule used to repeat it under itself: 56 lines for one host)."""
+    done = invoke(tmp_path, "check", "--run", str(GPULESS), columns=80)
+    assert done.output.count("nvidia-smi not found") == 1, done.output
+    assert done.output.count("was not run") == len({"health", "allreduce", "live"}), done.output
+    assert len(done.output.splitlines()) <= PACK_RULES + 14, done.output
+
+
+def test_rules_not_judged_are_explained_in_words_not_jmespath(tmp_path: Path) -> None:
+    done = invoke(tmp_path, "check", "--run", str(GPULESS))
+    (line,) = [x for x in done.output.splitlines() if x.startswith("    unknown torch-arch")]
+    assert line == (
+        "    unknown torch-arch-supported (every GPU's compute capability has kernels in torch's"
+        " arch list) on local: cannot be judged: torch.devices is empty"
+    )
+    for jmespath in ("unique(", "[?", "`", "every(", "not reported here"):
+        assert jmespath not in done.output, done.output
+
+
+def test_strict_says_it_failed_because_of_strict_everywhere(tmp_path: Path) -> None:
+    """--strict exits 32: the terminal, JSON, HTML and JUnit all say the check failed, and why,
+    instead of the `incomplete` wording of a check that exits 0."""
+    html, junit = tmp_path / "check.html", tmp_path / "check.xml"
+    args = ("check", "--run", str(GPULESS), "--strict")
+    done = invoke(tmp_path, *args, "--html", str(html), "--junit", str(junit))
+    assert done.exit_code == BIT_CHECK_FAILED, done.output
+    assert "✗ check failed (--strict): no error failures, but 28 error-rule" in done.output
+    assert "which --strict counts as failures" in done.output
+    assert "incomplete" not in done.output
+    assert "--strict counts error rules not judged" not in done.output  # said in the verdict
+    page = html.read_text()
+    assert '<p class="verdict bad"><b>check failed (--strict)</b>: no error failures' in page
+    assert "check incomplete" not in page
+    document = json.loads(invoke(tmp_path, *args, "--format", "json").stdout)
+    assert (document["outcome"], document["passed"], document["strict"]) == ("failed", False, True)
+    suites = junit.read_text()
+    assert 'failures="28"' in suites.split("\n", 2)[1], suites[:300]
+    assert "skipped, a failure with --strict: probe gpu absent" in suites
+
+
+def test_a_failing_check_rule_never_says_its_reported_value_was_not_reported(
+    tmp_path: Path,
+) -> None:
+    """A `check:` rule without `observed:` (or whose observed value is null) fails on facts that
+    were reported: it said `observed (not reported)` on every surface."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "rules:\n"
+        "  - id: torch-2-6\n"
+        "    description: torch 2.6 everywhere\n"
+        "    severity: error\n"
+        "    check: \"torch.version == '2.6.0'\"\n"
+        "    fix: install torch 2.6.0\n"
+        "  - id: cxx11-abi-off\n"
+        "    description: the old C++ ABI\n"
+        "    severity: error\n"
+        "    check: 'torch.cxx11_abi == `false`'\n"
+        "    observed: torch.no_such_fact\n"
+        "    fix: use a pre-cxx11 build\n"
+    )
+    html, junit = tmp_path / "check.html", tmp_path / "check.xml"
+    args = ("check", "--run", str(GPULESS), "--rules", str(rules))
+    done = invoke(tmp_path, *args, "--html", str(html), "--junit", str(junit))
+    assert done.exit_code == BIT_CHECK_FAILED, done.output
+    assert done.output.count("local: failed") == 2, done.output
+    assert "observed" not in done.output
+    for surface in (html.read_text(), junit.read_text()):
+        assert "(not reported)" not in surface
+    assert "observed" not in junit.read_text()

@@ -13,21 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.conftest import FAKES, ROOT
-from tests.helpers import invoke_fleet
-
-
-def fleet(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`fleet ARGS` in-process (tests/helpers.py): no interpreter start per test."""
-    return invoke_fleet(tmp_path, *args)
-
-
-def local_inventory(tmp_path: Path, **hosts: dict) -> str:
-    path = tmp_path / "inv.yaml"
-    path.write_text(yaml.safe_dump({"hosts": hosts}))
-    return str(path)
+from tests.helpers import invoke_fleet as fleet
+from tests.helpers import local_inventory
 
 
 def test_local_probe_prints_real_facts_and_exits_zero(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from fleet.models import Run
 from fleet.store import save_run
-from tests.cli.test_cli import fleet
 from tests.conftest import ROOT
+from tests.helpers import invoke_fleet as fleet
 
 RECORDED = ROOT / "tests" / "probes" / "golden" / "real_run" / "loopback8_two_odd.json"
 

@@ -89,3 +89,47 @@ def test_status_hints_and_names_stay_whole_at_80_columns(tmp_path: Path) -> None
     assert all(word in words for word in hint.split()), done.output
     assert "gpu-[01-06,08] (7 hosts)" in done.output
     assert_no_trailing_blanks(done.output)
+
+
+def failure_block(output: str, head: str) -> list[str]:
+    """The lines of the failure block that starts with `head`: its line and those indented under
+    it (the error, then its hint), down to the next block or the end."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"  {head}  "))
+    block = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("    "):
+            break
+        block.append(line)
+    return block
+
+
+def test_errors_and_hints_of_failed_hosts_show_at_80_columns(tmp_path: Path) -> None:
+    """Issue 24 item 9: an unbreakable word (a fingerprint, a path) too wide for the table's
+    `error / hint` column used to drop the column, and the hints were printed nowhere. They are
+    printed under the table, one block per way of failing, wrapped with a hanging indent."""
+    document = run_document(LOOPBACK8)
+    known = "/home/operator/.config/fleet/clusters/production-east/known_hosts.d/fleet"
+    fingerprint = "SHA256:1mOwXKk/r4XTFV4bOAw4Z7sYphU3x6CA8lx8R9OSez0"
+    for name in ("gpu-07", "gpu-08"):
+        document["hosts"][name].update(
+            status="hostkey_unknown",
+            error=f"host key of {name} (ops@{name}:22) is not known: {fingerprint}: "
+            f"no entry for it in {known}",
+            hint="check the fingerprint on the host (ssh-keygen -lf "
+            "/etc/ssh/ssh_host_ed25519_key.pub), then run with --accept-new, or add it with "
+            "ssh-keyscan",
+            probes={},
+        )
+    done = invoke(tmp_path, "show", str(write_run(tmp_path / "r.json", document)), columns=WIDTH)
+    assert done.exit_code == 0, done.output
+    block = failure_block(done.output, "gpu-[07-08] (2 hosts)")
+    text = " ".join(" ".join(block).split())
+    assert "hostkey_unknown: e.g. host key of gpu-07 (ops@gpu-07:22) is not known:" in text
+    assert fingerprint in text.split() or f"{fingerprint}:" in text.split()
+    assert "hint: check the fingerprint on the host (ssh-keygen -lf" in text
+    assert "then run with --accept-new, or add it with ssh-keyscan" in text
+    assert all(line.startswith("    ") for line in block[1:]), block  # hanging, never column 0
+    assert all(len(line) <= WIDTH or len(line.split()) == 1 for line in block), block
+    assert "error / hint" not in done.output  # neither as a column nor as "left out"
+    assert_no_trailing_blanks(done.output)

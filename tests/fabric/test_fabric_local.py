@@ -12,6 +12,7 @@ import pytest
 from tests.integration.conftest import run_fleet
 
 
+@pytest.mark.torch
 def test_a_failed_master_is_not_master_of_the_next_round(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

@@ -15,11 +15,10 @@ import pytest
 
 from fleet.transport.ssh import SSHOptions, SSHTransport
 from tests.faults.conftest import assert_nothing_left, inventory_for
-from tests.integration.conftest import run_fleet
+from tests.integration.conftest import run_fleet, ssh_target
 from tests.integration.sshd import SshdFarm
-from tests.integration.test_ssh_deadlines import ssh_target
 from tests.runner.conftest import run_probes
-from tests.runner.test_isolation import GOOD
+from tests.runner.helpers import GOOD
 
 pytestmark = pytest.mark.faults
 

@@ -22,10 +22,10 @@ from tests.faults.conftest import (
     signal_all,
     wait_until,
 )
+from tests.integration.conftest import ssh_target
 from tests.integration.sshd import SshdFarm
-from tests.integration.test_ssh_deadlines import ssh_target
 from tests.runner.conftest import run_probes
-from tests.runner.test_isolation import GOOD
+from tests.runner.helpers import GOOD
 
 pytestmark = pytest.mark.faults
 

@@ -116,7 +116,9 @@ def test_umask_000_still_gives_private_runs_and_folders(
     state = result.state_dir
     for folder in (state, state / "fleet", state / "fleet" / "runs"):
         assert oct(folder.stat().st_mode & 0o777) == "0o700", folder
-    files = [*(state / "fleet" / "runs").iterdir(), state / "fleet" / "known_hosts"]
+    saved = list((state / "fleet" / "runs").iterdir())
+    assert saved, "no run saved"
+    files = [*saved, state / "fleet" / "known_hosts"]
     files.append(tmp_path / "run.json")
     for path in files:
         assert oct(path.stat().st_mode & 0o777) == "0o600", path

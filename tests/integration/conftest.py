@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fleet.models import Host
 from tests.conftest import ROOT
 from tests.integration.sshd import SshdFarm, find_sshd, free_port
 
@@ -81,6 +82,22 @@ def write_inventory(
 def ssh_host(farm: SshdFarm, name: str, **extra: Any) -> dict[str, Any]:
     host = farm.hosts[name]
     return {"address": host.address, "port": host.port, **extra}
+
+
+def ssh_target(farm: SshdFarm, name: str, tmp_path: Path) -> Host:
+    """The farm's host `name` as fleet's Host, as this user with the farm's key and known_hosts."""
+    host = farm.hosts[name]
+    known = farm.known_hosts(tmp_path / "known_hosts", [name])
+    return Host(
+        name=name,
+        address=host.address,
+        port=host.port,
+        user=getpass.getuser(),
+        identity_file=str(farm.client_key),
+        known_hosts=str(known),
+        python=sys.executable,
+        connect_timeout=5,
+    )
 
 
 def fleet_invocation(

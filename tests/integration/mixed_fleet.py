@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.integration.conftest import FleetResult, run_fleet, ssh_host, write_inventory
+from tests.integration.gpu_stacks import host_env
 from tests.integration.sshd import SshdFarm
-from tests.integration.test_gpu_stacks import host_env
 
 H200 = ("h200x2_nvlink", "torch_h200_symm", {})
 BLACKWELL = ("rtxpro6000x8_pcie", "torch_sm120_211", {})

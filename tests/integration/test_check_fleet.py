@@ -133,10 +133,12 @@ def test_fixes_are_printed_with_observed_values(broken: tuple[FleetResult, Path]
 
 def test_allreduce_rules_are_skipped_not_passed(broken: tuple[FleetResult, Path]) -> None:
     root = ET.parse(broken[1]).getroot()
-    for suite in root.findall("testsuite"):
-        if suite.get("name") not in ALLREDUCE_RULES:
-            continue
-        for case in suite.findall("testcase"):
+    suites = [s for s in root.findall("testsuite") if s.get("name") in ALLREDUCE_RULES]
+    assert sorted(s.get("name") for s in suites) == sorted(ALLREDUCE_RULES)
+    for suite in suites:
+        cases = suite.findall("testcase")
+        assert cases, suite.get("name")
+        for case in cases:
             skipped = case.find("skipped")
             assert skipped is not None, (suite.get("name"), case.get("name"))
             assert "probe allreduce absent" in (skipped.get("message") or "")

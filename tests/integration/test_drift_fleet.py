@@ -63,3 +63,42 @@ def test_one_upgraded_host_is_exactly_the_drift(farm: SshdFarm, tmp_path: Path) 
     unchanged = run_fleet(tmp_path, "diff", "latest", "latest")
     assert unchanged.returncode == 0
     assert "none" in unchanged.stdout
+
+
+def test_a_limited_run_against_a_full_baseline_compares_only_its_hosts(
+    farm: SshdFarm, tmp_path: Path
+) -> None:
+    """Issue 24 item 12: probing two hosts of an inventory against a full run reported the
+    others "gone" (exit 16, a false alarm for a deploy gate). The run records its --limit; the
+    hosts it did not select are left out, and said to be."""
+    names = ["sel-1", "sel-2", "sel-3", "sel-4"]
+    for index, name in enumerate(names):
+        farm.start(name, f"127.0.10.{index + 1}")
+    known = farm.known_hosts(tmp_path / "known_hosts", names)
+    inventory = write_inventory(
+        tmp_path / "inv.yaml", farm, {n: ssh_host(farm, n) for n in names}, known
+    )
+    full = run_fleet(tmp_path, "probe", "-i", str(inventory), "-p", "system")
+    assert full.returncode == 0, full.stdout
+    assert "limit" not in full.document
+
+    limited = run_fleet(
+        tmp_path, "probe", "-i", str(inventory), "-p", "system", "--limit", "sel-[1-2]",
+        "--baseline", "latest",
+    )  # fmt: skip
+    assert limited.returncode == 0, limited.stdout
+    assert limited.document["limit"] == "sel-[1-2]"
+    assert "gone" not in limited.stdout
+    text = " ".join(limited.stdout.split())
+    assert "left out, not selected by the new run's --limit sel-[1-2]: sel-[3-4]" in text
+
+    both = run_fleet(
+        tmp_path, "diff", "previous", "latest", "-i", str(inventory), "--format", "json"
+    )
+    assert both.returncode == 0, both.stdout
+    document = json.loads(both.stdout)
+    assert (document["removed_hosts"], document["left_out"]) == ([], ["sel-3", "sel-4"])
+
+    narrowed = run_fleet(tmp_path, "diff", "previous", "previous", "--limit", "sel-1")
+    assert narrowed.returncode == 0, narrowed.stdout
+    assert "left out, not selected by --limit sel-1: sel-[2-4]" in " ".join(narrowed.stdout.split())

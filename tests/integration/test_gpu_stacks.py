@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAKES, ROOT
 from tests.integration.conftest import (
     divergence_block,
     finding_lines,
@@ -19,12 +18,11 @@ from tests.integration.conftest import (
     ssh_host,
     write_inventory,
 )
+from tests.integration.gpu_stacks import CANARY, host_env
 from tests.integration.sshd import SshdFarm
 
 pytestmark = pytest.mark.integration
 
-GOLDEN_GPU = ROOT / "tests" / "probes" / "golden" / "gpu"
-CANARY = "hf_CANARY" + "Zq" * 16
 SYMM_SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
 
 # host → (nvidia-smi capture, torch stub, extra environment)
@@ -37,16 +35,6 @@ STACKS = {
     "bw-pcie": ("rtxpro6000x8_pcie", "torch_sm120_ok", {}),
     "bw-noarch": ("rtxpro6000x8_pcie", "torch_sm120_noarch", {}),
 }
-
-
-def host_env(capture: str, stub: str, extra: dict[str, str]) -> dict[str, str]:
-    return {
-        "PATH": f"{FAKES / 'bin'}:/usr/local/bin:/usr/bin:/bin",
-        "FLEET_FAKE_GPU_DIR": str(GOLDEN_GPU / capture),
-        "PYTHONPATH": str(FAKES / "stubs" / stub),
-        "HF_TOKEN": CANARY,
-        **extra,
-    }
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from fleet.transport.ssh import SSHOptions, SSHTransport
+from tests.integration.conftest import ssh_target
 from tests.integration.sshd import SshdFarm
-from tests.integration.test_ssh_deadlines import ssh_target
 
 pytestmark = pytest.mark.integration
 

@@ -2,35 +2,18 @@
 
 from __future__ import annotations
 
-import getpass
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from fleet.models import Host
 from fleet.transport.ssh import SSHOptions, SSHTransport
+from tests.integration.conftest import ssh_target
 from tests.integration.sshd import SshdFarm
 from tests.runner.conftest import run_probes
-from tests.runner.test_isolation import GOOD, SPAWNS_AND_HANGS, _alive, _pids_in
+from tests.runner.helpers import GOOD, SPAWNS_AND_HANGS, alive, pids_in, sleepers
 
 pytestmark = pytest.mark.integration
-
-
-def ssh_target(farm: SshdFarm, name: str, tmp_path: Path) -> Host:
-    host = farm.hosts[name]
-    known = farm.known_hosts(tmp_path / "known_hosts", [name])
-    return Host(
-        name=name,
-        address=host.address,
-        port=host.port,
-        user=getpass.getuser(),
-        identity_file=str(farm.client_key),
-        known_hosts=str(known),
-        python=sys.executable,
-        connect_timeout=5,
-    )
 
 
 def test_probe_timeout_over_ssh_kills_probe_and_children(farm: SshdFarm, tmp_path: Path) -> None:
@@ -45,7 +28,7 @@ def test_probe_timeout_over_ssh_kills_probe_and_children(farm: SshdFarm, tmp_pat
     assert outcome.status == "partial"
     assert outcome.probes["spawner"].status == "timeout"
     time.sleep(0.5)
-    assert [p for p in _pids_in(outcome.probes["spawner"].output_tail) if _alive(p)] == []
+    assert [p for p in pids_in(outcome.probes["spawner"].output_tail) if alive(p)] == []
 
 
 def test_host_deadline_over_ssh_leaves_nothing_running(farm: SshdFarm, tmp_path: Path) -> None:
@@ -84,6 +67,4 @@ def test_interrupt_over_ssh_is_prompt(farm: SshdFarm, tmp_path: Path) -> None:
 
 
 def _sleep_600_alive() -> bool:
-    from tests.runner.test_isolation import _sleepers
-
-    return bool(_sleepers())
+    return bool(sleepers())

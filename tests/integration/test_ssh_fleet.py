@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from fleet.store import expand_payloads
-from tests.conftest import FAKES
+from tests.conftest import FAKES, ROOT
 from tests.integration.conftest import (
     FleetResult,
     closed_port,
@@ -220,3 +222,102 @@ def test_handshakes_dropped_by_maxstartups_are_retried(farm: SshdFarm, tmp_path:
     result = run_fleet(tmp_path, "probe", "-i", str(inventory), "-p", "system")
     assert [result.status(n) for n in names] == ["ok"] * len(names), result.stdout
     assert "MaxStartups" in (farm.root / "throttled-1" / "sshd.log").read_text()
+
+
+def test_errors_and_hints_show_at_80_columns(
+    farm: SshdFarm, tmp_path: Path, lone_host: str
+) -> None:
+    """Issue 24 item 9: at 80 columns a fingerprint or a path too wide for the table's column
+    used to drop `error / hint`, and the hints (`--accept-new`, `try: ssh …`) showed nowhere.
+    Each way of failing is now printed under the table, its error then its hint, wrapped between
+    words with a hanging indent: a line wider than 80 columns is one word alone on it."""
+    known_hosts = farm.known_hosts(tmp_path / "known_hosts", [])
+    hosts = {
+        lone_host: ssh_host(farm, lone_host),
+        "dead": {"address": "127.0.0.1", "port": closed_port()},
+    }
+    inventory = write_inventory(tmp_path / "inv.yaml", farm, hosts, known_hosts)
+    result = run_fleet(
+        tmp_path, "probe", "-i", str(inventory), "-p", "system", env={"COLUMNS": "80"}
+    )
+    assert result.returncode == 4, result.stderr
+    words = " ".join(result.stdout.split())
+    for name in (lone_host, "dead"):
+        error, hint = result.host(name)["error"], result.host(name)["hint"]
+        assert " ".join(error.split()) in words, result.stdout
+        assert f"hint: {' '.join(hint.split())}" in words, result.stdout
+    assert "--accept-new" in words
+    assert "try: ssh -p" in words
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 or len(line.split()) == 1 for line in lines), result.stdout
+    assert not any(line.startswith(("SHA256:", "/", "refused")) for line in lines), result.stdout
+
+
+def adhoc_probe(
+    farm: SshdFarm, tmp_path: Path, name: str, *extra: str, env: dict[str, str] | None = None
+) -> FleetResult:
+    """`fleet probe -H ADDRESS` with the farm host's port, this user and this python; no
+    ~/.ssh/config, and a HOME with no ~/.ssh in it (unless `env` says otherwise)."""
+    host = farm.hosts[name]
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return run_fleet(
+        tmp_path, "probe", "-H", host.address, "--port", str(host.port),
+        "--user", getpass.getuser(), "--python", sys.executable, "--ssh-config", "none",
+        "-p", "system", *extra,
+        env={"HOME": str(home), "SSH_AUTH_SOCK": "", **(env or {})},
+    )  # fmt: skip
+
+
+def test_identity_and_known_hosts_name_the_key_and_trust_of_adhoc_hosts(
+    farm: SshdFarm, tmp_path: Path, lone_host: str
+) -> None:
+    """Issue 24 item 14: with -H there was no way to name a key or a known_hosts file."""
+    known = farm.known_hosts(tmp_path / "known_hosts", [lone_host])
+    address = farm.hosts[lone_host].address
+    result = adhoc_probe(
+        farm, tmp_path, lone_host, "--identity", str(farm.client_key), "--known-hosts", str(known)
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.status(address) == "ok"
+
+    untrusted = adhoc_probe(farm, tmp_path, lone_host, "--identity", str(farm.client_key))
+    assert untrusted.status(address) == "hostkey_unknown"  # ~/.ssh/known_hosts: empty HOME
+
+    wrong = adhoc_probe(
+        farm, tmp_path, lone_host, "--identity", str(farm.wrong_key), "--known-hosts", str(known)
+    )
+    assert wrong.status(address) == "auth_failed"
+    assert (
+        f"refused our key(s): permission denied: user {getpass.getuser()}, offered "
+        in (wrong.host(address)["error"])
+    )
+    assert str(farm.wrong_key) in wrong.host(address)["error"]
+
+
+def test_a_login_with_no_key_to_offer_says_so(
+    farm: SshdFarm, tmp_path: Path, lone_host: str
+) -> None:
+    """No agent and no ~/.ssh/id_*: the error said "refused our key … identity ssh defaults"
+    though no key was offered at all."""
+    known = farm.known_hosts(tmp_path / "known_hosts", [lone_host])
+    address = farm.hosts[lone_host].address
+    result = adhoc_probe(farm, tmp_path, lone_host, "--known-hosts", str(known))
+    assert result.status(address) == "auth_failed"
+    error = result.host(address)["error"]
+    assert "fleet had no key to offer" in error
+    assert "no default key file in ~/.ssh; no ssh-agent (SSH_AUTH_SOCK is not set)" in error
+    assert "refused our key" not in error
+    assert "--identity FILE" in result.host(address)["hint"]
+
+
+def test_identity_and_known_hosts_go_with_adhoc_hosts_only(tmp_path: Path) -> None:
+    key = tmp_path / "key"
+    key.write_text("")
+    done = run_fleet(tmp_path, "hosts", "-i", str(ROOT / "inventory" / "local.yaml"),
+                     "--identity", str(key))  # fmt: skip
+    assert done.returncode == 2
+    assert "--identity set(s) the hosts of -H only" in done.stderr
+    missing = run_fleet(tmp_path, "hosts", "-H", "gpu-01", "--known-hosts", str(tmp_path / "no"))
+    assert missing.returncode == 2
+    assert f"--known-hosts {tmp_path / 'no'}: no such file" in missing.stderr

@@ -3,12 +3,15 @@ read them on a host: shared by the probe's golden tests and the rule tests on ru
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
 
 from tests.probes.handrun import load_probe
+from tests.recorded import REAL_RUN as RECORDED_H200X2
 
+Host = dict[str, Any]
 GOLDEN = Path(__file__).parent / "golden" / "health"
 health = load_probe("health")
 CASES = sorted(path.name for path in GOLDEN.iterdir() if (path / "SOURCE.md").is_file())
@@ -101,3 +104,25 @@ def probe_result(case: str) -> dict[str, Any]:
         "elapsed_s": 0.2,
         "output_tail": "",
     }
+
+
+def real_host(health_data: dict[str, Any]) -> Host:
+    host = copy.deepcopy(json.loads(RECORDED_H200X2.read_text())["hosts"]["local"])
+    host["probes"]["health"] = {
+        "status": "ok",
+        "ok": True,
+        "data": health_data,
+        "error": None,
+        "elapsed_s": 0.2,
+        "output_tail": "",
+    }
+    return host  # type: ignore[no-any-return]
+
+
+def real_run_with_health(case: str = "h200x1_device") -> dict[str, Any]:
+    """The recorded H200 run document (it predates the health probe) with a health result built
+    from a golden health case: a run that the whole inference pack judges."""
+    document: dict[str, Any] = json.loads(RECORDED_H200X2.read_text())
+    document["hosts"]["local"] = real_host(case_data(case))
+    document["probes"] = sorted({*document["probes"], "health"})
+    return document

@@ -1,17 +1,28 @@
 """Every probe file keeps the contract of probes/README.md: stdlib only at module level, Python 3.8
-syntax, a `collect(options)`, and it runs by hand printing {"ok", "data", ...} as JSON."""
+syntax, a `collect(options)`, and it runs by hand printing {"ok", "data", ...} as JSON. The files a
+host runs that are not probes (the host runner, the allreduce worker, the fabric rank) are stdlib
+only at module level too, and load under a real Python 3.8."""
 
 from __future__ import annotations
 
 import ast
+import glob
+import os
+import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from tests.conftest import REMOTE_PYTHON
 from tests.probes.handrun import PROBES, load_probe, run_by_hand
 
 PROBE_NAMES = sorted(p.stem for p in PROBES.glob("*.py") if not p.name.startswith("_"))
-SHIPPED = [*PROBE_NAMES, "_host_runner"]
+# Run on hosts but not probes: the allreduce worker (`python -c <its text>`, one per rank) and the
+# fabric rank (sent by fleet/fabric/launch.py). Only a host's python ever runs them.
+HOST_FILES = ["_allreduce_worker", "_fabric_rank"]
+SHIPPED = [*PROBE_NAMES, "_host_runner", *HOST_FILES]
 
 
 def module_level_imports(tree: ast.Module) -> set[str]:
@@ -49,3 +60,87 @@ def test_runs_by_hand_and_prints_a_result(name: str) -> None:
     assert isinstance(result["ok"], bool)
     assert isinstance(result["data"], dict)
     assert result["ok"] or result["error"], "an absent subject says why"
+
+
+# ------------------------------------------------------------------ under a real Python 3.8
+# ast's feature_version checks the grammar only; a real 3.8 also runs the module body, where a
+# `dict[str, Any]` alias or a 3.9+ call at module level fails (TypeError, AttributeError).
+LOAD = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='fleet_host_file')"
+
+
+def is_python_3_8(python: str) -> bool:
+    done = subprocess.run(
+        [python, "-c", "import sys; sys.exit(sys.version_info[:2] != (3, 8))"], check=False
+    )
+    return done.returncode == 0
+
+
+def python_3_8() -> str | None:
+    """A real Python 3.8: the host python (the 3.8 job in .ci/run sets it), else pyenv's."""
+    pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    candidates = [REMOTE_PYTHON, *sorted(glob.glob(f"{pyenv}/versions/3.8.*/bin/python3.8"))]
+    return next((c for c in candidates if is_python_3_8(c)), None)
+
+
+PYTHON_3_8 = python_3_8()
+needs_python_3_8 = pytest.mark.skipif(
+    PYTHON_3_8 is None, reason="no Python 3.8 here (pyenv install 3.8): only the grammar checked"
+)
+
+
+def problems_under_3_8(path: Path, python: str | None) -> list[str]:
+    """What keeps `path` from loading on a Python 3.8 host: its grammar (always), then compiling
+    and running its module body (not as __main__) under `python`, a real 3.8, when there is one."""
+    source = path.read_text(encoding="utf-8")
+    try:
+        ast.parse(source, str(path), feature_version=(3, 8))
+    except SyntaxError as exc:
+        return [f"not Python 3.8 syntax: {exc}"]
+    if python is None:
+        return []
+    done = subprocess.run(
+        [python, "-I", "-c", LOAD, str(path)], capture_output=True, text=True, timeout=60
+    )
+    return [f"{python}: {done.stderr.strip()}"] if done.returncode else []
+
+
+@needs_python_3_8
+@pytest.mark.parametrize("name", HOST_FILES)
+def test_loads_under_a_real_python_3_8(name: str) -> None:
+    assert problems_under_3_8(PROBES / f"{name}.py", PYTHON_3_8) == []
+
+
+def break_syntax(source: str) -> str:
+    return source.replace("def graph_plan(", "def graph_plan((", 1)
+
+
+def use_3_10_syntax(source: str) -> str:
+    return (
+        source + "\n\ndef by_mode(mode):\n    match mode:\n        case _:\n            return 0\n"
+    )
+
+
+def use_3_9_at_run_time(source: str) -> str:
+    return source.replace("Record = Dict[str, Any]", "Record = dict[str, Any]", 1)
+
+
+@pytest.mark.parametrize(
+    ("breakage", "grammar"),
+    [(break_syntax, True), (use_3_10_syntax, True), (use_3_9_at_run_time, False)],
+)
+def test_the_3_8_check_fails_on_a_broken_copy_of_the_worker(
+    tmp_path: Path, breakage: Callable[[str], str], grammar: bool
+) -> None:
+    """The check above can fail: each broken copy of the worker is caught, by the grammar or (a
+    3.9+ construct that parses) only by running it under a real 3.8; the intact copy passes."""
+    source = (PROBES / "_allreduce_worker.py").read_text(encoding="utf-8")
+    intact, broken = tmp_path / "intact" / "_allreduce_worker.py", tmp_path / "_allreduce_worker.py"
+    intact.parent.mkdir()
+    intact.write_text(source)
+    broken.write_text(breakage(source))
+    assert broken.read_text() != source, "the breakage no longer applies to the worker"
+    if not grammar and PYTHON_3_8 is None:
+        pytest.skip("only a real Python 3.8 catches this one")
+    assert problems_under_3_8(intact, PYTHON_3_8) == []
+    assert problems_under_3_8(broken, PYTHON_3_8) != []
+    assert (problems_under_3_8(broken, None) != []) is grammar

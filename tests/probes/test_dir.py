@@ -99,6 +99,7 @@ def test_against_stub_torch(stub, has_public):
     assert modules["torch.ops._C"]["error"]  # a stub registers no ops
 
 
+@pytest.mark.torch
 def test_real_torch_distributed_and_op_namespaces():
     pytest.importorskip("torch")
     result = probe.collect(

@@ -12,9 +12,9 @@ import pytest
 
 from probes import gpu
 from tests.conftest import REMOTE_PYTHON
+from tests.probes.gpu_golden import GOLDEN, case_probe_data
 
 REPO = Path(__file__).resolve().parents[2]
-GOLDEN = Path(__file__).parent / "golden" / "gpu"
 FAKE_BIN = REPO / "tests" / "fakes" / "bin"
 PROBE = REPO / "probes" / "gpu.py"
 CASES = sorted(path.name for path in GOLDEN.iterdir() if (path / "expected.json").is_file())
@@ -40,25 +40,6 @@ def captures(case: str) -> list[Path]:
         path
         for path in (GOLDEN / case).iterdir()
         if path.name.startswith("nvidia-smi") and not path.name.endswith(".exit")
-    )
-
-
-def case_probe_data(case: str):
-    """build_data over a case that holds the probe's main query, as collect() would call it."""
-    folder = GOLDEN / case
-
-    def text(name: str) -> str | None:
-        path = folder / name
-        return path.read_text() if path.is_file() else None
-
-    query = text("nvidia-smi_query-gpu.csv")
-    if query is None or (folder / "nvidia-smi_query-gpu.csv.exit").exists():
-        return None
-    return gpu.build_data(
-        query,
-        text("nvidia-smi_-q.txt"),
-        text("nvidia-smi_topo_-m.txt"),
-        text("nvidia-smi_topo_-p2p_r.txt"),
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from probes import gpu
-from tests.probes.test_gpu import GOLDEN, case_probe_data
+from tests.probes.gpu_golden import GOLDEN, case_probe_data
 
 QUERY = (GOLDEN / "h200x2_nvlink" / "nvidia-smi_query-gpu.csv").read_text()
 HEADER = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import remote_has
 from tests.probes import handrun
 from tests.probes.handrun import load_probe
-from tests.unit.test_real_run import CONTRACT
+from tests.recorded import CONTRACT
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "probes" / "torch.py"
@@ -104,7 +104,16 @@ def fake_torch(raising=()):
     )
 
 
-def test_facts_from_a_fake_torch():
+@pytest.fixture
+def fake_symmetric_memory(monkeypatch):
+    """facts_from_torch imports torch.distributed._symmetric_memory by name: without this, a fake
+    torch's facts would come from the real torch where one is installed, and that first import of
+    the real torch, under warnings-as-errors, could fail halfway and break every later import."""
+    module = SimpleNamespace(_SymmetricMemory=object, is_nvshmem_available=lambda: True)
+    monkeypatch.setitem(sys.modules, "torch.distributed._symmetric_memory", module)
+
+
+def test_facts_from_a_fake_torch(fake_symmetric_memory):
     data = probe.facts_from_torch(fake_torch())
     assert data["version"] == "9.9.9"
     assert data["nccl_version"] == "2.28.9"
@@ -117,9 +126,14 @@ def test_facts_from_a_fake_torch():
         "arch_matched": "sm_90",
     }
     assert data["p2p_access"] == {"0": {"1": True}, "1": {"0": True}}
+    assert data["symmetric_memory"] == {
+        "module_importable": True,
+        "class_name": "_SymmetricMemory",
+        "nvshmem_available": True,
+    }
 
 
-def test_a_failing_query_is_recorded_not_raised():
+def test_a_failing_query_is_recorded_not_raised(fake_symmetric_memory):
     data = probe.facts_from_torch(fake_torch(raising={"p2p", "nccl", "cap"}))
     assert data["nccl_version"] is None
     assert data["p2p_access"]["0"]["1"] is None
@@ -146,6 +160,7 @@ def test_by_hand_never_imports_itself_as_torch(tmp_path):
         assert set(data["data"]) >= CONTRACT["torch"]  # the fields the real H200 run has
 
 
+@pytest.mark.torch
 def test_real_cpu_torch():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

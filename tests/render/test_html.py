@@ -20,7 +20,7 @@ from fleet.execution.bundle import available_probes
 from fleet.models import HostOutcome, Run
 from fleet.render.html.page import Report, exit_meaning, render_html
 from fleet.render.html.svg import Series, byte_ticks, decade_ticks, log_chart
-from tests.cli.test_cli import fleet
+from tests.helpers import invoke_fleet as fleet
 from tests.render.fleets import loopback8, loopback8_with_allreduce
 
 HOSTILE = '<script>alert("x")</script><img src="https://evil.example/x.png">'
@@ -124,6 +124,7 @@ def page(page_text: str) -> Page:
 
 
 def test_nothing_in_the_page_points_to_the_network(page: Page) -> None:
+    assert any("href" in attrs for _, attrs in page.tags)  # the checks below meet links too
     for tag, attrs in page.tags:
         assert tag not in LOADING_TAGS, f"<{tag}> loads something"
         for name, value in attrs.items():

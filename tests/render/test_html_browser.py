@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_cli import fleet
+from tests.helpers import invoke_fleet as fleet
 from tests.render.chromium import CHROMIUM, Browser, chromium
 from tests.render.fleets import loopback8, loopback8_with_allreduce
 

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 from tests.runner.conftest import local_host, run_probes
+from tests.runner.helpers import GOOD, SPAWNS_AND_HANGS, alive, pids_in, sleepers
 
-GOOD = """
-def collect(options):
-    return {"ok": True, "data": {"answer": 42}}
-"""
 SEGFAULT = """
 import ctypes
 def collect(options):
@@ -111,6 +107,7 @@ def test_interrupt_marks_pending_hosts_and_keeps_finished_probes() -> None:
     started = time.monotonic()
     outcomes = run_probes({"good": GOOD, "slow": slow}, hosts=hosts, interrupt_after_s=2.0)
     assert time.monotonic() - started < 2.0 + 2.0
+    assert sorted(outcomes) == ["a", "b"]
     for outcome in outcomes.values():
         assert outcome.status == "interrupted"
         assert outcome.probes["good"].status == "ok"
@@ -123,35 +120,12 @@ def test_missing_interpreter_is_no_python() -> None:
     assert outcome.status == "no_python"
 
 
-SPAWNS_AND_HANGS = """
-import os, subprocess, sys, time
-TIMEOUT_S = {probe_timeout}
-def collect(options):
-    child = subprocess.Popen(["sleep", "600"])
-    print("PIDS", os.getpid(), child.pid, flush=True)
-    time.sleep(600)
-"""
-
-
-def _pids_in(tail: str) -> list[int]:
-    line = next(line for line in tail.splitlines() if line.startswith("PIDS"))
-    return [int(p) for p in line.split()[1:]]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_probe_timeout_kills_the_probe_and_what_it_started() -> None:
     outcome = run_probes({"spawner": SPAWNS_AND_HANGS.format(probe_timeout=1)})["local"]
     assert outcome.probes["spawner"].status == "timeout"
-    pids = _pids_in(outcome.probes["spawner"].output_tail)
+    pids = pids_in(outcome.probes["spawner"].output_tail)
     time.sleep(0.3)
-    assert [p for p in pids if _alive(p)] == []
+    assert [p for p in pids if alive(p)] == []
 
 
 def test_host_deadline_leaves_no_process_behind() -> None:
@@ -159,17 +133,4 @@ def test_host_deadline_leaves_no_process_behind() -> None:
     assert outcome["local"].status == "timeout"
     time.sleep(1.0)
     # the probe reported nothing before the deadline, so find what it started by command line
-    assert _sleepers() == []
-
-
-def _sleepers() -> list[int]:
-    """Live `sleep 600` processes on this machine."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if handle.read() == b"sleep\x00600\x00" and _alive(int(pid)):
-                    found.append(int(pid))
-        except OSError:
-            continue
-    return found
+    assert sleepers() == []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.runner.conftest import run_probes
-from tests.runner.test_isolation import _sleepers
+from tests.runner.helpers import sleepers
 
 REPORTS_PIDS = """
 import os
@@ -78,4 +78,4 @@ def test_a_hang_while_preloading_times_out_and_leaves_nothing(heavy_module) -> N
     assert outcome.probes["plain"].status == "ok"
     assert {outcome.probes[n].status for n in ("a", "b")} == {"timeout"}
     time.sleep(0.5)
-    assert _sleepers() == []
+    assert sleepers() == []

@@ -17,7 +17,7 @@ from tests.integration.conftest import FleetResult, run_fleet
 from tests.slurm.cluster import NodeStack, SlurmCluster
 from tests.slurm.conftest import DRAIN_REASON
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.torch]  # the real torch on every node
 
 USABLE = ["gpu-01", "gpu-02", "gpu-03", "gpu-04"]
 

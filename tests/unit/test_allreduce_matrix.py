@@ -21,7 +21,8 @@ from fleet.store import read_run_file
 from tests.conftest import ROOT
 from tests.helpers import invoke_fleet
 from tests.probes.handrun import load_probe
-from tests.unit.test_checks import data, make_run, pack_rules, real_host, verdict
+from tests.recorded import data, make_run, real_host
+from tests.unit.helpers import pack_rules, verdict
 
 probe = load_probe("allreduce")
 MiB = 1 << 20

@@ -16,7 +16,14 @@ from fleet.checks import CheckReport, evaluate, load_rules, pack_path
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
 from tests.conftest import ROOT
-from tests.probes.health_cases import case_data, health, host_facts, kernel_log, text
+from tests.probes.health_cases import (
+    case_data,
+    health,
+    host_facts,
+    kernel_log,
+    real_host,
+    text,
+)
 
 REAL_RUN = ROOT / "tests" / "probes" / "golden" / "real_run" / "h200x2_run.json"
 HEALTH_RULES = (
@@ -39,28 +46,6 @@ Host = dict[str, Any]
 def rules() -> list[Any]:
     loaded = load_rules(pack_path("inference"), tuple(available_probes()))
     return [r for r in loaded if r.id.startswith("health-")]
-
-
-def real_host(health_data: dict[str, Any]) -> Host:
-    host = copy.deepcopy(json.loads(REAL_RUN.read_text())["hosts"]["local"])
-    host["probes"]["health"] = {
-        "status": "ok",
-        "ok": True,
-        "data": health_data,
-        "error": None,
-        "elapsed_s": 0.2,
-        "output_tail": "",
-    }
-    return host  # type: ignore[no-any-return]
-
-
-def real_run_with_health(case: str = "h200x1_device") -> dict[str, Any]:
-    """The recorded H200 run document (it predates the health probe) with a health result built
-    from a golden health case: a run that the whole inference pack judges."""
-    document: dict[str, Any] = json.loads(REAL_RUN.read_text())
-    document["hosts"]["local"] = real_host(case_data(case))
-    document["probes"] = sorted({*document["probes"], "health"})
-    return document
 
 
 def h200_with_log(case: str) -> dict[str, Any]:

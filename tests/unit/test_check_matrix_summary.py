@@ -11,8 +11,8 @@ from rich.console import Console
 
 from fleet.checks import evaluate, format_value
 from fleet.render.terminal.checks import render_report
-from tests.unit.test_check_nccl_settings import rtx_pcie_host
-from tests.unit.test_checks import data, make_run, pack_rules, verdict
+from tests.recorded import data, make_run, rtx_pcie_host
+from tests.unit.helpers import pack_rules, verdict
 
 
 def host_with_p2p(status_of_link: dict[str, str]) -> Any:

@@ -4,7 +4,6 @@ with NCCL_P2P_DISABLE=1 and NCCL_ALGO=Tree. Before `uniform_keys`, it passed eve
 
 from __future__ import annotations
 
-import json
 from io import StringIO
 from typing import Any
 
@@ -12,35 +11,8 @@ from rich.console import Console
 
 from fleet.checks import evaluate
 from fleet.render.terminal.checks import render_report
-from tests.conftest import ROOT
-from tests.unit.test_checks import (
-    Host,
-    data,
-    failures,
-    make_run,
-    pack_rules,
-    real_host,
-    rules,
-    verdict,
-)
-
-GOLDEN_GPU = ROOT / "tests" / "probes" / "golden" / "gpu"
-RTX = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
-
-
-def rtx_pcie_host() -> Host:
-    """The real H200 host's probes with the real 8x RTX PRO 6000 PCIe nvidia-smi data, and a torch
-    that has SM120 kernels (so only NCCL settings set these hosts apart)."""
-    host = real_host()
-    golden = json.loads((GOLDEN_GPU / "rtxpro6000x8_pcie" / "expected.json").read_text())
-    host["probes"]["gpu"]["data"] = golden["probe_data"]
-    torch = data(host, "torch")
-    torch["arch_list"] = [*torch["arch_list"], "sm_120"]
-    torch["devices"] = [
-        {"index": i, "name": RTX, "capability": "12.0", "arch_supported": True} for i in range(8)
-    ]
-    torch["device_count"] = 8
-    return host
+from tests.recorded import RTX, data, make_run, rtx_pcie_host
+from tests.unit.helpers import failures, pack_rules, rules, verdict
 
 
 def pcie_fleet(**odd_env: dict[str, str]) -> Any:

@@ -6,12 +6,10 @@ Recorded runs: every host is built from the real 2× H200 run document
 
 from __future__ import annotations
 
-import copy
 import io
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 import pytest
 from rich.console import Console
@@ -24,97 +22,24 @@ from fleet.checks import (
     evaluate,
     format_value,
     load_rules,
-    pack_path,
-    parse_rules,
 )
-from fleet.execution.bundle import available_probes
 from fleet.models import Run
 from fleet.render.junit import junit_tree
 from fleet.render.terminal.checks import render_report
-from tests.conftest import ROOT
+from tests.recorded import (
+    data,
+    make_run,
+    nccl_p2p_disabled,
+    real_host,
+    sm120_without_arch,
+    variant_fleet,
+)
+from tests.unit.helpers import PROBES, failures, pack_rules, rules, verdict
 
-REAL_RUN = ROOT / "tests" / "probes" / "golden" / "real_run" / "h200x2_run.json"
-PROBES = tuple(available_probes())
 SYMM_SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
-Host = dict[str, Any]
 
 
-# ------------------------------------------------------------------------- recorded fleets
-
-
-def real_host() -> Host:
-    """The real H200 host's outcome document (a fresh copy each time)."""
-    return copy.deepcopy(json.loads(REAL_RUN.read_text())["hosts"]["local"])
-
-
-def data(host: Host, probe: str) -> dict[str, Any]:
-    return host["probes"][probe]["data"]  # type: ignore[no-any-return]
-
-
-def sm120_without_arch(host: Host) -> Host:
-    """An RTX PRO 6000 (SM120) PCIe box whose torch 2.7.0+cu126 has no sm_120 kernels."""
-    name = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
-    gpu = data(host, "gpu")
-    for item in gpu["gpus"]:
-        item.update(name=name, compute_capability="12.0")
-    gpu["interconnect"] = "pcie"
-    torch = data(host, "torch")
-    torch.update(version="2.7.0+cu126", cuda="12.6", arch_list=["sm_80", "sm_86", "sm_90"])
-    for device in torch["devices"]:
-        device.update(name=name, capability="12.0", arch_supported=False, arch_matched=None)
-    return host
-
-
-def nccl_p2p_disabled(host: Host) -> Host:
-    data(host, "nccl")["env"]["NCCL_P2P_DISABLE"] = "1"
-    return host
-
-
-def slow_allreduce(host: Host) -> Host:
-    """Three times slower than its twins: latency ×3, bandwidth ÷3."""
-    for row in data(host, "allreduce")["results"]:
-        row["latency_us"] *= 3
-        row["busbw_gbps"] /= 3
-    return host
-
-
-def make_run(**hosts: Host) -> Run:
-    document = json.loads(REAL_RUN.read_text())
-    document["hosts"] = hosts
-    return Run.from_dict(document)
-
-
-def variant_fleet() -> Run:
-    return make_run(
-        **{
-            "h200-a": real_host(),
-            "h200-b": real_host(),
-            "h200-c": real_host(),
-            "sm120": sm120_without_arch(real_host()),
-            "p2p-off": nccl_p2p_disabled(real_host()),
-            "slow": slow_allreduce(real_host()),
-        }
-    )
-
-
-def pack_rules() -> list[Any]:
-    """The pack without its health rules: this recorded run predates the health probe (those
-    rules are tested on run documents built from its captures: tests/unit/test_check_health.py)."""
-    loaded = load_rules(pack_path("inference"), PROBES)
-    return [rule for rule in loaded if not rule.id.startswith("health-")]
-
-
-def failures(report: CheckReport) -> set[tuple[str, str]]:
-    return {(r.rule.id, v.host) for r in report.results for v in r.failures}
-
-
-def verdict(report: CheckReport, rule_id: str, host: str) -> Any:
-    result = next(r for r in report.results if r.rule.id == rule_id)
-    return next(v for v in result.verdicts if v.host == host)
-
-
-def rules(text: str, path: str = "rules.yaml") -> list[Any]:
-    return parse_rules(text, path, PROBES)
+# ------------------------------------------- a rule file judged (fleets: tests/recorded.py)
 
 
 def judge(text: str, run: Run | None = None) -> CheckReport:
@@ -269,7 +194,10 @@ rules:
     )
     assert [r.status for r in report.results] == ["pass", "fail", "unknown", "pass"]
     assert report.results[1].failures[0].fix == "want 1.0, have 2.11.0+cu130"
-    assert "(torch.no_such_fact gives null)" in report.results[2].verdicts[0].reason
+    assert (
+        report.results[2].verdicts[0].reason
+        == "cannot be judged: torch.no_such_fact is not reported"
+    )
 
 
 def test_numeric_comparison_with_missing_value_is_unknown() -> None:

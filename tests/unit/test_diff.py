@@ -2,35 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fleet.analysis.diff import DivergenceGroup, compare_hosts, group_divergences, list_delta
 from fleet.analysis.facts import ProbeFacts, declared_facts, flatten
 from fleet.models import HostOutcome, ProbeResult
+from tests.unit.helpers import allreduce, gpu, host
 
 DECLARED = declared_facts()
-
-
-def host(name: str, status: str = "ok", **probes: dict[str, Any]) -> HostOutcome:
-    results = {p: ProbeResult("ok", True, data, None, 0.1) for p, data in probes.items()}
-    return HostOutcome(name=name, status=status, address=name, probes=results)
-
-
-def gpu(model: str = "NVIDIA H200", count: int = 2, link: str = "nvlink") -> dict[str, Any]:
-    gpus = [
-        {"index": i, "name": model, "uuid": f"GPU-{model}-{i}-{id(object())}"} for i in range(count)
-    ]
-    return {"gpus": gpus, "gpu_count": count, "interconnect": link}
-
-
-def allreduce(small_us: float, large_busbw: float) -> dict[str, Any]:
-    return {
-        "backend": "nccl",
-        "results": [
-            {"mode": "eager", "bytes": 8, "latency_us": small_us, "busbw_gbps": 0.0},
-            {"mode": "eager", "bytes": 1 << 28, "latency_us": 900.0, "busbw_gbps": large_busbw},
-        ],
-    }
 
 
 def test_flatten_keeps_scalar_lists_whole_and_indexes_object_lists() -> None:

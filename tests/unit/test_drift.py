@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from fleet.analysis.drift import compare_runs
 from fleet.analysis.facts import declared_facts
 from fleet.models import Run
-from tests.unit.test_diff import allreduce, gpu, host
+from tests.unit.helpers import allreduce, gpu, host
 
 DECLARED = declared_facts()
 
@@ -67,3 +69,34 @@ def test_host_status_change_is_drift() -> None:
     dead = host("a", status="unreachable")
     drift = compare_runs(old, run(dead), DECLARED)
     assert ("_host.status", "ok", "unreachable") in {(c.fact, c.old, c.new) for c in drift.changes}
+
+
+def test_hosts_a_limited_run_did_not_select_are_left_out_not_gone() -> None:
+    """Issue 24 item 12: a run records its --limit; drift compares the hosts both runs selected."""
+    everyone = [host(f"gpu-0{i}", torch={"version": "2.9.1"}) for i in range(1, 5)]
+    full = run(*everyone)
+    limited = dataclasses.replace(
+        run(*everyone[:2], started="2026-11-30T02:00:00Z"), limit="gpu-0[1-2]"
+    )
+    drift = compare_runs(full, limited, DECLARED)
+    assert (drift.removed_hosts, drift.left_out, drift.found) == ((), ("gpu-03", "gpu-04"), False)
+    assert "the new run's --limit gpu-0[1-2]: gpu-[03-04]" in drift.left_out_note
+    backwards = compare_runs(limited, full, DECLARED)  # the baseline was the limited one
+    assert (backwards.added_hosts, backwards.left_out) == ((), ("gpu-03", "gpu-04"))
+
+
+def test_limit_narrows_the_drift_of_two_runs() -> None:
+    old = run(*(host(f"gpu-0{i}", torch={"version": "2.9.1"}) for i in range(1, 5)))
+    new = run(
+        host("gpu-01", torch={"version": "2.9.1"}), host("gpu-04", torch={"version": "2.11.0"})
+    )
+    assert compare_runs(old, new, DECLARED).found  # gone hosts and a change
+    narrowed = compare_runs(old, new, DECLARED, limit="gpu-01")
+    assert (narrowed.found, narrowed.left_out) == (False, ("gpu-02", "gpu-03", "gpu-04"))
+    assert narrowed.left_out_why == "--limit gpu-01"
+
+
+def test_a_run_document_keeps_its_limit() -> None:
+    limited = dataclasses.replace(run(host("gpu-01")), limit="gpu-01")
+    assert Run.from_dict(limited.to_dict()).limit == "gpu-01"
+    assert "limit" not in run(host("gpu-01")).to_dict()

@@ -99,5 +99,5 @@ def test_concurrency_bounds_hosts_at_once() -> None:
 
     transport.execute = counting  # type: ignore[method-assign]
     outcomes = run_all(transport, [*names], concurrency=2)
-    assert all(o.status == "ok" for o in outcomes.values())
+    assert {n: o.status for n, o in outcomes.items()} == dict.fromkeys(names, "ok")
     assert most == 2

@@ -22,8 +22,8 @@ from fleet.errors import UsageError
 from fleet.models import Run
 from fleet.render.documents import fleet_diff_document, fleet_diff_markdown
 from fleet.render.terminal.diff import fleet_diff_view
+from tests.markdown_tables import table_rows
 from tests.mixed_fleets import mixed8, mixed_fleet, real_h200_with_blackwell
-from tests.unit.test_markdown import table_rows
 
 DECLARED = declared_facts()
 BLACKWELL = "8× NVIDIA RTX PRO 6000 Blackwell Server Edition · pcie"

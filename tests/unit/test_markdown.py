@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from markdown_it import MarkdownIt
 
 from fleet.analysis.diff import compare_hosts
 from fleet.analysis.drift import compare_runs
@@ -14,6 +11,7 @@ from fleet.analysis.facts import declared_facts
 from fleet.models import Run
 from fleet.render.documents import drift_markdown, fleet_diff_markdown, md_code, md_text
 from tests.cli.inprocess import LOOPBACK8, run_document
+from tests.markdown_tables import table_rows
 
 SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
 
@@ -23,27 +21,6 @@ def two_host_run() -> Run:
     document = run_document(LOOPBACK8)
     document["hosts"] = {k: v for k, v in document["hosts"].items() if k in ("gpu-01", "gpu-07")}
     return Run.from_dict(document)
-
-
-def table_rows(markdown: str) -> list[list[str]]:
-    """Each table row (header included) as the text of its cells, as GitHub would render them."""
-    tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
-    rows: list[list[str]] = []
-    for token in tokens:
-        if token.type == "tr_open":
-            rows.append([])
-        elif token.type == "inline" and rows and _in_cell(tokens, token):
-            rows[-1].append(_plain(token))
-    return rows
-
-
-def _in_cell(tokens: list[Any], token: Any) -> bool:
-    before = tokens[tokens.index(token) - 1]
-    return before.type in ("th_open", "td_open")
-
-
-def _plain(inline: Any) -> str:
-    return "".join(child.content for child in inline.children or [])
 
 
 def test_two_host_diff_parses_as_a_table_with_three_cells_per_row() -> None:
@@ -72,3 +49,27 @@ def test_escaped_text_and_code_read_back_as_written() -> None:
         row = f"| {md_text(text)} | {md_code(text)} |"
         rows = table_rows(f"| a | b |\n| --- | --- |\n{row}\n")
         assert rows[1] == [text, text], (text, rows)
+
+
+def test_not_compared_is_one_bullet_per_probe_and_reason_with_hosts_folded() -> None:
+    """Issue 24 item 11: one bullet per host × probe made a 1,000-host fleet 1,000s of lines.
+    Hosts are folded per probe and reason; hosts not reached fold too, their own names and
+    targets aside."""
+    document = run_document(LOOPBACK8)
+    for name, host in document["hosts"].items():
+        if name in ("gpu-02", "gpu-03", "gpu-04"):
+            host.update(
+                status="unreachable",
+                error=f"cannot connect to {name} (ops@10.0.0.{name[-1]}:22): connection refused",
+                probes={},
+            )
+            continue
+        host["probes"]["nccl"].update(status="absent", error="no NCCL library found", data={})
+    run = Run.from_dict(document)
+    markdown = fleet_diff_markdown(compare_hosts(run.hosts.values(), declared_facts()))
+    bullets = [line for line in markdown.splitlines() if line.startswith("- not compared")]
+    assert bullets == [
+        "- not compared: `nccl` on gpu-\\[01,05-08\\] (absent: no NCCL library found)",
+        "- not compared: gpu-\\[02-04\\] (unreachable: e.g. cannot connect to gpu-02"
+        " (ops@10.0.0.2:22): connection refused)",
+    ], markdown

@@ -14,37 +14,9 @@ from fleet.analysis.diff import compare_hosts
 from fleet.analysis.facts import declared_facts
 from fleet.models import Run
 from tests.conftest import ROOT
+from tests.recorded import CONTRACT
 
 REAL = ROOT / "tests" / "probes" / "golden" / "real_run"
-CONTRACT = {
-    "system": {"hostname", "os", "kernel", "cpu_count", "python"},
-    "packages": {"packages"},
-    "imports": {"results"},
-    "dir": {"modules"},
-    "gpu": {
-        "driver_version",
-        "cuda_driver_version",
-        "gpus",
-        "topology",
-        "p2p_read",
-        "interconnect",
-    },
-    "torch": {
-        "version",
-        "cuda",
-        "cudnn",
-        "nccl_version",
-        "arch_list",
-        "cuda_available",
-        "device_count",
-        "devices",
-        "p2p_access",
-        "symmetric_memory",
-        "triton_version",
-    },
-    "nccl": {"env", "conf_files", "libraries", "torch_nccl_version"},
-    "allreduce": {"backend", "world_size", "nccl_version", "env_overrides", "results"},
-}
 GPU_FIELDS = {
     "index",
     "name",

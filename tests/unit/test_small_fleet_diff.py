@@ -72,7 +72,9 @@ def divergences(run: Run) -> list[Divergence]:
 def test_every_fact_name_in_the_diff_is_the_expression_a_rule_writes() -> None:
     for run in (load(TORCH_MISSING), load(LOOPBACK8)):
         documents = {name: host_document(o) for name, o in run.hosts.items()}
-        for item in divergences(run):
+        items = divergences(run)
+        assert items, run.hosts.keys()
+        for item in items:
             for value, hosts in item.groups:
                 for host in hosts:
                     found = jmespath.search(item.fact, documents[host])
@@ -90,6 +92,7 @@ def test_diff_and_checks_share_one_majority_rule() -> None:
     )
     verdicts = evaluate(rules, run).results[0].verdicts
     assert item.split
+    assert sorted(v.host for v in verdicts) == ["gpu-01", "gpu-07"]
     assert all("no majority" in v.reason for v in verdicts)
     three = run_document(LOOPBACK8)  # gpu-01, gpu-02 agree: both sides now name gpu-07
     three["hosts"] = {

@@ -1,4 +1,4 @@
-"""~/.ssh/config read as OpenSSH 9 reads it (fleet/inventory/ssh_config_parser.py) and applied to
+"""~/.ssh/config read as OpenSSH 9 reads it (fleet/inventory/ssh_config_reader.py) and applied to
 fleet's hosts (fleet/inventory/ssh_config.py): end-of-line comments, first value wins, Host / Match
 / Include, ProxyJump against ProxyCommand, ProxyCommand as an argv, and what refuses a host.
 The corpus test (tests/corpus) checks the same against the real `ssh -G`."""
@@ -18,7 +18,7 @@ from fleet.inventory.adhoc import AdhocSettings, adhoc_inventory
 from fleet.inventory.proxy_command import ProxyCommandError, command_words
 from fleet.inventory.resolve import refuse_hosts, resolve_hosts
 from fleet.inventory.ssh_config import SshConfig
-from fleet.inventory.ssh_config_parser import argv_split
+from fleet.inventory.ssh_config_lexer import argv_split
 from fleet.models import Host
 from fleet.transport.ssh import ssh_command
 from tests.conftest import ROOT
@@ -84,11 +84,23 @@ def test_a_line_ssh_rejects_is_an_error_naming_it(tmp_path: Path, text: str, fra
     assert fragment in caught.value.message
 
 
-def test_the_parser_does_not_import_the_module_that_applies_it() -> None:
-    """ssh_config.py imports ssh_config_parser.py, never the other way (no circle)."""
-    source = (ROOT / "fleet" / "inventory" / "ssh_config_parser.py").read_text()
+PARSER = (
+    "ssh_config_lexer",
+    "ssh_config_options",
+    "ssh_config_match",
+    "ssh_config_reader",
+    "ssh_argv",
+)
+
+
+@pytest.mark.parametrize("name", PARSER)
+def test_the_parser_does_not_import_the_module_that_applies_it(name: str) -> None:
+    """ssh_config.py and ansible.py import the parser's modules, never the other way (no circle):
+    the parser imports nothing of fleet but its own modules."""
+    source = (ROOT / "fleet" / "inventory" / f"{name}.py").read_text()
     modules = {n.module for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)}
-    assert not {m for m in modules if m and m.startswith("fleet.")}
+    fleet = {m for m in modules if m and m.startswith("fleet")}
+    assert fleet <= {f"fleet.inventory.{other}" for other in PARSER}
 
 
 # ------------------------------------------------------------------------- matching, as ssh does

@@ -19,6 +19,11 @@ def available_packs() -> list[str]:
     )
 
 
+def packs_folder() -> Path:
+    """Where the built-in packs are (for `fleet check --help`: copy one to start your own)."""
+    return Path(str(resources.files(__name__)))
+
+
 def pack_path(name: str) -> Path:
     """The file of pack `name`; UsageError listing the packs when there is none by that name."""
     if name in available_packs():

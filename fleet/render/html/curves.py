@@ -13,8 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
+from fleet.analysis.baseline import BaselineCohort
 from fleet.analysis.diff import Cohort, FleetDiff, Outlier
 from fleet.analysis.facts import median
+from fleet.analysis.linerate import CohortLineRate, host_line_rate
 from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome
 from fleet.render.html.svg import Band, Point, Series, byte_ticks, log_chart
@@ -34,6 +36,8 @@ class CohortCurves:
     cohort: Cohort
     curves: Curves
     outliers: tuple[Outlier, ...]
+    baseline: BaselineCohort | None = None  # the baseline's cohort, its bands drawn behind
+    rate: CohortLineRate | None = None  # the hardware's line rate, said over the charts
 
     @property
     def modes(self) -> list[str]:
@@ -66,7 +70,13 @@ def allreduce_lines(outcome: HostOutcome) -> Lines:
     return {mode: {m: tuple(sorted(p)) for m, p in lines.items()} for mode, lines in found.items()}
 
 
-def cohort_curves(outcomes: Mapping[str, HostOutcome], diff: FleetDiff) -> list[CohortCurves]:
+def cohort_curves(
+    outcomes: Mapping[str, HostOutcome],
+    diff: FleetDiff,
+    baseline: Mapping[str, BaselineCohort] | None = None,
+) -> list[CohortCurves]:
+    """Per cohort with allreduce data its hosts' curves; `baseline`: each host's cohort in a
+    baseline the run was judged against."""
     found = []
     for cohort in diff.cohorts:
         curves = {h: allreduce_lines(outcomes[h]) for h in cohort.hosts if h in outcomes}
@@ -77,15 +87,23 @@ def cohort_curves(outcomes: Mapping[str, HostOutcome], diff: FleetDiff) -> list[
                 for o in diff.outliers
                 if o.cohort == cohort.name and o.measure.startswith("allreduce")
             )
-            found.append(CohortCurves(cohort, curves, outliers))
+            judged = baseline or {}
+            bands = next((judged[h] for h in cohort.hosts if h in judged), None)
+            rates = tuple(r for r in (host_line_rate(outcomes[h]) for h in curves) if r)
+            rate = CohortLineRate(cohort.name, rates) if rates else None
+            found.append(CohortCurves(cohort, curves, outliers, bands, rate))
     return found
 
 
 # ------------------------------------------------------------------------------------ drawing
 
 
-def curves_section(outcomes: Mapping[str, HostOutcome], diff: FleetDiff) -> str:
-    cohorts = cohort_curves(outcomes, diff)
+def curves_section(
+    outcomes: Mapping[str, HostOutcome],
+    diff: FleetDiff,
+    baseline: Mapping[str, BaselineCohort] | None = None,
+) -> str:
+    cohorts = cohort_curves(outcomes, diff, baseline)
     if not cohorts:
         return ""
     return "".join(_cohort_html(c, diff.tolerance) for c in cohorts)
@@ -111,7 +129,7 @@ def _cohort_html(cohort: CohortCurves, tolerance: float) -> str:
         )
     body = f'<div class="charts">{"".join(columns)}</div>'
     return (
-        f'<div class="cohort">{head}{note}{body}{_legend(cohort, tolerance)}'
+        f'<div class="cohort">{head}{_line_rate(cohort.rate)}{note}{body}{_legend(cohort, tolerance)}'
         f"{_outlier_table(cohort.outliers)}</div>"
     )
 
@@ -135,7 +153,49 @@ def _chart(cohort: CohortCurves, mode: str, metric: str, label: str) -> str:
         series.append(Series(f"cohort median ({len(lines)} hosts)", _median(values), "median"))
     series += [Series(h, lines[h], f"odd odd-{named.get(h, MAX_NAMED)}") for h in sorted(odd)]
     title = f"{MODE_LABELS.get(mode, mode)} · {label.split(' (')[0]}"
-    return log_chart(title, "message size", label, series, band, x_ticks=byte_ticks)
+    backdrop = _baseline_band(cohort.baseline, mode, metric)
+    return log_chart(
+        title, "message size", label, series, band, x_ticks=byte_ticks, backdrop=backdrop
+    )
+
+
+def _baseline_band(baseline: BaselineCohort | None, mode: str, metric: str) -> Band | None:
+    """The baseline's bands of this mode and metric as one shaded range: latency below 1 MiB,
+    bus bandwidth from 1 MiB up (the sizes each is judged at)."""
+    if baseline is None:
+        return None
+    found = sorted(
+        (key.size, band)
+        for key, band in baseline.bands.items()
+        if key.family == "allreduce" and key.mode == mode and key.metric == metric
+    )
+    if not found:
+        return None
+    return Band(
+        f"baseline band of {baseline.name} (median ± max(k·MAD, floor), {found[0][1].samples}+ values)",
+        tuple((float(size), band.low) for size, band in found),
+        tuple((float(size), band.high) for size, band in found),
+    )
+
+
+def _line_rate(rate: CohortLineRate | None) -> str:
+    """One line over the charts: bus bandwidth at the largest size as a share of line rate."""
+    if rate is None:
+        return ""
+    line = rate.rate
+    if line is None:
+        why = next((h.why_not for h in rate.hosts if h.why_not), "not known")
+        return f'<p class="dim">line rate not known: {escape(why)}</p>'
+    shares = []
+    for mode in rate.modes():
+        percent = rate.median_percent(mode)
+        if percent is not None:
+            shares.append(f"{escape(MODE_LABELS.get(mode, mode))} {percent:.0f}%")
+    choice = escape(rate.hosts[0].nccl_choice)
+    return (
+        f'<p class="linerate">bus bandwidth at the largest size: {", ".join(shares)} of the line '
+        f"rate, {line.gbps:g} GB/s per direction ({escape(line.basis)}) · {choice}</p>"
+    )
 
 
 def _by_size(
@@ -170,6 +230,11 @@ def _legend(cohort: CohortCurves, tolerance: float) -> str:
         else '<span class="swatch host"></span>a host within tolerance'
     )
     items = ['<li><span class="swatch median"></span>cohort median</li>', f"<li>{within}</li>"]
+    if cohort.baseline is not None:
+        items.append(
+            '<li><span class="swatch band baseline"></span>the baseline\'s band '
+            "(latency below 1 MiB, bus bandwidth from 1 MiB)</li>"
+        )
     named = cohort.named
     worst: dict[str, Outlier] = {}
     for outlier in cohort.outliers:

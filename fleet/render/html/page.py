@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from fleet.analysis.baseline_judge import BaselineJudgement
 from fleet.analysis.diff import FleetDiff
 from fleet.analysis.drift import Drift
 from fleet.checks import CheckReport
 from fleet.errors import ReportError
-from fleet.hostsets import compact_hosts
+from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import HostOutcome, Run
 from fleet.render.grouping import check_verdict, ended_alike
 from fleet.render.html.curves import curves_section
@@ -59,6 +60,7 @@ class Report:
     fabric: object = None  # the run document's `fabric` section, read defensively
     exit_code: int | None = None
     source: str | None = None  # where the run came from (a file, a saved run)
+    baseline: BaselineJudgement | None = None  # its bands drawn behind the curves
 
 
 def exit_meaning(code: int) -> str:
@@ -72,7 +74,7 @@ def exit_meaning(code: int) -> str:
 
 def render_html(report: Report) -> str:
     body = [_header(report), _nav(report), "<main>", *_sections(report), "</main>", _footer(report)]
-    title = f"fleet report · {len(report.run.hosts)} hosts · {report.run.started}"
+    title = f"fleet report · {count_hosts(len(report.run.hosts))} · {report.run.started}"
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -208,7 +210,9 @@ def _sections(report: Report) -> list[str]:
     ]  # fmt: skip
     if diff.sets:
         parts.append(section("names", "name lists, item by item", name_lists(diff)))
-    curves = curves_section(run.hosts, diff)
+    judged = report.baseline
+    bands = {h.host: h.cohort for h in judged.hosts if h.cohort} if judged else None
+    curves = curves_section(run.hosts, diff, bands)
     parts.append(section("allreduce", "allreduce per cohort", curves or '<p class="dim">no allreduce data in this run</p>',
                          "latency and bus bandwidth against message size, log axes; one line per host"))  # fmt: skip
     health = health_section(list(run.hosts.values()))
@@ -275,10 +279,10 @@ def fabric_of(run: Run, document: Mapping[str, object] | None = None) -> object:
 CSS = """
 :root{--bg:#fff;--fg:#1b1d21;--dim:#5d6470;--line:#d8dbe0;--panel:#f5f6f8;--host:#8a8f98;
 --median:#0072B2;--maj:rgba(0,114,178,.13);--oddbg:rgba(230,159,0,.42);--bad:#b3261e;--warn:#8a5a00;
---ok:#1b7f3b;--band:rgba(0,114,178,.16);--acrossbg:rgba(204,121,167,.28)}
+--ok:#1b7f3b;--band:rgba(0,114,178,.16);--basefill:rgba(27,127,59,.12);--acrossbg:rgba(204,121,167,.28)}
 @media (prefers-color-scheme:dark){:root{--bg:#15171b;--fg:#e4e6ea;--dim:#9aa1ad;--line:#363a42;
 --panel:#1e2127;--host:#7d838d;--median:#56B4E9;--maj:rgba(86,180,233,.16);--oddbg:rgba(230,159,0,.45);
---bad:#ff8a80;--warn:#f0c05a;--ok:#7fd49b;--band:rgba(86,180,233,.2);--acrossbg:rgba(204,121,167,.4)}}
+--bad:#ff8a80;--warn:#f0c05a;--ok:#7fd49b;--band:rgba(86,180,233,.2);--basefill:rgba(127,212,155,.14);--acrossbg:rgba(204,121,167,.4)}}
 *{box-sizing:border-box}
 body{margin:0;background:var(--bg);color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif}
 header,main,footer,nav{max-width:1400px;margin:0 auto;padding:0 20px}
@@ -325,7 +329,7 @@ svg .tick.y{text-anchor:end}svg .axis-title{text-anchor:middle;font-size:12px}
 svg .chart-title{font-weight:600;font-size:12.5px}
 .line{fill:none;stroke-width:1.3;stroke-linejoin:round}.line.host{stroke:var(--host);stroke-opacity:.6}
 .line.median{stroke:var(--median);stroke-width:3.2}.line.odd{stroke:var(--c);stroke-width:2.2}
-.band{fill:var(--band);stroke:none}
+.band{fill:var(--band);stroke:none}.band.baseline{fill:var(--basefill);stroke:var(--ok);stroke-dasharray:5 3}
 .odd-0{--c:#D55E00}.odd-1{--c:#E69F00;stroke-dasharray:7 3}.odd-2{--c:#CC79A7;stroke-dasharray:2 2}
 .odd-3{--c:#009E73;stroke-dasharray:9 3 2 3}.odd-4{--c:#56B4E9;stroke-dasharray:4 4}
 .odd-5{--c:#000;stroke-dasharray:1 3}.odd-6{--c:#9b6a00;stroke-dasharray:3 2}
@@ -333,6 +337,7 @@ svg .chart-title{font-weight:600;font-size:12.5px}
 .legend{list-style:none;padding:0;margin:6px 0;display:flex;flex-wrap:wrap;gap:4px 18px}
 .swatch{display:inline-block;width:26px;height:0;margin-right:6px;vertical-align:middle;border-top:3px solid var(--c)}
 .swatch.host{--c:var(--host);border-top-width:1.5px}.swatch.band{height:10px;border:0;background:var(--band)}.swatch.median{--c:var(--median);border-top-width:4px}
+.swatch.band.baseline{background:var(--basefill);border:1px dashed var(--ok)}
 .swatch.odd-1,.swatch.odd-2,.swatch.odd-4,.swatch.odd-5{border-top-style:dashed}
 footer{color:var(--dim);margin:30px auto 20px;font-size:12px}
 [hidden]{display:none!important}

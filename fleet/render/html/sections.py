@@ -9,7 +9,7 @@ from typing import Any
 
 from fleet.analysis.diff import Unreported
 from fleet.analysis.drift import Drift
-from fleet.checks import CheckReport, RuleResult, RuleVerdict, format_value
+from fleet.checks import CheckReport, Rule, RuleResult, RuleVerdict, format_value, observed_text
 from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome
 from fleet.render.grouping import grouped_verdicts, short, tally
@@ -39,14 +39,14 @@ def _rule(result: RuleResult) -> str:
     )
     body = [f'<p class="dim">{esc(rule.description)} <code>{esc(rule.source)}</code></p>']
     failing = [v for v in result.verdicts if v.status in ("fail", "unknown", "skipped")]
-    rows = [_verdict_row(group) for group in grouped_verdicts(failing)]
+    rows = [_verdict_row(rule, group) for group in grouped_verdicts(failing)]
     if rows:
         body.append(table(["hosts", "verdict", "observed", "expected", "fix / why"], rows))
     keys = " ".join([rule.id, *(v.host for v in failing)])
     return folded(summary, "".join(body), keys, is_open=status == "fail")
 
 
-def _verdict_row(verdicts: list[RuleVerdict]) -> str:
+def _verdict_row(rule: Rule, verdicts: list[RuleVerdict]) -> str:
     first = verdicts[0]
     hosts = [v.host for v in verdicts]
     why = esc(first.fix or "")
@@ -56,11 +56,20 @@ def _verdict_row(verdicts: list[RuleVerdict]) -> str:
     cells = [
         hosts_label(hosts),
         chip(first.status),
-        esc(format_value(first.observed)),
+        _observed(first.observed, rule.kind)
+        if rule.kind == "baseline"
+        else esc(observed_text(rule, first) or ""),
         expected,
         why,
     ]
     return row(cells, " ".join(hosts))
+
+
+def _observed(observed: Any, kind: str) -> str:
+    """What the rule saw; a baseline's measurements outside their bands one per line."""
+    if kind == "baseline" and isinstance(observed, list):
+        return "<br>".join(esc(str(line)) for line in observed)
+    return esc(format_value(observed))
 
 
 # ------------------------------------------------------------------------------------- drift
@@ -71,6 +80,8 @@ def drift_section(drift: Drift) -> str:
         f"<p>baseline started {esc(drift.old_started)} · this run {esc(drift.new_started)} · "
         f"{len(drift.changes)} change(s) on {len(drift.changed_hosts)} host(s)</p>"
     ]
+    if drift.left_out:
+        lines.append(f'<p class="dim">{esc(drift.left_out_note)}</p>')
     if drift.added_hosts:
         lines.append(f"<p>hosts new since the baseline: {hosts_label(drift.added_hosts)}</p>")
     if drift.removed_hosts:

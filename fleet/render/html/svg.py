@@ -58,12 +58,15 @@ def log_chart(
     series: Sequence[Series],
     band: Band | None = None,
     x_ticks: Callable[[float, float], list[tuple[float, str]]] | None = None,
+    backdrop: Band | None = None,
 ) -> str:
     """An SVG line chart, both axes logarithmic. Points with a value ≤ 0 cannot be drawn on a log
-    axis and are left out (the line breaks there)."""
+    axis and are left out (the line breaks there). `backdrop`: a band drawn behind everything
+    (a baseline's), outlined."""
     points = [p for s in series for p in s.points if p[0] > 0 and p[1] > 0]
-    if band:
-        points += [p for p in (*band.lower, *band.upper) if p[0] > 0 and p[1] > 0]
+    for shaded in (band, backdrop):
+        if shaded:
+            points += [p for p in (*shaded.lower, *shaded.upper) if p[0] > 0 and p[1] > 0]
     if not points:
         return f'<p class="empty">{escape(title)}: no data to draw</p>'
     x = _scale([p[0] for p in points], LEFT, WIDTH - RIGHT)
@@ -74,6 +77,8 @@ def log_chart(
         f'<text class="chart-title" x="{LEFT}" y="16">{escape(title)}</text>',
         *_axes(x, y, x_label, y_label, x_ticks or decade_ticks),
     ]
+    if backdrop:
+        parts.append(_band_path(backdrop, x, y, "band baseline"))
     if band:
         parts.append(_band_path(band, x, y))
     parts += [_series_path(s, x, y) for s in series]
@@ -135,11 +140,11 @@ def _path_data(points: Sequence[Point], x: LogScale, y: LogScale) -> str:
     return "".join(commands)
 
 
-def _band_path(band: Band, x: LogScale, y: LogScale) -> str:
+def _band_path(band: Band, x: LogScale, y: LogScale, css: str = "band") -> str:
     upper = [p for p in band.upper if p[0] > 0 and p[1] > 0]
     lower = [p for p in reversed(band.lower) if p[0] > 0 and p[1] > 0]
     data = _path_data([*upper, *lower], x, y).replace("M", "L")
-    return f'<path class="band" d="M{data[1:]}Z"><title>{escape(band.label)}</title></path>'
+    return f'<path class="{css}" d="M{data[1:]}Z"><title>{escape(band.label)}</title></path>'
 
 
 # ------------------------------------------------------------------------------------ ticks

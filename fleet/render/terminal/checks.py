@@ -6,14 +6,25 @@ Hosts that fail the same way (same observed value, same fix) share one entry, na
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Mapping
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
-from fleet.checks import UNJUDGED, CheckReport, NotJudged, RuleResult, RuleVerdict, format_value
+from fleet.checks import (
+    CheckReport,
+    NotJudged,
+    Rule,
+    RuleResult,
+    RuleVerdict,
+    format_value,
+    observed_text,
+)
 from fleet.hostsets import compact_hosts
 from fleet.render.grouping import check_verdict, grouped_verdicts, tally
+from fleet.render.terminal.baseline import print_measurement_failures
+from fleet.render.terminal.wrap import Hanging
 
 MARK = {
     "fail": "[bold red]✗ fail[/]",
@@ -27,25 +38,31 @@ WARN_MARK = "[bold yellow]! warn[/]"  # a failed warn-severity rule: reported, e
 
 def render_report(console: Console, report: CheckReport, title: str = "") -> None:
     if title:
-        console.print(f"[bold]{escape(title)}[/]")
+        say(console, f"[bold]{escape(title)}[/]", 2)
     reached = [h for h in report.hosts if h not in report.unreached]
     if reached:
         for result in report.results:
-            render_rule(console, result, report.unreached)
+            render_rule(console, result)
     else:  # every rule would list the same hosts, skipped for the same reasons
         console.print(
             f"[yellow]no host was reached: none of {len(report.results)} rule(s) judged[/]"
         )
     console.print()
     for line in summary_lines(report):
-        console.print(line)
+        say(console, line, 6 if line.startswith("    ") else 2)
 
 
-def render_rule(
-    console: Console, result: RuleResult, unreached: Collection[str] = frozenset()
-) -> None:
-    """The rule's verdict and tally, then why it failed or was not judged, per group of hosts.
-    Hosts that were not reached are only counted here: the summary says why, once."""
+def say(console: Console, markup: str, indent: int) -> None:
+    """A line of markup wrapped between words, continuation lines indented by `indent`: a fix,
+    a reason or a path never runs on at column 0, and a word is never broken."""
+    text = Text.from_markup(markup)
+    lead = len(text.plain) - len(text.plain.lstrip(" "))
+    console.print(Hanging(text[:lead], text[lead:], indent), crop=False)
+
+
+def render_rule(console: Console, result: RuleResult) -> None:
+    """The rule's verdict and tally, then why it failed, per group of hosts. Why a rule was not
+    judged is only counted here: the summary's `not judged:` says each reason once."""
     rule = result.rule
     status = result.status
     mark = WARN_MARK if status == "fail" and rule.severity == "warn" else MARK[status]
@@ -53,30 +70,29 @@ def render_rule(
         f"{mark} [bold]{escape(rule.id)}[/] [dim]{rule.severity} · {tally(result.verdicts)}[/]"
     )
     if status in ("fail", "unknown") and rule.description:
-        console.print(f"    [dim]{escape(rule.description)}[/]")
+        say(console, f"    [dim]{escape(rule.description)}[/]", 4)
     for verdicts in grouped_verdicts(v for v in result.verdicts if v.status == "fail"):
-        _print_failure(console, verdicts)
-    pending = (v for v in result.verdicts if v.status in UNJUDGED and v.host not in unreached)
-    for verdicts in grouped_verdicts(pending):
-        names = compact_hosts(v.host for v in verdicts)
-        first = verdicts[0]
-        console.print(f"    [yellow]{first.status}[/] on {escape(names)}: {escape(first.reason)}")
+        if rule.kind == "baseline":  # one line per measurement outside its band
+            print_measurement_failures(console, verdicts)
+        else:
+            _print_failure(console, result.rule, verdicts)
 
 
-def _print_failure(console: Console, verdicts: list[RuleVerdict]) -> None:
+def _print_failure(console: Console, rule: Rule, verdicts: list[RuleVerdict]) -> None:
     first = verdicts[0]
     names = compact_hosts(v.host for v in verdicts)
-    seen = f"observed {escape(format_value(first.observed))}"
-    if first.expected is not None or first.reason:
+    shown = observed_text(rule, first)
+    seen = "failed" if shown is None else f"observed {escape(shown)}"
+    if first.expected is not None or (first.reason and rule.kind != "check"):
         expected = escape(format_value(first.expected)) if first.expected is not None else "?"
         seen += f", expected {expected}"
     if first.cohort is not None:
         seen += f" [dim](among {escape(format_value(first.cohort))})[/]"
-    console.print(f"    [red]{escape(names)}[/]: {seen}")
+    say(console, f"    [red]{escape(names)}[/]: {seen}", 6)
     if first.reason:
-        console.print(f"      [dim]{escape(first.reason)}[/]")
+        say(console, f"      [dim]{escape(first.reason)}[/]", 6)
     if first.fix:
-        console.print(f"      [bold]fix:[/] {escape(first.fix)}")
+        say(console, f"      [bold]fix:[/] {escape(first.fix)}", 11)
 
 
 def summary_lines(report: CheckReport) -> list[str]:
@@ -86,8 +102,9 @@ def summary_lines(report: CheckReport) -> list[str]:
     causes = report.not_judged()
     if causes:
         lines.append("  not judged:")
-        lines += [_cause_line(cause, len(report.results)) for cause in causes]
-        if report.unjudged("error"):
+        described = {r.rule.id: r.rule.description for r in report.results}
+        lines += [_cause_line(cause, len(report.results), described) for cause in causes]
+        if report.unjudged("error") and not report.strict:
             lines.append(
                 "  [dim]--strict counts error rules not judged as failures (exit bit 32)[/]"
             )
@@ -102,10 +119,12 @@ def _verdict_line(report: CheckReport) -> str:
     return f"{VERDICT_STYLE[outcome]} {headline}[/]: {escape(detail)}"
 
 
-def _cause_line(cause: NotJudged, rule_count: int) -> str:
+def _cause_line(cause: NotJudged, rule_count: int, described: Mapping[str, str]) -> str:
+    """One reason some rules were not judged; a rule alone with its reason says what it checks."""
     rules = f"{len(cause.rules)} rules"
     if len(cause.rules) == 1:
-        rules = cause.rules[0]
+        rule = cause.rules[0]
+        rules = f"{rule} ({described[rule]})" if described.get(rule) else rule
     elif len(cause.rules) == rule_count:
         rules = f"all {rule_count} rules"
     return (

@@ -27,8 +27,8 @@ from fleet.analysis.diff import (
 )
 from fleet.analysis.drift import Change, Drift
 from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
-from fleet.hostsets import compact_hosts
-from fleet.render.grouping import group_across, pair_rows, short
+from fleet.hostsets import compact_hosts, count_hosts
+from fleet.render.grouping import group_across, pair_rows, short, unreported_groups
 from fleet.render.terminal.wrap import KEEP, Hanging, keep, keep_all
 
 MAX_ITEMS = 8
@@ -48,7 +48,7 @@ def fleet_diff_view(diff: FleetDiff, between: bool = False) -> Group:
     """Summary, cohorts, then the findings most serious first: check-grade, inside each cohort,
     software between cohorts, and one line per pair of cohorts for their hardware (`between`:
     every hardware fact of each pair, listed)."""
-    parts: list[Any] = [diff_summary(diff)]
+    parts: list[Any] = [Hanging(Text(), diff_summary(diff), 2)]
     if len(diff.cohorts) > 1 or diff.outliers:
         parts.append(cohorts_view(diff))
     parts += findings_view(diff, between)
@@ -71,7 +71,7 @@ def diff_summary(diff: FleetDiff) -> Text:
             "none — every compared fact is the same on every host that reported it", style="green"
         )
         return text
-    text.append(f"{len(diff.hosts)} hosts · ")
+    text.append(f"{count_hosts(len(diff.hosts))} · ")
     if len(diff.cohorts) > 1:
         text.append(f"{len(diff.cohorts)} cohorts · ")
     if diff.odd_hosts:
@@ -331,16 +331,15 @@ def outliers_view(outliers: Iterable[Outlier], tolerance: float) -> Text:
     return text
 
 
-def unreported_view(items: Iterable[Unreported]) -> Text:
-    """Hosts (or one probe on them) not compared, those failing the same way on one line."""
-    alike: dict[tuple[str | None, str, str], list[str]] = {}
-    for item in items:
-        alike.setdefault((item.probe, item.status, item.reason), []).append(item.host)
-    text = Text("not compared:", style="bold")
-    for (probe, status, reason), hosts in alike.items():
-        text.append(f"\n  {hosts_text(hosts)}" + (f" {probe}" if probe else ""), style="magenta")
-        text.append(f"  {status}{': ' + reason if reason else ''}")
-    return text
+def unreported_view(items: Iterable[Unreported]) -> Group:
+    """Hosts (or one probe on them) not compared, those failing the same way together; wrapped
+    between words with a hanging indent (a fingerprint or a path is never broken)."""
+    lines: list[Any] = [Text("not compared:", style="bold")]
+    for probe, status, reason, hosts in unreported_groups(items):
+        head = Text(f"  {hosts_text(hosts)}" + (f" {probe}" if probe else ""), style="magenta")
+        body = Text(f"{status}{': ' + ' '.join(reason.split()) if reason else ''}")
+        lines.append(Hanging(head.append("  "), body, 6))
+    return Group(*lines)
 
 
 # -------------------------------------------------------------------------------------- drift
@@ -349,6 +348,8 @@ def unreported_view(items: Iterable[Unreported]) -> Text:
 def drift_view(drift: Drift) -> Group:
     parts: list[Any] = [drift_summary(drift)]
     parts += [Text(f"  warning: {note}", style="bold magenta") for note in drift.unlike]
+    if drift.left_out:
+        parts.append(Hanging(Text("  "), Text(drift.left_out_note, style="dim"), 4))
     new_label, gone_label = ("new hosts", "hosts gone")
     if not drift.same_inventory:  # other hosts by design, not hosts that came or went
         new_label, gone_label = ("only in the new run", "only in the old run")

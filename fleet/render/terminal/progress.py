@@ -26,6 +26,7 @@ from rich.progress import (
 
 from fleet.execution.fanout import Events
 from fleet.execution.limits import FanLimits
+from fleet.hostsets import count_hosts
 from fleet.models import Host, HostOutcome
 
 PROGRESS_REFRESH_PER_S = 4  # the bar redraws at this bounded rate (its own thread), never per host
@@ -87,7 +88,7 @@ class ProgressEvents(Events):
 
     def run_planned(self, limits: FanLimits) -> None:
         if limits.capped_by_open_files or (self.progress is None and self.total > SMALL_FLEET):
-            self._say(f"probing {limits.hosts} hosts: {limits.describe()}")
+            self._say(f"probing {count_hosts(limits.hosts)}: {limits.describe()}")
 
     def host_connecting(self, host: Host) -> None:
         self._enter_phase(host.name, "connecting")

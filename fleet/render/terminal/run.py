@@ -6,17 +6,24 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
 from fleet.analysis.allreduce_matrix import CohortMatrix, cohort_matrices, size_order
 from fleet.analysis.diff import FleetDiff
-from fleet.hostsets import compact_hosts
+from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, HostOutcome, Run
 from fleet.render.grouping import ended_alike, short
 from fleet.render.terminal.diff import fleet_diff_view
-from fleet.render.terminal.tables import Column, fitted_table, print_left_out
+from fleet.render.terminal.tables import (
+    COLUMN_OVERHEAD,
+    Column,
+    fitted_table,
+    min_width,
+    print_left_out,
+)
+from fleet.render.terminal.wrap import Hanging
 
 STATUS_STYLE = {"ok": "green", "partial": "yellow", "interrupted": "magenta", "unavailable": "dim"}
 MAX_HOST_COLUMNS = 6
@@ -63,8 +70,11 @@ def render_run(
     console.print(Text("hosts", style="italic"))
     table, left_out = fitted_table(STATUS_COLUMNS, status_rows(run.hosts.values()), console.width)
     console.print(table)
+    if ERROR_HEADER in left_out:  # too narrow for them in the table: each group's under it
+        left_out.remove(ERROR_HEADER)
+        console.print(failure_notes(run.hosts.values()), crop=False)
     print_left_out(console, left_out)
-    facts = key_facts_table(run.hosts.values())
+    facts = key_facts_table(run.hosts.values(), console.width)
     if facts is not None:
         console.print(Text("key facts", style="italic"))
         console.print(facts)
@@ -78,7 +88,11 @@ def render_run(
     console.print(
         fleet_diff_view(diff, between), crop=False
     )  # a fact path longer than a line stays whole
-    console.print(summary_line(run, saved_to))
+    console.print(summary_line(run))
+    if saved_to:  # a path is one word: never broken, alone on its line when it is too wide
+        console.print(
+            Hanging(Text("saved", style="dim"), Text(saved_to, style="dim"), 2), crop=False
+        )
 
 
 # The status table's columns: names and statuses whole; at 80 columns timings give way first.
@@ -89,6 +103,7 @@ STATUS_COLUMNS = (
     Column("probes", keep=2, justify="right"),
     Column("error / hint", keep=8),
 )
+ERROR_HEADER = STATUS_COLUMNS[-1].header
 
 
 def status_table(outcomes: Iterable[HostOutcome], width: int = 1000) -> Table:
@@ -121,26 +136,65 @@ def _status_row(group: list[HostOutcome]) -> tuple[str, Text, str, str, Text]:
     )
 
 
+def failure_notes(outcomes: Iterable[HostOutcome]) -> Group:
+    """Each way of failing once (hosts that ended alike together, as in the table): the hosts and
+    status, the error, then the hint on its own line; wrapped between words with a hanging
+    indent, a word wider than the line (a fingerprint, a path) alone on its line, never broken."""
+    lines: list[Hanging] = []
+    for group in ended_alike(list(outcomes)):
+        first = group[0]
+        if not (first.error or first.hint):
+            continue
+        alike = all(o.error == first.error and o.hint == first.hint for o in group)
+        head = Text("  ")
+        head.append(compact_hosts(o.name for o in group), style="bold")
+        if len(group) > 1:
+            head.append(f" ({len(group)} hosts)")
+        head.append("  ")
+        head.append(f"{first.status}:", style=status_style(first.status))
+        error = " ".join((first.error or "").split())
+        lines.append(Hanging(head, Text(error if alike else f"e.g. {error}"), 6))
+        if first.hint:
+            hint = Text(" ".join(first.hint.split()), style="dim")
+            lines.append(Hanging(Text("    hint:", style="dim"), hint, 10))
+    return Group(*lines)
+
+
 def _span(numbers: list[int]) -> str:
     return str(numbers[0]) if numbers[0] == numbers[-1] else f"{numbers[0]}–{numbers[-1]}"
 
 
-def key_facts_table(outcomes: Iterable[HostOutcome]) -> Table | None:
-    """The first facts an operator reads: one column per host, or value counts for big fleets."""
+def key_facts_table(outcomes: Iterable[HostOutcome], width: int = 1000) -> Table | None:
+    """The first facts an operator reads: one column per host, or value counts for big fleets
+    and where a column per host would break a value (a version, a kernel) in the middle."""
     reporting = [o for o in outcomes if o.probes]
     if not reporting:
         return None
-    per_host = len(reporting) <= MAX_HOST_COLUMNS
+    every = [(label, [_fact_text(o, paths) for o in reporting]) for label, paths in KEY_FACTS]
+    rows = [(label, cells) for label, cells in every if any(c != "—" for c in cells)]
+    names = [o.name for o in reporting]
+    per_host = len(reporting) <= MAX_HOST_COLUMNS and _fits(names, rows, width)
+    values = [cells if per_host else [_value_counts(cells)] for _, cells in rows]
+    headers = names if per_host else ["values (hosts)"]
+    longest = [min_width(Column(h), [v[i] for v in values]) for i, h in enumerate(headers)]
+    # values' words whole where they can be: the labels wrap between words instead
+    label_room = width - sum(n + COLUMN_OVERHEAD for n in longest) - COLUMN_OVERHEAD - 1
+    label_words = min_width(Column("fact"), [label for label, _ in rows])
     table = Table()
-    table.add_column("fact", style="bold")
-    for name in [o.name for o in reporting] if per_host else ["values (hosts)"]:
-        table.add_column(name, overflow="fold")
-    for label, paths in KEY_FACTS:
-        cells = [_fact_text(o, paths) for o in reporting]
-        if all(c == "—" for c in cells):
-            continue
-        table.add_row(label, *(cells if per_host else [_value_counts(cells)]))
+    table.add_column("fact", style="bold", max_width=max(label_room, label_words))
+    for header, at_least in zip(headers, longest):
+        table.add_column(header, overflow="fold", min_width=min(at_least, width // 2))
+    for (label, _), cells in zip(rows, values):
+        table.add_row(label, *cells)
     return table
+
+
+def _fits(names: list[str], rows: list[tuple[str, list[str]]], width: int) -> bool:
+    """Whether a column per host fits `width` with every word of every value whole."""
+    columns = [Column("fact"), *(Column(name) for name in names)]
+    cells = [[label for label, _ in rows], *([c[i] for _, c in rows] for i in range(len(names)))]
+    needed = sum(min_width(c, v) + COLUMN_OVERHEAD for c, v in zip(columns, cells)) + 1
+    return needed <= width
 
 
 def _fact_text(outcome: HostOutcome, paths: tuple[tuple[Any, ...], ...]) -> str:
@@ -252,9 +306,9 @@ def _matrix_failures(summary: CohortMatrix) -> str:
     return "\n".join(f"{v}: {', '.join(w)}" for v, w in by_variant.items()) or "none"
 
 
-def summary_line(run: Run, saved_to: str | None) -> Text:
+def summary_line(run: Run) -> Text:
     counts = Counter(o.status for o in run.hosts.values() if o.status not in NOT_USABLE)
-    text = Text(f"{sum(counts.values())} hosts: ")
+    text = Text(f"{count_hosts(sum(counts.values()))}: ")
     text.append(", ".join(f"{n} {s}" for s, n in counts.most_common()))
     unusable = [o.name for o in run.hosts.values() if o.status in NOT_USABLE]
     if unusable:  # not part of the usable fleet: counted apart, never launched on
@@ -262,6 +316,4 @@ def summary_line(run: Run, saved_to: str | None) -> Text:
             f"; {len(unusable)} unavailable ({compact_hosts(unusable)}: the scheduler says "
         )
         text.append("not usable; not launched on)")
-    if saved_to:
-        text.append(f"\nsaved {saved_to}", style="dim")
     return text

@@ -1,0 +1,145 @@
+"""Which lines apply to a host, decided as OpenSSH 9 decides (readconf.c, match.c): Host patterns
+and Match criteria. Pure.
+
+- Host patterns are matched one by one (a comma is part of a pattern, not a separator),
+  case-sensitively, `*` and `?` the only wildcards, a `!` pattern excluding;
+- Match takes `all`, `host`, `originalhost`, `user`, `localuser` (comma lists of patterns,
+  host names lower-cased), `canonical` and `final`; `final` asks for OpenSSH's second, final pass,
+  in which Host lines are matched against the real hostname (`ConfigPass`).
+
+Not evaluated: `Match exec` (fleet runs no command to choose a host's settings) and criteria newer
+than OpenSSH 9.2: a block such a line decides is undecided, and a host it would set something for
+is refused, naming the line (fleet/inventory/ssh_config_reader.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from fleet.inventory.ssh_config_lexer import ConfigSyntaxError, strdelim_words
+from fleet.inventory.ssh_config_options import SshOptions, percent_expand
+
+# Match criteria of newer OpenSSH releases: fleet cannot evaluate them (nor can OpenSSH 9.2).
+NEWER_CRITERIA = ("localnetwork", "tagged", "version", "sessiontype", "command")
+
+
+@dataclass
+class ConfigPass:
+    """One pass over the config files for one host name."""
+
+    host: str  # what Host lines match: the name as given; in the final pass, the real hostname
+    original: str  # the name as given (Match originalhost, %n)
+    final: bool
+    local_user: str
+    want_final: bool = False
+
+
+def match_pattern(text: str, pattern: str) -> bool:
+    """OpenSSH's match_pattern: `*` and `?` wildcards, case-sensitive, nothing else special."""
+    return _pattern_regex(pattern).fullmatch(text) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.compile(regex, re.DOTALL)
+
+
+def match_pattern_list(text: str, patterns: str, lower: bool = False) -> int:
+    """OpenSSH's match_pattern_list: 1 if a pattern of the comma list matches, -1 if a negated one
+    does, 0 if none."""
+    positive = 0
+    for raw in patterns.split(","):
+        negated = raw.startswith("!")
+        pattern = raw[1:] if negated else raw
+        if match_pattern(text, pattern.lower() if lower else pattern):
+            if negated:
+                return -1
+            positive = 1
+    return positive
+
+
+def host_matches(words: list[str], place: str, state: ConfigPass) -> bool:
+    """Whether a Host line's patterns take the host."""
+    matched = False
+    for word in words:
+        if not word:
+            raise ConfigSyntaxError(place, "keyword host empty argument")
+        negated = word.startswith("!")
+        if match_pattern(state.host, word[1:] if negated else word):
+            if negated:
+                return False
+            matched = True
+    return matched
+
+
+def match_line(rest: str, place: str, options: SshOptions, state: ConfigPass) -> bool | str:
+    """OpenSSH's match_cfg_line: every criterion must hold. A criterion fleet cannot evaluate
+    (exec, newer ones) makes the block undecided: its reason, a refusal if the block sets a
+    keyword fleet reads."""
+    try:
+        words = list(strdelim_words(rest))
+    except ValueError as exc:
+        raise ConfigSyntaxError(place, f"Match: {exc}") from exc
+    host = _match_host(options, state)
+    user = str(options.get("User") or state.local_user)
+    result: bool | str = True
+    attributes, index = 0, 0
+    while index < len(words) and words[index] and not words[index].startswith("#"):
+        word = words[index]
+        index += 1
+        negate = word.startswith("!")
+        criterion = (word[1:] if negate else word).lower()
+        if criterion == "all":
+            after = words[index] if index < len(words) else ""
+            if attributes > 1 or (after and not after.startswith("#")):
+                raise ConfigSyntaxError(
+                    place, f"'{word}' cannot be combined with other Match attributes"
+                )
+            return (not negate) if result is True else result
+        attributes += 1
+        if criterion in ("canonical", "final"):
+            if criterion == "final":
+                state.want_final = True
+            if state.final == negate:
+                result = False
+            continue
+        if index >= len(words) or not words[index] or words[index].startswith("#"):
+            raise ConfigSyntaxError(place, f"Missing Match criteria for {criterion}")
+        argument = words[index]
+        index += 1
+        if criterion == "exec" or criterion in NEWER_CRITERIA:
+            if result is True:  # OpenSSH runs `exec` only when the criteria before it held
+                result = f"{place}: Match {criterion} {argument!r} is not evaluated by fleet" + (
+                    " (it runs no command to choose a host's settings)"
+                    if criterion == "exec"
+                    else " (a criterion newer than OpenSSH 9.2)"
+                )
+            continue
+        subject = {
+            "host": host,
+            "originalhost": state.original,
+            "user": user,
+            "localuser": state.local_user,
+        }.get(criterion)
+        if subject is None:
+            raise ConfigSyntaxError(place, f"Unsupported Match attribute {criterion}")
+        lower = criterion in ("host", "originalhost")
+        found = match_pattern_list(subject.lower() if lower else subject, argument, lower)
+        if (found == 1) == negate:
+            result = False
+    if attributes == 0:
+        raise ConfigSyntaxError(place, "One or more attributes required for Match")
+    return result
+
+
+def _match_host(options: SshOptions, state: ConfigPass) -> str:
+    if state.final:
+        return state.host
+    hostname = options.get("Hostname")
+    if hostname is None:
+        return state.host
+    expanded = percent_expand(str(hostname), {"h": state.host})
+    return expanded if expanded is not None else str(hostname)

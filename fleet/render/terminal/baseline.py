@@ -1,0 +1,138 @@
+"""The terminal views of baselines: a baseline file shown (`fleet baseline --show`), the hosts that
+fell outside its bands (one line per measurement: versions that changed, the baseline's median →
+the host's value, the band's end), and bus bandwidth against the hardware's line rate."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+
+from fleet.analysis.bands import Band, higher_is_better
+from fleet.analysis.baseline import Baseline
+from fleet.analysis.baseline_judge import number
+from fleet.analysis.facts import human_bytes
+from fleet.analysis.linerate import CohortLineRate
+from fleet.analysis.measured import VERSION_LABELS, VERSIONS, Key
+from fleet.checks import RuleVerdict, format_value
+from fleet.hostsets import compact_hosts
+
+MAX_LINES = 6  # measurements shown per group of hosts; the JSON document has every one
+SHOWN_PER_FAMILY = 12  # measurements `--show` lists per family and cohort without --all
+
+
+def print_measurement_failures(console: Console, verdicts: list[RuleVerdict]) -> None:
+    """Hosts that failed a baseline rule alike: each measurement outside its band on one line."""
+    first = verdicts[0]
+    names = escape(compact_hosts(v.host for v in verdicts))
+    lines = first.observed if isinstance(first.observed, list) else [format_value(first.observed)]
+    cohort = f" [dim]({escape(str(first.cohort))})[/]" if first.cohort else ""
+    for line in lines[:MAX_LINES]:
+        console.print(f"    [red]{names}[/]{cohort}: {escape(str(line))}")
+    if len(lines) > MAX_LINES:
+        console.print(
+            f"      … and {len(lines) - MAX_LINES} more outside their bands "
+            "(--format json lists every one)"
+        )
+    if first.reason:
+        console.print(f"      [dim]{escape(first.reason)}[/]")
+    if first.fix:
+        console.print(f"      [bold]fix:[/] {escape(first.fix)}")
+
+
+def render_baseline(console: Console, baseline: Baseline, every: bool = False) -> None:
+    """A baseline as a person reads it: what it was made from and on, then per cohort its bands
+    (the first SHOWN_PER_FAMILY per family unless `every`)."""
+    where = baseline.path or "baseline"
+    console.print(
+        f"[bold]{escape(where)}[/] [dim]· fleet.baseline/1 · made by fleet "
+        f"{escape(baseline.fleet_version)} at {escape(baseline.created)}[/]"
+    )
+    console.print(
+        f"  band: median ± max({baseline.k:g} × 1.4826 × MAD, {baseline.floor:.0%} of the "
+        "median); judged on the worse side (latency above, bus bandwidth below)"
+    )
+    if baseline.cohort_by:
+        console.print(f"  cohorts by: {escape(baseline.cohort_by)}")
+    console.print(f"  made from {len(baseline.runs)} run(s):")
+    for made in baseline.runs:
+        console.print(
+            f"    {escape(made.location)} [dim]· started {escape(made.started)} · "
+            f"{made.hosts} host(s) measured · fleet {escape(made.fleet_version)}[/]"
+        )
+    for cohort in baseline.cohorts.values():
+        console.print()
+        hosts = compact_hosts(cohort.hosts) if cohort.hosts else "?"
+        console.print(
+            f"[bold]{escape(cohort.name)}[/] [dim]· {len(cohort.hosts)} host(s): "
+            f"{escape(hosts)} · {cohort.runs} run(s)[/]"
+        )
+        versions = " · ".join(
+            f"{VERSION_LABELS[v]} {'/'.join(cohort.versions.get(v, ())) or '?'}" for v in VERSIONS
+        )
+        console.print(f"  made on: {escape(versions)}")
+        _print_bands(console, list(cohort.bands.items()), every)
+
+
+def _print_bands(console: Console, bands: Sequence[tuple[Key, Band]], every: bool) -> None:
+    families: dict[str, list[tuple[Key, Band]]] = {}
+    for key, band in bands:
+        families.setdefault(key.family, []).append((key, band))
+    for family, found in families.items():
+        shown = found if every else found[:SHOWN_PER_FAMILY]
+        console.print(
+            f"  [bold]{family}[/] [dim]({len(found)} measurement(s): median, the judged end "
+            "of the band, values)[/]"
+        )
+        width = min(max(len(key.short) for key, _ in shown), 40)
+        for key, band in shown:
+            end = band.low if higher_is_better(key.metric) else band.high
+            judged = f"{'≥' if higher_is_better(key.metric) else '≤'} {number(end)}"
+            console.print(
+                f"    {escape(key.short):<{width}} {number(band.median):>7} {key.unit:<4} "
+                f"{judged:<9} [dim]n={band.samples}[/]"
+            )
+        if len(found) > len(shown):
+            console.print(f"    [dim]… {len(found) - len(shown)} more (--all lists them)[/]")
+
+
+def render_line_rates(console: Console, rates: Sequence[CohortLineRate]) -> None:
+    """Per cohort: its line rate, and per mode the bus bandwidth at the largest size as a share of
+    it (the cohort's median, and its lowest host when that differs)."""
+    if not rates:
+        return
+    console.print()
+    console.print(
+        "[bold]bus bandwidth against line rate[/] [dim](from the hardware: no baseline needed)[/]"
+    )
+    for cohort in rates:
+        rate = cohort.rate
+        if rate is None:
+            why = next((h.why_not for h in cohort.hosts if h.why_not), "not known")
+            console.print(f"  {escape(cohort.cohort)}: line rate not known: {escape(why)}")
+            continue
+        console.print(
+            f"  {escape(cohort.cohort)} [dim]({len(cohort.hosts)} host(s))[/]: line rate "
+            f"{rate.gbps:g} GB/s per direction [dim]({escape(rate.basis)})[/]"
+        )
+        for mode in cohort.modes():
+            percent = cohort.median_percent(mode)
+            lowest = cohort.lowest(mode)
+            if percent is None or lowest is None:
+                continue
+            size, value = lowest.busbw[mode]
+            text = f"    {mode} {human_bytes(size)}: {_share(percent)} of line rate" + (
+                " (median)" if len(cohort.hosts) > 1 else f", {number(value)} GB/s"
+            )
+            low = lowest.percent(mode) or 0.0
+            if len(cohort.hosts) > 1:
+                text += f"; lowest {escape(lowest.host)} {_share(low)} ({number(value)} GB/s)"
+            console.print(text)
+        choices = sorted({h.nccl_choice for h in cohort.hosts})
+        for choice in choices[:2]:
+            console.print(f"    [dim]{escape(choice)}[/]")
+
+
+def _share(percent: float) -> str:
+    return f"{percent:.0f}%"

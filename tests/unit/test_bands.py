@@ -1,0 +1,54 @@
+"""Band arithmetic (fleet/analysis/bands.py): median ± max(k × 1.4826 × MAD, floor × median),
+judged on the worse side only."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet.analysis.bands import Band, limit, make_band, significant, worse_than
+
+
+def test_the_band_is_the_median_plus_or_minus_k_scaled_mads() -> None:
+    band = make_band([10.0, 11.0, 12.0, 13.0, 14.0], k=3, floor=0.0)
+    # median 12, deviations 2 1 0 1 2 → MAD 1 → half-width 3 × 1.4826 = 4.4478
+    assert band == Band(12.0, 7.552, 16.45, 5)
+
+
+def test_one_wild_run_moves_neither_the_median_nor_the_mad() -> None:
+    calm = make_band([100.0, 101.0, 99.0, 100.0, 100.5], k=3, floor=0.0)
+    wild = make_band([100.0, 101.0, 99.0, 100.0, 900.0], k=3, floor=0.0)
+    assert calm.median == wild.median == 100.0
+    assert wild.high < 105  # a mean ± 3σ band would reach past 1,000
+
+
+def test_the_floor_holds_a_band_open_when_the_runs_agree_or_there_is_one() -> None:
+    assert make_band([300.0], floor=0.1) == Band(300.0, 270.0, 330.0, 1)
+    assert make_band([300.0, 300.0, 300.0], floor=0.1) == Band(300.0, 270.0, 330.0, 3)
+    # the MAD wins once it is wider than the floor
+    assert make_band([20.0, 30.0], k=3, floor=0.1).high == pytest.approx(25 + 3 * 1.4826 * 5, 1e-3)
+
+
+def test_a_band_never_goes_below_zero() -> None:
+    assert make_band([1.0, 10.0], k=3, floor=0.1).low == 0.0
+
+
+def test_latency_fails_above_the_band_bandwidth_below_it_and_better_is_never_a_failure() -> None:
+    band = Band(100.0, 90.0, 110.0, 3)
+    assert worse_than(band, 111.0, "latency_us")
+    assert not worse_than(band, 50.0, "latency_us")  # faster than ever: not a regression
+    assert worse_than(band, 89.0, "busbw_gbps")
+    assert not worse_than(band, 500.0, "busbw_gbps")
+    assert not worse_than(band, 110.0, "latency_us")  # the band's ends are inside it
+    assert (limit(band, "latency_us"), limit(band, "busbw_gbps")) == (110.0, 90.0)
+
+
+def test_figures_keep_four_significant_digits() -> None:
+    assert significant(9.20384) == 9.204
+    assert significant(301.246) == 301.2
+    assert significant(0.000534931) == 0.0005349
+    assert significant(0.0) == 0.0
+
+
+def test_no_values_no_band() -> None:
+    with pytest.raises(ValueError, match="at least one value"):
+        make_band([])
