@@ -89,8 +89,11 @@ def test_each_reason_not_judged_is_printed_once(tmp_path: Path) -> None:
     (each skipped rule used to repeat it under itself: 56 lines for one host)."""
     done = invoke(tmp_path, "check", "--run", str(GPULESS), columns=80)
     assert done.output.count("nvidia-smi not found") == 1, done.output
-    assert done.output.count("was not run") == len({"health", "allreduce", "live"}), done.output
-    assert len(done.output.splitlines()) <= PACK_RULES + 14, done.output
+    assert done.output.count("was not run") == len({"health", "allreduce", "live", "net"}), (
+        done.output
+    )
+    # a line per rule, a line per reason not judged (6 here), the header and the verdict
+    assert len(done.output.splitlines()) <= PACK_RULES + 15, done.output
 
 
 def test_rules_not_judged_are_explained_in_words_not_jmespath(tmp_path: Path) -> None:
@@ -111,7 +114,7 @@ def test_strict_says_it_failed_because_of_strict_everywhere(tmp_path: Path) -> N
     args = ("check", "--run", str(GPULESS), "--strict")
     done = invoke(tmp_path, *args, "--html", str(html), "--junit", str(junit))
     assert done.exit_code == BIT_CHECK_FAILED, done.output
-    assert "✗ check failed (--strict): no error failures, but 28 error-rule" in done.output
+    assert "✗ check failed (--strict): no error failures, but 34 error-rule" in done.output
     assert "which --strict counts as failures" in done.output
     assert "incomplete" not in done.output
     assert "--strict counts error rules not judged" not in done.output  # said in the verdict
@@ -121,7 +124,7 @@ def test_strict_says_it_failed_because_of_strict_everywhere(tmp_path: Path) -> N
     document = json.loads(invoke(tmp_path, *args, "--format", "json").stdout)
     assert (document["outcome"], document["passed"], document["strict"]) == ("failed", False, True)
     suites = junit.read_text()
-    assert 'failures="28"' in suites.split("\n", 2)[1], suites[:300]
+    assert 'failures="34"' in suites.split("\n", 2)[1], suites[:300]
     assert "skipped, a failure with --strict: probe gpu absent" in suites
 
 
