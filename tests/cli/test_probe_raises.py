@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import invoke_fleet
-from tests.unit.test_schemas import errors
+from tests.schema_check import errors
 
 RAISER = '''"""A site's probe with a bug in it."""
 

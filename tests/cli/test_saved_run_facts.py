@@ -14,7 +14,7 @@ from fleet import api
 from fleet.execution.bundle import available_probes, facts_declaration
 from tests.conftest import ROOT
 from tests.helpers import invoke_fleet
-from tests.unit.test_schemas import errors
+from tests.schema_check import errors
 
 # read_at differs on every host and in every run: declared volatile, it is never divergence
 CLOCKS = '''"""Application clocks of every GPU (a site's own probe)."""

@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
 
 from fleet.execution.bundle import build_bundle
 from fleet.execution.fanout import FanOut, RunSettings
 from fleet.execution.protocol import ExecResult
 from fleet.models import HOST_STATUSES, READABLE_RUN_SCHEMAS, RUN_SCHEMA, Host, HostOutcome, Run
-from fleet.schemas import KINDS, all_schemas, schema_for
+from fleet.schemas import KINDS, schema_for
 from fleet.store import save_run
 from tests.conftest import ROOT
 from tests.helpers import invoke_fleet
 from tests.memory_transport import MemoryTransport, Script, runner_lines
+from tests.schema_check import errors
 
 RUN_ID = re.compile(r'"schema":\s*"fleet\.run/')
 GOLDEN = ROOT / "tests" / "probes" / "golden" / "real_run"
@@ -33,19 +33,6 @@ REAL_H200 = GOLDEN / "h200x2_run.json"  # the real 2×H200 run
 LOOPBACK8 = GOLDEN / "loopback8_two_odd.json"
 DOCS = ROOT / "docs" / "schemas"
 PACKAGE = ROOT / "fleet" / "schemas"
-
-
-def registry() -> Registry[Any]:
-    return Registry().with_resources(
-        (uri, Resource.from_contents(schema)) for uri, schema in all_schemas().items()
-    )
-
-
-def errors(kind: str, document: Any) -> list[str]:
-    """Every way `document` breaks the `kind` schema, one line each (empty: it validates)."""
-    validator = Draft202012Validator(schema_for(kind), registry=registry())
-    found = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
-    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:300]}" for e in found]
 
 
 def as_written(document: Any) -> Any:
