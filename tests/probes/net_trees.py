@@ -746,7 +746,7 @@ if __name__ == "__main__":
     elif command == "capture-net":
         print(json.dumps(capture_net(sys.argv[2] if len(sys.argv) > 2 else "/"), indent=2))
     elif command == "expected":
-        from tests.probes.test_net import write_expected
+        from tests.probes.net_cases import write_expected
 
         write_expected()
     else:

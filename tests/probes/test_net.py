@@ -6,51 +6,21 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.probes import net_trees
-from tests.probes.handrun import load_probe, run_by_hand
-
-NET = load_probe("net")
-GOLDEN = net_trees.GOLDEN
-CASES = sorted(net_trees.CASES)
-
-
-def case_env(name: str) -> dict[str, str]:
-    return dict(json.loads((GOLDEN / name / "env.json").read_text()))
-
-
-def probe_tree(
-    root: Path | str,
-    env: dict[str, str] | None = None,
-    ldconfig: str | None = None,
-    python_paths: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    """The probe's data for the host under `root`, without its timings."""
-    data: dict[str, Any] = NET.probe_host(str(root), env or {}, ldconfig, list(python_paths))
-    data.pop("timings_s")
-    return data
-
-
-def case_data(name: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    return probe_tree(GOLDEN / name / "root", case_env(name) if env is None else env)
-
-
-def write_expected() -> None:
-    for name in CASES:
-        text = json.dumps(case_data(name), indent=2, sort_keys=True) + "\n"
-        (GOLDEN / name / "expected.json").write_text(text)
-
-
-def copy_case(name: str, tmp_path: Path) -> Path:
-    root = tmp_path / name
-    shutil.copytree(GOLDEN / name / "root", root, symlinks=True)
-    return root
-
+from tests.probes.handrun import run_by_hand
+from tests.probes.net_cases import (
+    CASES,
+    GOLDEN,
+    NET,
+    case_data,
+    copy_case,
+    probe_tree,
+)
 
 # ---------------------------------------------------------------- the golden trees
 

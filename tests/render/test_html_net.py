@@ -12,7 +12,7 @@ from fleet.analysis.facts import declared_facts
 from fleet.models import Run
 from fleet.render.html.net import net_section
 from fleet.render.html.page import Report, render_html
-from tests.probes.test_net import GOLDEN, case_data
+from tests.probes.net_cases import GOLDEN, case_data
 
 REAL_RUN = GOLDEN / "h200_real" / "run_net.json"
 

@@ -17,11 +17,18 @@ import pytest
 from fleet.analysis.diff import compare_hosts
 from fleet.analysis.facts import declared_facts
 from fleet.analysis.net import nic_gpus
-from fleet.checks import CheckReport, evaluate, load_rules, pack_path
-from fleet.checks.documents import host_document
+from fleet.checks import CheckReport, evaluate, host_document, load_rules, pack_path
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
-from tests.probes.test_net import GOLDEN, case_data, case_env, probe_tree
+from tests.probes.net_cases import (
+    GOLDEN,
+    NET,
+    case_data,
+    case_env,
+    copy_case,
+    probe_tree,
+    replace_file,
+)
 
 REAL_RUN = GOLDEN / "h200_real" / "run_net.json"
 NET_RULES = (
@@ -68,19 +75,6 @@ def statuses(report: CheckReport, name: str) -> dict[str, str]:
     return {rule: v.status for rule, v in verdicts(report, name).items()}
 
 
-def tree_copy(case: str, tmp_path: Path, name: str = "") -> Path:
-    root = tmp_path / (name or case)
-    shutil.copytree(GOLDEN / case / "root", root, symlinks=True)
-    return root
-
-
-def replace_file(path: Path, text: str) -> None:
-    """Write a sysfs file of a copied tree (through its symlinks, as the kernel shows it)."""
-    real = Path(os.path.realpath(path))
-    real.unlink()
-    real.write_text(text)
-
-
 def test_every_net_rule_is_in_the_pack() -> None:
     assert tuple(r.id for r in rules()) == NET_RULES
     assert all(r.fix and r.description for r in rules())
@@ -104,7 +98,7 @@ def test_a_healthy_ib_cohort_passes_every_net_rule() -> None:
 def test_a_host_missing_an_hca_fails_naming_the_host_and_the_devices(tmp_path: Path) -> None:
     """Made here: mlx5_4 removed from /sys/class/infiniband (its driver did not bind it)."""
     healthy = case_data("h100_ib8_gpud_sysfs")
-    root = tree_copy("h100_ib8_gpud_sysfs", tmp_path)
+    root = copy_case("h100_ib8_gpud_sysfs", tmp_path)
     (root / "sys/class/infiniband/mlx5_4").unlink()
     missing = probe_tree(root, case_env("h100_ib8_gpud_sysfs"))
     report = judge(a=host(healthy), b=host(healthy), c=host(missing))
@@ -145,7 +139,7 @@ def test_ports_down_fail_the_active_port_count_naming_device_and_port() -> None:
 def test_a_port_at_a_lower_rate_fails_and_the_fix_lists_the_port(tmp_path: Path) -> None:
     """Made here: mlx5_6's port trained at 200 Gb/s (4X HDR) instead of NDR."""
     healthy = case_data("h100_ib8_gpud_sysfs")
-    root = tree_copy("h100_ib8_gpud_sysfs", tmp_path)
+    root = copy_case("h100_ib8_gpud_sysfs", tmp_path)
     replace_file(root / "sys/class/infiniband/mlx5_6/ports/1/rate", "200 Gb/sec (4X HDR)")
     slow = probe_tree(root, case_env("h100_ib8_gpud_sysfs"))
     report = judge(a=host(healthy), b=host(healthy), c=host(slow))
@@ -158,7 +152,7 @@ def test_a_port_at_a_lower_rate_fails_and_the_fix_lists_the_port(tmp_path: Path)
 def test_other_firmware_on_one_device_warns_naming_the_device(tmp_path: Path) -> None:
     """Made here: mlx5_7 on the firmware of the other gpud capture (28.39.1002)."""
     healthy = case_data("h100_ib8_gpud_sysfs")
-    root = tree_copy("h100_ib8_gpud_sysfs", tmp_path)
+    root = copy_case("h100_ib8_gpud_sysfs", tmp_path)
     replace_file(root / "sys/class/infiniband/mlx5_7/fw_ver", "28.39.1002")
     older = probe_tree(root, case_env("h100_ib8_gpud_sysfs"))
     report = judge(a=host(healthy), b=host(healthy), c=host(older))
@@ -219,7 +213,7 @@ def test_gpudirect_on_some_hosts_only_warns_the_odd_one(tmp_path: Path) -> None:
     """Made here: nvidia_peermem not loaded on one host (the driver is proprietary 535, kernel
     5.15: no dma-buf either)."""
     healthy = case_data("h100_ib8_gpud_sysfs")
-    root = tree_copy("h100_ib8_gpud_sysfs", tmp_path)
+    root = copy_case("h100_ib8_gpud_sysfs", tmp_path)
     modules = (root / "proc/modules").read_text().splitlines()
     (root / "proc/modules").write_text("\n".join(m for m in modules if "peermem" not in m))
     shutil.rmtree(root / "sys/module/nvidia_peermem")
@@ -233,8 +227,6 @@ def test_gpudirect_on_some_hosts_only_warns_the_odd_one(tmp_path: Path) -> None:
 def test_unreadable_devices_are_unknown_never_a_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.probes.test_net import NET
-
     healthy = case_data("h100_ib8_gpud_sysfs")
     listdir = os.listdir
 
@@ -273,7 +265,7 @@ def test_a_failed_net_probe_skips_its_rules() -> None:
 
 def test_the_diff_names_the_missing_hca_and_the_plugin_on_some_hosts(tmp_path: Path) -> None:
     healthy = case_data("p4d_efa4")
-    root = tree_copy("p4d_efa4", tmp_path)
+    root = copy_case("p4d_efa4", tmp_path)
     (root / "sys/class/infiniband/rdmap144s27").unlink()
     env = {k: v for k, v in case_env("p4d_efa4").items() if k != "LD_LIBRARY_PATH"}
     odd = probe_tree(root, env)

@@ -1,0 +1,60 @@
+"""The net probe run on its golden sysfs trees (tests/probes/golden/net/, built by net_trees.py):
+shared by the probe's tests, the rule tests and the report tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from tests.probes import net_trees
+from tests.probes.handrun import load_probe
+
+NET = load_probe("net")
+GOLDEN = net_trees.GOLDEN
+CASES = sorted(net_trees.CASES)
+
+
+def case_env(name: str) -> dict[str, str]:
+    """The NCCL settings (and LD_LIBRARY_PATH, HOME) case `name` is read with."""
+    return dict(json.loads((GOLDEN / name / "env.json").read_text()))
+
+
+def probe_tree(
+    root: Path | str,
+    env: dict[str, str] | None = None,
+    ldconfig: str | None = None,
+    python_paths: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The probe's data for the host under `root`, without its timings."""
+    data: dict[str, Any] = NET.probe_host(str(root), env or {}, ldconfig, list(python_paths))
+    data.pop("timings_s")
+    return data
+
+
+def case_data(name: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The probe's data for case `name`, with its own env.json unless `env` is given."""
+    return probe_tree(GOLDEN / name / "root", case_env(name) if env is None else env)
+
+
+def write_expected() -> None:
+    """Rewrite every case's expected.json from the probe's reading (then read the diff)."""
+    for name in CASES:
+        text = json.dumps(case_data(name), indent=2, sort_keys=True) + "\n"
+        (GOLDEN / name / "expected.json").write_text(text)
+
+
+def copy_case(name: str, tmp_path: Path) -> Path:
+    """A writable copy of case `name`'s tree (symlinks kept), to make a fault in."""
+    root = tmp_path / name
+    shutil.copytree(GOLDEN / name / "root", root, symlinks=True)
+    return root
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write a sysfs file of a copied tree (through its symlinks, as the kernel shows it)."""
+    real = Path(os.path.realpath(path))
+    real.unlink()
+    real.write_text(text)
