@@ -1,7 +1,9 @@
 """The golden sysfs trees of the `net` probe (tests/probes/golden/net/), built from public captures.
 
-Each case folder holds `root/`, a tree laid out as the kernel lays out sysfs and procfs (the class
-entries are symlinks into /sys/devices, as on a host), `env.json` (the NCCL settings the probe is
+Each case folder holds `root/`, a sysfs and procfs tree with the files and links the probe reads
+(the class entries are folders whose `device` links to the PCI function under /sys/devices; a host
+has them as links into /sys/devices whose `device` links back up, loops that the trees leave out so
+that whatever walks them, pytest's collection too, ends), `env.json` (the NCCL settings the probe is
 run with) and `expected.json` (what the probe reports). What is real and what is reconstructed is
 said in golden/net/SOURCE.md: the values a capture holds are copied from it; what no capture holds
 (PCI addresses, NUMA nodes, netdev names, GID tables, module lists) is made up, plausibly, and said.
@@ -85,18 +87,21 @@ class TreeWriter:
         return where
 
     def netdev(self, name: str, device: str | None, attrs: Mapping[str, Any]) -> None:
-        """/sys/class/net/NAME: under its device's net/ (or /sys/devices/virtual/net)."""
-        where = f"{device}/net/{name}" if device else "sys/devices/virtual/net/" + name
+        """/sys/class/net/NAME, its `device` linking to its PCI function; that function's net/NAME
+        holds `dev_port` (how ibdev2netdev ties a netdev to an RDMA port)."""
+        where = "sys/class/net/" + name
         for key in ("type", "mtu", "operstate", "carrier", "speed", "dev_port", "dev_id"):
             if attrs.get(key) is not None:
                 self.file(f"{where}/{key}", str(attrs[key]))
         if device:
             self.link(where + "/device", device)
-        self.link("sys/class/net/" + name, where)
+            for key in ("dev_port", "dev_id"):
+                if attrs.get(key) is not None:
+                    self.file(f"{device}/net/{name}/{key}", str(attrs[key]))
 
     def rdma_device(self, spec: Spec) -> None:
         device = self.pci_device(spec["pci"], spec.get("numa"), spec["vendor"], spec["driver"])
-        where = "{}/infiniband/{}".format(device, spec["name"])
+        where = "sys/class/infiniband/" + spec["name"]
         for key, value in spec.get("attrs", {}).items():
             self.file(f"{where}/{key}", value, newline=spec.get("newline", True))
         for key, source in spec.get("copied", {}).items():
@@ -107,7 +112,6 @@ class TreeWriter:
             self.rdma_port(f"{where}/ports/{number}", port, spec.get("newline", True))
         for netdev in spec.get("netdevs", []):
             self.netdev(netdev["name"], device, netdev)
-        self.link("sys/class/infiniband/" + spec["name"], where)
 
     def rdma_port(self, where: str, port: Spec, newline: bool) -> None:
         for key in ("state", "phys_state", "rate", "link_layer", "lid", "sm_lid"):

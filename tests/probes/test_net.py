@@ -34,6 +34,18 @@ def test_the_committed_tree_is_what_the_builder_makes(name: str, tmp_path: Path)
 
 
 @pytest.mark.parametrize("name", CASES)
+def test_the_tree_has_no_link_loops(name: str) -> None:
+    """Whatever follows links through a tree ends (pytest's collection, find -L, copytree): no
+    folder is reached through a link back to one of the folders above it."""
+    root = GOLDEN / name / "root"
+    for folder, _, _ in os.walk(root, followlinks=True):
+        relative = Path(folder).relative_to(root)
+        above = {os.path.realpath(root / parent) for parent in relative.parents}
+        assert os.path.realpath(folder) not in above, folder
+        assert len(relative.parts) < 12, folder
+
+
+@pytest.mark.parametrize("name", CASES)
 def test_each_case_reads_as_expected(name: str) -> None:
     expected = json.loads((GOLDEN / name / "expected.json").read_text())
     assert case_data(name) == expected

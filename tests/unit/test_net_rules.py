@@ -99,7 +99,7 @@ def test_a_host_missing_an_hca_fails_naming_the_host_and_the_devices(tmp_path: P
     """Made here: mlx5_4 removed from /sys/class/infiniband (its driver did not bind it)."""
     healthy = case_data("h100_ib8_gpud_sysfs")
     root = copy_case("h100_ib8_gpud_sysfs", tmp_path)
-    (root / "sys/class/infiniband/mlx5_4").unlink()
+    shutil.rmtree(root / "sys/class/infiniband/mlx5_4")
     missing = probe_tree(root, case_env("h100_ib8_gpud_sysfs"))
     report = judge(a=host(healthy), b=host(healthy), c=host(missing))
     odd = verdicts(report, "c")
@@ -266,7 +266,7 @@ def test_a_failed_net_probe_skips_its_rules() -> None:
 def test_the_diff_names_the_missing_hca_and_the_plugin_on_some_hosts(tmp_path: Path) -> None:
     healthy = case_data("p4d_efa4")
     root = copy_case("p4d_efa4", tmp_path)
-    (root / "sys/class/infiniband/rdmap144s27").unlink()
+    shutil.rmtree(root / "sys/class/infiniband/rdmap144s27")
     env = {k: v for k, v in case_env("p4d_efa4").items() if k != "LD_LIBRARY_PATH"}
     odd = probe_tree(root, env)
     document = real_document()
