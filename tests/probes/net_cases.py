@@ -1,11 +1,17 @@
-"""The net probe run on its golden sysfs trees (tests/probes/golden/net/, built by net_trees.py):
-shared by the probe's tests, the rule tests and the report tests."""
+"""The net probe run on its golden sysfs trees: shared by the probe's tests, the rule tests and the
+report tests. Each tree is built by net_trees.py from the captures in tests/probes/golden/net/
+(real ibstat/sysfs/show_gids outputs, each with its SOURCE) into a temporary folder once per test
+process: git keeps no empty folder, and in sysfs an empty folder is a fact (an empty
+/sys/class/infiniband, a loaded module's /sys/module/NAME), so the trees are not committed."""
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +21,21 @@ from tests.probes.handrun import load_probe
 NET = load_probe("net")
 GOLDEN = net_trees.GOLDEN
 CASES = sorted(net_trees.CASES)
+
+
+@functools.cache
+def case_root(name: str) -> Path:
+    """Case `name`'s sysfs tree, built once per process (removed when it ends)."""
+    root = Path(_trees()) / name
+    net_trees.build(name, root)
+    return root
+
+
+@functools.cache
+def _trees() -> str:
+    folder = tempfile.mkdtemp(prefix="fleet-net-trees-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def case_env(name: str) -> dict[str, str]:
@@ -36,7 +57,7 @@ def probe_tree(
 
 def case_data(name: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """The probe's data for case `name`, with its own env.json unless `env` is given."""
-    return probe_tree(GOLDEN / name / "root", case_env(name) if env is None else env)
+    return probe_tree(case_root(name), case_env(name) if env is None else env)
 
 
 def write_expected() -> None:
@@ -49,7 +70,7 @@ def write_expected() -> None:
 def copy_case(name: str, tmp_path: Path) -> Path:
     """A writable copy of case `name`'s tree (symlinks kept), to make a fault in."""
     root = tmp_path / name
-    shutil.copytree(GOLDEN / name / "root", root, symlinks=True)
+    shutil.copytree(case_root(name), root, symlinks=True)
     return root
 
 

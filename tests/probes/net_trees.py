@@ -670,9 +670,10 @@ def build(name: str, root: Path) -> None:
     writer.proc(proc)
 
 
-def build_all() -> None:
+def build_all(into: Path) -> None:
+    """Every case's tree under `into/NAME` (to look at one by hand; the tests build their own)."""
     for name in CASES:
-        root = GOLDEN / name / "root"
+        root = into / name
         if root.exists():
             shutil.rmtree(root)
         build(name, root)
@@ -746,7 +747,7 @@ def _netdev_numa(attrs: Mapping[str, Any]) -> int | None:
 if __name__ == "__main__":
     command = sys.argv[1] if len(sys.argv) > 1 else "build"
     if command == "build":
-        build_all()
+        build_all(Path(sys.argv[2]) if len(sys.argv) > 2 else Path("net-trees"))
     elif command == "capture-net":
         print(json.dumps(capture_net(sys.argv[2] if len(sys.argv) > 2 else "/"), indent=2))
     elif command == "expected":
@@ -754,4 +755,4 @@ if __name__ == "__main__":
 
         write_expected()
     else:
-        sys.exit("usage: python -m tests.probes.net_trees build | expected | capture-net [ROOT]")
+        sys.exit("usage: python -m tests.probes.net_trees build [DIR] | expected | capture-net [ROOT]")

@@ -18,6 +18,7 @@ from tests.probes.net_cases import (
     GOLDEN,
     NET,
     case_data,
+    case_root,
     copy_case,
     probe_tree,
 )
@@ -26,10 +27,10 @@ from tests.probes.net_cases import (
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_the_committed_tree_is_what_the_builder_makes(name: str, tmp_path: Path) -> None:
+def test_the_builder_makes_the_same_tree_every_time(name: str, tmp_path: Path) -> None:
     net_trees.build(name, tmp_path / "root")
     assert list(net_trees.tree_files(tmp_path / "root")) == list(
-        net_trees.tree_files(GOLDEN / name / "root")
+        net_trees.tree_files(case_root(name))
     )
 
 
@@ -37,7 +38,7 @@ def test_the_committed_tree_is_what_the_builder_makes(name: str, tmp_path: Path)
 def test_the_tree_has_no_link_loops(name: str) -> None:
     """Whatever follows links through a tree ends (pytest's collection, find -L, copytree): no
     folder is reached through a link back to one of the folders above it."""
-    root = GOLDEN / name / "root"
+    root = case_root(name)
     for folder, _, _ in os.walk(root, followlinks=True):
         relative = Path(folder).relative_to(root)
         above = {os.path.realpath(root / parent) for parent in relative.parents}

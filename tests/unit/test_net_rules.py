@@ -25,6 +25,7 @@ from tests.probes.net_cases import (
     NET,
     case_data,
     case_env,
+    case_root,
     copy_case,
     probe_tree,
     replace_file,
@@ -236,9 +237,7 @@ def test_unreadable_devices_are_unknown_never_a_pass(
         return listdir(path)
 
     monkeypatch.setattr(NET.os, "listdir", refuse)
-    unreadable = probe_tree(
-        GOLDEN / "h100_ib8_gpud_sysfs" / "root", case_env("h100_ib8_gpud_sysfs")
-    )
+    unreadable = probe_tree(case_root("h100_ib8_gpud_sysfs"), case_env("h100_ib8_gpud_sysfs"))
     monkeypatch.undo()
     report = judge(a=host(healthy), b=host(healthy), c=host(unreadable))
     found = statuses(report, "c")
