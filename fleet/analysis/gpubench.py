@@ -41,15 +41,19 @@ class Figure:
     label: str  # what people read: "BF16 matmul"
     unit: str
     sheet: str | None  # the Datasheet figure it is a share of: "bf16", "memory", "pcie", "peer"
+    short: str = ""  # in a list of the other figures off: "FP16"
+    judged: bool = True  # False: shown, but a slow link's doing, not a slow GPU's (pairs judge it)
 
 
 GPU_FIGURES = (
-    Figure("bf16_tflops", "tflops", "bfloat16", "BF16 matmul", "TFLOPS", "bf16"),
-    Figure("fp16_tflops", "tflops", "float16", "FP16 matmul", "TFLOPS", "bf16"),
-    Figure("fp8_tflops", "tflops", "float8_e4m3fn", "FP8 matmul", "TFLOPS", None),
-    Figure("memcpy_gbps", "gbps", "memcpy", "memory copy (read + write)", "GB/s", "memory"),
-    Figure("h2d_gbps", "gbps", "h2d", "host→device copy", "GB/s", "pcie"),
-    Figure("d2h_gbps", "gbps", "d2h", "device→host copy", "GB/s", "pcie"),
+    Figure("bf16_tflops", "tflops", "bfloat16", "BF16 matmul", "TFLOPS", "bf16", "BF16"),
+    Figure("fp16_tflops", "tflops", "float16", "FP16 matmul", "TFLOPS", "bf16", "FP16"),
+    Figure("fp8_tflops", "tflops", "float8_e4m3fn", "FP8 matmul", "TFLOPS", None, "FP8"),
+    Figure(
+        "memcpy_gbps", "gbps", "memcpy", "memory copy (read + write)", "GB/s", "memory", "memory"
+    ),
+    Figure("h2d_gbps", "gbps", "h2d", "host→device copy", "GB/s", "pcie", "host→device"),
+    Figure("d2h_gbps", "gbps", "d2h", "device→host copy", "GB/s", "pcie", "device→host"),
     Figure(
         "peer_out_gbps",
         "gbps",
@@ -57,15 +61,34 @@ GPU_FIGURES = (
         "peer copies out, all pairs on",
         "GB/s",
         None,
+        "peer out",
+        judged=False,
     ),
     Figure(
-        "peer_in_gbps", "gbps", "peer_in_all_active", "peer copies in, all pairs on", "GB/s", None
+        "peer_in_gbps",
+        "gbps",
+        "peer_in_all_active",
+        "peer copies in, all pairs on",
+        "GB/s",
+        None,
+        "peer in",
+        judged=False,
     ),
 )
 PAIR_FIGURES = (
-    Figure("one_way_gbps", "gbps", "one_way", "peer copy one way", "GB/s", "peer"),
-    Figure("both_ways_gbps", "gbps", "both_ways", "peer copy, both ways at once", "GB/s", "peer"),
-    Figure("all_active_gbps", "gbps", "all_active", "peer copy, all pairs on", "GB/s", None),
+    Figure("one_way_gbps", "gbps", "one_way", "peer copy one way", "GB/s", "peer", "one way"),
+    Figure(
+        "both_ways_gbps",
+        "gbps",
+        "both_ways",
+        "peer copy, both ways at once",
+        "GB/s",
+        "peer",
+        "both ways",
+    ),
+    Figure(
+        "all_active_gbps", "gbps", "all_active", "peer copy, all pairs on", "GB/s", None, "all on"
+    ),
 )
 
 
@@ -170,28 +193,48 @@ def unmeasured(data: Mapping[str, Any]) -> list[str]:
     return missing
 
 
+Off = tuple[float, str, str]  # (ratio, the figure in full, its short name)
+
+
+def findings(found: Mapping[str, Sequence[Off]]) -> list[str]:
+    """One line per GPU or pair: its worst figure in full, then the others off by their short
+    names: 'GPU1 (…): BF16 matmul 569 TFLOPS, 15.0% below …; also FP16 -15.0%, memory -14.9%'."""
+    lines = []
+    for who, offs in found.items():
+        # worst first; within 0.1% the order of the figures (BF16 before the copies)
+        ranked = sorted(range(len(offs)), key=lambda i: (round(offs[i][0], 3), i))
+        worst, *others = (offs[i] for i in ranked)
+        also = ", ".join(f"{short} -{(1 - ratio) * 100:.1f}%" for ratio, _, short in others)
+        lines.append(f"{who}: {worst[1]}" + (f"; also {also}" if also else ""))
+    return lines
+
+
 def slow_gpus(scores: Sequence[GpuScore], tolerance: float) -> list[str]:
-    """One line per GPU with a figure more than `tolerance` below the best on its host."""
-    found: dict[str, list[str]] = {}
+    """One line per GPU with a judged figure more than `tolerance` below the best on its host."""
+    found: dict[str, list[Off]] = {}
     for s in scores:
-        if s.vs_host_best < 1 - tolerance:
-            found.setdefault(s.gpu, []).append(
-                f"{s.figure.label} {_short(s.value)} {s.figure.unit}, "
-                f"{_below(s.vs_host_best)} {s.best_gpu.split(' ')[0]}'s {_short(s.host_best)}"
+        if s.figure.judged and s.vs_host_best < 1 - tolerance:
+            best = s.best_gpu.split(" ")[0]
+            text = (
+                f"{s.figure.label} {_short(s.value)} {s.figure.unit}, {_below(s.vs_host_best)} "
+                f"the best on its host ({best}: {_short(s.host_best)})"
             )
-    return [f"{gpu}: {'; '.join(parts)}" for gpu, parts in found.items()]
+            found.setdefault(s.gpu, []).append((s.vs_host_best, text, s.figure.short))
+    return findings(found)
 
 
 def slow_vs_cohort(scores: Sequence[GpuScore], tolerance: float) -> list[str]:
-    found: dict[str, list[str]] = {}
+    """One line per GPU with a judged figure more than `tolerance` below its cohort's median."""
+    found: dict[str, list[Off]] = {}
     for s in scores:
         ratio = s.vs_cohort
-        if ratio is not None and ratio < 1 - tolerance and s.cohort_median is not None:
-            found.setdefault(s.gpu, []).append(
-                f"{s.figure.label} {_short(s.value)} {s.figure.unit}, {_below(ratio)} the "
-                f"cohort's median {_short(s.cohort_median)}"
+        if s.figure.judged and ratio is not None and ratio < 1 - tolerance:
+            text = (
+                f"{s.figure.label} {_short(s.value)} {s.figure.unit}, {_below(ratio)} the median "
+                f"of its model's GPUs in the run ({_short(s.cohort_median or 0)})"
             )
-    return [f"{gpu}: {'; '.join(parts)}" for gpu, parts in found.items()]
+            found.setdefault(s.gpu, []).append((ratio, text, s.figure.short))
+    return findings(found)
 
 
 # ------------------------------------------------------------------------------ pairs
@@ -222,14 +265,15 @@ def score_pairs(data: Mapping[str, Any]) -> list[PairScore]:
 
 
 def slow_pairs(scores: Sequence[PairScore], tolerance: float) -> list[str]:
-    found: dict[str, list[str]] = {}
+    found: dict[str, list[Off]] = {}
     for s in scores:
         if s.vs_host_median < 1 - tolerance:
-            found.setdefault(s.pair, []).append(
+            text = (
                 f"{s.figure.label} {_short(s.value)} {s.figure.unit}, {_below(s.vs_host_median)} "
                 f"the host's median pair ({_short(s.host_median)})"
             )
-    return [f"{pair}: {'; '.join(parts)}" for pair, parts in found.items()]
+            found.setdefault(s.pair, []).append((s.vs_host_median, text, s.figure.short))
+    return findings(found)
 
 
 def pairs_judgeable(data: Mapping[str, Any]) -> bool:
@@ -429,9 +473,14 @@ def off(summary_: Mapping[str, Any]) -> list[str]:
         ("slow_pairs", "slow pair"),
         ("pcie_below_max", "PCIe link down"),
         ("hw_throttled", "HW throttle"),
-        ("slow_vs_cohort", "below its cohort"),
     ):
         lines += [f"{what}: {line}" for line in summary_.get(key) or []]
+    named = {line.split(": ")[0] for line in summary_.get("slow_gpus") or []}
+    lines += [  # a GPU slow on its host is slow against its cohort too: said once
+        f"below its cohort: {line}"
+        for line in summary_.get("slow_vs_cohort") or []
+        if line.split(": ")[0] not in named
+    ]
     lines += [f"not measured: {line}" for line in summary_.get("unmeasured") or []]
     if summary_.get("stopped_early"):
         lines.append(f"stopped early: {summary_.get('stopped')}")
