@@ -365,12 +365,12 @@ def cohort_medians(datas: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, fl
 
 
 def cohort_sizes(datas: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """How many GPUs of each model were measured (BF16 matmul) across `datas`."""
+    """How many GPUs of each model `datas` have (measured or not: one not measured makes its
+    host's comparison unknown, not inapplicable)."""
     sizes: dict[str, int] = {}
     for data in datas:
         for gpu in gpus_of(data):
-            if figure_of(gpu, GPU_FIGURES[0]) is not None:
-                sizes[str(gpu.get("name"))] = sizes.get(str(gpu.get("name")), 0) + 1
+            sizes[str(gpu.get("name"))] = sizes.get(str(gpu.get("name")), 0) + 1
     return sizes
 
 
