@@ -14,7 +14,9 @@ Stdlib only, Python 3.8.
 
 import contextlib
 import json
+import multiprocessing
 import os
+import sys
 import time
 
 __version__ = "2.99.0+fakegpubench"
@@ -31,7 +33,7 @@ BASE = {  # per second: TFLOPS for matmuls, GB/s for copies (memcpy counts read 
 }
 
 
-class dtype:  # noqa: N801 - torch's spelling
+class dtype:
     def __init__(self, name, size):
         self.name, self.size = name, size
 
@@ -47,7 +49,7 @@ if SPEC.get("fp8", True):
     float8_e4m3fn = dtype("float8_e4m3fn", 1)
 
 
-class device:  # noqa: N801
+class device:
     def __init__(self, kind, index=None):
         if isinstance(kind, device):
             kind, index = kind.type, kind.index
@@ -96,7 +98,9 @@ class Tensor:
                 _work(gpu, "memcpy", 2 * self.nbytes / _speed(gpu, "memcpy") / 1e9)
             else:
                 key = "%d>%d" % (src.device.index, self.device.index)
-                rate = _speed(src.device.index, "peer") * (SPEC.get("peer_scale") or {}).get(key, 1.0)
+                rate = _speed(src.device.index, "peer") * (SPEC.get("peer_scale") or {}).get(
+                    key, 1.0
+                )
                 _work(src.device.index, "peer", self.nbytes / rate / 1e9)
         elif self.device.type == "cuda":
             gpu = self.device.index
@@ -118,17 +122,17 @@ def _where(where):
     return device(kind, int(index) if index else cuda.current_device())
 
 
-def empty(*shape, dtype=float32, device=None, pin_memory=False):  # noqa: A002
+def empty(*shape, dtype=float32, device=None, pin_memory=False):
     if len(shape) == 1 and isinstance(shape[0], tuple):
         shape = shape[0]
     return Tensor(shape, dtype, _where(device), pin_memory)
 
 
-def randn(*shape, device=None, dtype=float32):  # noqa: A002
+def randn(*shape, device=None, dtype=float32):
     return empty(*shape, dtype=dtype, device=device)
 
 
-def ones(shape, device=None, dtype=float32):  # noqa: A002
+def ones(shape, device=None, dtype=float32):
     return empty(*shape, dtype=dtype, device=device)
 
 
@@ -150,7 +154,7 @@ def _scaled_mm(a, b, scale_a=None, scale_b=None, out_dtype=None):
 
 # ------------------------------------------------------------------------------ streams and time
 class Stream:
-    def __init__(self, device=None, priority=0):  # noqa: A002
+    def __init__(self, device=None, priority=0):
         where = _where(device) if device is not None else _where(cuda.current_device())
         self.device = where
         self.device_index = where.index
@@ -239,6 +243,10 @@ class _Cuda:
         return _Props(index)
 
     @staticmethod
+    def get_device_name(index=0):
+        return _Props(index).name
+
+    @staticmethod
     def get_device_capability(index=None):
         return tuple(SPEC.get("capability", [9, 0]))
 
@@ -249,8 +257,9 @@ class _Cuda:
     @staticmethod
     def synchronize(where=None):
         gpu = _device[0] if where is None else _where(where).index
-        for stream in [_default.get(gpu)] + [s for s in _current.values() if s.device_index == gpu]:
-            if stream is not None:
+        streams = [_default.get(gpu), *_current.values()]
+        for stream in streams:
+            if stream is not None and stream.device_index == gpu:
                 _wait(stream, stream.clock)
 
     @staticmethod
@@ -299,3 +308,4 @@ class _Cuda:
 
 
 cuda = _cuda = _Cuda()
+sys.modules[__name__ + ".multiprocessing"] = multiprocessing  # bench/gpubench_reference.py's
