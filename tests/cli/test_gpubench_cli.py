@@ -57,3 +57,17 @@ def test_probe_and_check_on_simulated_gpus_name_the_slow_gpu(
     text = " ".join(checked.output.split())
     assert "✗ fail gpubench-gpu-vs-host-best" in text
     assert "observed GPU1 (GPU-fa4e0001" in text
+
+
+def test_on_this_gpuless_machine_gpubench_is_absent_and_the_host_ok(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    inventory = str(ROOT / "inventory" / "local.yaml")
+    probed = invoke(
+        tmp_path, "probe", "-i", inventory, "-p", "gpubench", "--no-save", "--json", str(out)
+    )
+    outcome = run_document(out)["hosts"]["local"]
+    assert outcome["status"] == "ok", probed.output
+    result = outcome["probes"]["gpubench"]
+    assert result["status"] == "absent"
+    assert result["error"].startswith(("no GPU: CUDA not available", "torch not importable"))
+    assert "failed probes" not in probed.output
