@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleet.analysis.gpubench import headlines as gpubench_headlines
 from fleet.execution.bundle import available_probes, declared_literal, refuse_broken
 from fleet.models import HostOutcome, ProbeResult, Run
 
@@ -374,7 +375,7 @@ def flatten(value: Any, prefix: str) -> dict[str, Value]:
 # Measurements worth comparing across hosts, per probe: name → value. Lower is better unless the
 # name ends in one of HIGHER_IS_BETTER. Headline figures only: the smallest message's latency and
 # the largest message's bus bandwidth per mode, where run-to-run noise is small relative to 25%.
-HIGHER_IS_BETTER = ("busbw_gbps", "algbw_gbps")
+HIGHER_IS_BETTER = ("busbw_gbps", "algbw_gbps", "_gbps", "_tflops")  # bandwidths, throughputs
 
 
 def allreduce_ends(
@@ -447,6 +448,7 @@ def fabric_headlines(data: Mapping[str, Any]) -> dict[str, float]:
 MEASUREMENTS: dict[str, Callable[[Mapping[str, Any]], dict[str, float]]] = {
     "allreduce": allreduce_headlines,
     "fabric": fabric_headlines,
+    "gpubench": gpubench_headlines,  # each figure's slowest GPU, the slowest pair
 }
 
 

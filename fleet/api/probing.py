@@ -22,7 +22,7 @@ from fleet.execution.fanout import (
     FanOut,
     RunSettings,
 )
-from fleet.models import Host, Run
+from fleet.models import OPT_IN_PROBES, Host, Run
 from fleet.store import default_state_dir
 from fleet.transport import LocalTransport, Transport
 from fleet.transport.unsupported import PREFIX as UNSUPPORTED
@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # loaded only when asked for
     from fleet.transport.slurm import SlurmTransport
 
 MATRIX_TIMEOUT_S = 300.0  # per host, with --allreduce-matrix (30 s sweep + 60 s matrix + the rest)
+GPUBENCH_TIMEOUT_S = 180.0  # per host, with gpubench (its 30 s budget after the allreduce's 30 s)
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -58,6 +59,7 @@ class ProbeOptions:
     allreduce: bool = True  # False drops the allreduce probe (the slow one) from the default set
     quick: bool = False
     allreduce_matrix: bool = False  # the allreduce probe also runs its matrix (which variant wins)
+    gpubench: bool = False  # add the opt-in gpubench probe (per-GPU and per-pair speed)
     imports: Sequence[str] = ()  # import specs for the imports probe, e.g. "mod:Name|AltName"
     dir_modules: Sequence[str] = ()  # modules whose dir() the dir probe dumps
     concurrency: int | None = DEFAULT_CONCURRENCY  # caps handshakes and sessions; None: no cap
@@ -72,15 +74,22 @@ class ProbeOptions:
 
     @property
     def host_timeout_s(self) -> float:
-        """The matrix adds up to a minute and a half to the allreduce probe: room for it."""
-        return max(self.timeout_s, MATRIX_TIMEOUT_S) if self.allreduce_matrix else self.timeout_s
+        """The matrix adds up to a minute and a half to the allreduce probe, gpubench its own
+        budget: room for them."""
+        timeout = max(self.timeout_s, MATRIX_TIMEOUT_S) if self.allreduce_matrix else self.timeout_s
+        return max(timeout, GPUBENCH_TIMEOUT_S) if self.gpubench else timeout
 
 
 def build_probe_bundle(options: ProbeOptions) -> Bundle:
-    """The probes to ship: `options.probes` (default all), without allreduce when it is off.
-    Raises UsageError for an unknown probe name, before any host is contacted."""
+    """The probes to ship: `options.probes` (default all but the opt-in ones, OPT_IN_PROBES),
+    without allreduce when it is off, with gpubench when asked for. Raises UsageError for an
+    unknown probe name, before any host is contacted."""
     names = list(options.probes) if options.probes else None
-    without = () if options.allreduce or options.allreduce_matrix else ("allreduce",)
+    without = [] if options.allreduce or options.allreduce_matrix else ["allreduce"]
+    if names is None:  # every probe but the opt-in ones not asked for
+        without += [p for p in OPT_IN_PROBES if not (p == "gpubench" and options.gpubench)]
+    elif options.gpubench and "gpubench" not in names:
+        names.append("gpubench")
     return build_bundle(names, options.probe_dirs, without)
 
 
@@ -93,6 +102,8 @@ def probe_args_from(options: ProbeOptions) -> dict[str, dict[str, Any]]:
         args.setdefault("dir", {})["modules"] = list(options.dir_modules)
     if options.quick:
         args.setdefault("allreduce", {})["quick"] = True
+    if options.quick and (options.gpubench or "gpubench" in (options.probes or ())):
+        args.setdefault("gpubench", {})["quick"] = True
     if options.allreduce_matrix:
         args.setdefault("allreduce", {})["matrix"] = True
     return args

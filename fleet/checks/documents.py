@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from fleet.analysis import gpubench
 from fleet.analysis.allreduce_matrix import configured_variant, matrix_of
 from fleet.analysis.facts import allreduce_summary
 from fleet.analysis.net import nic_gpus
@@ -20,13 +21,34 @@ HELPERS: Mapping[str, str | None] = {
     "_allreduce": "allreduce",
     "_allreduce_configured": "allreduce",
     "_nic_gpus": "net",
+    "_gpubench": "gpubench",
 }
 # Per-host results that are not probes but read like one: `fleet fabric` runs give `fabric`.
 RESULTS_BESIDE_PROBES = frozenset({"fabric"})
 
 
+def host_documents(
+    outcomes: Mapping[str, HostOutcome], probe_args: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Every host's document; `_gpubench` holds each GPU against its cohort (every GPU of its
+    model in the run) too, so these are made together."""
+    benches = [o.probes["gpubench"].data for o in outcomes.values() if _gpubench_ok(o)]
+    cohort = (gpubench.cohort_medians(benches), gpubench.cohort_sizes(benches))
+    return {
+        name: host_document(outcome, probe_args.get(name), cohort)
+        for name, outcome in outcomes.items()
+    }
+
+
+def _gpubench_ok(outcome: HostOutcome) -> bool:
+    result = outcome.probes.get("gpubench")
+    return result is not None and result.status == "ok"
+
+
 def host_document(
-    outcome: HostOutcome, probe_args: Mapping[str, Any] | None = None
+    outcome: HostOutcome,
+    probe_args: Mapping[str, Any] | None = None,
+    gpubench_cohort: tuple[Mapping[str, Mapping[str, float]], Mapping[str, int]] | None = None,
 ) -> dict[str, Any]:
     """What rules read about one host: `{probe: data}` plus the helpers."""
     document: dict[str, Any] = {name: _plain(r.data) for name, r in outcome.probes.items()}
@@ -45,7 +67,28 @@ def host_document(
         gpu = outcome.probes.get("gpu")
         gpu_data = gpu.data if gpu is not None and gpu.status == "ok" else None
         document["_nic_gpus"] = _plain(nic_gpus(net.data, gpu_data))
+    if _gpubench_ok(outcome):
+        document["_gpubench"] = _plain(
+            gpubench_summary(outcome.probes["gpubench"].data, probe_args, gpubench_cohort)
+        )
     return document
+
+
+def gpubench_summary(
+    data: Mapping[str, Any],
+    probe_args: Mapping[str, Any] | None,
+    cohort: tuple[Mapping[str, Mapping[str, float]], Mapping[str, int]] | None,
+) -> dict[str, Any]:
+    """`_gpubench`: tolerances from the host's probe_args (gpubench.tolerance, .pair_tolerance)."""
+    args = (probe_args or {}).get("gpubench") or {}
+    medians, sizes = cohort if cohort is not None else (None, None)
+    return gpubench.summary(
+        data,
+        tolerance=float(args.get("tolerance", gpubench.DEFAULT_TOLERANCE)),
+        pair_tolerance=float(args.get("pair_tolerance", gpubench.DEFAULT_PAIR_TOLERANCE)),
+        cohort=medians,
+        cohort_size=sizes,
+    )
 
 
 def _plain(value: Any) -> Any:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleet.checks.documents import RESULTS_BESIDE_PROBES, host_document
+from fleet.checks.documents import RESULTS_BESIDE_PROBES, host_documents
 from fleet.checks.fixes import with_fixes
 from fleet.checks.language import EvaluationError, search_or_none, truthy, unanswered
 from fleet.checks.model import CheckReport, Rule, RuleResult, RuleVerdict
 from fleet.checks.uniform import judge_keys, judge_uniform
-from fleet.models import NOT_REACHED, HostOutcome, Run
+from fleet.models import NOT_REACHED, OPT_IN_PROBES, HostOutcome, Run
 
 
 def evaluate(
@@ -23,9 +23,7 @@ def evaluate(
     """Judge every rule on every host of `run`; `probe_args` per host name, from the inventory;
     `strict`: an error rule not judged on some host fails the check (--strict)."""
     args = probe_args or {}
-    documents = {
-        name: host_document(outcome, args.get(name)) for name, outcome in run.hosts.items()
-    }
+    documents = host_documents(run.hosts, args)
     results = tuple(RuleResult(rule, _judge(rule, run.hosts, documents)) for rule in rules)
     unreached = {
         name: _unreached_reason(outcome, blanked=True)
@@ -70,6 +68,9 @@ def _precondition(rule: Rule, outcome: HostOutcome, document: dict[str, Any]) ->
         result = outcome.probes.get(probe)
         if result is None and probe in RESULTS_BESIDE_PROBES:  # another kind of run: no fault
             return RuleVerdict(name, "n/a", reason=f"no {probe} results: run `fleet {probe}`")
+        if result is None and probe in OPT_IN_PROBES:  # not asked for: no fault either
+            why = f"probe {probe} was not run (opt-in: fleet probe --{probe})"
+            return RuleVerdict(name, "n/a", reason=why)
         if result is None:
             return RuleVerdict(name, "skipped", reason=f"probe {probe} was not run")
         if result.status != "ok":

@@ -139,6 +139,15 @@ def tolerance_option(
     )
 
 
+gpubench_option = click.option(
+    "--gpubench",
+    is_flag=True,
+    help="Also run the opt-in gpubench probe: every GPU's matmul, memory and host-copy speed and "
+    "every GPU pair's peer copies, all at once, scored against the best on the host "
+    "(about 30 s; per-host timeout at least 180 s).",
+)
+
+
 def rules_option(help: str) -> Callable[[F], F]:
     return click.option(
         "--rules", "rules_files", multiple=True, type=click.Path(dir_okay=False), help=help

@@ -21,6 +21,7 @@ from fleet.cli.completion import complete_probes
 from fleet.cli.exits import EXIT_NOT_KEPT, exit_code, kept_bits, with_bits
 from fleet.cli.options import (
     accept_new_option,
+    gpubench_option,
     inventory_option,
     json_option,
     limit_option,
@@ -91,6 +92,7 @@ PROBE_OPTIONS = together(
         help="Also time every NCCL algorithm x protocol and torch symmetric-memory allreduce, "
         "and name the winner per size (per-host timeout at least 300 s).",
     ),
+    gpubench_option,
 )
 
 
@@ -128,6 +130,7 @@ class ProbeRequest:
     slurm_args: str | None
     slurm_gpus: str
     allreduce_matrix: bool
+    gpubench: bool = False
     choice: HostChoice = dataclasses.field(default_factory=HostChoice)
 
     def console(self) -> Console:
@@ -141,6 +144,7 @@ class ProbeRequest:
             allreduce=self.allreduce,
             quick=self.quick,
             allreduce_matrix=self.allreduce_matrix,
+            gpubench=self.gpubench,
             imports=self.imports,
             dir_modules=self.dir_modules,
             concurrency=self.concurrency,

@@ -26,7 +26,7 @@ def complete(tmp_path: Path, words: str) -> list[str]:
 
 def test_probe_names_complete_after_a_comma(tmp_path: Path) -> None:
     assert complete(tmp_path, "probe -p sys") == ["system"]
-    assert complete(tmp_path, "probe -p system,gp") == ["system,gpu"]
+    assert complete(tmp_path, "probe -p system,gp") == ["system,gpu", "system,gpubench"]
 
 
 def test_saved_runs_and_aliases_complete(tmp_path: Path) -> None:

@@ -755,4 +755,6 @@ if __name__ == "__main__":
 
         write_expected()
     else:
-        sys.exit("usage: python -m tests.probes.net_trees build [DIR] | expected | capture-net [ROOT]")
+        sys.exit(
+            "usage: python -m tests.probes.net_trees build [DIR] | expected | capture-net [ROOT]"
+        )

@@ -19,9 +19,10 @@ from tests.conftest import REMOTE_PYTHON
 from tests.probes.handrun import PROBES, load_probe, run_by_hand
 
 PROBE_NAMES = sorted(p.stem for p in PROBES.glob("*.py") if not p.name.startswith("_"))
-# Run on hosts but not probes: the allreduce worker (`python -c <its text>`, one per rank) and the
-# fabric rank (sent by fleet/fabric/launch.py). Only a host's python ever runs them.
-HOST_FILES = ["_allreduce_worker", "_fabric_rank"]
+# Run on hosts but not probes: the allreduce worker (`python -c <its text>`, one per rank), the
+# gpubench worker (one per GPU and one for the pairs) and the fabric rank (sent by
+# fleet/fabric/launch.py). Only a host's python ever runs them.
+HOST_FILES = ["_allreduce_worker", "_fabric_rank", "_gpubench_worker"]
 SHIPPED = [*PROBE_NAMES, "_host_runner", *HOST_FILES]
 
 
@@ -54,7 +55,7 @@ def test_has_collect_and_a_one_line_docstring(name: str) -> None:
     assert (module.__doc__ or "").strip(), f"{name}.py needs a docstring: `fleet probes` shows it"
 
 
-@pytest.mark.parametrize("name", [n for n in PROBE_NAMES if n != "allreduce"])
+@pytest.mark.parametrize("name", [n for n in PROBE_NAMES if n not in ("allreduce", "gpubench")])
 def test_runs_by_hand_and_prints_a_result(name: str) -> None:
     result = run_by_hand(name)
     assert isinstance(result["ok"], bool)

@@ -16,6 +16,7 @@ from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, HostOutcome, Run
 from fleet.render.grouping import ended_alike, short
 from fleet.render.terminal.diff import fleet_diff_view
+from fleet.render.terminal.gpubench import gpubench_view
 from fleet.render.terminal.tables import (
     COLUMN_OVERHEAD,
     Column,
@@ -85,6 +86,9 @@ def render_run(
     matrix = allreduce_matrix_table(run, diff)
     if matrix is not None:
         console.print(matrix)
+    bench = gpubench_view(run)
+    if bench is not None:
+        console.print(bench)
     console.print(
         fleet_diff_view(diff, between), crop=False
     )  # a fact path longer than a line stays whole
