@@ -6,6 +6,7 @@ unknown, never a pass; one GPU has no pair to judge; a run without gpubench is n
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from fleet.analysis.facts import higher_is_better, measurements
 from fleet.analysis.gpu_datasheets import datasheet_for, pcie_gbps
 from fleet.checks import evaluate
 from fleet.models import Run
+from tests.conftest import ROOT
 from tests.unit.helpers import host, pack_rules
 
 H200 = "NVIDIA H200"
@@ -321,3 +323,37 @@ def test_tolerances_come_from_the_inventory() -> None:
     strict = evaluate(rule, run, {"h0": {"gpubench": {"tolerance": 0.05}}})
     assert strict.results[0].verdicts[0].status == "fail"
     assert evaluate(rule, run).results[0].verdicts[0].status == "pass"
+
+
+REAL = ROOT / "tests" / "probes" / "golden" / "real_run"
+
+
+def test_the_real_h200_run_measures_every_figure_and_passes_what_one_gpu_can_judge() -> None:
+    """The probe's first real run (bench/device_gpubench.sh, single H200): each figure was within
+    5% of the plain torch reference run in the same call (bench/README.md)."""
+    run = Run.from_dict(json.loads((REAL / "h200x1_gpubench_run.json").read_text()))
+    data = run.hosts["local"].probes["gpubench"].data
+    (gpu,) = data["gpus"]
+    assert set(gpu["tflops"]) == {"bfloat16", "float16", "float8_e4m3fn"}
+    assert set(gpu["gbps"]) == {"memcpy", "h2d", "d2h"}
+    assert data["cleanup"]["workers_left"] == []
+    assert data["pairs_note"] == "1 GPU: no GPU pairs to measure"
+    statuses = {
+        r.rule.id: {v.status for v in r.verdicts} for r in evaluate(pack_rules(), run).results
+    }
+    assert statuses["gpubench-pcie-under-load"] == {"pass"}
+    assert statuses["gpubench-hw-throttle-under-load"] == {"pass"}
+    assert statuses["gpubench-gpu-vs-host-best"] == {"n/a"}  # one GPU: no best to be below
+
+
+def test_the_real_h200_loaded_by_a_second_process_is_named_against_its_model() -> None:
+    """The same GPU probed while a second process loaded it (about 37% slower), beside the clean
+    run as a second host: the cohort rule names the loaded GPU by index, UUID and bus id."""
+    path = REAL / "h200x1_gpubench_clean_and_loaded_run.json"
+    report = evaluate(pack_rules(), Run.from_dict(json.loads(path.read_text())))
+    result = next(r for r in report.results if r.rule.id == "gpubench-gpu-vs-cohort")
+    failed = [v for v in result.verdicts if v.status == "fail"]
+    assert [v.host for v in failed] == ["h200-loaded"]
+    assert "GPU0 (GPU-42cb24c1-c307-ebb2-31f7-507becdb10f5, 00000000:00:06.0)" in str(
+        failed[0].observed
+    )
