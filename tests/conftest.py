@@ -58,11 +58,28 @@ def _imports_torch(node: ast.AST) -> bool:
 @functools.cache  # parametrized tests share one function
 def needs_torch(function: Callable[..., Any]) -> bool:
     """Whether a test or fixture function's own code imports torch or skips without it."""
+    target = inspect.unwrap(function)
     try:
-        source = textwrap.dedent(inspect.getsource(inspect.unwrap(function)))
+        tree = ast.parse(textwrap.dedent(inspect.getsource(target)))
     except (OSError, TypeError):
         return False
-    return any(_imports_torch(node) for node in ast.walk(ast.parse(source)))
+    except SyntaxError:  # Python 3.9's getsource stops inside a decorator that holds a lambda
+        tree = _function_in_its_module(target)
+    return any(_imports_torch(node) for node in ast.walk(tree))
+
+
+def _function_in_its_module(function: Callable[..., Any]) -> ast.AST:
+    """`function`'s own node, found in its whole module by name and first line."""
+    module = ast.parse(Path(inspect.getsourcefile(function) or "").read_text())
+    first = function.__code__.co_firstlineno
+    for node in ast.walk(module):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == (
+            function.__name__
+        ):
+            starts = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if starts == first:
+                return node
+    return ast.Module(body=[], type_ignores=[])
 
 
 def torch_users(item: pytest.Item) -> list[str]:

@@ -338,7 +338,7 @@ def masked_dump(data: Any, mask: tuple[tuple[Any, ...], ...]) -> str | None:
                     node[key] = child
                     copies.add(id(child))
                 node = child
-            node[keys[-1]]  # noqa: B018: it must be there
+            node[keys[-1]]
             node[keys[-1]] = MASKED
         except (KeyError, IndexError, TypeError):
             return None

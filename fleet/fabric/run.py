@@ -100,11 +100,20 @@ class FabricRounds:
     ) -> None:
         self.transports, self.settings, self.together = transports, settings, together
         self.events = events or FabricEvents()
-        self.interrupt = interrupt or asyncio.Event()
+        self._interrupt = interrupt  # made in the loop when not given (see `interrupt`)
         self.rng = random.Random(settings.seed)
         self.ports: set[int] = set()
         self.failed_masters: set[str] = set()
         self.source = launch.rank_source()
+
+    @property
+    def interrupt(self) -> asyncio.Event:
+        """Set to end the rounds early. Made on first use, inside the running loop: under
+        Python 3.9 an Event binds to the loop current when it is made, and there may be none
+        when the rounds are built (conclude() runs without one)."""
+        if self._interrupt is None:
+            self._interrupt = asyncio.Event()
+        return self._interrupt
 
     async def run(self, hosts: Sequence[Host]) -> FabricOutcome:
         by_name = {h.name: h for h in hosts}
@@ -372,7 +381,8 @@ class FabricRounds:
         suspects = blame(pairs, unreached, self.settings.tolerance)
         section = build_fabric_section(self.settings, pairs, ring, suspects, found)
         outcomes = {h.name: host_outcome(h, found, pairs, suspects, section) for h in hosts}
-        return FabricOutcome(outcomes, mask_secrets(section), self.interrupt.is_set())
+        interrupted = self._interrupt is not None and self._interrupt.is_set()
+        return FabricOutcome(outcomes, mask_secrets(section), interrupted)
 
 
 # ------------------------------------------------------------------------------- helpers
