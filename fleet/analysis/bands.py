@@ -2,12 +2,15 @@
 
 A band is the median of the known-good values ± a half-width:
 
-    half = max(k × 1.4826 × MAD, floor × |median|)
+    half = max(floor × |median|, min(k × 1.4826 × MAD, spread + floor × |median|))
 
 MAD is the median absolute deviation from the median; × 1.4826 makes it a standard deviation for
 normal noise, so k = 3 is "three sigmas" while one wild run among several moves neither the median
-nor the MAD. The floor keeps a band from being narrower than the noise fleet cannot see: one run
-(MAD 0), or runs that happened to agree. A band is judged on its worse side only: latency above
+nor the MAD. spread is the farthest known-good value's distance from the median: with few runs
+k × 1.4826 × MAD reaches far past every run (two runs 1.7× apart would let a doubled one pass), so
+a band reaches no further than the known-good runs themselves plus the floor. The floor keeps a
+band from being narrower than the noise fleet cannot see: one run (MAD 0), or runs that happened
+to agree. A band is judged on its worse side only: latency above
 it fails, bus bandwidth below it fails; a host faster than its band passes (it is not a regression).
 """
 
@@ -49,13 +52,16 @@ def significant(value: float, digits: int = SIGNIFICANT) -> float:
 
 
 def make_band(values: Sequence[float], k: float = DEFAULT_K, floor: float = DEFAULT_FLOOR) -> Band:
-    """The band of `values` (at least one): median ± max(k·1.4826·MAD, floor·|median|), the low
-    end never below zero (no measurement fleet takes is negative), rounded as a file keeps it."""
+    """The band of `values` (at least one): median ± max(floor·|median|, min(k·1.4826·MAD,
+    spread + floor·|median|)) (module docstring), the low end never below zero (no measurement
+    fleet takes is negative), rounded as a file keeps it."""
     if not values:
         raise ValueError("a band needs at least one value")
     middle = float(statistics.median(values))
     mad = float(statistics.median(abs(v - middle) for v in values))
-    half = max(k * MAD_TO_SIGMA * mad, floor * abs(middle))
+    spread = max(abs(v - middle) for v in values)
+    least = floor * abs(middle)
+    half = max(least, min(k * MAD_TO_SIGMA * mad, spread + least))
     return Band(
         significant(middle),
         significant(max(0.0, middle - half)),

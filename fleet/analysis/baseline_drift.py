@@ -2,7 +2,7 @@
 
 Without a baseline a measurement drifted when it moved by more than the fixed tolerance (25%); with
 one, when it moved by more than its band's half-width: the noise the known-good runs of that
-cohort showed (k × 1.4826 × MAD, at least the floor). A measurement the baseline has no band for
+cohort showed (k × 1.4826 × MAD, at most the farthest run plus the floor, at least the floor). A measurement the baseline has no band for
 keeps the tolerance.
 """
 

@@ -32,8 +32,9 @@ PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+/@-]*$")
 HEADER = """\
 # A fleet baseline: what known-good runs measured, per cohort of hosts (docs/documents.md).
 # Judge a run against it:  fleet check --baseline FILE   ·   fleet probe --baseline-file FILE
-# Each band is median ± max(k × 1.4826 × MAD, floor × median) over every host and run of the
-# cohort; a host fails a measurement worse than its band (latency above, bus bandwidth below).
+# Each band is median ± max(floor × median, min(k × 1.4826 × MAD, spread + floor × median))
+# over every host and run of the cohort, spread the farthest value's distance from the median;
+# a host fails a measurement worse than its band (latency above, bus bandwidth below).
 # Latency is kept below {small}, bus bandwidth from {small} up. Edit with care, or make it again.
 """
 

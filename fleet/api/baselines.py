@@ -71,7 +71,8 @@ def make_baseline(
 ) -> Baseline:
     """A baseline from known-good runs: files, saved runs' names, `latest`, `previous` (scoped to
     `inventory` as for load_run), or Run objects. Per cohort, every measurement's median and band
-    (median ± max(k × 1.4826 × MAD, floor × median))."""
+    (median ± max(floor × median, min(k × 1.4826 × MAD, spread + floor × median)), spread the
+    farthest value's distance from the median)."""
     from fleet.analysis.baseline import build_baseline
 
     loaded: list[tuple[str, Run]] = []

@@ -67,7 +67,8 @@ def baseline(
     scope: str | None,
 ) -> None:
     """Make a baseline from known-good RUNs (files, saved runs' names, latest, previous): per
-    cohort, each measurement's median and band, median ± max(k × 1.4826 × MAD, floor × median).
+    cohort, each measurement's median and band, median ± max(floor × median, min(k × 1.4826 ×
+    MAD, spread + floor × median)), spread the farthest run's distance from the median.
 
     \b
       fleet baseline run1.json run2.json run3.json -o baseline.yaml

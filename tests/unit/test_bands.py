@@ -1,5 +1,6 @@
-"""Band arithmetic (fleet/analysis/bands.py): median ± max(k × 1.4826 × MAD, floor × median),
-judged on the worse side only."""
+"""Band arithmetic (fleet/analysis/bands.py): median ± max(floor × median, min(k × 1.4826 × MAD,
+spread + floor × median)), spread the farthest value's distance from the median; judged on the
+worse side only."""
 
 from __future__ import annotations
 
@@ -9,9 +10,18 @@ from fleet.analysis.bands import Band, limit, make_band, significant, worse_than
 
 
 def test_the_band_is_the_median_plus_or_minus_k_scaled_mads() -> None:
-    band = make_band([10.0, 11.0, 12.0, 13.0, 14.0], k=3, floor=0.0)
-    # median 12, deviations 2 1 0 1 2 → MAD 1 → half-width 3 × 1.4826 = 4.4478
-    assert band == Band(12.0, 7.552, 16.45, 5)
+    band = make_band([10.0, 11.0, 12.0, 13.0, 14.0], k=1, floor=0.0)
+    # median 12, deviations 2 1 0 1 2 → MAD 1 → 1 × 1.4826 = 1.4826, inside the spread (2)
+    assert band == Band(12.0, 10.52, 13.48, 5)
+
+
+def test_the_band_reaches_no_further_than_the_farthest_run_plus_the_floor() -> None:
+    # MAD 1 → 3 × 1.4826 = 4.4478, but no run is further than 2 from the median: 2 + 0 caps it
+    assert make_band([10.0, 11.0, 12.0, 13.0, 14.0], k=3, floor=0.0) == Band(12.0, 10.0, 14.0, 5)
+    # … plus the floor: 2 + 10% × 12 = 3.2 < 4.4478
+    assert make_band([10.0, 11.0, 12.0, 13.0, 14.0], k=3, floor=0.1) == Band(12.0, 8.8, 15.2, 5)
+    # two runs: MAD = spread = 5 → 3 × 1.4826 × 5 = 22.24, capped at 5 + 2.5
+    assert make_band([20.0, 30.0], k=3, floor=0.1) == Band(25.0, 17.5, 32.5, 2)
 
 
 def test_one_wild_run_moves_neither_the_median_nor_the_mad() -> None:
@@ -24,12 +34,15 @@ def test_one_wild_run_moves_neither_the_median_nor_the_mad() -> None:
 def test_the_floor_holds_a_band_open_when_the_runs_agree_or_there_is_one() -> None:
     assert make_band([300.0], floor=0.1) == Band(300.0, 270.0, 330.0, 1)
     assert make_band([300.0, 300.0, 300.0], floor=0.1) == Band(300.0, 270.0, 330.0, 3)
-    # the MAD wins once it is wider than the floor
-    assert make_band([20.0, 30.0], k=3, floor=0.1).high == pytest.approx(25 + 3 * 1.4826 * 5, 1e-3)
+    # the MAD term wins once it is wider than the floor (1.4826 > 10% × 12 = 1.2) …
+    assert make_band([10.0, 11.0, 12.0, 13.0, 14.0], k=1, floor=0.1).high == 13.48
+    # … and the floor once it is wider than the MAD term (20% × 12 = 2.4 > 1.4826)
+    assert make_band([10.0, 11.0, 12.0, 13.0, 14.0], k=1, floor=0.2) == Band(12.0, 9.6, 14.4, 5)
 
 
 def test_a_band_never_goes_below_zero() -> None:
-    assert make_band([1.0, 10.0], k=3, floor=0.1).low == 0.0
+    # median 5.05, half-width 4.95 + 0.505 = 5.455 > 5.05
+    assert make_band([0.1, 10.0], k=3, floor=0.1).low == 0.0
 
 
 def test_latency_fails_above_the_band_bandwidth_below_it_and_better_is_never_a_failure() -> None:

@@ -172,7 +172,7 @@ def _baseline_band(baseline: BaselineCohort | None, mode: str, metric: str) -> B
     if not found:
         return None
     return Band(
-        f"baseline band of {baseline.name} (median ± max(k·MAD, floor), {found[0][1].samples}+ values)",
+        f"baseline band of {baseline.name} (median ± k·MAD within the runs' spread, floor at least, {found[0][1].samples}+ values)",
         tuple((float(size), band.low) for size, band in found),
         tuple((float(size), band.high) for size, band in found),
     )

@@ -50,8 +50,9 @@ def render_baseline(console: Console, baseline: Baseline, every: bool = False) -
         f"{escape(baseline.fleet_version)} at {escape(baseline.created)}[/]"
     )
     console.print(
-        f"  band: median ± max({baseline.k:g} × 1.4826 × MAD, {baseline.floor:.0%} of the "
-        "median); judged on the worse side (latency above, bus bandwidth below)"
+        f"  band: median ± max({baseline.floor:.0%} of the median, min({baseline.k:g} × 1.4826 × "
+        f"MAD, farthest run + {baseline.floor:.0%} of the median)); judged on the worse side "
+        "(latency above, bus bandwidth below)"
     )
     if baseline.cohort_by:
         console.print(f"  cohorts by: {escape(baseline.cohort_by)}")
