@@ -19,7 +19,9 @@ each distinct payload once); RUN differs from OLD by new jitter, a torch upgrade
 Each command runs in a fresh process (`python -m fleet …`, output to a file as in a pipeline), so
 each has its own peak RSS; the figures are that process's CPU time (user + system, from wait4)
 and its peak RSS (ru_maxrss): the machine is shared, so wall time says as much about the
-neighbours. `load` is `fleet.load_run(RUN)` alone. Target (issue 25): at 20,000 hosts each
+neighbours. A child's ru_maxrss also counts the pages of the process it was forked from, so this
+process stays small (it never imports fleet; the runs are built by `--build` in a process of its
+own) and prints the floor: the peak RSS of a bare `python -c pass` started the same way. `load` is `fleet.load_run(RUN)` alone. Target (issue 25): at 20,000 hosts each
 command ≤ 15 s and ≤ 1.5 GB. Needs nothing beyond fleet itself.
 """
 
@@ -38,10 +40,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from fleet.models import Run  # noqa: E402
-from fleet.store import save_run  # noqa: E402
 
 REAL_RUN = ROOT / "tests" / "probes" / "golden" / "real_run"
 SIZES = (1000, 5000, 20000)
@@ -104,13 +102,25 @@ def fleet_document(count: int, seed: int, started: str) -> dict[str, Any]:
 
 
 def build_runs(count: int, folder: Path) -> tuple[Path, Path]:
-    """OLD and RUN of `count` hosts saved in `folder` (reused when already there)."""
+    """OLD and RUN of `count` hosts saved in `folder` (reused when already there), built in a
+    process of their own: a child's peak RSS (ru_maxrss) counts the pages of the process it was
+    forked from, so the process that measures the commands stays small."""
+    marker = folder / "runs.json"
+    if not marker.is_file():
+        build = [sys.executable, __file__, "--build", str(count), str(folder)]
+        subprocess.run(build, check=True)
+    old, new = json.loads(marker.read_text())
+    return Path(old), Path(new)
+
+
+def save_runs(count: int, folder: Path) -> None:
+    """Build and save OLD and RUN (`--build`, in its own process)."""
+    sys.path.insert(0, str(ROOT))
+    from fleet.models import Run
+    from fleet.store import save_run
+
     folder.mkdir(parents=True, exist_ok=True)
     marker = folder / "runs.json"
-    if marker.is_file():
-        old, new = json.loads(marker.read_text())
-        if Path(old).is_file() and Path(new).is_file():
-            return Path(old), Path(new)
     started = time.process_time()
     old_doc = fleet_document(count, seed=1, started="2026-12-01T10:00:00.000Z")
     old = save_run(Run.from_dict(old_doc), folder)
@@ -130,7 +140,6 @@ def build_runs(count: int, folder: Path) -> tuple[Path, Path]:
         f"RUN file {size:.1f} MB",
         flush=True,
     )
-    return old, new
 
 
 def command_line(command: str, old: Path, new: Path, out: Path) -> list[str]:
@@ -156,6 +165,9 @@ def measure(argv: list[str], out: Path) -> tuple[float, float, int]:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--build"]:
+        save_runs(int(argv[1]), Path(argv[2]))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sizes", nargs="*", type=int, default=list(SIZES))
     parser.add_argument("--repeat", type=int, default=1, help="runs of each command (best CPU)")
@@ -168,6 +180,8 @@ def main(argv: list[str]) -> int:
         parser.error(f"unknown commands {sorted(unknown)}; known: {', '.join(COMMANDS)}")
     with tempfile.TemporaryDirectory() as tmp:
         base = args.keep or Path(tmp)
+        floor = measure([sys.executable, "-c", "pass"], Path(tmp))
+        print(f"# floor: python -c pass, {floor[0]:.2f} s CPU, {floor[1]:.0f} MB", flush=True)
         rows = []
         for count in args.sizes:
             old, new = build_runs(count, base / f"hosts{count}")
