@@ -128,7 +128,7 @@ def save_runs(count: int, folder: Path) -> None:
     new_doc = fleet_document(count + 1, seed=2, started="2026-12-01T11:00:00.000Z")
     hosts = new_doc["hosts"]
     hosts.pop("gpu-00003")  # one host gone, the last one new
-    for index, (name, host) in enumerate(hosts.items()):
+    for index, host in enumerate(hosts.values()):
         if index % 1000 == 7 and "torch" in host["probes"]:
             host["probes"]["torch"]["data"]["version"] = "2.11.1+cu130"
     new = save_run(Run.from_dict(new_doc), folder)

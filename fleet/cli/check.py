@@ -11,7 +11,6 @@ fleet.cli.root loads this module on the first use of `fleet check` (FleetGroup.L
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from fleet.cli.probing import (
 )
 from fleet.errors import UsageError
 from fleet.models import Run
+from fleet.render.jsontext import dumps_indented
 from fleet.render.junit import write_junit
 from fleet.render.terminal.checks import render_report
 from fleet.render.terminal.console import make_console
@@ -87,7 +87,7 @@ def check_command(
     kept = _write_junit(report, junit_path, run.started) if junit_path else True
     title = f"fleet check · {', '.join(sources)} · {len(run.hosts)} host(s) · run {where}"
     if output_format == "json":
-        click.echo(json.dumps(check_document(report, run, sources, where), indent=2, default=str))
+        click.echo(dumps_indented(check_document(report, run, sources, where)))
     else:
         render_report(console, report, title)
     code = check_exit_code(report, with_bits(probe_code, kept_bits(kept)), strict)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -30,6 +29,7 @@ from fleet.render.documents import (
     fleet_diff_document,
     fleet_diff_markdown,
 )
+from fleet.render.jsontext import dumps_indented
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.diff import drift_view, fleet_diff_view
 from fleet.render.terminal.run import render_run
@@ -71,7 +71,7 @@ def diff(
 
 def print_fleet_diff(result: api.FleetDiff, output_format: str, between: bool = False) -> None:
     if output_format == "json":  # lists every differing fact, --between or not
-        click.echo(json.dumps(fleet_diff_document(result), indent=2, default=str))
+        click.echo(dumps_indented(fleet_diff_document(result)))
     elif output_format == "markdown":
         click.echo(fleet_diff_markdown(result, between), nl=False)
     else:
@@ -80,7 +80,7 @@ def print_fleet_diff(result: api.FleetDiff, output_format: str, between: bool = 
 
 def print_drift(drift: api.Drift, output_format: str) -> None:
     if output_format == "json":
-        click.echo(json.dumps(drift_document(drift), indent=2, default=str))
+        click.echo(dumps_indented(drift_document(drift)))
     elif output_format == "markdown":
         click.echo(drift_markdown(drift), nl=False)
     else:
