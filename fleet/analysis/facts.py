@@ -32,7 +32,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from fleet.execution.bundle import available_probes, declared_literal
 from fleet.models import HostOutcome, ProbeResult
@@ -242,12 +242,14 @@ class FactCache:
     work follows the distinct answers (and kinds of payload), not the hosts. Measurements are
     still read from each payload."""
 
-    def __init__(self, declarations: Mapping[str, ProbeFacts]) -> None:
+    def __init__(self, declarations: Mapping[str, ProbeFacts], measure: bool = True) -> None:
         self.declarations = declarations
+        self.measure = measure  # False: no measurements read (the checks only need classes)
         self._parts: dict[tuple[str, str, int], tuple[int, HostFacts]] = {}
-        self._masks: dict[str, dict[tuple[tuple[Any, ...], ...], int]] = {}  # per probe: mask → no.
+        self._classes: dict[tuple[str, str, int], PayloadClass] = {}
+        self._masks: dict[str, dict[Mask, int]] = {}  # per probe: mask → its number
         self._trees: list[MaskTree] = []  # by mask number
-        self._masked: dict[tuple[str, int, str], tuple[int, HostFacts]] = {}
+        self._masked: dict[tuple[str, int, str], tuple[tuple[int, HostFacts], PayloadClass]] = {}
         self._tried: dict[str, list[int]] = {}  # per probe, its masks' numbers, the last hit first
         self.flattened = 0  # payloads flattened (walked field by field): the costly step
 
@@ -256,10 +258,22 @@ class FactCache:
         payload = (probe, result.status, id(result.data))
         found = self._parts.get(payload)
         if found is None:
-            found = self._parts[payload] = self._flatten(probe, result)
+            found = self._parts[payload] = self._flatten(probe, result, payload)
         return found
 
-    def _flatten(self, probe: str, result: ProbeResult) -> tuple[int, HostFacts]:
+    def payload_class(self, probe: str, result: ProbeResult) -> PayloadClass:
+        """(class number, mask): results of one class have the same status and the same data
+        but at the fields of the mask (None: none left out, the class is one payload object)."""
+        payload = (probe, result.status, id(result.data))
+        found = self._classes.get(payload)
+        if found is None:
+            self.part(probe, result)
+            found = self._classes[payload]
+        return found
+
+    def _flatten(
+        self, probe: str, result: ProbeResult, payload: tuple[str, str, int]
+    ) -> tuple[int, HostFacts]:
         order = self._tried.setdefault(probe, [])
         for position, number in enumerate(order):
             dump = masked_dump(result.data, self._trees[number])
@@ -269,40 +283,51 @@ class FactCache:
             if known is not None:
                 if position:
                     order.insert(0, order.pop(position))  # the mask that fits, tried first next
-                key, facts = known
-                measures = measurements(probe, result.data)
+                (key, facts), self._classes[payload] = known
+                measures = measurements(probe, result.data) if self.measure else {}
                 return key, HostFacts(facts.values, facts.sets, measures, facts.hardware)
         self.flattened += 1
         facts = HostFacts(skipped=[])
         facts.values[status_path(probe)] = result.status
         _walk(result.data, "", probe, self.declarations.get(probe, ProbeFacts()), facts)
-        facts.measures.update(measurements(probe, result.data))
+        if self.measure:
+            facts.measures.update(measurements(probe, result.data))
         content = (probe, frozenset(facts.values.items()), frozenset(facts.sets.items()))
         found = (hash(content), facts)
         mask = tuple(facts.skipped or ())
         facts.skipped = None
-        if mask:
-            self._remember(probe, result, mask, found)
+        kind = self._remember(probe, result, mask, found)  # no mask: equal payloads are alike
+        if kind is None:  # a class of its own: this payload object (and hosts sharing it)
+            kind = (-1 - len(self._classes), None)
+        self._classes[payload] = kind
         return found
 
     def _remember(
-        self, probe: str, result: ProbeResult, mask: tuple[tuple[Any, ...], ...], found: Any
-    ) -> None:
-        """Keep the masked dump of a payload just flattened, under its mask (kept once)."""
+        self, probe: str, result: ProbeResult, mask: Mask, found: tuple[int, HostFacts]
+    ) -> PayloadClass | None:
+        """Keep the masked dump of a payload just flattened, under its mask (kept once): the
+        payloads dumped alike from now on are of its class. None: not kept."""
         masks = self._masks.setdefault(probe, {})
         number = masks.get(mask)
         if number is None:
             if len(masks) >= MAX_MASKS:
-                return
+                return None
             number = masks[mask] = len(self._trees)
             self._trees.append(mask_tree(mask))
             self._tried[probe].insert(0, number)
         dump = masked_dump(result.data, self._trees[number])
-        if dump is not None:
-            self._masked[(result.status, number, dump)] = found
+        if dump is None:
+            return None
+        kind: PayloadClass = (len(self._masked), mask)
+        self._masked[(result.status, number, dump)] = (found, kind)
+        return kind
 
 
 MAX_MASKS = 16  # kinds of payload remembered per probe (2-GPU and 8-GPU hosts mask apart)
+Mask = tuple[tuple[Any, ...], ...]  # the fields left out of a payload: the keys down to each
+# A class of probe results: its number, and the fields its payloads may differ in (None: the
+# class is one payload object, which hosts may share).
+PayloadClass = tuple[int, Optional[Mask]]
 MASKED = "\x00fleet: left out"
 # A mask as a tree: key → the tree below it, or None where the value is left out.
 MaskTree = dict[Any, Any]

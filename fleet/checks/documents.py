@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fleet.analysis.allreduce_matrix import configured_variant, matrix_of
@@ -24,13 +24,17 @@ RESULTS_BESIDE_PROBES = frozenset({"fabric"})
 
 
 def host_document(
-    outcome: HostOutcome, probe_args: Mapping[str, Any] | None = None
+    outcome: HostOutcome,
+    probe_args: Mapping[str, Any] | None = None,
+    plain: Callable[[Any], Any] | None = None,
 ) -> dict[str, Any]:
-    """What rules read about one host: `{probe: data}` plus the helpers."""
-    document: dict[str, Any] = {name: _plain(r.data) for name, r in outcome.probes.items()}
+    """What rules read about one host: `{probe: data}` plus the helpers. `plain`: how a payload
+    is copied (fleet.checks.sharing copies each payload object once for all its hosts)."""
+    copy = plain or plain_copy
+    document: dict[str, Any] = {name: copy(r.data) for name, r in outcome.probes.items()}
     document["_status"] = {name: r.status for name, r in outcome.probes.items()}
     document["_host"] = {"name": outcome.name, "status": outcome.status}
-    document["_args"] = _plain(probe_args or {})
+    document["_args"] = plain_copy(probe_args or {})
     allreduce = outcome.probes.get("allreduce")
     if allreduce is not None and allreduce.status == "ok":
         document["_allreduce"] = allreduce_summary(allreduce.data)
@@ -41,6 +45,6 @@ def host_document(
     return document
 
 
-def _plain(value: Any) -> Any:
+def plain_copy(value: Any) -> Any:
     """Plain dicts and lists (JMESPath's type checks want them), through a JSON round trip."""
     return json.loads(json.dumps(value, default=str))

@@ -1,40 +1,42 @@
 """Judging every rule on every host: the preconditions (host reached, probes ok, `when:`), the
-per-host `check:` rules, and each failure's fix text. The cross-host rules: fleet.checks.uniform."""
+per-host `check:` rules, and each failure's fix text. The cross-host rules: fleet.checks.uniform.
+
+Each rule is judged once per group of hosts it cannot tell apart (fleet.checks.sharing): the
+verdict found for one host of a group is every host's of that group, under its own name."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleet.checks.documents import RESULTS_BESIDE_PROBES, host_document
+from fleet.analysis.facts import declared_facts
+from fleet.checks.documents import RESULTS_BESIDE_PROBES
 from fleet.checks.fixes import format_value, with_fixes
-from fleet.checks.language import EvaluationError, search_or_none, truthy
+from fleet.checks.language import EvaluationError, truthy
 from fleet.checks.model import CheckReport, Rule, RuleResult, RuleVerdict
+from fleet.checks.sharing import HostDocuments, RuleView, alone
 from fleet.checks.uniform import judge_keys, judge_uniform
-from fleet.models import NOT_REACHED, HostOutcome, Run
+from fleet.models import HostOutcome, Run
 
 
 def evaluate(
     rules: Sequence[Rule],
     run: Run,
     probe_args: Mapping[str, Mapping[str, Any]] | None = None,
+    documents: HostDocuments | None = None,
 ) -> CheckReport:
-    """Judge every rule on every host of `run`; `probe_args` per host name, from the inventory."""
+    """Judge every rule on every host of `run`; `probe_args` per host name, from the inventory.
+    `documents`: the run's hosts as rules read them (made here when not given)."""
     args = probe_args or {}
-    documents = {
-        name: host_document(outcome, args.get(name)) for name, outcome in run.hosts.items()
-    }
+    if documents is None:
+        documents = HostDocuments(run.hosts, args, declared_facts())
     results = tuple(RuleResult(rule, _judge(rule, run.hosts, documents)) for rule in rules)
     unreached = {
         name: _unreached_reason(outcome, blanked=True)
         for name, outcome in run.hosts.items()
-        if _not_reached(outcome)
+        if alone(outcome)
     }
     return CheckReport(results, tuple(run.hosts), unreached)
-
-
-def _not_reached(outcome: HostOutcome) -> bool:
-    return outcome.status in NOT_REACHED or outcome.status == "interrupted" or not outcome.probes
 
 
 def _unreached_reason(outcome: HostOutcome, blanked: bool = False) -> str:
@@ -43,27 +45,47 @@ def _unreached_reason(outcome: HostOutcome, blanked: bool = False) -> str:
     return f"host {outcome.status}: {error}".rstrip(": ")
 
 
+_PENDING = RuleVerdict("", "pending")  # precondition met: the cross-host judge decides
+
+
 def _judge(
-    rule: Rule, hosts: Mapping[str, HostOutcome], documents: Mapping[str, dict[str, Any]]
+    rule: Rule, hosts: Mapping[str, HostOutcome], documents: HostDocuments
 ) -> tuple[RuleVerdict, ...]:
-    pending: dict[str, dict[str, Any]] = {}
+    view = RuleView(documents, rule)
+    pending: list[str] = []
     settled: dict[str, RuleVerdict] = {}
+    found: dict[Any, RuleVerdict] = {}  # key → the verdict (or _PENDING) of its hosts
     for name, outcome in hosts.items():
-        verdict = _precondition(rule, outcome, documents[name])
+        if alone(outcome):
+            settled[name] = RuleVerdict(name, "skipped", reason=_unreached_reason(outcome))
+            continue
+        key = view.key(name)
+        verdict = found.get(key)
         if verdict is None:
-            pending[name] = documents[name]
+            verdict = found[key] = _precondition(rule, outcome, view) or (
+                _judge_one(rule, name, view) if rule.kind == "check" else _PENDING
+            )
+        if verdict is _PENDING:
+            pending.append(name)
         else:
-            settled[name] = verdict
-    judge = {"check": _judge_each, "uniform": judge_uniform, "uniform_keys": judge_keys}
-    settled.update(judge[rule.kind](rule, pending))
-    return tuple(with_fixes(rule, [settled[name] for name in hosts], documents))
+            settled[name] = renamed(verdict, name)
+    if pending:
+        judge = judge_uniform if rule.kind == "uniform" else judge_keys
+        settled.update(judge(rule, pending, view))
+    return tuple(with_fixes(rule, [settled[name] for name in hosts], view))
 
 
-def _precondition(rule: Rule, outcome: HostOutcome, document: dict[str, Any]) -> RuleVerdict | None:
-    """skipped (host not reached, probe not ok) or n/a (`when:` false); None: go on judging."""
+def renamed(verdict: RuleVerdict, name: str) -> RuleVerdict:
+    """A verdict found for a host like `name`, as `name`'s own."""
+    if verdict.host == name:
+        return verdict
+    v = verdict
+    return RuleVerdict(name, v.status, v.observed, v.expected, v.fix, v.reason, v.cohort)
+
+
+def _precondition(rule: Rule, outcome: HostOutcome, view: RuleView) -> RuleVerdict | None:
+    """skipped (probe not ok) or n/a (`when:` false); None: go on judging."""
     name = outcome.name
-    if _not_reached(outcome):
-        return RuleVerdict(name, "skipped", reason=_unreached_reason(outcome))
     for probe in rule.needs:
         result = outcome.probes.get(probe)
         if result is None and probe in RESULTS_BESIDE_PROBES:  # another kind of run: no fault
@@ -76,7 +98,7 @@ def _precondition(rule: Rule, outcome: HostOutcome, document: dict[str, Any]) ->
     if rule.when is None:
         return None
     try:
-        applies = rule.when.search(document)
+        applies = view.search(rule.when, name)
     except EvaluationError as exc:
         return RuleVerdict(name, "unknown", reason=f"when: {exc}")
     if applies is None:
@@ -84,23 +106,18 @@ def _precondition(rule: Rule, outcome: HostOutcome, document: dict[str, Any]) ->
     return None if truthy(applies) else RuleVerdict(name, "n/a", reason=f"not {rule.when.text}")
 
 
-def _judge_each(rule: Rule, documents: Mapping[str, dict[str, Any]]) -> dict[str, RuleVerdict]:
+def _judge_one(rule: Rule, name: str, view: RuleView) -> RuleVerdict:
     assert rule.check is not None
-    verdicts = {}
-    for name, document in documents.items():
-        observed = search_or_none(rule.observed, document)
+    observed = None
+    if rule.observed is not None:
         try:
-            value = rule.check.search({**document, "_observed": observed})
-        except EvaluationError as exc:
-            verdicts[name] = RuleVerdict(name, "unknown", observed, reason=str(exc))
-            continue
-        verdicts[name] = _verdict(rule, name, document, value, observed)
-    return verdicts
-
-
-def _verdict(
-    rule: Rule, name: str, document: dict[str, Any], value: Any, observed: Any
-) -> RuleVerdict:
+            observed = view.search(rule.observed, name)
+        except EvaluationError:
+            observed = None
+    try:
+        value = view.search(rule.check, name, {"_observed": observed})
+    except EvaluationError as exc:
+        return RuleVerdict(name, "unknown", observed, reason=str(exc))
     if value is None:
         return RuleVerdict(name, "unknown", observed, reason=_unreported(rule, observed))
     if truthy(value):

@@ -1,43 +1,85 @@
 """The cross-host rules: `uniform:` (one value the same on every host of a cohort, or the
 `expected:` one) and `uniform_keys:` (each key of an object the same; unset is a value too).
-Where nothing is expected, the cohort's majority is: the one rule of fleet.analysis.majority."""
+Where nothing is expected, the cohort's majority is: the one rule of fleet.analysis.majority.
+
+Values are read through a RuleView (fleet.checks.sharing): hosts that answered alike share one
+search and one value object, so the values are keyed (value_key) once per object, not per host,
+and a verdict found for one host is every such host's."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from fleet.analysis.majority import rank
-from fleet.checks.language import EvaluationError, Expression, search_or_none
+from fleet.checks.language import EvaluationError, Expression
 from fleet.checks.model import Rule, RuleVerdict, value_key
 
+if TYPE_CHECKING:
+    from fleet.checks.sharing import RuleView
 
-def judge_uniform(rule: Rule, documents: Mapping[str, dict[str, Any]]) -> dict[str, RuleVerdict]:
+
+class _Keys:
+    """value_key of each value object once (the values of alike hosts are one object)."""
+
+    def __init__(self) -> None:
+        self._found: dict[int, tuple[Any, str]] = {}
+
+    def __call__(self, value: Any) -> str:
+        found = self._found.get(id(value))
+        if found is None:
+            found = self._found[id(value)] = (value, value_key(value))  # kept: its id stays its
+        return found[1]
+
+
+def judge_uniform(rule: Rule, hosts: Sequence[str], view: RuleView) -> dict[str, RuleVerdict]:
     assert rule.uniform is not None
-    values, cohorts, verdicts = _read_across(rule, rule.uniform, documents)
-    majorities = _majorities(values, cohorts)
+    keys = _Keys()
+    values, cohorts, verdicts = _read_across(rule, rule.uniform, hosts, view)
+    majorities = _majorities(values, cohorts, keys)
+    found: dict[Any, RuleVerdict] = {}
     for name, value in values.items():
-        expected = search_or_none(rule.expected, documents[name])
-        reference, why = (
-            (expected, "") if expected is not None else majorities[value_key(cohorts[name])]
-        )
-        verdicts[name] = _uniform_verdict(name, value, reference, why, cohorts[name])
+        key = view.key(name)
+        verdict = found.get(key)
+        if verdict is None:
+            expected = _search_or_none(rule.expected, name, view)
+            reference, why = (
+                (expected, "") if expected is not None else majorities[keys(cohorts[name])]
+            )
+            verdict = found[key] = _uniform_verdict(name, value, reference, why, cohorts[name])
+        verdicts[name] = _renamed(verdict, name)
     return verdicts
 
 
+def _search_or_none(expression: Expression | None, name: str, view: RuleView) -> Any:
+    if expression is None:
+        return None
+    try:
+        return view.search(expression, name)
+    except EvaluationError:
+        return None
+
+
+def _renamed(verdict: RuleVerdict, name: str) -> RuleVerdict:
+    if verdict.host == name:
+        return verdict
+    v = verdict
+    return RuleVerdict(name, v.status, v.observed, v.expected, v.fix, v.reason, v.cohort)
+
+
 def _read_across(
-    rule: Rule, expression: Expression, documents: Mapping[str, dict[str, Any]]
+    rule: Rule, expression: Expression, hosts: Sequence[str], view: RuleView
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, RuleVerdict]]:
     """Each host's value of a cross-host rule and its cohort; `unknown` where either is missing."""
     verdicts: dict[str, RuleVerdict] = {}
     values: dict[str, Any] = {}
     cohorts: dict[str, Any] = {}
-    for name, document in documents.items():
+    for name in hosts:
         try:
-            value = expression.search(document)
-            cohort = rule.cohort.search(document) if rule.cohort else None
+            value = view.search(expression, name)
+            cohort = view.search(rule.cohort, name) if rule.cohort else None
         except EvaluationError as exc:
             verdicts[name] = RuleVerdict(name, "unknown", reason=str(exc))
             continue
@@ -49,24 +91,31 @@ def _read_across(
     return values, cohorts, verdicts
 
 
-def judge_keys(rule: Rule, documents: Mapping[str, dict[str, Any]]) -> dict[str, RuleVerdict]:
+def judge_keys(rule: Rule, hosts: Sequence[str], view: RuleView) -> dict[str, RuleVerdict]:
     """uniform_keys: every key of the object is its own uniform comparison (unset is a value)."""
     assert rule.uniform_keys is not None
-    values, cohorts, verdicts = _read_across(rule, rule.uniform_keys, documents)
+    keys = _Keys()
+    values, cohorts, verdicts = _read_across(rule, rule.uniform_keys, hosts, view)
     for name in [n for n, v in values.items() if not isinstance(v, dict)]:
         shape = type(values.pop(name)).__name__
         verdicts[name] = RuleVerdict(
             name, "unknown", reason=f"{rule.uniform_keys.text} is a {shape}"
         )
-    majorities = _key_majorities(values, cohorts)
+    majorities = _key_majorities(values, cohorts, keys)
+    found: dict[tuple[int, int, int], RuleVerdict] = {}
     for name, settings in values.items():
-        notable = majorities[value_key(cohorts[name])]
-        verdicts[name] = _keys_verdict(name, settings, notable, cohorts[name])
+        cohort = cohorts[name]
+        notable = majorities[keys(cohort)]
+        slot = (id(settings), id(notable), id(cohort))  # all kept alive by the dicts above
+        verdict = found.get(slot)
+        if verdict is None:
+            verdict = found[slot] = _keys_verdict(name, settings, notable, cohort)
+        verdicts[name] = _renamed(verdict, name)
     return verdicts
 
 
 def _key_majorities(
-    values: Mapping[str, dict[str, Any]], cohorts: Mapping[str, Any]
+    values: Mapping[str, dict[str, Any]], cohorts: Mapping[str, Any], keys: _Keys
 ) -> dict[str, dict[str, tuple[Any, str]]]:
     """Per cohort, the keys its hosts are held to: (the majority's value, "") where the majority
     sets the key, (None, why) where the cohort is split on it. Every other key's majority is
@@ -74,7 +123,7 @@ def _key_majorities(
     work follows the settings reported, not keys × hosts (hosts with keys of their own)."""
     members: dict[str, list[dict[str, Any]]] = {}
     for name, settings in values.items():
-        members.setdefault(value_key(cohorts[name]), []).append(settings)
+        members.setdefault(keys(cohorts[name]), []).append(settings)
     return {cohort: _notable(found) for cohort, found in members.items()}
 
 
@@ -109,15 +158,13 @@ def _uniform_verdict(name: str, value: Any, reference: Any, why: str, cohort: An
 
 
 def _majorities(
-    values: Mapping[str, Any], cohorts: Mapping[str, Any]
+    values: Mapping[str, Any], cohorts: Mapping[str, Any], keys: _Keys
 ) -> dict[str, tuple[Any, str]]:
     """Per cohort: (the majority value, "") or (None, why) when the hosts are split; the one
     majority rule of fleet.analysis.majority, which the cross-host diff uses too."""
     by_cohort: dict[str, dict[str, list[str]]] = {}
     for name, value in values.items():
-        by_cohort.setdefault(value_key(cohorts[name]), {}).setdefault(value_key(value), []).append(
-            name
-        )
+        by_cohort.setdefault(keys(cohorts[name]), {}).setdefault(keys(value), []).append(name)
     return {cohort: _majority(by_value) for cohort, by_value in by_cohort.items()}
 
 

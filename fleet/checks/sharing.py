@@ -1,0 +1,185 @@
+"""Hosts as the rules read them, built and judged once per group of hosts that answered alike.
+
+A fleet of 20,000 hosts reports a handful of distinct answers: its hosts differ in their identity
+(hostname, GPU UUIDs and serials) and timings, which fleet.analysis.facts leaves out of the
+comparison (each probe's FACTS: identity, volatile, measure). Hosts are grouped here by what they
+reported: the same status, address-free probe errors and probe arguments, and each probe's
+payload of the same class (FactCache.payload_class: the same data but at the fields of its mask).
+A rule is judged once per group when none of its expressions can see a masked field of the
+payloads it reads (fleet.checks.reads); where one can (a rule that reads GPU UUIDs, or the
+allreduce rows, or the host's own name), the host's own payload or name joins the key. The
+answer for a key is the answer for every host with that key, so a rule costs a JMESPath search
+per distinct answer, not per host, and a host document (`{probe: data}` plus the helpers) is
+built only for the hosts actually searched, from plain copies made once per payload object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet.analysis.facts import FactCache, Mask, ProbeFacts
+from fleet.checks.documents import HELPERS, host_document, plain_copy
+from fleet.checks.language import EvaluationError, Expression
+from fleet.checks.model import Rule, value_key
+from fleet.checks.reads import ROOT, Reads
+from fleet.models import NOT_REACHED, HostOutcome
+
+# Helpers a rule reads that follow from payloads whose measured fields are masked (the allreduce
+# rows): the payload objects themselves key the answer.
+PAYLOAD_HELPERS = {"_allreduce": ("allreduce",), "_allreduce_configured": ("allreduce", "nccl")}
+NAME = ("name",)
+
+
+def alone(outcome: HostOutcome) -> bool:
+    """Not reached (no rule judges it): its verdicts carry its own error, so it is its own group."""
+    return outcome.status in NOT_REACHED or outcome.status == "interrupted" or not outcome.probes
+
+
+@dataclass
+class RulePlan:
+    """What one rule reads: per probe (or result) it reads, the paths; whether it sees the host's
+    name; the payloads its helpers follow from. `own[group]`: the probes whose own payload object
+    keys the answer in that group (the rule sees fields that group's payloads differ in)."""
+
+    probes: dict[str, Reads]
+    named: bool
+    payloads: tuple[str, ...]
+    own: dict[int, tuple[str, ...]] = field(default_factory=dict)
+
+
+class HostDocuments:
+    """The run's hosts grouped by what they reported, their documents built on demand."""
+
+    def __init__(
+        self,
+        hosts: Mapping[str, HostOutcome],
+        probe_args: Mapping[str, Mapping[str, Any]],
+        declarations: Mapping[str, ProbeFacts],
+    ) -> None:
+        self.hosts = hosts
+        self.probe_args = probe_args
+        self.classes = FactCache(declarations, measure=False)
+        self.group: dict[str, int] = {}
+        self._masks: list[dict[str, Mask | None]] = []  # per group: each probe's mask
+        self._plain: dict[int, tuple[Any, Any]] = {}  # id(data) → (data, its plain copy)
+        self._documents: dict[str, dict[str, Any]] = {}
+        self.built = 0  # host documents built: one per distinct answer searched
+        self.searches = 0  # JMESPath searches made
+        found: dict[Hashable, int] = {}
+        for name, outcome in hosts.items():
+            signature, masks = self._signature(name, outcome)
+            number = found.get(signature)
+            if number is None:
+                number = found[signature] = len(self._masks)
+                self._masks.append(masks)
+            self.group[name] = number
+
+    def _signature(self, name: str, outcome: HostOutcome) -> tuple[Hashable, dict[str, Any]]:
+        if alone(outcome):
+            return ("alone", name), {}
+        masks: dict[str, Mask | None] = {}
+        parts = []
+        for probe, result in outcome.probes.items():
+            number, mask = self.classes.payload_class(probe, result)
+            parts.append((probe, result.status, result.error, number))
+            masks[probe] = mask
+        args = self.probe_args.get(name)
+        return (outcome.status, value_key(args) if args else "", tuple(parts)), masks
+
+    def plan(self, rule: Rule) -> RulePlan:
+        reads = Reads()
+        for expression in (*rule.expressions(), *rule.fix_expressions.values()):
+            reads.add(expression.reads())
+        roots = reads.roots() - {"_observed"}  # the check's own `observed:`, read above
+        everything = ROOT in roots
+        named = everything or ("_host" in roots and reads.under("_host").sees([NAME]))
+        helpers = [r for r in roots if r in PAYLOAD_HELPERS]
+        payloads = tuple(sorted({p for r in helpers for p in PAYLOAD_HELPERS[r]}))
+        probes = {r: reads.under(r) for r in roots if r not in HELPERS and r != ROOT}
+        return RulePlan(probes, named, payloads)
+
+    def key(self, plan: RulePlan, name: str) -> Hashable:
+        """What the rule's answer on host `name` depends on: its group, and where the rule sees
+        what the group's hosts differ in, the host's own payloads (or name)."""
+        group = self.group[name]
+        own = plan.own.get(group)
+        if own is None:
+            own = plan.own[group] = self._own(plan, group)
+        if not own and not plan.named:
+            return group
+        probes = self.hosts[name].probes
+        payloads = tuple(id(probes[p].data) if p in probes else None for p in own)
+        return (group, payloads, name if plan.named else None)
+
+    def _own(self, plan: RulePlan, group: int) -> tuple[str, ...]:
+        masks = self._masks[group]
+        own = set(plan.payloads)
+        for probe, reads in plan.probes.items():
+            mask = masks.get(probe)
+            if mask is not None and reads.sees(mask):
+                own.add(probe)
+        return tuple(sorted(own))
+
+    def document(self, name: str) -> dict[str, Any]:
+        """What rules read about host `name` (fleet.checks.documents.host_document), its
+        payloads' plain copies shared with every host that reported the same payload object."""
+        document = self._documents.get(name)
+        if document is None:
+            outcome = self.hosts[name]
+            self.built += 1
+            document = self._documents[name] = host_document(
+                outcome, self.probe_args.get(name), plain=self._plain_copy
+            )
+        return document
+
+    def _plain_copy(self, data: Any) -> Any:
+        found = self._plain.get(id(data))
+        if found is None:
+            found = self._plain[id(data)] = (data, plain_copy(data))
+        return found[1]
+
+
+class RuleView:
+    """One rule's searches, each made once per key (HostDocuments.key) and shared."""
+
+    def __init__(self, documents: HostDocuments, rule: Rule) -> None:
+        self.documents = documents
+        self.plan = documents.plan(rule)
+        self._keys: dict[str, Hashable] = {}
+        self._found: dict[tuple[int, Hashable], Any] = {}
+
+    def key(self, name: str) -> Hashable:
+        key = self._keys.get(name)
+        if key is None:
+            key = self._keys[name] = self.documents.key(self.plan, name)
+        return key
+
+    def search(self, expression: Expression, name: str, extra: Mapping[str, Any] = {}) -> Any:
+        """`expression` on host `name`'s document (with `extra` keys, which must follow from
+        the rule's own reads); EvaluationError as the search raised it."""
+        slot = (id(expression), self.key(name))
+        found = self._found.get(slot, _MISSING)
+        if found is _MISSING:
+            self.documents.searches += 1
+            document = self.documents.document(name)
+            try:
+                found = expression.search({**document, **extra} if extra else document)
+            except EvaluationError as exc:
+                found = _Raised(exc)
+            self._found[slot] = found
+        if isinstance(found, _Raised):
+            raise found.error
+        return found
+
+    def document(self, name: str) -> dict[str, Any]:
+        return self.documents.document(name)
+
+
+class _Raised:
+    def __init__(self, error: EvaluationError) -> None:
+        self.error = error
+
+
+_MISSING = object()
