@@ -42,8 +42,9 @@ class Reads:
         self.shaped |= other.shaped
 
     def roots(self) -> set[Any]:
-        """The document's top-level keys read; ROOT itself when the whole document is."""
-        return {p[0] if p else ROOT for p in self.consumed | self.shaped}
+        """The document's top-level keys read; ROOT itself when the whole document is (its
+        shape alone is no read: a host's document is always an object)."""
+        return {p[0] if p else ROOT for p in self.consumed} | {p[0] for p in self.shaped if p}
 
     def under(self, root: str) -> Reads:
         """The paths under one top-level key, relative to it (the whole document counts)."""
