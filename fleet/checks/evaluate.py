@@ -45,29 +45,26 @@ def _unreached_reason(outcome: HostOutcome, blanked: bool = False) -> str:
     return f"host {outcome.status}: {error}".rstrip(": ")
 
 
-_PENDING = RuleVerdict("", "pending")  # precondition met: the cross-host judge decides
-
-
 def _judge(
     rule: Rule, hosts: Mapping[str, HostOutcome], documents: HostDocuments
 ) -> tuple[RuleVerdict, ...]:
     view = RuleView(documents, rule)
-    pending: list[str] = []
     settled: dict[str, RuleVerdict] = {}
-    found: dict[Any, RuleVerdict] = {}  # key → the verdict (or _PENDING) of its hosts
+    alike: dict[Any, list[str]] = {}  # key → the hosts the rule cannot tell apart
     for name, outcome in hosts.items():
         if alone(outcome):
             settled[name] = RuleVerdict(name, "skipped", reason=_unreached_reason(outcome))
-            continue
-        key = view.key(name)
-        verdict = found.get(key)
-        if verdict is None:
-            verdict = found[key] = _precondition(rule, outcome, view) or (
-                _judge_one(rule, name, view) if rule.kind == "check" else _PENDING
-            )
-        if verdict is _PENDING:
-            pending.append(name)
         else:
+            alike.setdefault(view.key(name), []).append(name)
+    pending: dict[Any, list[str]] = {}
+    for key, names in alike.items():
+        verdict = _precondition(rule, hosts[names[0]], view)
+        if verdict is None and rule.kind != "check":
+            pending[key] = names
+            continue
+        if verdict is None:
+            verdict = _judge_one(rule, names[0], view)
+        for name in names:
             settled[name] = renamed(verdict, name)
     if pending:
         judge = judge_uniform if rule.kind == "uniform" else judge_keys

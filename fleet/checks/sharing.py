@@ -147,16 +147,15 @@ class RuleView:
     def __init__(self, documents: HostDocuments, rule: Rule) -> None:
         self.documents = documents
         self.plan = documents.plan(rule)
-        self._keys: dict[str, Hashable] = {}
         self._found: dict[tuple[int, Hashable], Any] = {}
 
     def key(self, name: str) -> Hashable:
-        key = self._keys.get(name)
-        if key is None:
-            key = self._keys[name] = self.documents.key(self.plan, name)
-        return key
+        """What tells host `name` apart for this rule: hosts with equal keys get one answer."""
+        return self.documents.key(self.plan, name)
 
-    def search(self, expression: Expression, name: str, extra: Mapping[str, Any] = {}) -> Any:
+    def search(
+        self, expression: Expression, name: str, extra: Mapping[str, Any] | None = None
+    ) -> Any:
         """`expression` on host `name`'s document (with `extra` keys, which must follow from
         the rule's own reads); EvaluationError as the search raised it."""
         slot = (id(expression), self.key(name))
