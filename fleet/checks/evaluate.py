@@ -14,7 +14,7 @@ from fleet.checks.documents import RESULTS_BESIDE_PROBES
 from fleet.checks.fixes import format_value, with_fixes
 from fleet.checks.language import EvaluationError, truthy
 from fleet.checks.model import CheckReport, Rule, RuleResult, RuleVerdict
-from fleet.checks.sharing import HostDocuments, RuleView, alone
+from fleet.checks.sharing import HostDocuments, RuleView
 from fleet.checks.uniform import judge_keys, judge_uniform
 from fleet.models import HostOutcome, Run
 
@@ -33,8 +33,7 @@ def evaluate(
     results = tuple(RuleResult(rule, _judge(rule, run.hosts, documents)) for rule in rules)
     unreached = {
         name: _unreached_reason(outcome, blanked=True)
-        for name, outcome in run.hosts.items()
-        if alone(outcome)
+        for name, outcome in documents.unreached.items()
     }
     return CheckReport(results, tuple(run.hosts), unreached)
 
@@ -50,34 +49,21 @@ def _judge(
 ) -> tuple[RuleVerdict, ...]:
     view = RuleView(documents, rule)
     settled: dict[str, RuleVerdict] = {}
-    alike: dict[Any, list[str]] = {}  # key → the hosts the rule cannot tell apart
-    for name, outcome in hosts.items():
-        if alone(outcome):
-            settled[name] = RuleVerdict(name, "skipped", reason=_unreached_reason(outcome))
-        else:
-            alike.setdefault(view.key(name), []).append(name)
-    pending: dict[Any, list[str]] = {}
-    for key, names in alike.items():
+    for name, outcome in documents.unreached.items():
+        settled[name] = RuleVerdict(name, "skipped", reason=_unreached_reason(outcome))
+    pending: dict[Any, Sequence[str]] = {}
+    for key, names in view.alike().items():  # the hosts the rule cannot tell apart
         verdict = _precondition(rule, hosts[names[0]], view)
         if verdict is None and rule.kind != "check":
             pending[key] = names
             continue
         if verdict is None:
             verdict = _judge_one(rule, names[0], view)
-        for name in names:
-            settled[name] = renamed(verdict, name)
+        settled.update((name, verdict.like(name)) for name in names)
     if pending:
         judge = judge_uniform if rule.kind == "uniform" else judge_keys
         settled.update(judge(rule, pending, view))
     return tuple(with_fixes(rule, [settled[name] for name in hosts], view))
-
-
-def renamed(verdict: RuleVerdict, name: str) -> RuleVerdict:
-    """A verdict found for a host like `name`, as `name`'s own."""
-    if verdict.host == name:
-        return verdict
-    v = verdict
-    return RuleVerdict(name, v.status, v.observed, v.expected, v.fix, v.reason, v.cohort)
 
 
 def _precondition(rule: Rule, outcome: HostOutcome, view: RuleView) -> RuleVerdict | None:

@@ -12,7 +12,6 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from fleet.checks.language import EvaluationError
@@ -59,7 +58,7 @@ def with_fixes(
             fix = fixes[slot] = render_fix(
                 rule, view.document(v.host), v.observed, v.expected, hosts
             )
-        yield replace(v, fix=fix)
+        yield v.like(v.host, fix=fix)
 
 
 def _keyed(value: Any, keyed: dict[int, tuple[Any, str]]) -> str:

@@ -62,6 +62,8 @@ class HostDocuments:
         self.probe_args = probe_args
         self.classes = FactCache(declarations, measure=False)
         self.group: dict[str, int] = {}
+        self.members: list[list[str]] = []  # per group: its hosts, in the run's order
+        self.unreached: dict[str, HostOutcome] = {}  # hosts no rule judges
         self._masks: list[dict[str, Mask | None]] = []  # per group: each probe's mask
         self._plain: dict[int, tuple[Any, Any]] = {}  # id(data) → (data, its plain copy)
         self._documents: dict[str, dict[str, Any]] = {}
@@ -69,16 +71,19 @@ class HostDocuments:
         self.searches = 0  # JMESPath searches made
         found: dict[Hashable, int] = {}
         for name, outcome in hosts.items():
+            if alone(outcome):
+                self.unreached[name] = outcome
+                continue
             signature, masks = self._signature(name, outcome)
             number = found.get(signature)
             if number is None:
                 number = found[signature] = len(self._masks)
                 self._masks.append(masks)
+                self.members.append([])
             self.group[name] = number
+            self.members[number].append(name)
 
     def _signature(self, name: str, outcome: HostOutcome) -> tuple[Hashable, dict[str, Any]]:
-        if alone(outcome):
-            return ("alone", name), {}
         masks: dict[str, Mask | None] = {}
         parts = []
         for probe, result in outcome.probes.items():
@@ -152,6 +157,18 @@ class RuleView:
     def key(self, name: str) -> Hashable:
         """What tells host `name` apart for this rule: hosts with equal keys get one answer."""
         return self.documents.key(self.plan, name)
+
+    def alike(self) -> dict[Hashable, list[str]]:
+        """The reached hosts by key, each list in the run's order: a group whose hosts the rule
+        cannot tell apart is one entry, however many hosts it has."""
+        found: dict[Hashable, list[str]] = {}
+        for members in self.documents.members:
+            if self.key(members[0]) == self.documents.group[members[0]]:
+                found[self.documents.group[members[0]]] = members
+                continue
+            for name in members:
+                found.setdefault(self.key(name), []).append(name)
+        return found
 
     def search(
         self, expression: Expression, name: str, extra: Mapping[str, Any] | None = None

@@ -47,7 +47,7 @@ def judge_uniform(rule: Rule, alike: Alike, view: RuleView) -> dict[str, RuleVer
         expected = _search_or_none(rule.expected, names[0], view)
         reference, why = (expected, "") if expected is not None else majorities[keys(cohorts[key])]
         verdict = _uniform_verdict(names[0], value, reference, why, cohorts[key])
-        verdicts.update((name, _renamed(verdict, name)) for name in names)
+        verdicts.update((name, verdict.like(name)) for name in names)
     return verdicts
 
 
@@ -58,13 +58,6 @@ def _search_or_none(expression: Expression | None, name: str, view: RuleView) ->
         return view.search(expression, name)
     except EvaluationError:
         return None
-
-
-def _renamed(verdict: RuleVerdict, name: str) -> RuleVerdict:
-    if verdict.host == name:
-        return verdict
-    v = verdict
-    return RuleVerdict(name, v.status, v.observed, v.expected, v.fix, v.reason, v.cohort)
 
 
 def _read_across(
@@ -104,7 +97,7 @@ def judge_keys(rule: Rule, alike: Alike, view: RuleView) -> dict[str, RuleVerdic
         names = alike[key]
         notable = majorities[keys(cohorts[key])]
         verdict = _keys_verdict(names[0], settings, notable, cohorts[key])
-        verdicts.update((name, _renamed(verdict, name)) for name in names)
+        verdicts.update((name, verdict.like(name)) for name in names)
     return verdicts
 
 
