@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from fleet.analysis.allreduce_matrix import configured_variant, matrix_of
@@ -27,22 +27,47 @@ def host_document(
     outcome: HostOutcome,
     probe_args: Mapping[str, Any] | None = None,
     plain: Callable[[Any], Any] | None = None,
+    roots: Collection[str] | None = None,
+    memo: dict[Any, Any] | None = None,
 ) -> dict[str, Any]:
-    """What rules read about one host: `{probe: data}` plus the helpers. `plain`: how a payload
-    is copied (fleet.checks.sharing copies each payload object once for all its hosts)."""
+    """What rules read about one host: `{probe: data}` plus the helpers. fleet.checks.sharing
+    passes how a payload is copied (`plain`: once per payload object for all its hosts), the only
+    keys a rule reads (`roots`: None, all) and where helpers computed from a payload are kept
+    (`memo`, by the payload objects' ids)."""
     copy = plain or plain_copy
-    document: dict[str, Any] = {name: copy(r.data) for name, r in outcome.probes.items()}
-    document["_status"] = {name: r.status for name, r in outcome.probes.items()}
-    document["_host"] = {"name": outcome.name, "status": outcome.status}
-    document["_args"] = plain_copy(probe_args or {})
-    allreduce = outcome.probes.get("allreduce")
-    if allreduce is not None and allreduce.status == "ok":
-        document["_allreduce"] = allreduce_summary(allreduce.data)
-    nccl = outcome.probes.get("nccl")
-    configured = configured_variant(matrix_of(outcome), nccl.data.get("env") if nccl else None)
-    if configured is not None:
-        document["_allreduce_configured"] = configured
+    wanted: Callable[[str], bool] = (lambda _: True) if roots is None else roots.__contains__
+    probes = outcome.probes
+    document: dict[str, Any] = {name: copy(r.data) for name, r in probes.items() if wanted(name)}
+    if wanted("_status"):
+        document["_status"] = {name: r.status for name, r in probes.items()}
+    if wanted("_host"):
+        document["_host"] = {"name": outcome.name, "status": outcome.status}
+    if wanted("_args"):
+        document["_args"] = plain_copy(probe_args or {})
+    allreduce = probes.get("allreduce")
+    if wanted("_allreduce") and allreduce is not None and allreduce.status == "ok":
+        document["_allreduce"] = _kept(
+            memo, ("_allreduce", id(allreduce.data)), lambda: allreduce_summary(allreduce.data)
+        )
+    if wanted("_allreduce_configured"):
+        nccl = probes.get("nccl")
+        slot = ("_allreduce_configured", id(allreduce and allreduce.data), id(nccl and nccl.data))
+        configured = _kept(
+            memo,
+            slot,
+            lambda: configured_variant(matrix_of(outcome), nccl.data.get("env") if nccl else None),
+        )
+        if configured is not None:
+            document["_allreduce_configured"] = configured
     return document
+
+
+def _kept(memo: dict[Any, Any] | None, slot: Any, make: Callable[[], Any]) -> Any:
+    if memo is None:
+        return make()
+    if slot not in memo:
+        memo[slot] = make()
+    return memo[slot]
 
 
 def plain_copy(value: Any) -> Any:

@@ -19,7 +19,7 @@ here is taken as read whole (the root `()`), so the answer errs only towards jud
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,10 +36,12 @@ class Reads:
 
     consumed: set[Path] = field(default_factory=set)
     shaped: set[Path] = field(default_factory=set)
+    whole: bool = False  # the document itself is read (`@`, keys(@)): not only some of its keys
 
     def add(self, other: Reads) -> None:
         self.consumed |= other.consumed
         self.shaped |= other.shaped
+        self.whole = self.whole or other.whole
 
     def roots(self) -> set[Any]:
         """The document's top-level keys read; ROOT itself when the whole document is (its
@@ -94,6 +96,8 @@ def _visit(node: Mapping[str, Any], context: set[Path], reads: Reads) -> set[Pat
         reads.shaped |= context  # a field of something that is not an object is null
         return {(*path, node["value"]) for path in context}
     if kind in ("current", "identity"):
+        if ROOT in context:
+            reads.whole = True
         return set(context)
     if kind == "literal":
         return set()
@@ -139,6 +143,7 @@ def _visit(node: Mapping[str, Any], context: set[Path], reads: Reads) -> set[Pat
     if kind == "function_expression":
         return _function(node["value"], children, context, reads)
     reads.consumed.add(ROOT)  # a node this does not know: the whole document
+    reads.whole = True
     return set()
 
 
@@ -170,3 +175,55 @@ def _function(
         if argument.get("type") != "expref":  # applied to items of the other arguments: in them
             reads.consumed |= _visit(argument, context, reads)
     return set()
+
+
+def seen(data: Any, reads: Reads) -> str:
+    """What `reads` (relative to `data`, see Reads.under) see of `data`, as text: the value at
+    each consumed path and the shape at each shaped path, with the concrete keys each pattern
+    matched. Two payloads seen alike give the same answer to the expressions read so."""
+    found: list[Any] = []
+    for path in sorted(reads.consumed, key=repr):
+        matched: list[tuple[Path, Any]] = []
+        _matches(data, path, 0, (), matched)
+        found.append(matched)
+    for path in sorted(reads.shaped, key=repr):
+        matched = []
+        _matches(data, path, 0, (), matched)
+        found.append([(at, _shape(value)) for at, value in matched])
+    return repr(found)
+
+
+def _matches(node: Any, path: Path, depth: int, at: Path, out: list[tuple[Path, Any]]) -> None:
+    if depth == len(path):
+        out.append((at, node))
+        return
+    step = path[depth]
+    if isinstance(node, Mapping):
+        if step == ANY:
+            for key, value in node.items():
+                _matches(value, path, depth + 1, (*at, key), out)
+        elif isinstance(step, str):
+            for key, value in _keyed(node, step):
+                _matches(value, path, depth + 1, (*at, key), out)
+    elif isinstance(node, (list, tuple)):
+        if step == ANY:
+            for index, value in enumerate(node):
+                _matches(value, path, depth + 1, (*at, index), out)
+        elif isinstance(step, int) and step < len(node):
+            _matches(node[step], path, depth + 1, (*at, step), out)
+
+
+def _keyed(node: Mapping[Any, Any], key: str) -> Iterator[tuple[Any, Any]]:
+    """The entries a field `key` reads (JMESPath reads a plain copy, whose keys are text)."""
+    if key in node:
+        yield key, node[key]
+    elif not all(type(k) is str for k in node):
+        yield from ((k, v) for k, v in node.items() if str(k) == key)
+
+
+def _shape(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return ("object", tuple(str(k) for k in value))
+    if isinstance(value, (list, tuple)):
+        return ("array", len(value))
+    return ("value", value)

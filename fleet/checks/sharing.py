@@ -23,7 +23,7 @@ from fleet.analysis.facts import FactCache, Mask, ProbeFacts
 from fleet.checks.documents import HELPERS, host_document, plain_copy
 from fleet.checks.language import EvaluationError, Expression
 from fleet.checks.model import Rule, value_key
-from fleet.checks.reads import ROOT, Reads
+from fleet.checks.reads import ROOT, Reads, seen
 from fleet.models import NOT_REACHED, HostOutcome
 
 # Helpers a rule reads that follow from payloads whose measured fields are masked (the allreduce
@@ -40,13 +40,17 @@ def alone(outcome: HostOutcome) -> bool:
 @dataclass
 class RulePlan:
     """What one rule reads: per probe (or result) it reads, the paths; whether it sees the host's
-    name; the payloads its helpers follow from. `own[group]`: the probes whose own payload object
-    keys the answer in that group (the rule sees fields that group's payloads differ in)."""
+    name; the payloads its helpers follow from; the document's keys it reads (None: the whole
+    document). `own[group]`: how the group's hosts are told apart for this rule: the probes
+    whose masked fields it sees (keyed by what it sees of each host's payload, reads.seen) and
+    the payloads its helpers follow from (keyed by the payload object)."""
 
     probes: dict[str, Reads]
     named: bool
     payloads: tuple[str, ...]
-    own: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    roots: frozenset[str] | None
+    own: dict[int, tuple[tuple[str, bool], ...]] = field(default_factory=dict)
+    views: dict[tuple[str, int], str] = field(default_factory=dict)  # (probe, id(data)) → seen
 
 
 class HostDocuments:
@@ -66,7 +70,8 @@ class HostDocuments:
         self.unreached: dict[str, HostOutcome] = {}  # hosts no rule judges
         self._masks: list[dict[str, Mask | None]] = []  # per group: each probe's mask
         self._plain: dict[int, tuple[Any, Any]] = {}  # id(data) → (data, its plain copy)
-        self._documents: dict[str, dict[str, Any]] = {}
+        self._documents: dict[tuple[str, frozenset[str] | None], dict[str, Any]] = {}
+        self._helpers: dict[Any, Any] = {}  # helper values by the payloads they follow from
         self.built = 0  # host documents built: one per distinct answer searched
         self.searches = 0  # JMESPath searches made
         found: dict[Hashable, int] = {}
@@ -98,16 +103,17 @@ class HostDocuments:
         for expression in (*rule.expressions(), *rule.fix_expressions.values()):
             reads.add(expression.reads())
         roots = reads.roots() - {"_observed"}  # the check's own `observed:`, read above
-        everything = ROOT in roots
+        everything = ROOT in roots or reads.whole
         named = everything or ("_host" in roots and reads.under("_host").sees([NAME]))
         helpers = [r for r in roots if r in PAYLOAD_HELPERS]
         payloads = tuple(sorted({p for r in helpers for p in PAYLOAD_HELPERS[r]}))
         probes = {r: reads.under(r) for r in roots if r not in HELPERS and r != ROOT}
-        return RulePlan(probes, named, payloads)
+        keys = None if everything else frozenset(roots | {"_host"})  # _host: {hosts} in a fix
+        return RulePlan(probes, named, payloads, keys)
 
     def key(self, plan: RulePlan, name: str) -> Hashable:
         """What the rule's answer on host `name` depends on: its group, and where the rule sees
-        what the group's hosts differ in, the host's own payloads (or name)."""
+        what the group's hosts differ in, what it sees of the host's own payloads (or name)."""
         group = self.group[name]
         own = plan.own.get(group)
         if own is None:
@@ -115,28 +121,49 @@ class HostDocuments:
         if not own and not plan.named:
             return group
         probes = self.hosts[name].probes
-        payloads = tuple(id(probes[p].data) if p in probes else None for p in own)
-        return (group, payloads, name if plan.named else None)
+        parts = tuple(
+            None
+            if probe not in probes
+            else self._seen(plan, probe, probes[probe].data)
+            if by_view
+            else id(probes[probe].data)
+            for probe, by_view in own
+        )
+        return (group, parts, name if plan.named else None)
 
-    def _own(self, plan: RulePlan, group: int) -> tuple[str, ...]:
+    def _own(self, plan: RulePlan, group: int) -> tuple[tuple[str, bool], ...]:
         masks = self._masks[group]
-        own = set(plan.payloads)
+        own = dict.fromkeys(plan.payloads, False)  # by the payload object
         for probe, reads in plan.probes.items():
             mask = masks.get(probe)
-            if mask is not None and reads.sees(mask):
-                own.add(probe)
-        return tuple(sorted(own))
+            if mask is not None and reads.sees(mask) and probe not in own:
+                own[probe] = True  # by what the rule sees of it
+        return tuple(sorted(own.items()))
 
-    def document(self, name: str) -> dict[str, Any]:
-        """What rules read about host `name` (fleet.checks.documents.host_document), its
-        payloads' plain copies shared with every host that reported the same payload object."""
-        document = self._documents.get(name)
+    def _seen(self, plan: RulePlan, probe: str, data: Any) -> str:
+        slot = (probe, id(data))  # the payloads outlive the plan
+        found = plan.views.get(slot)
+        if found is None:
+            found = plan.views[slot] = seen(data, plan.probes[probe])
+        return found
+
+    def document(self, name: str, roots: frozenset[str] | None = None) -> dict[str, Any]:
+        """What rules read about host `name` (fleet.checks.documents.host_document), only the
+        keys `roots` (None: all), its payloads' plain copies shared with every host that
+        reported the same payload object."""
+        slot = (name, roots)
+        document = self._documents.get(slot)
         if document is None:
-            outcome = self.hosts[name]
             self.built += 1
-            document = self._documents[name] = host_document(
-                outcome, self.probe_args.get(name), plain=self._plain_copy
+            document = host_document(
+                self.hosts[name],
+                self.probe_args.get(name),
+                plain=self._plain_copy,
+                roots=roots,
+                memo=self._helpers,
             )
+            if roots is None:
+                self._documents[slot] = document
         return document
 
     def _plain_copy(self, data: Any) -> Any:
@@ -153,6 +180,7 @@ class RuleView:
         self.documents = documents
         self.plan = documents.plan(rule)
         self._found: dict[tuple[int, Hashable], Any] = {}
+        self._last: tuple[str, dict[str, Any]] | None = None  # a rule's searches go host by host
 
     def key(self, name: str) -> Hashable:
         """What tells host `name` apart for this rule: hosts with equal keys get one answer."""
@@ -179,7 +207,7 @@ class RuleView:
         found = self._found.get(slot, _MISSING)
         if found is _MISSING:
             self.documents.searches += 1
-            document = self.documents.document(name)
+            document = self.document(name)
             try:
                 found = expression.search({**document, **extra} if extra else document)
             except EvaluationError as exc:
@@ -190,7 +218,9 @@ class RuleView:
         return found
 
     def document(self, name: str) -> dict[str, Any]:
-        return self.documents.document(name)
+        if self._last is None or self._last[0] != name:
+            self._last = (name, self.documents.document(name, self.plan.roots))
+        return self._last[1]
 
 
 class _Raised:

@@ -21,7 +21,7 @@ import click
 from fleet import api
 from fleet.cli.completion import complete_runs
 from fleet.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, kept_bits, with_bits
-from fleet.cli.options import format_option, pack_option, rules_option
+from fleet.cli.options import format_option, load_run, pack_option, rules_option
 from fleet.cli.probing import (
     ProbeRequest,
     emit_html,
@@ -109,7 +109,7 @@ def obtain_run(request: ProbeRequest, run_ref: str | None) -> tuple[Run, str, in
         return kept.run, kept.where, probed_exit_code(kept)
     # with -i, latest/previous are that inventory's runs
     path = api.resolve_run(run_ref, request.runs_dir, request.inventory_path)
-    return api.load_run(path), str(path), EXIT_OK
+    return load_run(path), str(path), EXIT_OK
 
 
 def check_exit_code(report: CheckReport, probe_code: int, strict: bool = False) -> int:

@@ -15,6 +15,7 @@ from fleet import api
 from fleet.cli.exits import EXIT_CHECK_FAILED, EXIT_DRIFT, exit_code, with_bits
 from fleet.cli.options import (
     baseline_option,
+    load_run,
     pack_option,
     rules_option,
     run_argument,
@@ -48,8 +49,8 @@ def report(
 ) -> None:
     """Write one HTML page for a saved run (default: the latest): opens offline, prints, plots."""
     path = api.resolve_run(run_ref, runs_dir)
-    run = api.load_run(path)
-    old = api.load_run(baseline, runs_dir) if baseline else None
+    run = load_run(path)
+    old = load_run(baseline, runs_dir) if baseline else None
     checks = api.check(run, packs, rules_files) if packs or rules_files else None
     drift = api.drift(old, run, tolerance) if old is not None else None
     code = with_bits(exit_code(run), EXIT_DRIFT if drift is not None and drift.found else 0)

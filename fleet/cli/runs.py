@@ -17,6 +17,7 @@ from fleet.cli.options import (
     between_option,
     cohort_by_option,
     format_option,
+    load_run,
     run_argument,
     runs_dir_option,
     scope_option,
@@ -59,12 +60,12 @@ def diff(
 
     Runs are files, names from the runs folder, `latest` or `previous` (`latest:INVENTORY`: that
     inventory's). Exit code 16 when drift is found, 0 when none."""
-    first = api.load_run(old, runs_dir, scope)
+    first = load_run(old, runs_dir, scope)
     if new is None:
         result = api.cross_host_diff(first, tolerance, cohort_by=cohort_by)
         print_fleet_diff(result, output_format, between)
         return
-    drift = api.drift(first, api.load_run(new, runs_dir, scope), tolerance)
+    drift = api.drift(first, load_run(new, runs_dir, scope), tolerance)
     print_drift(drift, output_format)
     sys.exit(EXIT_DRIFT if drift.found else EXIT_OK)
 
@@ -105,7 +106,7 @@ def show(
     between: bool,
 ) -> None:
     """Render a saved run again (default: the latest)."""
-    run = api.load_run(run_ref, runs_dir, scope)
+    run = load_run(run_ref, runs_dir, scope)
     result = api.cross_host_diff(run, tolerance, cohort_by=cohort_by)
     if output_format != "terminal":
         print_fleet_diff(result, output_format, between)
