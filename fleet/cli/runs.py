@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.text import Text
@@ -30,7 +31,7 @@ from fleet.render.documents import (
     fleet_diff_document,
     fleet_diff_markdown,
 )
-from fleet.render.jsontext import dumps_indented
+from fleet.render.jsontext import write_indented
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.diff import drift_view, fleet_diff_view
 from fleet.render.terminal.run import render_run
@@ -72,16 +73,22 @@ def diff(
 
 def print_fleet_diff(result: api.FleetDiff, output_format: str, between: bool = False) -> None:
     if output_format == "json":  # lists every differing fact, --between or not
-        click.echo(dumps_indented(fleet_diff_document(result)))
+        echo_json(fleet_diff_document(result))
     elif output_format == "markdown":
         click.echo(fleet_diff_markdown(result, between), nl=False)
     else:
         make_console().print(fleet_diff_view(result, between), crop=False)  # paths stay whole
 
 
+def echo_json(document: Any) -> None:
+    """The document as indented JSON on stdout, written a piece at a time."""
+    write_indented(document, sys.stdout.write)
+    sys.stdout.flush()
+
+
 def print_drift(drift: api.Drift, output_format: str) -> None:
     if output_format == "json":
-        click.echo(dumps_indented(drift_document(drift)))
+        echo_json(drift_document(drift))
     elif output_format == "markdown":
         click.echo(drift_markdown(drift), nl=False)
     else:

@@ -64,3 +64,15 @@ def test_a_key_json_cannot_write_is_refused_alike() -> None:
         json.dumps({(1, 2): 1}, indent=2)
     with pytest.raises(TypeError):
         dumps_indented({(1, 2): 1})
+
+
+def test_written_in_pieces_the_same_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    import fleet.render.jsontext as jsontext
+
+    monkeypatch.setattr(jsontext, "PIECE", 64)
+    rng = random.Random(7)
+    for _ in range(300):
+        item = value(rng)
+        pieces: list[str] = []
+        jsontext.write_indented(item, pieces.append)
+        assert "".join(pieces) == json.dumps(item, indent=2, default=str) + "\n"
