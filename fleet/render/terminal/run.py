@@ -136,25 +136,36 @@ def key_facts_table(outcomes: Iterable[HostOutcome]) -> Table | None:
     for name in [o.name for o in reporting] if per_host else ["values (hosts)"]:
         table.add_column(name, overflow="fold")
     for label, paths in KEY_FACTS:
-        cells = [_fact_text(o, paths) for o in reporting]
+        described: dict[Any, tuple[str, list[Any]]] = {}  # a text per distinct answer
+        cells = [_fact_text(o, paths, described) for o in reporting]
         if all(c == "—" for c in cells):
             continue
         table.add_row(label, *(cells if per_host else [_value_counts(cells)]))
     return table
 
 
-def _fact_text(outcome: HostOutcome, paths: tuple[tuple[Any, ...], ...]) -> str:
+def _fact_text(
+    outcome: HostOutcome,
+    paths: tuple[tuple[Any, ...], ...],
+    described: dict[Any, tuple[str, list[Any]]],
+) -> str:
     result = outcome.probes.get(paths[0][0])
     if result is None:
         return "—"
     if result.status != "ok":
         return f"{result.status}: {result.error or ''}".rstrip(": ")
-    values = [
-        _describe(_lookup(outcome.probes[p[0]].data, p[1:]))
-        for p in paths
-        if p[0] in outcome.probes
-    ]
-    return " / ".join(dict.fromkeys(values))
+    found = [_lookup(outcome.probes[p[0]].data, p[1:]) for p in paths if p[0] in outcome.probes]
+    # texts and numbers stand for themselves (with their type: True is not 1), anything else
+    # for the object (kept with the text, so that its id stays its own)
+    key = tuple((type(v), v if type(v) in SCALARS else id(v)) for v in found)
+    known = described.get(key)
+    if known is None:
+        values = [_describe(value) for value in found]
+        known = described[key] = (" / ".join(dict.fromkeys(values)), found)
+    return known[0]
+
+
+SCALARS = (str, int, float, bool, type(None))
 
 
 def _lookup(data: Any, keys: tuple[Any, ...]) -> Any:
