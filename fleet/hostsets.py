@@ -17,7 +17,7 @@ ClusterShell as before. tests/unit/test_hostsets.py holds the two ways to the sa
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetBase, NodeSetException
 from ClusterShell.RangeSet import RangeSet
@@ -29,14 +29,26 @@ SIMPLE_NAME = re.compile(r"([A-Za-z_.\-]*)([0-9]{0,64})([A-Za-z_.\-]*)")
 def compact_hosts(names: Iterable[str]) -> str:
     """The inverse of expand_hostlist: gpu-01 gpu-02 gpu-03 gpu-05 h200-a → `gpu-[01-03,05],h200-a`,
     a nodeset that -H, --limit, clush and pdsh read back."""
-    unique = sorted(set(names))
-    try:
-        return str(_nodeset(unique))
-    except NodeSetException:  # a name no nodeset can hold (from an old or edited run file)
-        return ",".join(unique)
+    unique = tuple(sorted(set(names)))
+    folded = _FOLDED.get(unique)
+    if folded is None:
+        try:
+            folded = str(_nodeset(unique))
+        except NodeSetException:  # a name no nodeset can hold (from an old or edited run file)
+            folded = ",".join(unique)
+        if len(_FOLDED) >= MAX_FOLDED:
+            _FOLDED.clear()
+        _FOLDED[unique] = folded
+    return folded
 
 
-def _nodeset(names: list[str]) -> NodeSet:
+# Folds made lately: a report names the same few host lists (a cohort, the odd hosts) hundreds
+# of times; each is folded once.
+_FOLDED: dict[tuple[str, ...], str] = {}
+MAX_FOLDED = 256
+
+
+def _nodeset(names: Sequence[str]) -> NodeSet:
     indices: dict[str, list[str]] = {}
     bare: list[str] = []
     others: list[str] = []

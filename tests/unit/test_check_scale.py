@@ -93,7 +93,7 @@ def assert_linear(small: Counter[str], large: Counter[str], name: str) -> None:
 def test_judging_twice_the_hosts_costs_twice_the_work(rules: list[Rule]) -> None:
     small, large = costs(lambda run: evaluate(rules, run))
     assert sum(large.values()) < LINEAR * sum(small.values())
-    assert_linear(small, large, "_nodeset")  # host names folded (fleet.hostsets)
+    assert_linear(small, large, "compact_hosts")  # host names folded (fleet.hostsets)
     assert_linear(small, large, "search")  # one JMESPath expression on one host
     # `{hosts}` is folded once per group of hosts that failed alike, however large the group
     assert large["compact_hosts"] == small["compact_hosts"] == 1
@@ -106,7 +106,7 @@ def test_rendering_twice_the_hosts_costs_twice_the_work(rules: list[Rule]) -> No
 
     small, large = costs(render, prepare=lambda run: evaluate(rules, run))
     assert sum(large.values()) < LINEAR * sum(small.values())
-    assert_linear(small, large, "_nodeset")
+    assert_linear(small, large, "compact_hosts")
 
 
 def test_uniform_keys_with_a_key_per_host_costs_twice_the_work() -> None:
