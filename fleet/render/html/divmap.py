@@ -193,15 +193,14 @@ def _canonical(cells: dict[str, Cell]) -> dict[str, Cell]:
     """The row's cells with one object per distinct cell (NOT_REPORTED's own where equal): the
     hosts of a column are then compared by the objects' ids, not by hashing each cell, and
     20,000 hosts × 60 rows are told apart in one pass."""
+    distinct = {id(cell): cell for cell in cells.values()}
     same: dict[Cell, Cell] = {NOT_REPORTED: NOT_REPORTED}
-    by_id: dict[int, Cell] = {}
-    found = {}
-    for host, cell in cells.items():
-        kept = by_id.get(id(cell))
-        if kept is None:
-            kept = by_id[id(cell)] = same.setdefault(cell, cell)
-        found[host] = kept
-    return found
+    other = {
+        i: kept for i, cell in distinct.items() if (kept := same.setdefault(cell, cell)) is not cell
+    }
+    if not other:
+        return cells
+    return {host: other.get(id(cell), cell) for host, cell in cells.items()}
 
 
 def _grouped_in_order(items: Sequence[Divergence]) -> list[Divergence | DivergenceGroup]:
@@ -226,9 +225,10 @@ def host_columns(
     columns = []
     for cohort in cohorts:
         by_answer: dict[tuple[int, ...], list[str]] = defaultdict(list)
-        for host in cohort.hosts:  # cells are one object per distinct cell (map_rows)
+        gets = [r.cells.get for r in rows]  # cells: one object per distinct cell (map_rows)
+        for host in cohort.hosts:
             if host in reporting:
-                by_answer[tuple([id(r.cells.get(host, NOT_REPORTED)) for r in rows])].append(host)
+                by_answer[tuple([id(get(host, NOT_REPORTED)) for get in gets])].append(host)
         groups = sorted((tuple(g) for g in by_answer.values()), key=lambda g: (-len(g), g[0]))
         if len(groups) > share:
             groups = [*groups[: share - 1], tuple(h for g in groups[share - 1 :] for h in g)]
