@@ -7,6 +7,7 @@ pass, fail, unknown, skipped or n/a, see docs/rules.md), the renderers read the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -149,13 +150,13 @@ class CheckReport:
 
     def unjudged(self, severity: str | None = None) -> list[tuple[Rule, RuleVerdict]]:
         """(rule, verdict) pairs that were `unknown` or `skipped`, of one severity or all."""
-        return [
-            (r.rule, v)
-            for r in self.results
-            if severity in (None, r.rule.severity)
-            for v in r.verdicts
-            if v.status in UNJUDGED
-        ]
+        every = self._unjudged
+        return every if severity is None else [(r, v) for r, v in every if r.severity == severity]
+
+    @functools.cached_property
+    def _unjudged(self) -> list[tuple[Rule, RuleVerdict]]:
+        # a report is read many times over (verdict, summary, JSON): its verdicts are walked once
+        return [(r.rule, v) for r in self.results for v in r.verdicts if v.status in UNJUDGED]
 
     @property
     def failed(self) -> bool:
@@ -180,6 +181,10 @@ class CheckReport:
 
     def counts(self) -> dict[str, int]:
         """Verdicts over every (rule, host) pair."""
+        return dict(self._counts)
+
+    @functools.cached_property
+    def _counts(self) -> dict[str, int]:
         tally = Counter(v.status for r in self.results for v in r.verdicts)
         return {status: tally.get(status, 0) for status in VERDICTS}
 

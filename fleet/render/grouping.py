@@ -40,11 +40,19 @@ def grouped_verdicts(verdicts: Iterable[RuleVerdict]) -> list[list[RuleVerdict]]
     from fleet.checks import format_value
 
     groups: dict[tuple[Any, ...], list[RuleVerdict]] = {}
+    shown: dict[int, tuple[Any, str]] = {}  # alike hosts' verdicts share their value objects
+
+    def text(value: Any) -> str:
+        found = shown.get(id(value))
+        if found is None:
+            found = shown[id(value)] = (value, format_value(value))  # kept: the id stays its own
+        return found[1]
+
     for verdict in verdicts:
         key = (
             verdict.status,
-            format_value(verdict.observed),
-            format_value(verdict.expected),
+            text(verdict.observed),
+            text(verdict.expected),
             verdict.fix,
             verdict.reason,
         )
