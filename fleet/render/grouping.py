@@ -5,6 +5,7 @@ shortened for a table cell. No rich here: the HTML side must not need it.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,30 +41,23 @@ def grouped_verdicts(verdicts: Iterable[RuleVerdict]) -> list[list[RuleVerdict]]
     from fleet.checks import format_value
 
     groups: dict[tuple[Any, ...], list[RuleVerdict]] = {}
-    shown: dict[int, tuple[Any, str]] = {}  # alike hosts' verdicts share their value objects
-
-    def text(value: Any) -> str:
-        found = shown.get(id(value))
-        if found is None:
-            found = shown[id(value)] = (value, format_value(value))  # kept: the id stays its own
-        return found[1]
-
+    # Alike hosts' verdicts share their value objects: each (status, observed, expected, fix,
+    # reason) by object is described once, then looked up by those objects.
+    keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     for verdict in verdicts:
-        key = (
-            verdict.status,
-            text(verdict.observed),
-            text(verdict.expected),
-            verdict.fix,
-            verdict.reason,
-        )
+        fix, reason = verdict.fix, verdict.reason
+        observed, expected = verdict.observed, verdict.expected
+        slot = (verdict.status, id(observed), id(expected), fix, reason)
+        key = keys.get(slot)
+        if key is None:
+            key = (verdict.status, format_value(observed), format_value(expected), fix, reason)
+            keys[slot] = key  # the verdicts, kept in `groups`, keep these ids their objects'
         groups.setdefault(key, []).append(verdict)
     return list(groups.values())
 
 
 def tally(verdicts: Iterable[RuleVerdict]) -> str:
-    counts: dict[str, int] = {}
-    for verdict in verdicts:
-        counts[verdict.status] = counts.get(verdict.status, 0) + 1
+    counts = Counter(verdict.status for verdict in verdicts)
     order = ("fail", "unknown", "skipped", "pass", "n/a")
     return " · ".join(f"{status} {counts[status]}" for status in order if status in counts)
 
