@@ -19,7 +19,7 @@ here is taken as read whole (the root `()`), so the answer errs only towards jud
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,32 +198,30 @@ def _matches(node: Any, path: Path, depth: int, at: Path, out: list[tuple[Path, 
         out.append((at, node))
         return
     step = path[depth]
-    if isinstance(node, Mapping):
+    kind = type(node)
+    if kind is dict or (kind is not list and isinstance(node, Mapping)):
         if step == ANY:
             for key, value in node.items():
                 _matches(value, path, depth + 1, (*at, key), out)
-        elif isinstance(step, str):
-            for key, value in _keyed(node, step):
-                _matches(value, path, depth + 1, (*at, key), out)
-    elif isinstance(node, (list, tuple)):
+        elif type(step) is str:
+            if step in node:
+                _matches(node[step], path, depth + 1, (*at, step), out)
+            elif not all(type(k) is str for k in node):  # JMESPath reads a copy keyed by text
+                for key, value in node.items():
+                    if str(key) == step:
+                        _matches(value, path, depth + 1, (*at, key), out)
+    elif kind is list or isinstance(node, (list, tuple)):
         if step == ANY:
             for index, value in enumerate(node):
                 _matches(value, path, depth + 1, (*at, index), out)
-        elif isinstance(step, int) and step < len(node):
+        elif type(step) is int and step < len(node):
             _matches(node[step], path, depth + 1, (*at, step), out)
 
 
-def _keyed(node: Mapping[Any, Any], key: str) -> Iterator[tuple[Any, Any]]:
-    """The entries a field `key` reads (JMESPath reads a plain copy, whose keys are text)."""
-    if key in node:
-        yield key, node[key]
-    elif not all(type(k) is str for k in node):
-        yield from ((k, v) for k, v in node.items() if str(k) == key)
-
-
 def _shape(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return ("object", tuple(str(k) for k in value))
-    if isinstance(value, (list, tuple)):
+    kind = type(value)
+    if kind is dict or (kind is not list and isinstance(value, Mapping)):
+        return ("object", tuple(map(str, value)))
+    if kind is list or isinstance(value, tuple):
         return ("array", len(value))
     return ("value", value)
