@@ -27,7 +27,7 @@ from fleet.checks.reads import ROOT, Reads, seen
 from fleet.models import NOT_REACHED, HostOutcome
 
 # Helpers a rule reads that follow from payloads whose measured fields are masked (the allreduce
-# rows): the payload objects themselves key the answer.
+# rows): their own values key the answer (computed once per payload object).
 PAYLOAD_HELPERS = {"_allreduce": ("allreduce",), "_allreduce_configured": ("allreduce", "nccl")}
 NAME = ("name",)
 
@@ -40,14 +40,14 @@ def alone(outcome: HostOutcome) -> bool:
 @dataclass
 class RulePlan:
     """What one rule reads: per probe (or result) it reads, the paths; whether it sees the host's
-    name; the payloads its helpers follow from; the document's keys it reads (None: the whole
-    document). `own[group]`: how the group's hosts are told apart for this rule: the probes
-    whose masked fields it sees (keyed by what it sees of each host's payload, reads.seen) and
-    the payloads its helpers follow from (keyed by the payload object)."""
+    name; the helpers it reads that follow from masked fields; the document's keys it reads
+    (None: the whole document). `own[group]`: how the group's hosts are told apart for this
+    rule: the probes whose masked fields it sees (keyed by what it sees of each host's payload,
+    reads.seen) and those helpers (keyed by their values)."""
 
     probes: dict[str, Reads]
     named: bool
-    payloads: tuple[str, ...]
+    helpers: tuple[str, ...]
     roots: frozenset[str] | None
     own: dict[int, tuple[tuple[str, bool], ...]] = field(default_factory=dict)
     views: dict[tuple[str, int], str] = field(default_factory=dict)  # (probe, id(data)) → seen
@@ -72,6 +72,7 @@ class HostDocuments:
         self._plain: dict[int, tuple[Any, Any]] = {}  # id(data) → (data, its plain copy)
         self._documents: dict[tuple[str, frozenset[str] | None], dict[str, Any]] = {}
         self._helpers: dict[Any, Any] = {}  # helper values by the payloads they follow from
+        self._helper_keys: dict[tuple[Any, ...], str] = {}  # … and as text
         self.built = 0  # host documents built: one per distinct answer searched
         self.searches = 0  # JMESPath searches made
         found: dict[Hashable, int] = {}
@@ -105,11 +106,10 @@ class HostDocuments:
         roots = reads.roots() - {"_observed"}  # the check's own `observed:`, read above
         everything = ROOT in roots or reads.whole
         named = everything or ("_host" in roots and reads.under("_host").sees([NAME]))
-        helpers = [r for r in roots if r in PAYLOAD_HELPERS]
-        payloads = tuple(sorted({p for r in helpers for p in PAYLOAD_HELPERS[r]}))
+        helpers = tuple(sorted(r for r in roots if r in PAYLOAD_HELPERS))
         probes = {r: reads.under(r) for r in roots if r not in HELPERS and r != ROOT}
         keys = None if everything else frozenset(roots | {"_host"})  # _host: {hosts} in a fix
-        return RulePlan(probes, named, payloads, keys)
+        return RulePlan(probes, named, helpers, keys)
 
     def key(self, plan: RulePlan, name: str) -> Hashable:
         """What the rule's answer on host `name` depends on: its group, and where the rule sees
@@ -120,25 +120,39 @@ class HostDocuments:
             own = plan.own[group] = self._own(plan, group)
         if not own and not plan.named:
             return group
-        probes = self.hosts[name].probes
+        outcome = self.hosts[name]
+        probes = outcome.probes
         parts = tuple(
-            None
-            if probe not in probes
-            else self._seen(plan, probe, probes[probe].data)
-            if by_view
-            else id(probes[probe].data)
-            for probe, by_view in own
+            self._helper(root, outcome)
+            if helper
+            else None
+            if root not in probes
+            else self._seen(plan, root, probes[root].data)
+            for root, helper in own
         )
         return (group, parts, name if plan.named else None)
 
     def _own(self, plan: RulePlan, group: int) -> tuple[tuple[str, bool], ...]:
         masks = self._masks[group]
-        own = dict.fromkeys(plan.payloads, False)  # by the payload object
+        own = dict.fromkeys(plan.helpers, True)  # by the helper's value
         for probe, reads in plan.probes.items():
             mask = masks.get(probe)
-            if mask is not None and reads.sees(mask) and probe not in own:
-                own[probe] = True  # by what the rule sees of it
+            if mask is not None and reads.sees(mask):
+                own[probe] = False  # by what the rule sees of the payload
         return tuple(sorted(own.items()))
+
+    def _helper(self, helper: str, outcome: HostOutcome) -> str:
+        """A helper's value on this host as text (computed once per payload object)."""
+        probes = outcome.probes
+        slot = (
+            helper,
+            *(id(probes[p].data) if p in probes else None for p in PAYLOAD_HELPERS[helper]),
+        )
+        found = self._helper_keys.get(slot)
+        if found is None:
+            document = host_document(outcome, roots=(helper,), memo=self._helpers)
+            found = self._helper_keys[slot] = value_key(document.get(helper, _MISSING_TEXT))
+        return found
 
     def _seen(self, plan: RulePlan, probe: str, data: Any) -> str:
         slot = (probe, id(data))  # the payloads outlive the plan
@@ -229,3 +243,4 @@ class _Raised:
 
 
 _MISSING = object()
+_MISSING_TEXT = "\x00fleet: not in the document"
