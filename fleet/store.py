@@ -9,17 +9,16 @@ from __future__ import annotations
 import calendar
 import contextlib
 import errno
-import gc
 import hashlib
 import json
 import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from fleet.collector import paused
 from fleet.errors import StoreError, UsageError
 from fleet.files import ensure_private_dir
 from fleet.models import READABLE_RUN_SCHEMAS, RUN_SCHEMA, Run
@@ -249,26 +248,13 @@ def read_run_file(path: Path) -> Run:
     of any run id this fleet reads (READABLE_RUN_SCHEMAS; a document without `schema` is read
     too). Anything else is a StoreError that names what the file is and what to do."""
     try:
-        with _no_collection():
+        with paused():  # millions of new objects and no garbage: fleet.collector
             document = readable_run(json.loads(path.read_text(encoding="utf-8")), path)
             return Run.from_dict(expand_payloads(document))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StoreError(
             f"cannot read run {path}: {exc}", hint=f"is it a fleet run document ({RUN_SCHEMA})?"
         ) from exc
-
-
-@contextlib.contextmanager
-def _no_collection() -> Iterator[None]:
-    """No garbage collection while a run is read: a 20,000-host run is millions of new objects
-    and no garbage, so the collector would walk them again and again for nothing."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def readable_run(document: Any, path: Path) -> dict[str, Any]:

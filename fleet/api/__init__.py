@@ -61,6 +61,7 @@ from fleet.api.probing import (
 from fleet.api.runs import (
     BUILT_IN_LOCAL,
     KeptRun,
+    collection_paused,
     default_runs_dir,
     keep_run,
     list_runs,
@@ -128,6 +129,7 @@ __all__ = [
     "available_probes",
     "build_probe_bundle",
     "check",
+    "collection_paused",
     "cross_host_diff",
     "default_runs_dir",
     "drift",

@@ -16,6 +16,7 @@ from fleet.checks.language import EvaluationError, truthy
 from fleet.checks.model import CheckReport, Rule, RuleResult, RuleVerdict
 from fleet.checks.sharing import HostDocuments, RuleView
 from fleet.checks.uniform import judge_keys, judge_uniform
+from fleet.collector import paused
 from fleet.models import HostOutcome, Run
 
 
@@ -28,9 +29,10 @@ def evaluate(
     """Judge every rule on every host of `run`; `probe_args` per host name, from the inventory.
     `documents`: the run's hosts as rules read them (made here when not given)."""
     args = probe_args or {}
-    if documents is None:
-        documents = HostDocuments(run.hosts, args, declared_facts())
-    results = tuple(RuleResult(rule, _judge(rule, run.hosts, documents)) for rule in rules)
+    with paused():  # a verdict per rule and host, and no garbage: fleet.collector
+        if documents is None:
+            documents = HostDocuments(run.hosts, args, declared_facts())
+        results = tuple(RuleResult(rule, _judge(rule, run.hosts, documents)) for rule in rules)
     unreached = {
         name: _unreached_reason(outcome, blanked=True)
         for name, outcome in documents.unreached.items()

@@ -82,19 +82,24 @@ def check_command(
     )  # a bad rules file fails before probing
     console = make_console(stderr=output_format == "json" or request.json_path == "-")
     run, where, probe_code = obtain_run(request, run_ref)
-    probe_args = api.inventory_probe_args(request.inventory_path, request.choice.inventory_format)
-    report = api.evaluate(rules, run, probe_args)
-    kept = _write_junit(report, junit_path, run.started) if junit_path else True
-    title = f"fleet check · {', '.join(sources)} · {len(run.hosts)} host(s) · run {where}"
-    if output_format == "json":
-        click.echo(dumps_indented(check_document(report, run, sources, where)))
-    else:
-        render_report(console, report, title)
-    code = check_exit_code(report, with_bits(probe_code, kept_bits(kept)), strict)
-    if request.html_path:
-        diff = api.cross_host_diff(run, probe_dirs=request.probe_dirs)
-        page = emit_html(request.html_path, run, diff, code, where, checks=report)
-        code = with_bits(code, page)
+    with (
+        api.collection_paused()
+    ):  # judging and printing make a verdict per rule and host: fleet.collector
+        probe_args = api.inventory_probe_args(
+            request.inventory_path, request.choice.inventory_format
+        )
+        report = api.evaluate(rules, run, probe_args)
+        kept = _write_junit(report, junit_path, run.started) if junit_path else True
+        title = f"fleet check · {', '.join(sources)} · {len(run.hosts)} host(s) · run {where}"
+        if output_format == "json":
+            click.echo(dumps_indented(check_document(report, run, sources, where)))
+        else:
+            render_report(console, report, title)
+        code = check_exit_code(report, with_bits(probe_code, kept_bits(kept)), strict)
+        if request.html_path:
+            diff = api.cross_host_diff(run, probe_dirs=request.probe_dirs)
+            page = emit_html(request.html_path, run, diff, code, where, checks=report)
+            code = with_bits(code, page)
     sys.exit(code)
 
 

@@ -15,6 +15,7 @@ from fleet import api
 from fleet.cli.exits import EXIT_CHECK_FAILED, EXIT_DRIFT, exit_code, with_bits
 from fleet.cli.options import (
     baseline_option,
+    collection_paused,
     load_run,
     pack_option,
     rules_option,
@@ -38,6 +39,7 @@ from fleet.models import Run
 @rules_option("Add the verdicts of this rules file (repeatable).")
 @runs_dir_option
 @tolerance_option()
+@collection_paused
 def report(
     run_ref: str,
     output: Path | None,

@@ -17,6 +17,7 @@ from fleet.cli.exits import EXIT_DRIFT, EXIT_OK
 from fleet.cli.options import (
     between_option,
     cohort_by_option,
+    collection_paused,
     format_option,
     load_run,
     run_argument,
@@ -47,6 +48,7 @@ from fleet.render.terminal.tables import Column, print_table
 @format_option()
 @cohort_by_option
 @between_option
+@collection_paused
 def diff(
     old: str,
     new: str | None,
@@ -103,6 +105,7 @@ def print_drift(drift: api.Drift, output_format: str) -> None:
 @format_option()
 @cohort_by_option
 @between_option
+@collection_paused
 def show(
     run_ref: str,
     runs_dir: Path | None,

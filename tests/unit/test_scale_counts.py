@@ -27,8 +27,7 @@ from rich.console import Console
 
 from fleet.analysis.facts import declared_facts
 from fleet.api import cross_host_diff, drift
-from fleet.checks import evaluate, load_rules, pack_path
-from fleet.checks.sharing import HostDocuments
+from fleet.checks import HostDocuments, evaluate, load_rules, pack_path
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
 from fleet.render.html.page import Report, render_html
@@ -99,7 +98,9 @@ def calls() -> Iterator[Counter[str]]:
         sys.setprofile(previous)
 
 
-def counted(work: Callable[[Run, Run], object], tmp_path: Path) -> tuple[Counter[str], Counter[str]]:
+def counted(
+    work: Callable[[Run, Run], object], tmp_path: Path
+) -> tuple[Counter[str], Counter[str]]:
     found = []
     for count in (HOSTS, 2 * HOSTS):
         old = fleet_run(count, tmp_path / f"old{count}", seed=1)
