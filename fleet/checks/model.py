@@ -192,11 +192,16 @@ class CheckReport:
         """Unknown and skipped verdicts grouped by why (the host's own name blanked out), most
         common first: each cause once, with the rules and hosts it kept from being judged."""
         groups: dict[tuple[str, str], tuple[dict[str, None], dict[str, None]]] = {}
+        unreached = self.unreached
         for rule, verdict in self.unjudged():
-            reason = self.unreached.get(verdict.host) or verdict.reason.replace(verdict.host, "…")
-            cause = (verdict.status, reason)
-            rules, hosts = groups.setdefault(cause, ({}, {}))  # dicts: ordered sets
-            rules[rule.id] = hosts[verdict.host] = None
+            host, reason = verdict.host, verdict.reason
+            why = unreached.get(host) if unreached else None
+            if why:
+                reason = why
+            elif host in reason:
+                reason = reason.replace(host, "…")
+            rules, hosts = groups.setdefault((verdict.status, reason), ({}, {}))  # ordered sets
+            rules[rule.id] = hosts[host] = None
         found = [NotJudged(s, r, tuple(rs), tuple(hs)) for (s, r), (rs, hs) in groups.items()]
         return sorted(found, key=lambda n: -len(n.rules) * len(n.hosts))
 

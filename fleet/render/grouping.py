@@ -41,18 +41,32 @@ def grouped_verdicts(verdicts: Iterable[RuleVerdict]) -> list[list[RuleVerdict]]
     from fleet.checks import format_value
 
     groups: dict[tuple[Any, ...], list[RuleVerdict]] = {}
-    # Alike hosts' verdicts share their value objects: each (status, observed, expected, fix,
-    # reason) by object is described once, then looked up by those objects.
+    # Alike hosts' verdicts share their value objects (RuleVerdict.like): each (status, observed,
+    # expected, fix, reason) by object is described once, then looked up by those objects; a run
+    # of verdicts with the very same objects joins the group of the first.
     keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    last: tuple[Any, ...] = ()
+    members: list[RuleVerdict] = []
     for verdict in verdicts:
+        status, observed, expected = verdict.status, verdict.observed, verdict.expected
         fix, reason = verdict.fix, verdict.reason
-        observed, expected = verdict.observed, verdict.expected
-        slot = (verdict.status, id(observed), id(expected), fix, reason)
+        if (
+            last
+            and status == last[0]
+            and observed is last[1]
+            and expected is last[2]
+            and fix is last[3]
+            and reason is last[4]
+        ):
+            members.append(verdict)
+            continue
+        slot = (status, id(observed), id(expected), fix, reason)
         key = keys.get(slot)
-        if key is None:
-            key = (verdict.status, format_value(observed), format_value(expected), fix, reason)
-            keys[slot] = key  # the verdicts, kept in `groups`, keep these ids their objects'
-        groups.setdefault(key, []).append(verdict)
+        if key is None:  # the verdicts, kept in `groups`, keep these ids their objects'
+            key = keys[slot] = (status, format_value(observed), format_value(expected), fix, reason)
+        last = (status, observed, expected, fix, reason)
+        members = groups.setdefault(key, [])
+        members.append(verdict)
     return list(groups.values())
 
 
