@@ -31,6 +31,7 @@ from fleet.checks.model import (
 )
 from fleet.checks.packs import available_packs, pack_path
 from fleet.checks.parser import RuleFileError, check_unique_ids, load_rules, parse_rules
+from fleet.checks.reads import Reads, seen
 from fleet.checks.sharing import HostDocuments
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "Expression",
     "HostDocuments",
     "NotJudged",
+    "Reads",
     "Rule",
     "RuleFileError",
     "RuleResult",
@@ -57,5 +59,6 @@ __all__ = [
     "pack_path",
     "parse_rules",
     "render_fix",
+    "seen",
     "truthy",
 ]
