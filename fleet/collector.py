@@ -15,11 +15,17 @@ from collections.abc import Iterator
 
 @contextlib.contextmanager
 def paused() -> Iterator[None]:
-    """No collection inside; the collector as it was after (nested pauses are fine)."""
+    """No collection inside; the collector as it was after (nested pauses are fine). What was
+    frozen meanwhile (`gc.freeze()`: a run the CLI read, kept out of the collector's sight) is
+    given back to the collector when the outermost pause ends, unless something was frozen
+    before it began (then the freezing was someone else's)."""
     enabled = gc.isenabled()
+    frozen = gc.get_freeze_count()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
+            if not frozen:
+                gc.unfreeze()
             gc.enable()

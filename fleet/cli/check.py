@@ -11,6 +11,7 @@ fleet.cli.root loads this module on the first use of `fleet check` (FleetGroup.L
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +22,7 @@ import click
 from fleet import api
 from fleet.cli.completion import complete_runs
 from fleet.cli.exits import EXIT_CHECK_FAILED, EXIT_OK, kept_bits, with_bits
-from fleet.cli.options import format_option, load_run, pack_option, rules_option
+from fleet.cli.options import format_option, pack_option, rules_option
 from fleet.cli.probing import (
     ProbeRequest,
     emit_html,
@@ -82,9 +83,8 @@ def check_command(
     )  # a bad rules file fails before probing
     console = make_console(stderr=output_format == "json" or request.json_path == "-")
     run, where, probe_code = obtain_run(request, run_ref)
-    with (
-        api.collection_paused()
-    ):  # judging and printing make a verdict per rule and host: fleet.collector
+    with api.collection_paused():  # a verdict per rule and host, no garbage: fleet.collector
+        gc.freeze()  # the run, out of the collector's sight until the pause ends
         probe_args = api.inventory_probe_args(
             request.inventory_path, request.choice.inventory_format
         )
@@ -114,7 +114,7 @@ def obtain_run(request: ProbeRequest, run_ref: str | None) -> tuple[Run, str, in
         return kept.run, kept.where, probed_exit_code(kept)
     # with -i, latest/previous are that inventory's runs
     path = api.resolve_run(run_ref, request.runs_dir, request.inventory_path)
-    return load_run(path), str(path), EXIT_OK
+    return api.load_run(path), str(path), EXIT_OK
 
 
 def check_exit_code(report: CheckReport, probe_code: int, strict: bool = False) -> int:
