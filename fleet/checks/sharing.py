@@ -15,7 +15,7 @@ built only for the hosts actually searched, from plain copies made once per payl
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,8 +100,12 @@ class HostDocuments:
         return (outcome.status, value_key(args) if args else "", tuple(parts)), masks
 
     def plan(self, rule: Rule) -> RulePlan:
+        """What the rule reads, all its expressions (and its fix's) together."""
+        return self.plan_of((*rule.expressions(), *rule.fix_expressions.values()))
+
+    def plan_of(self, expressions: Sequence[Expression]) -> RulePlan:
         reads = Reads()
-        for expression in (*rule.expressions(), *rule.fix_expressions.values()):
+        for expression in expressions:
             reads.add(expression.reads())
         roots = reads.roots() - {"_observed"}  # the check's own `observed:`, read above
         everything = ROOT in roots or reads.whole
@@ -193,8 +197,11 @@ class RuleView:
     def __init__(self, documents: HostDocuments, rule: Rule) -> None:
         self.documents = documents
         self.plan = documents.plan(rule)
+        self.rule = rule
         self._found: dict[tuple[int, Hashable], Any] = {}
-        self._last: tuple[str, dict[str, Any]] | None = None  # a rule's searches go host by host
+        self._plans: dict[int, RulePlan] = {}  # each expression's own: fewer keys, smaller docs
+        # a rule's searches go host by host: the last document made, by host and keys
+        self._last: tuple[str, frozenset[str] | None, dict[str, Any]] | None = None
 
     def key(self, name: str) -> Hashable:
         """What tells host `name` apart for this rule: hosts with equal keys get one answer."""
@@ -217,11 +224,12 @@ class RuleView:
     ) -> Any:
         """`expression` on host `name`'s document (with `extra` keys, which must follow from
         the rule's own reads); EvaluationError as the search raised it."""
-        slot = (id(expression), self.key(name))
+        plan = self._plan(expression, extra is not None)
+        slot = (id(expression), self.documents.key(plan, name))
         found = self._found.get(slot, _MISSING)
         if found is _MISSING:
             self.documents.searches += 1
-            document = self.document(name)
+            document = self._document(name, plan.roots)
             try:
                 found = expression.search({**document, **extra} if extra else document)
             except EvaluationError as exc:
@@ -231,10 +239,22 @@ class RuleView:
             raise found.error
         return found
 
+    def _plan(self, expression: Expression, observed: bool) -> RulePlan:
+        """What one expression reads (the check's `_observed` is the rule's `observed:`)."""
+        plan = self._plans.get(id(expression))
+        if plan is None:
+            also = [self.rule.observed] if observed and self.rule.observed is not None else []
+            plan = self._plans[id(expression)] = self.documents.plan_of([expression, *also])
+        return plan
+
     def document(self, name: str) -> dict[str, Any]:
-        if self._last is None or self._last[0] != name:
-            self._last = (name, self.documents.document(name, self.plan.roots))
-        return self._last[1]
+        """Host `name`'s document with every key the rule reads (its fix's too)."""
+        return self._document(name, self.plan.roots)
+
+    def _document(self, name: str, roots: frozenset[str] | None) -> dict[str, Any]:
+        if self._last is None or self._last[:2] != (name, roots):
+            self._last = (name, roots, self.documents.document(name, roots))
+        return self._last[2]
 
 
 class _Raised:
