@@ -49,8 +49,9 @@ class RulePlan:
     named: bool
     helpers: tuple[str, ...]
     roots: frozenset[str] | None
+    helper_reads: dict[str, Reads] = field(default_factory=dict)
     own: dict[int, tuple[tuple[str, bool], ...]] = field(default_factory=dict)
-    views: dict[tuple[str, int], str] = field(default_factory=dict)  # (probe, id(data)) → seen
+    views: dict[tuple[Any, ...], str] = field(default_factory=dict)  # what it sees of a payload
 
 
 class HostDocuments:
@@ -72,7 +73,7 @@ class HostDocuments:
         self._plain: dict[int, tuple[Any, Any]] = {}  # id(data) → (data, its plain copy)
         self._documents: dict[tuple[str, frozenset[str] | None], dict[str, Any]] = {}
         self._helpers: dict[Any, Any] = {}  # helper values by the payloads they follow from
-        self._helper_keys: dict[tuple[Any, ...], str] = {}  # … and as text
+        self._helper_values: dict[tuple[Any, ...], Any] = {}  # … by helper and payloads
         self.built = 0  # host documents built: one per distinct answer searched
         self.searches = 0  # JMESPath searches made
         found: dict[Hashable, int] = {}
@@ -113,7 +114,7 @@ class HostDocuments:
         helpers = tuple(sorted(r for r in roots if r in PAYLOAD_HELPERS))
         probes = {r: reads.under(r) for r in roots if r not in HELPERS and r != ROOT}
         keys = None if everything else frozenset(roots | {"_host"})  # _host: {hosts} in a fix
-        return RulePlan(probes, named, helpers, keys)
+        return RulePlan(probes, named, helpers, keys, {h: reads.under(h) for h in helpers})
 
     def key(self, plan: RulePlan, name: str) -> Hashable:
         """What the rule's answer on host `name` depends on: its group, and where the rule sees
@@ -127,7 +128,7 @@ class HostDocuments:
         outcome = self.hosts[name]
         probes = outcome.probes
         parts = tuple(
-            self._helper(root, outcome)
+            self._helper(plan, root, outcome)
             if helper
             else None
             if root not in probes
@@ -145,17 +146,25 @@ class HostDocuments:
                 own[probe] = False  # by what the rule sees of the payload
         return tuple(sorted(own.items()))
 
-    def _helper(self, helper: str, outcome: HostOutcome) -> str:
-        """A helper's value on this host as text (computed once per payload object)."""
+    def _helper(self, plan: RulePlan, helper: str, outcome: HostOutcome) -> str:
+        """What the rule sees of a helper's value on this host (the value computed once per
+        payload object): `_allreduce.large_bytes` is alike where the latencies beside it are not."""
         probes = outcome.probes
         slot = (
             helper,
-            *(id(probes[p].data) if p in probes else None for p in PAYLOAD_HELPERS[helper]),
+            *(
+                (probes[p].status, id(probes[p].data)) if p in probes else None
+                for p in PAYLOAD_HELPERS[helper]
+            ),
         )
-        found = self._helper_keys.get(slot)
+        found = plan.views.get(slot)
         if found is None:
-            document = host_document(outcome, roots=(helper,), memo=self._helpers)
-            found = self._helper_keys[slot] = value_key(document.get(helper, _MISSING_TEXT))
+            value = self._helper_values.get(slot, _MISSING)
+            if value is _MISSING:
+                document = host_document(outcome, roots=(helper,), memo=self._helpers)
+                value = self._helper_values[slot] = document.get(helper, _MISSING)
+            found = "absent" if value is _MISSING else seen(value, plan.helper_reads[helper])
+            plan.views[slot] = found
         return found
 
     def _seen(self, plan: RulePlan, probe: str, data: Any) -> str:
