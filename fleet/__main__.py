@@ -1,3 +1,3 @@
-from fleet.cli import main
+from fleet.cli import entry
 
-main()
+entry()

@@ -4,23 +4,77 @@ The bottom floor: inventory, analysis, checks, transports and renderers all fold
 same way, so the function lives below all of them (expanding nodesets is the inventory's job:
 fleet.inventory.nodeset). ClusterShell's NodeSet folds, so what fleet prints is a nodeset that
 fleet's -H and --limit, clush and pdsh all read back.
+
+Folding 20,000 names is done often (every finding, cohort and verdict names its hosts), and
+ClusterShell parses each name as a nodeset expression (~60 µs a name). A name of letters, `-`,
+`_` and `.` with at most one run of digits is split here instead, with one regular expression,
+into the same pattern and index ClusterShell's own parser makes of it (`gpu-%s`, `00017`); the
+indices go into ClusterShell's RangeSet as the strings it stores, and ClusterShell folds and
+prints them as always. Any other name (two runs of digits, brackets, `%`, …) is parsed by
+ClusterShell as before. tests/unit/test_hostsets.py holds the two ways to the same text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 
-from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
+from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetBase, NodeSetException
+from ClusterShell.RangeSet import RangeSet
+
+# prefix, the one run of digits (ClusterShell's index; none: a name without an index), suffix
+SIMPLE_NAME = re.compile(r"([A-Za-z_.\-]*)([0-9]{0,64})([A-Za-z_.\-]*)")
 
 
 def compact_hosts(names: Iterable[str]) -> str:
     """The inverse of expand_hostlist: gpu-01 gpu-02 gpu-03 gpu-05 h200-a → `gpu-[01-03,05],h200-a`,
     a nodeset that -H, --limit, clush and pdsh read back."""
-    unique = sorted(set(names))
-    try:
-        return str(NodeSet.fromlist(unique, resolver=RESOLVER_NOGROUP))
-    except NodeSetException:  # a name no nodeset can hold (from an old or edited run file)
-        return ",".join(unique)
+    unique = tuple(sorted(set(names)))
+    folded = _FOLDED.get(unique)
+    if folded is None:
+        try:
+            folded = str(_nodeset(unique))
+        except NodeSetException:  # a name no nodeset can hold (from an old or edited run file)
+            folded = ",".join(unique)
+        if len(_FOLDED) >= MAX_FOLDED:
+            _FOLDED.clear()
+        _FOLDED[unique] = folded
+    return folded
+
+
+# Folds made lately: a report names the same few host lists (a cohort, the odd hosts) hundreds
+# of times; each is folded once.
+_FOLDED: dict[tuple[str, ...], str] = {}
+MAX_FOLDED = 256
+
+
+def _nodeset(names: Sequence[str]) -> NodeSet:
+    indices: dict[str, list[str]] = {}
+    bare: list[str] = []
+    others: list[str] = []
+    match = SIMPLE_NAME.fullmatch
+    for name in names:
+        found = match(name)
+        if found is None:
+            others.append(name)
+            continue
+        prefix, index, suffix = found.groups()
+        if index:
+            indices.setdefault(f"{prefix}%s{suffix}", []).append(index)
+        elif name:
+            bare.append(name)
+        else:
+            others.append(name)
+    nodeset = NodeSet(resolver=RESOLVER_NOGROUP)
+    for pattern, found_indices in indices.items():
+        rangeset = RangeSet()
+        set.update(rangeset, found_indices)  # ClusterShell ≥ 1.9 stores each index as its text
+        nodeset.update(NodeSetBase(pattern, rangeset, copy_rangeset=False))
+    for name in bare:
+        nodeset.update(NodeSetBase(name, None, copy_rangeset=False))
+    if others:
+        nodeset.updaten(others)
+    return nodeset
 
 
 def count_hosts(number: int) -> str:

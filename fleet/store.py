@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fleet.collector import paused
 from fleet.errors import StoreError, UsageError
 from fleet.files import ensure_private_dir
 from fleet.models import READABLE_RUN_SCHEMAS, RUN_SCHEMA, Run
@@ -260,8 +261,9 @@ def read_run_file(path: Path) -> Run:
     of any run id this fleet reads (READABLE_RUN_SCHEMAS; a document without `schema` is read
     too). Anything else is a StoreError that names what the file is and what to do."""
     try:
-        document = readable_run(json.loads(path.read_text(encoding="utf-8")), path)
-        return Run.from_dict(expand_payloads(document))
+        with paused():  # millions of new objects and no garbage: fleet.collector
+            document = readable_run(json.loads(path.read_text(encoding="utf-8")), path)
+            return Run.from_dict(expand_payloads(document))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StoreError(
             f"cannot read run {path}: {exc}", hint=f"is it a fleet run document ({RUN_SCHEMA})?"

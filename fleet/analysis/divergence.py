@@ -9,7 +9,6 @@ differs only as unlike machines do (fleet/analysis/facts.py: the probes' "hardwa
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -88,25 +87,46 @@ def divergence_of(path: str, by_value: Mapping[Value, Iterable[str]]) -> Diverge
 
 def set_divergence_of(path: str, sets: Mapping[frozenset[str], Iterable[str]]) -> SetDivergence:
     """Per item, the majority rule over "has it" and "lacks it": missing on the few, extra on the
-    few, or split (as many hosts have it as lack it)."""
-    members = {items: tuple(hosts) for items, hosts in sets.items()}
-    hosts = tuple(sorted(h for hs in members.values() for h in hs))
-    presence: Counter[str] = Counter()
-    for items, having in members.items():
+    few, or split (as many hosts have it as lack it). Items held by the same distinct sets have
+    the same holders: those are sorted and ranked once, not once per item."""
+    members = [(items, tuple(hosts)) for items, hosts in sets.items()]
+    hosts = tuple(sorted(h for _, hs in members for h in hs))
+    held_by: dict[str, list[int]] = {}  # item → the distinct sets that hold it
+    for number, (items, _) in enumerate(members):
         for item in items:
-            presence[item] += len(having)
-    missing, extra, split = [], [], []
+            held_by.setdefault(item, []).append(number)
     everyone = set(hosts)
-    for item in sorted(presence):
-        if presence[item] == len(hosts):
-            continue
-        holders = tuple(sorted(h for s, hs in members.items() if item in s for h in hs))
-        lacking = tuple(sorted(everyone - set(holders)))
-        ranking = rank({True: holders, False: lacking})
-        if ranking.split:
-            split.append((item, holders))
-        elif ranking.groups[0][0]:
-            missing.append((item, lacking))
-        else:
-            extra.append((item, holders))
+    verdicts: dict[tuple[int, ...], tuple[str, tuple[str, ...]]] = {}
+    missing, extra, split = [], [], []
+    for item in sorted(held_by):
+        pattern = tuple(held_by[item])
+        verdict = verdicts.get(pattern)
+        if verdict is None:
+            verdict = verdicts[pattern] = _set_verdict(pattern, members, hosts, everyone)
+        kind, listed = verdict
+        if kind == "missing":
+            missing.append((item, listed))
+        elif kind == "extra":
+            extra.append((item, listed))
+        elif kind == "split":
+            split.append((item, listed))
     return SetDivergence(path, hosts, tuple(missing), tuple(extra), tuple(split))
+
+
+def _set_verdict(
+    pattern: tuple[int, ...],
+    members: list[tuple[frozenset[str], tuple[str, ...]]],
+    hosts: tuple[str, ...],
+    everyone: set[str],
+) -> tuple[str, tuple[str, ...]]:
+    """(missing | extra | split | same, the hosts listed) for an item the sets `pattern` hold."""
+    holders = tuple(sorted(h for number in pattern for h in members[number][1]))
+    if len(holders) == len(hosts):
+        return "same", ()
+    lacking = tuple(sorted(everyone - set(holders)))
+    ranking = rank({True: holders, False: lacking})
+    if ranking.split:
+        return "split", holders
+    if ranking.groups[0][0]:
+        return "missing", lacking
+    return "extra", holders

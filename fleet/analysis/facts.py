@@ -32,7 +32,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from fleet.analysis.gpubench import headlines as gpubench_headlines
 from fleet.execution.bundle import available_probes, declared_literal, refuse_broken
@@ -265,92 +265,151 @@ class FactCache:
 
     Payloads that differ only in fields left out of the comparison (hostnames, GPU UUIDs, bus ids,
     timings: identity, volatile, measure) are one payload too: each flatten records where it left
-    fields out, and the next payload of that probe is masked there and dumped as JSON (C speed);
-    the same dump is the same facts (repr: plain JSON data, the same keys in the same order; a
-    payload whose keys come in another order is only flattened again). Measurements are still read
-    from each payload."""
+    fields out (its mask: 2-GPU and 8-GPU hosts mask apart), and the next payload of that probe is
+    masked there and dumped as text (repr, C speed); the same dump is the same facts (plain JSON
+    data, the same keys in the same order; a payload whose keys come in another order is only
+    flattened again). Each distinct mask is kept once, with every dump seen through it, so the
+    work follows the distinct answers (and kinds of payload), not the hosts. Measurements are
+    still read from each payload."""
 
-    def __init__(self, declarations: Mapping[str, ProbeFacts]) -> None:
+    def __init__(self, declarations: Mapping[str, ProbeFacts], measure: bool = True) -> None:
         self.declarations = declarations
+        self.measure = measure  # False: no measurements read (the checks only need classes)
         self._parts: dict[tuple[str, str, int], tuple[int, HostFacts]] = {}
-        self._masks: dict[str, list[tuple[tuple[Any, ...], ...]]] = {}
-        self._masked: dict[tuple[str, str, int, str], tuple[int, HostFacts]] = {}
+        self._classes: dict[tuple[str, str, int], PayloadClass] = {}
+        self._masks: dict[str, dict[Mask, int]] = {}  # per probe: mask → its number
+        self._trees: list[MaskTree] = []  # by mask number
+        self._masked: dict[tuple[str, int, str], tuple[tuple[int, HostFacts], PayloadClass]] = {}
         self._tried: dict[str, list[int]] = {}  # per probe, its masks' numbers, the last hit first
+        self.flattened = 0  # payloads flattened (walked field by field): the costly step
 
     def part(self, probe: str, result: ProbeResult) -> tuple[int, HostFacts]:
         """(content key, facts) of one probe's result; equal keys mean equal facts."""
         payload = (probe, result.status, id(result.data))
         found = self._parts.get(payload)
         if found is None:
-            found = self._parts[payload] = self._flatten(probe, result)
+            found = self._parts[payload] = self._flatten(probe, result, payload)
         return found
 
-    def _flatten(self, probe: str, result: ProbeResult) -> tuple[int, HostFacts]:
-        masks = self._masks.setdefault(probe, [])
-        for position, number in enumerate(self._tried.setdefault(probe, [])):
-            dump = masked_dump(result.data, masks[number])
+    def payload_class(self, probe: str, result: ProbeResult) -> PayloadClass:
+        """(class number, mask): results of one class have the same status and the same data
+        but at the fields of the mask (None: none left out, the class is one payload object)."""
+        payload = (probe, result.status, id(result.data))
+        found = self._classes.get(payload)
+        if found is None:
+            self.part(probe, result)
+            found = self._classes[payload]
+        return found
+
+    def _flatten(
+        self, probe: str, result: ProbeResult, payload: tuple[str, str, int]
+    ) -> tuple[int, HostFacts]:
+        order = self._tried.setdefault(probe, [])
+        for position, number in enumerate(order):
+            dump = masked_dump(result.data, self._trees[number])
             if dump is None:
                 continue  # this mask's fields are not all there: another kind of payload
-            known = self._masked.get((probe, result.status, number, dump))
+            known = self._masked.get((result.status, number, dump))
             if known is not None:
-                order = self._tried[probe]  # the mask that fits, tried first next time
-                order.insert(0, order.pop(position))
-                key, facts = known
-                measures = measurements(probe, result.data)
+                if position:
+                    order.insert(0, order.pop(position))  # the mask that fits, tried first next
+                (key, facts), self._classes[payload] = known
+                measures = measurements(probe, result.data) if self.measure else {}
                 return key, HostFacts(facts.values, facts.sets, measures, facts.hardware)
+        self.flattened += 1
         facts = HostFacts(skipped=[])
         facts.values[status_path(probe)] = result.status
         _walk(result.data, "", probe, self.declarations.get(probe, ProbeFacts()), facts)
-        facts.measures.update(measurements(probe, result.data))
+        if self.measure:
+            facts.measures.update(measurements(probe, result.data))
         content = (probe, frozenset(facts.values.items()), frozenset(facts.sets.items()))
         found = (hash(content), facts)
         mask = tuple(facts.skipped or ())
         facts.skipped = None
-        if len(masks) < MAX_MASKS and mask:
-            dump = masked_dump(result.data, mask)
-            if dump is not None:
-                masks.append(mask)
-                self._tried[probe].insert(0, len(masks) - 1)
-                self._masked[(probe, result.status, len(masks) - 1, dump)] = found
+        kind = self._remember(probe, result, mask, found)  # no mask: equal payloads are alike
+        if kind is None:  # a class of its own: this payload object (and hosts sharing it)
+            kind = (-1 - len(self._classes), None)
+        self._classes[payload] = kind
         return found
+
+    def _remember(
+        self, probe: str, result: ProbeResult, mask: Mask, found: tuple[int, HostFacts]
+    ) -> PayloadClass | None:
+        """Keep the masked dump of a payload just flattened, under its mask (kept once): the
+        payloads dumped alike from now on are of its class. None: not kept."""
+        masks = self._masks.setdefault(probe, {})
+        number = masks.get(mask)
+        if number is None:
+            if len(masks) >= MAX_MASKS:
+                return None
+            number = masks[mask] = len(self._trees)
+            self._trees.append(mask_tree(mask))
+            self._tried[probe].insert(0, number)
+        dump = masked_dump(result.data, self._trees[number])
+        if dump is None:
+            return None
+        kind: PayloadClass = (len(self._masked), mask)
+        self._masked[(result.status, number, dump)] = (found, kind)
+        return kind
 
 
 MAX_MASKS = 16  # kinds of payload remembered per probe (2-GPU and 8-GPU hosts mask apart)
+Mask = tuple[tuple[Any, ...], ...]  # the fields left out of a payload: the keys down to each
+# A class of probe results: its number, and the fields its payloads may differ in (None: the
+# class is one payload object, which hosts may share).
+PayloadClass = tuple[int, Optional[Mask]]
 MASKED = "\x00fleet: left out"
+# A mask as a tree: key → the tree below it, or None where the value is left out.
+MaskTree = dict[Any, Any]
 
 
-def masked_dump(data: Any, mask: tuple[tuple[Any, ...], ...]) -> str | None:
-    """`data` with every field of `mask` replaced, as text (repr, C speed: 10× json.dumps); None
-    when one of the fields is not there."""
-    root: Any = _copy(data)
-    if root is None:
-        return None
-    copies = {id(root)}
+def mask_tree(mask: Sequence[tuple[Any, ...]]) -> MaskTree:
+    """The fields of `mask` (each the keys down to one) as a tree: each container on the way is
+    then copied once, and each key looked up once."""
+    root: MaskTree = {}
     for keys in mask:
         node = root
+        for key in keys[:-1]:
+            child = node.get(key)
+            if child is None:
+                child = node[key] = {}
+            node = child
+        node[keys[-1]] = None
+    return root
+
+
+def masked_dump(data: Any, tree: MaskTree) -> str | None:
+    """`data` with every field of the mask `tree` replaced, as text (repr, C speed: 10×
+    json.dumps); None when one of the fields is not there."""
+    root = _masked_copy(data, tree)
+    return None if root is None else repr(root)
+
+
+def _masked_copy(node: Any, tree: MaskTree) -> Any:
+    kind = type(node)
+    if kind is dict:
+        copy: Any = dict(node)
+    elif kind is list:
+        copy = list(node)
+    elif isinstance(node, Mapping):
+        copy = dict(node)
+    elif isinstance(node, (list, tuple)):
+        copy = list(node)
+    else:
+        return None
+    for key, below in tree.items():
         try:
-            for key in keys[:-1]:
-                child = node[key]
-                if id(child) not in copies:
-                    child = _copy(child)
-                    if child is None:
-                        return None
-                    node[key] = child
-                    copies.add(id(child))
-                node = child
-            node[keys[-1]]
-            node[keys[-1]] = MASKED
+            child = copy[key]
         except (KeyError, IndexError, TypeError):
             return None
-    return repr(root)
-
-
-def _copy(node: Any) -> Any:
-    if isinstance(node, (dict, Mapping)):
-        return dict(node)
-    if isinstance(node, (list, tuple)):
-        return list(node)
-    return None
+        if below is None:
+            copy[key] = MASKED
+        else:
+            masked = _masked_copy(child, below)
+            if masked is None:
+                return None
+            copy[key] = masked
+    return copy
 
 
 def hashable(value: Any) -> Value:
@@ -383,19 +442,21 @@ def allreduce_ends(
 ) -> dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]]:
     """Per mode (eager, graph), its rows at the smallest and at the largest message size: the one
     rule for "the allreduce's headline numbers", shared by the diff and the check rules."""
-    rows = [
-        r
-        for r in data.get("results") or []
-        if isinstance(r, Mapping) and isinstance(r.get("bytes"), int) and r.get("mode")
-    ]
-    ends = {}
-    for mode in sorted({str(r["mode"]) for r in rows}):
-        in_mode = [r for r in rows if str(r["mode"]) == mode]
-        ends[mode] = (
-            min(in_mode, key=lambda r: r["bytes"]),
-            max(in_mode, key=lambda r: r["bytes"]),
-        )
-    return ends
+    found: dict[str, list[Mapping[str, Any]]] = {}  # mode → [smallest row, largest row]
+    for row in data.get("results") or []:
+        if not (type(row) is dict or isinstance(row, Mapping)):
+            continue
+        size, mode = row.get("bytes"), row.get("mode")
+        if not isinstance(size, int) or not mode:
+            continue
+        ends = found.get(str(mode))
+        if ends is None:
+            found[str(mode)] = [row, row]
+        elif size < ends[0]["bytes"]:  # strictly: the first of equal rows stays, as min() keeps it
+            ends[0] = row
+        elif size > ends[1]["bytes"]:
+            ends[1] = row
+    return {mode: (found[mode][0], found[mode][1]) for mode in sorted(found)}
 
 
 def allreduce_headlines(data: Mapping[str, Any]) -> dict[str, float]:

@@ -88,6 +88,7 @@ from fleet.api.probing import (
 from fleet.api.runs import (
     BUILT_IN_LOCAL,
     KeptRun,
+    collection_paused,
     default_runs_dir,
     keep_run,
     list_runs,
@@ -165,6 +166,7 @@ __all__ = [
     "baseline_text",
     "build_probe_bundle",
     "check",
+    "collection_paused",
     "cross_host_diff",
     "default_runs_dir",
     "drift",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff
 from fleet.analysis.drift import Drift
 from fleet.api.comparing import cross_host_diff
+from fleet.collector import paused as collection_paused
 from fleet.errors import FleetError, StoreError
 from fleet.models import Run
 from fleet.store import (
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILT_IN_LOCAL",
     "KeptRun",
+    "collection_paused",
     "default_runs_dir",
     "keep_run",
     "list_runs",

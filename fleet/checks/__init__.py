@@ -5,6 +5,8 @@ built-in packs (`packs/`). Pure: a Run in, a CheckReport out. The language: docs
     model      Rule, RuleVerdict (one rule on one host), RuleResult, CheckReport, NotJudged
     parser     rules files read and validated (load_rules, parse_rules): RuleFileError at FILE:LINE
     documents  what a rule reads about one host (host_document)
+    sharing    hosts grouped by what they reported, each rule judged once per group (HostDocuments)
+    reads      what a rule's JMESPath can see of a host's document
     evaluate   every rule judged on every host; uniform: the cross-host rules
     fixes      fix texts and values as a person reads them (render_fix, format_value)
     packs/     the built-in rules files (available_packs, pack_path)
@@ -29,6 +31,8 @@ from fleet.checks.model import (
 )
 from fleet.checks.packs import available_packs, pack_path, packs_folder
 from fleet.checks.parser import RuleFileError, check_unique_ids, load_rules, parse_rules
+from fleet.checks.reads import Reads, seen
+from fleet.checks.sharing import HostDocuments
 
 __all__ = [
     "CHECK_SCHEMA",
@@ -37,7 +41,9 @@ __all__ = [
     "CheckReport",
     "EvaluationError",
     "Expression",
+    "HostDocuments",
     "NotJudged",
+    "Reads",
     "Rule",
     "RuleFileError",
     "RuleResult",
@@ -55,5 +61,6 @@ __all__ = [
     "packs_folder",
     "parse_rules",
     "render_fix",
+    "seen",
     "truthy",
 ]

@@ -1,17 +1,23 @@
 """Judging every rule on every host: the preconditions (host reached, probes ok, `when:`), the
-per-host `check:` rules, and each failure's fix text. The cross-host rules: fleet.checks.uniform."""
+per-host `check:` rules, and each failure's fix text. The cross-host rules: fleet.checks.uniform.
+
+Each rule is judged once per group of hosts it cannot tell apart (fleet.checks.sharing): the
+verdict found for one host of a group is every host's of that group, under its own name."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleet.checks.documents import RESULTS_BESIDE_PROBES, host_documents
+from fleet.analysis.facts import declared_facts
+from fleet.checks.documents import RESULTS_BESIDE_PROBES
 from fleet.checks.fixes import with_fixes
-from fleet.checks.language import EvaluationError, search_or_none, truthy, unanswered
+from fleet.checks.language import EvaluationError, truthy, unanswered
 from fleet.checks.model import CheckReport, Rule, RuleResult, RuleVerdict
+from fleet.checks.sharing import HostDocuments, RuleView
 from fleet.checks.uniform import judge_keys, judge_uniform
-from fleet.models import NOT_REACHED, OPT_IN_PROBES, HostOutcome, Run
+from fleet.collector import paused
+from fleet.models import OPT_IN_PROBES, HostOutcome, Run
 
 
 def evaluate(
@@ -19,22 +25,21 @@ def evaluate(
     run: Run,
     probe_args: Mapping[str, Mapping[str, Any]] | None = None,
     strict: bool = False,
+    documents: HostDocuments | None = None,
 ) -> CheckReport:
     """Judge every rule on every host of `run`; `probe_args` per host name, from the inventory;
-    `strict`: an error rule not judged on some host fails the check (--strict)."""
+    `strict`: an error rule not judged on some host fails the check (--strict); `documents`:
+    the run's hosts as rules read them (made here when not given)."""
     args = probe_args or {}
-    documents = host_documents(run.hosts, args)
-    results = tuple(RuleResult(rule, _judge(rule, run.hosts, documents)) for rule in rules)
+    with paused():  # a verdict per rule and host, and no garbage: fleet.collector
+        if documents is None:
+            documents = HostDocuments(run.hosts, args, declared_facts())
+        results = tuple(RuleResult(rule, _judge(rule, run.hosts, documents)) for rule in rules)
     unreached = {
         name: _unreached_reason(outcome, blanked=True)
-        for name, outcome in run.hosts.items()
-        if _not_reached(outcome)
+        for name, outcome in documents.unreached.items()
     }
     return CheckReport(results, tuple(run.hosts), unreached, strict)
-
-
-def _not_reached(outcome: HostOutcome) -> bool:
-    return outcome.status in NOT_REACHED or outcome.status == "interrupted" or not outcome.probes
 
 
 def _unreached_reason(outcome: HostOutcome, blanked: bool = False) -> str:
@@ -44,26 +49,30 @@ def _unreached_reason(outcome: HostOutcome, blanked: bool = False) -> str:
 
 
 def _judge(
-    rule: Rule, hosts: Mapping[str, HostOutcome], documents: Mapping[str, dict[str, Any]]
+    rule: Rule, hosts: Mapping[str, HostOutcome], documents: HostDocuments
 ) -> tuple[RuleVerdict, ...]:
-    pending: dict[str, dict[str, Any]] = {}
+    view = RuleView(documents, rule)
     settled: dict[str, RuleVerdict] = {}
-    for name, outcome in hosts.items():
-        verdict = _precondition(rule, outcome, documents[name])
+    for name, outcome in documents.unreached.items():
+        settled[name] = RuleVerdict(name, "skipped", reason=_unreached_reason(outcome))
+    pending: dict[Any, Sequence[str]] = {}
+    for key, names in view.alike().items():  # the hosts the rule cannot tell apart
+        verdict = _precondition(rule, hosts[names[0]], view)
+        if verdict is None and rule.kind != "check":
+            pending[key] = names
+            continue
         if verdict is None:
-            pending[name] = documents[name]
-        else:
-            settled[name] = verdict
-    judge = {"check": _judge_each, "uniform": judge_uniform, "uniform_keys": judge_keys}
-    settled.update(judge[rule.kind](rule, pending))
-    return tuple(with_fixes(rule, [settled[name] for name in hosts], documents))
+            verdict = _judge_one(rule, names[0], view)
+        settled.update((name, verdict.like(name)) for name in names)
+    if pending:
+        judge = judge_uniform if rule.kind == "uniform" else judge_keys
+        settled.update(judge(rule, pending, view))
+    return tuple(with_fixes(rule, [settled[name] for name in hosts], view))
 
 
-def _precondition(rule: Rule, outcome: HostOutcome, document: dict[str, Any]) -> RuleVerdict | None:
-    """skipped (host not reached, probe not ok) or n/a (`when:` false); None: go on judging."""
+def _precondition(rule: Rule, outcome: HostOutcome, view: RuleView) -> RuleVerdict | None:
+    """skipped (probe not ok) or n/a (`when:` false); None: go on judging."""
     name = outcome.name
-    if _not_reached(outcome):
-        return RuleVerdict(name, "skipped", reason=_unreached_reason(outcome))
     for probe in rule.needs:
         result = outcome.probes.get(probe)
         if result is None and probe in RESULTS_BESIDE_PROBES:  # another kind of run: no fault
@@ -79,37 +88,30 @@ def _precondition(rule: Rule, outcome: HostOutcome, document: dict[str, Any]) ->
     if rule.when is None:
         return None
     try:
-        applies = rule.when.search(document)
+        applies = view.search(rule.when, name)
     except EvaluationError as exc:
         return RuleVerdict(name, "unknown", reason=f"when: {exc}")
     if applies is None:
-        why = unanswered(rule.when, document)
+        why = unanswered(rule.when, view.document(name))
         return RuleVerdict(name, "unknown", reason=f"whether it applies is not known: {why}")
     return None if truthy(applies) else RuleVerdict(name, "n/a", reason=f"not {rule.when.text}")
 
 
-def _judge_each(rule: Rule, documents: Mapping[str, dict[str, Any]]) -> dict[str, RuleVerdict]:
+def _judge_one(rule: Rule, name: str, view: RuleView) -> RuleVerdict:
     assert rule.check is not None
-    verdicts = {}
-    for name, document in documents.items():
-        observed = search_or_none(rule.observed, document)
-        read = {**document, "_observed": observed}
+    observed = None
+    if rule.observed is not None:
         try:
-            value = rule.check.search(read)
-        except EvaluationError as exc:
-            verdicts[name] = RuleVerdict(name, "unknown", observed, reason=str(exc))
-            continue
-        verdicts[name] = _verdict(rule, name, read, value, observed)
-    return verdicts
-
-
-def _verdict(
-    rule: Rule, name: str, document: dict[str, Any], value: Any, observed: Any
-) -> RuleVerdict:
+            observed = view.search(rule.observed, name)
+        except EvaluationError:
+            observed = None
+    try:
+        value = view.search(rule.check, name, {"_observed": observed})
+    except EvaluationError as exc:
+        return RuleVerdict(name, "unknown", observed, reason=str(exc))
     if value is None:  # the facts the check reads, in words: never the rule's JMESPath
-        assert rule.check is not None
-        why = f"cannot be judged: {unanswered(rule.check, document)}"
-        return RuleVerdict(name, "unknown", observed, reason=why)
+        why = unanswered(rule.check, {**view.document(name), "_observed": observed})
+        return RuleVerdict(name, "unknown", observed, reason=f"cannot be judged: {why}")
     if truthy(value):
         return RuleVerdict(name, "pass", observed)
     return RuleVerdict(name, "fail", observed)

@@ -12,12 +12,14 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.checks.language import EvaluationError
 from fleet.checks.model import Rule, RuleVerdict, value_key
 from fleet.hostsets import compact_hosts
+
+if TYPE_CHECKING:
+    from fleet.checks.sharing import RuleView
 
 PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 FIX_OWN = ("observed", "expected", "hosts")  # placeholders the rule fills, not JMESPath
@@ -28,27 +30,42 @@ PAIR = re.compile(r"^(?P<pair>[^:→]+→[^:]+): (?P<value>.*)$", re.DOTALL)
 
 
 def with_fixes(
-    rule: Rule, verdicts: Sequence[RuleVerdict], documents: Mapping[str, Mapping[str, Any]]
+    rule: Rule, verdicts: Sequence[RuleVerdict], view: RuleView
 ) -> Iterator[RuleVerdict]:
     """Each failure with its fix text; `{hosts}` names every host of its cohort failing the same
     way (same cohort, same observed value), folded once per such group, not once per host: the
-    fold reads every name of the group, so folding per host made a check quadratic in hosts."""
+    fold reads every name of the group, so folding per host made a check quadratic in hosts.
+    A fix is filled once per distinct answer (the view's key) and shared."""
     alike: dict[tuple[str, str], list[str]] = {}
     group_of: dict[str, tuple[str, str]] = {}
+    keyed: dict[int, tuple[Any, str]] = {}  # value_key once per value object (kept alive)
     for v in verdicts:
         if v.status == "fail":
-            group_of[v.host] = key = (value_key(v.cohort), value_key(v.observed))
+            group_of[v.host] = key = (_keyed(v.cohort, keyed), _keyed(v.observed, keyed))
             alike.setdefault(key, []).append(v.host)
     names = (
         {key: compact_hosts(hosts) for key, hosts in alike.items()} if _quotes_hosts(rule) else {}
     )
+    fixes: dict[tuple[Any, ...], str] = {}
     for v in verdicts:
         if v.status != "fail":
             yield v
             continue
         hosts = names.get(group_of[v.host], "")
-        fix = render_fix(rule, documents[v.host], v.observed, v.expected, hosts)
-        yield replace(v, fix=fix)
+        slot = (view.key(v.host), group_of[v.host], _keyed(v.expected, keyed), hosts)
+        fix = fixes.get(slot)
+        if fix is None:
+            fix = fixes[slot] = render_fix(
+                rule, view.document(v.host), v.observed, v.expected, hosts
+            )
+        yield v.like(v.host, fix=fix)
+
+
+def _keyed(value: Any, keyed: dict[int, tuple[Any, str]]) -> str:
+    found = keyed.get(id(value))
+    if found is None:
+        found = keyed[id(value)] = (value, value_key(value))
+    return found[1]
 
 
 def _quotes_hosts(rule: Rule) -> bool:

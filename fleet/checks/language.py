@@ -8,6 +8,7 @@ Why JMESPath: a well-kept, specified query language with no access to Python (no
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ import jmespath
 from jmespath import exceptions as jmespath_errors
 from jmespath import functions as jmespath_functions
 
+from fleet.checks.reads import Reads, expression_reads
 from fleet.yamlfile import Location
 
 
@@ -101,6 +103,14 @@ class Expression:
             return self.parsed.search(document, options=_OPTIONS)
         except jmespath_errors.JMESPathError as exc:
             raise EvaluationError(f"{self.text}: {exc}") from exc
+
+    @functools.cached_property
+    def _reads(self) -> Reads:
+        return expression_reads(self.parsed.parsed)
+
+    def reads(self) -> Reads:
+        """The paths of a host's document it reads (fleet.checks.reads)."""
+        return self._reads
 
     def roots(self) -> set[str]:
         """The top-level names it reads from a host's document (probes and helpers)."""

@@ -13,6 +13,6 @@ It imports only fleet.api, fleet.errors, fleet.models, fleet.render and itself
 (tests/unit/test_layout.py); it prints and exits, the API below it does neither.
 """
 
-from fleet.cli.root import main
+from fleet.cli.root import entry, main
 
-__all__ = ["main"]
+__all__ = ["entry", "main"]

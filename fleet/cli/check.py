@@ -11,7 +11,7 @@ fleet.cli.root loads this module on the first use of `fleet check` (FleetGroup.L
 
 from __future__ import annotations
 
-import json
+import gc
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +32,7 @@ from fleet.cli.probing import (
 )
 from fleet.errors import UsageError
 from fleet.models import Run
+from fleet.render.jsontext import dumps_indented
 from fleet.render.junit import write_junit
 from fleet.render.terminal.baseline import render_line_rates
 from fleet.render.terminal.checks import render_report
@@ -103,29 +104,35 @@ def check_command(
     base = api.load_baseline(baseline_file) if baseline_file else None  # so does a bad baseline
     console = make_console(stderr=output_format == "json" or request.json_path == "-")
     run, where, probe_code = saved or probe_run(request)
-    probe_args = api.inventory_probe_args(request.inventory_path, request.choice.inventory_format)
-    report = api.evaluate(rules, run, probe_args, strict)
-    judged = api.judge_baseline(run, base, request.probe_dirs) if base else None
-    if judged is not None:
-        report = api.with_baseline(report, judged)
-        sources = [*sources, f"baseline {baseline_file}"]
-    rates = api.line_rates(run, request.probe_dirs)
-    kept = _write_junit(report, junit_path, run.started) if junit_path else True
-    title = f"fleet check · {', '.join(sources)} · {len(run.hosts)} host(s) · run {where}"
-    if output_format == "json":
-        document = check_document(report, run, sources, where)
+    with api.collection_paused():  # a verdict per rule and host, no garbage: fleet.collector
+        gc.freeze()  # the run, out of the collector's sight until the pause ends
+        probe_args = api.inventory_probe_args(
+            request.inventory_path, request.choice.inventory_format
+        )
+        report = api.evaluate(rules, run, probe_args, strict)
+        judged = api.judge_baseline(run, base, request.probe_dirs) if base else None
         if judged is not None:
-            document["baseline"] = judged.to_dict()
-        document["line_rate"] = [rate.to_dict() for rate in rates]
-        click.echo(json.dumps(document, indent=2, default=str))
-    else:
-        render_report(console, report, title)
-        render_line_rates(console, rates)
-    code = check_exit_code(report, with_bits(probe_code, kept_bits(kept)))
-    if request.html_path:
-        diff = api.cross_host_diff(run, probe_dirs=request.probe_dirs)
-        page = emit_html(request.html_path, run, diff, code, where, checks=report, baseline=judged)
-        code = with_bits(code, page)
+            report = api.with_baseline(report, judged)
+            sources = [*sources, f"baseline {baseline_file}"]
+        rates = api.line_rates(run, request.probe_dirs)
+        kept = _write_junit(report, junit_path, run.started) if junit_path else True
+        title = f"fleet check · {', '.join(sources)} · {len(run.hosts)} host(s) · run {where}"
+        if output_format == "json":
+            document = check_document(report, run, sources, where)
+            if judged is not None:
+                document["baseline"] = judged.to_dict()
+            document["line_rate"] = [rate.to_dict() for rate in rates]
+            click.echo(dumps_indented(document))
+        else:
+            render_report(console, report, title)
+            render_line_rates(console, rates)
+        code = check_exit_code(report, with_bits(probe_code, kept_bits(kept)))
+        if request.html_path:
+            diff = api.cross_host_diff(run, probe_dirs=request.probe_dirs)
+            page = emit_html(
+                request.html_path, run, diff, code, where, checks=report, baseline=judged
+            )
+            code = with_bits(code, page)
     sys.exit(code)
 
 

@@ -16,6 +16,8 @@ from fleet.cli.exits import EXIT_CHECK_FAILED, EXIT_DRIFT, exit_code, with_bits
 from fleet.cli.options import (
     baseline_file_option,
     baseline_option,
+    collection_paused,
+    load_run,
     pack_option,
     rules_option,
     run_argument,
@@ -43,6 +45,7 @@ from fleet.models import Run
     help="Judge the run against this baseline file: its verdicts, and its bands drawn behind "
     "the allreduce curves (with --baseline RUN, the drift judged by its bands too).",
 )
+@collection_paused
 def report(
     run_ref: str,
     output: Path | None,
@@ -55,8 +58,8 @@ def report(
 ) -> None:
     """Write one HTML page for a saved run (default: the latest): opens offline, prints, plots."""
     path = api.resolve_run(run_ref, runs_dir)
-    run = api.load_run(path)
-    old = api.load_run(baseline, runs_dir) if baseline else None
+    run = load_run(path)
+    old = load_run(baseline, runs_dir) if baseline else None
     base = api.load_baseline(baseline_file) if baseline_file else None
     checks = api.check(run, packs, rules_files) if packs or rules_files else None
     judged = api.judge_baseline(run, base) if base is not None else None

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.text import Text
@@ -18,8 +18,10 @@ from fleet.cli.options import (
     baseline_file_option,
     between_option,
     cohort_by_option,
+    collection_paused,
     format_option,
     limit_option,
+    load_run,
     run_argument,
     runs_dir_option,
     scope_option,
@@ -32,6 +34,7 @@ from fleet.render.documents import (
     fleet_diff_document,
     fleet_diff_markdown,
 )
+from fleet.render.jsontext import write_indented
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.diff import drift_view, fleet_diff_view
 from fleet.render.terminal.run import render_run
@@ -53,6 +56,7 @@ from fleet.render.terminal.tables import Column, print_table
     help="Drift: judge each measurement's change against its band in this baseline file (the "
     "noise of known-good runs) instead of --tolerance, which stays for those it has no band for.",
 )
+@collection_paused
 def diff(
     old: str,
     new: str | None,
@@ -76,14 +80,14 @@ def diff(
             hint=f"one run against a baseline: fleet check --run {old} --baseline {baseline_file}",
         )
     base = api.load_baseline(baseline_file) if baseline_file else None
-    first = api.load_run(old, runs_dir, scope)
+    first = load_run(old, runs_dir, scope)
     if new is None:
         if limit:
             raise UsageError("--limit narrows the drift of two runs", hint="give OLD and NEW")
         result = api.cross_host_diff(first, tolerance, cohort_by=cohort_by)
         print_fleet_diff(result, output_format, between)
         return
-    second = api.load_run(new, runs_dir, scope)
+    second = load_run(new, runs_dir, scope)
     drift = (
         api.baseline_drift(first, second, base, tolerance)
         if base is not None
@@ -95,16 +99,22 @@ def diff(
 
 def print_fleet_diff(result: api.FleetDiff, output_format: str, between: bool = False) -> None:
     if output_format == "json":  # lists every differing fact, --between or not
-        click.echo(json.dumps(fleet_diff_document(result), indent=2, default=str))
+        echo_json(fleet_diff_document(result))
     elif output_format == "markdown":
         click.echo(fleet_diff_markdown(result, between), nl=False)
     else:
         make_console().print(fleet_diff_view(result, between), crop=False)  # paths stay whole
 
 
+def echo_json(document: Any) -> None:
+    """The document as indented JSON on stdout, written a piece at a time."""
+    write_indented(document, sys.stdout.write)
+    sys.stdout.flush()
+
+
 def print_drift(drift: api.Drift, output_format: str) -> None:
     if output_format == "json":
-        click.echo(json.dumps(drift_document(drift), indent=2, default=str))
+        echo_json(drift_document(drift))
     elif output_format == "markdown":
         click.echo(drift_markdown(drift), nl=False)
     else:
@@ -119,6 +129,7 @@ def print_drift(drift: api.Drift, output_format: str) -> None:
 @format_option()
 @cohort_by_option
 @between_option
+@collection_paused
 def show(
     run_ref: str,
     runs_dir: Path | None,
@@ -129,7 +140,7 @@ def show(
     between: bool,
 ) -> None:
     """Render a saved run again (default: the latest)."""
-    run = api.load_run(run_ref, runs_dir, scope)
+    run = load_run(run_ref, runs_dir, scope)
     result = api.cross_host_diff(run, tolerance, cohort_by=cohort_by)
     if output_format != "terminal":
         print_fleet_diff(result, output_format, between)

@@ -33,13 +33,27 @@ DRIFT_SCHEMA = DIFF_SCHEMA  # told apart by "kind": "drift"
 BETWEEN_HINT = "`fleet diff RUN --between` lists them"
 
 
+SCALARS = frozenset({str, int, float, bool, type(None)})
+_FIELDS: dict[type, tuple[str, ...]] = {}  # a dataclass → its fields' names
+
+
 def _plain(value: Any) -> Any:
-    """Dataclasses, tuples and frozensets → JSON types."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, (list, tuple, frozenset, set)):
-        return [_plain(v) for v in value]
-    return value
+    """Dataclasses, tuples and frozensets → JSON types. A diff of 20,000 hosts holds millions of
+    host names in tuples: a collection of scalars is copied in one call, not item by item."""
+    kind = type(value)
+    if kind in SCALARS:
+        return value
+    if kind in (tuple, list, frozenset, set):
+        return list(value) if set(map(type, value)) <= SCALARS else [_plain(v) for v in value]
+    names = _FIELDS.get(kind)
+    if names is None:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(value))
+        elif isinstance(value, (list, tuple, frozenset, set)):
+            return [_plain(v) for v in value]
+        else:
+            return value
+    return {name: _plain(getattr(value, name)) for name in names}
 
 
 def fleet_diff_document(diff: FleetDiff) -> dict[str, Any]:

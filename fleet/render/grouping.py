@@ -6,6 +6,7 @@ shortened for a table cell. No rich here: the HTML side must not need it.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -65,22 +66,37 @@ def grouped_verdicts(verdicts: Iterable[RuleVerdict]) -> list[list[RuleVerdict]]
     from fleet.checks import format_value
 
     groups: dict[tuple[Any, ...], list[RuleVerdict]] = {}
+    # Alike hosts' verdicts share their value objects (RuleVerdict.like): each (status, observed,
+    # expected, fix, reason) by object is described once, then looked up by those objects; a run
+    # of verdicts with the very same objects joins the group of the first.
+    keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    last: tuple[Any, ...] = ()
+    members: list[RuleVerdict] = []
     for verdict in verdicts:
-        key = (
-            verdict.status,
-            format_value(verdict.observed),
-            format_value(verdict.expected),
-            verdict.fix,
-            verdict.reason,
-        )
-        groups.setdefault(key, []).append(verdict)
+        status, observed, expected = verdict.status, verdict.observed, verdict.expected
+        fix, reason = verdict.fix, verdict.reason
+        if (
+            last
+            and status == last[0]
+            and observed is last[1]
+            and expected is last[2]
+            and fix is last[3]
+            and reason is last[4]
+        ):
+            members.append(verdict)
+            continue
+        slot = (status, id(observed), id(expected), fix, reason)
+        key = keys.get(slot)
+        if key is None:  # the verdicts, kept in `groups`, keep these ids their objects'
+            key = keys[slot] = (status, format_value(observed), format_value(expected), fix, reason)
+        last = (status, observed, expected, fix, reason)
+        members = groups.setdefault(key, [])
+        members.append(verdict)
     return list(groups.values())
 
 
 def tally(verdicts: Iterable[RuleVerdict]) -> str:
-    counts: dict[str, int] = {}
-    for verdict in verdicts:
-        counts[verdict.status] = counts.get(verdict.status, 0) + 1
+    counts = Counter(verdict.status for verdict in verdicts)
     order = ("fail", "unknown", "skipped", "pass", "n/a")
     return " · ".join(f"{status} {counts[status]}" for status in order if status in counts)
 

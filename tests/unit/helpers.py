@@ -3,11 +3,17 @@ for the diff and drift."""
 
 from __future__ import annotations
 
+import copy
+import json
+import random
+from pathlib import Path
 from typing import Any
 
 from fleet.checks import CheckReport, load_rules, pack_path, parse_rules
 from fleet.execution.bundle import available_probes
-from fleet.models import HostOutcome, ProbeResult
+from fleet.models import HostOutcome, ProbeResult, Run
+from fleet.store import read_run_file, save_run
+from tests.conftest import ROOT
 
 PROBES = tuple(available_probes())
 
@@ -52,3 +58,47 @@ def allreduce(small_us: float, large_busbw: float) -> dict[str, Any]:
             {"mode": "eager", "bytes": 1 << 28, "latency_us": 900.0, "busbw_gbps": large_busbw},
         ],
     }
+
+
+REAL_RUN = ROOT / "tests" / "probes" / "golden" / "real_run"
+
+
+def templates() -> list[dict[str, Any]]:
+    loopback = json.loads((REAL_RUN / "loopback8_two_odd.json").read_text())
+    h200 = json.loads((REAL_RUN / "h200x2_run.json").read_text())
+    return [h200["hosts"]["local"], *loopback["hosts"].values()]
+
+
+def fleet_run(count: int, folder: Path, seed: int = 1) -> Run:
+    """`count` hosts, each a captured one with its own identity and timings, saved and read."""
+    rng = random.Random(seed)
+    sources = templates()
+    hosts = {}
+    for index in range(count):
+        name = f"gpu-{index:05d}"
+        host = copy.deepcopy(sources[index % len(sources)])
+        host["address"] = f"10.0.{index // 256}.{index % 256}"
+        host["elapsed_s"] = round(rng.uniform(5, 15), 3)
+        for probe, result in host["probes"].items():
+            result["elapsed_s"] = round(rng.uniform(0.1, 2), 3)
+            if probe == "system":
+                result["data"]["hostname"] = name
+            if probe == "gpu":
+                for gpu in result["data"].get("gpus") or []:
+                    gpu["uuid"] = f"GPU-{index:06d}-{gpu['index']}"
+                    gpu["serial"] = f"{1650000000000 + index * 16 + gpu['index']}"
+            if probe == "allreduce":
+                result["data"]["elapsed_s"] = round(rng.uniform(9, 11), 3)
+        hosts[name] = host
+    document = {
+        "schema": "fleet.run/2",
+        "fleet_version": "test",
+        "started": f"2026-12-01T10:00:0{seed}.000Z",
+        "finished": "",
+        "bundle_sha256": "0" * 64,
+        "inventory": "scale.yaml",
+        "probes": sorted({p for h in hosts.values() for p in h["probes"]}),
+        "interrupted": False,
+        "hosts": hosts,
+    }
+    return read_run_file(save_run(Run.from_dict(document), folder))

@@ -3,7 +3,7 @@
 The fleet is the golden 8-host loopback run repeated under unique names (as bench/check_scale.py
 does): gpu-08's twins, one in eight, fail two rules alike, and one of those rules names them all
 in its fix (`{hosts}`). Judging and rendering N and 2N hosts is profiled: twice the hosts may cost
-at most 2.5 times the Python calls and the nodeset name parses (the fold of `{hosts}` used to be
+at most 2.5 times the Python calls and the host-name folds (the fold of `{hosts}` used to be
 rebuilt for every failing host: N/8 folds of N/8 names, four times the work per doubling).
 """
 
@@ -93,7 +93,7 @@ def assert_linear(small: Counter[str], large: Counter[str], name: str) -> None:
 def test_judging_twice_the_hosts_costs_twice_the_work(rules: list[Rule]) -> None:
     small, large = costs(lambda run: evaluate(rules, run))
     assert sum(large.values()) < LINEAR * sum(small.values())
-    assert_linear(small, large, "parse_string")  # ClusterShell reading one name
+    assert_linear(small, large, "compact_hosts")  # host names folded (fleet.hostsets)
     assert_linear(small, large, "search")  # one JMESPath expression on one host
     # `{hosts}` is folded once per group of hosts that failed alike, however large the group
     assert large["compact_hosts"] == small["compact_hosts"] == 1
@@ -106,7 +106,7 @@ def test_rendering_twice_the_hosts_costs_twice_the_work(rules: list[Rule]) -> No
 
     small, large = costs(render, prepare=lambda run: evaluate(rules, run))
     assert sum(large.values()) < LINEAR * sum(small.values())
-    assert_linear(small, large, "parse_string")
+    assert_linear(small, large, "compact_hosts")
 
 
 def test_uniform_keys_with_a_key_per_host_costs_twice_the_work() -> None:

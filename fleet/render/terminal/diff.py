@@ -214,7 +214,7 @@ def _consequences_text(item: Divergence) -> Text:
 
 def _names_lines(item: SetDivergence) -> list[Any]:
     """A name set: one line when every odd host differs alike, else item by item."""
-    deltas = {host_delta(item, h) for h in item.differing_hosts}
+    deltas = set(host_deltas(item).values())
     if len(deltas) == 1 and not item.split:
         (delta,) = deltas
         body = Text(f"{' '.join(delta)} {_on(item.differing_hosts)}", style="yellow")
@@ -226,6 +226,18 @@ def host_delta(item: SetDivergence, host: str) -> tuple[str, ...]:
     missing = [f"−{n}" for n, hosts in item.missing if host in hosts]
     extra = [f"+{n}" for n, hosts in item.extra if host in hosts]
     return tuple(missing + extra)
+
+
+def host_deltas(item: SetDivergence) -> dict[str, tuple[str, ...]]:
+    """host_delta of every differing host, in one pass over the items (not items × hosts)."""
+    missing: dict[str, list[str]] = {}
+    extra: dict[str, list[str]] = {}
+    for found, items in ((missing, item.missing), (extra, item.extra)):
+        sign = "−" if found is missing else "+"
+        for name, hosts in items:
+            for host in hosts:
+                found.setdefault(host, []).append(f"{sign}{name}")
+    return {h: (*missing.get(h, ()), *extra.get(h, ())) for h in item.differing_hosts}
 
 
 def _software_finding(finding: Finding, labels: dict[str, str]) -> list[Any]:

@@ -174,7 +174,7 @@ def key_facts_table(outcomes: Iterable[HostOutcome], width: int = 1000) -> Table
     reporting = [o for o in outcomes if o.probes]
     if not reporting:
         return None
-    every = [(label, [_fact_text(o, paths) for o in reporting]) for label, paths in KEY_FACTS]
+    every = [(label, _fact_texts(reporting, paths)) for label, paths in KEY_FACTS]
     rows = [(label, cells) for label, cells in every if any(c != "—" for c in cells)]
     names = [o.name for o in reporting]
     per_host = len(reporting) <= MAX_HOST_COLUMNS and _fits(names, rows, width)
@@ -201,18 +201,33 @@ def _fits(names: list[str], rows: list[tuple[str, list[str]]], width: int) -> bo
     return needed <= width
 
 
-def _fact_text(outcome: HostOutcome, paths: tuple[tuple[Any, ...], ...]) -> str:
+def _fact_texts(reporting: list[HostOutcome], paths: tuple[tuple[Any, ...], ...]) -> list[str]:
+    described: dict[Any, tuple[str, list[Any]]] = {}  # a text per distinct answer
+    return [_fact_text(o, paths, described) for o in reporting]
+
+
+def _fact_text(
+    outcome: HostOutcome,
+    paths: tuple[tuple[Any, ...], ...],
+    described: dict[Any, tuple[str, list[Any]]],
+) -> str:
     result = outcome.probes.get(paths[0][0])
     if result is None:
         return "—"
     if result.status != "ok":
         return f"{result.status}: {result.error or ''}".rstrip(": ")
-    values = [
-        _describe(_lookup(outcome.probes[p[0]].data, p[1:]))
-        for p in paths
-        if p[0] in outcome.probes
-    ]
-    return " / ".join(dict.fromkeys(values))
+    found = [_lookup(outcome.probes[p[0]].data, p[1:]) for p in paths if p[0] in outcome.probes]
+    # texts and numbers stand for themselves (with their type: True is not 1), anything else
+    # for the object (kept with the text, so that its id stays its own)
+    key = tuple((type(v), v if type(v) in SCALARS else id(v)) for v in found)
+    known = described.get(key)
+    if known is None:
+        values = [_describe(value) for value in found]
+        known = described[key] = (" / ".join(dict.fromkeys(values)), found)
+    return known[0]
+
+
+SCALARS = (str, int, float, bool, type(None))
 
 
 def _lookup(data: Any, keys: tuple[Any, ...]) -> Any:

@@ -1,0 +1,243 @@
+"""What a rule's JMESPath can see of a host's document, read off its syntax tree. Pure.
+
+`fleet check` judges every rule on every host; most hosts of a big fleet answered alike but for
+their identity (hostname, GPU UUIDs and serials) and timings, which no rule of the default pack
+reads. fleet.checks.sharing groups hosts whose payloads are equal but for such fields (the
+cross-host diff's masks, fleet.analysis.facts) and judges a rule once per group, when the rule
+cannot see the fields the group's hosts differ in. This module says what it can see:
+
+- `consumed`: paths whose whole value may reach the result (a field compared, a value returned):
+  a mask field at, under or above such a path is seen;
+- `shaped`: paths of which only the shape is read (a list's length, an object's keys, whether a
+  value is empty, null or of some type): a mask field at or above such a path is seen, one below
+  it is not, since masking keeps every key and every list's length.
+
+A path is a tuple of document keys from the document's root (`("gpu", "gpus", "*", "name")`):
+object keys (str), list indices (int) and `*` (any key or index). Whatever is not understood
+here is taken as read whole (the root `()`), so the answer errs only towards judging more often.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Path = tuple[Any, ...]
+ANY = "*"
+ROOT: Path = ()
+# Functions that read only the shape of their argument (and return nothing from inside it).
+SHAPE_FUNCTIONS = frozenset({"length", "keys", "type"})
+
+
+@dataclass
+class Reads:
+    """The paths one or more expressions read: whole (`consumed`) or their shape (`shaped`)."""
+
+    consumed: set[Path] = field(default_factory=set)
+    shaped: set[Path] = field(default_factory=set)
+    whole: bool = False  # the document itself is read (`@`, keys(@)): not only some of its keys
+
+    def add(self, other: Reads) -> None:
+        self.consumed |= other.consumed
+        self.shaped |= other.shaped
+        self.whole = self.whole or other.whole
+
+    def roots(self) -> set[Any]:
+        """The document's top-level keys read; ROOT itself when the whole document is (its
+        shape alone is no read: a host's document is always an object)."""
+        return {p[0] if p else ROOT for p in self.consumed} | {p[0] for p in self.shaped if p}
+
+    def under(self, root: str) -> Reads:
+        """The paths under one top-level key, relative to it (the whole document counts)."""
+        found = Reads()
+        for paths, into in ((self.consumed, found.consumed), (self.shaped, found.shaped)):
+            for path in paths:
+                if not path:
+                    into.add(ROOT)
+                elif _same(path[0], root):
+                    into.add(path[1:])
+        return found
+
+    def sees(self, fields: Iterable[Path]) -> bool:
+        """Whether any of `fields` (concrete paths, relative like these) may change the result."""
+        for masked in fields:
+            for path in self.consumed:
+                if _prefix(masked, path) or _prefix(path, masked):
+                    return True
+            for path in self.shaped:
+                if _prefix(masked, path):
+                    return True
+        return False
+
+
+def expression_reads(parsed: Mapping[str, Any]) -> Reads:
+    """What one compiled expression (its `parsed` AST) reads of the document it is given."""
+    reads = Reads()
+    results = _visit(parsed, {ROOT}, reads)
+    reads.consumed |= results
+    return reads
+
+
+def _same(one: Any, other: Any) -> bool:
+    return one == ANY or other == ANY or (one == other and type(one) is type(other))
+
+
+def _prefix(short: Path, long: Path) -> bool:
+    return len(short) <= len(long) and all(_same(a, b) for a, b in zip(short, long))
+
+
+def _visit(node: Mapping[str, Any], context: set[Path], reads: Reads) -> set[Path]:
+    """The paths the value of `node` comes from, evaluated at each path of `context`; what it
+    reads on the way goes into `reads`."""
+    kind = node.get("type")
+    children: Sequence[Any] = node.get("children") or []
+    if kind == "field":
+        reads.shaped |= context  # a field of something that is not an object is null
+        return {(*path, node["value"]) for path in context}
+    if kind in ("current", "identity"):
+        if ROOT in context:
+            reads.whole = True
+        return set(context)
+    if kind == "literal":
+        return set()
+    if kind in ("subexpression", "pipe"):
+        for child in children:
+            context = _visit(child, context, reads)
+        return context
+    if kind == "index_expression":
+        base = _visit(children[0], context, reads)
+        reads.shaped |= base
+        index = children[1]
+        if index.get("type") == "index" and isinstance(index.get("value"), int):
+            step = index["value"] if index["value"] >= 0 else ANY
+            return {(*path, step) for path in base}
+        return base  # a slice: part of the list
+    if kind in ("projection", "value_projection"):
+        items = _items(children[0], context, reads)
+        return _visit(children[1], items, reads)
+    if kind == "filter_projection":
+        items = _items(children[0], context, reads)
+        reads.shaped |= _visit(children[2], items, reads)  # the condition's truth
+        return _visit(children[1], items, reads)
+    if kind == "flatten":
+        base = _visit(children[0], context, reads)
+        reads.shaped |= base | {(*path, ANY) for path in base}
+        return base
+    if kind == "comparator":
+        for child in children:
+            reads.consumed |= _visit(child, context, reads)
+        return set()
+    if kind in ("and_expression", "or_expression"):
+        left = _visit(children[0], context, reads)
+        reads.shaped |= left  # its truth picks the side
+        return left | _visit(children[1], context, reads)
+    if kind == "not_expression":
+        reads.shaped |= _visit(children[0], context, reads)
+        return set()
+    if kind in ("multi_select_list", "multi_select_dict", "key_val_pair"):
+        found: set[Path] = set()
+        for child in children:
+            found |= _visit(child, context, reads)
+        return found
+    if kind == "function_expression":
+        return _function(node["value"], children, context, reads)
+    reads.consumed.add(ROOT)  # a node this does not know: the whole document
+    reads.whole = True
+    return set()
+
+
+def _items(node: Mapping[str, Any], context: set[Path], reads: Reads) -> set[Path]:
+    """The paths of the items a projection walks over."""
+    if node.get("type") == "flatten":
+        base = _visit(node["children"][0], context, reads)
+        reads.shaped |= base | {(*path, ANY) for path in base}
+        return {(*path, ANY) for path in base} | {(*path, ANY, ANY) for path in base}
+    base = _visit(node, context, reads)
+    reads.shaped |= base
+    return {(*path, ANY) for path in base}
+
+
+def _function(
+    name: str, arguments: Sequence[Mapping[str, Any]], context: set[Path], reads: Reads
+) -> set[Path]:
+    if name == "map" and len(arguments) == 2 and arguments[0].get("type") == "expref":
+        items = _items(arguments[1], context, reads)
+        return _visit(arguments[0]["children"][0], items, reads)
+    if name in SHAPE_FUNCTIONS and len(arguments) == 1:
+        reads.shaped |= _visit(arguments[0], context, reads)
+        return set()
+    if name == "values" and len(arguments) == 1:
+        base = _visit(arguments[0], context, reads)
+        reads.shaped |= base
+        return {(*path, ANY) for path in base}
+    for argument in arguments:  # any other function: every argument read whole
+        if argument.get("type") != "expref":  # applied to items of the other arguments: in them
+            reads.consumed |= _visit(argument, context, reads)
+    return set()
+
+
+def seen(data: Any, reads: Reads) -> str:
+    """What `reads` (relative to `data`, see Reads.under) see of `data`, as text: the value at
+    each consumed path and the shape at each shaped path, with the concrete keys each pattern
+    matched. Two payloads seen alike give the same answer to the expressions read so."""
+    found: list[Any] = []
+    for path in sorted(reads.consumed, key=repr):
+        matched: list[tuple[Path, Any]] = []
+        _matches(data, path, 0, (), matched)
+        found.append(matched)
+    for path in sorted(reads.shaped, key=repr):
+        matched = []
+        _matches(data, path, 0, (), matched)
+        found.append([(at, _shape(value)) for at, value in matched])
+    return repr(found)
+
+
+def _matches(node: Any, path: Path, depth: int, at: Path, out: list[tuple[Path, Any]]) -> None:
+    if depth == len(path):
+        out.append((at, node))
+        return
+    step = path[depth]
+    kind = type(node)
+    if kind is dict or (kind is not list and isinstance(node, Mapping)):
+        if step == ANY:
+            for key, value in node.items():
+                _matches(value, path, depth + 1, (*at, key), out)
+        elif type(step) is str:
+            if step in node:
+                _matches(node[step], path, depth + 1, (*at, step), out)
+            elif not all(type(k) is str for k in node):  # JMESPath reads a copy keyed by text
+                for key, value in node.items():
+                    if str(key) == step:
+                        _matches(value, path, depth + 1, (*at, key), out)
+    elif kind is list or isinstance(node, (list, tuple)):
+        if step == ANY and depth + 1 == len(path):  # the items themselves (a shape read)
+            out.extend(((*at, index), value) for index, value in enumerate(node))
+        elif step == ANY and depth + 2 == len(path) and type(path[-1]) is str and path[-1] != ANY:
+            _items_key(node, path, depth, at, out)  # rows' one field: the usual read, made fast
+        elif step == ANY:
+            for index, value in enumerate(node):
+                _matches(value, path, depth + 1, (*at, index), out)
+        elif type(step) is int and step < len(node):
+            _matches(node[step], path, depth + 1, (*at, step), out)
+
+
+def _items_key(
+    node: Sequence[Any], path: Path, depth: int, at: Path, out: list[tuple[Path, Any]]
+) -> None:
+    """_matches of `[*].key` over a list: what it would find, without a call per plain row."""
+    key = path[-1]
+    for index, item in enumerate(node):
+        if type(item) is dict and key in item:
+            out.append(((*at, index, key), item[key]))
+        elif type(item) is not dict or not all(type(k) is str for k in item):
+            _matches(item, path, depth + 1, (*at, index), out)
+
+
+def _shape(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict or (kind is not list and isinstance(value, Mapping)):
+        return ("object", tuple(map(str, value)))
+    if kind is list or isinstance(value, tuple):
+        return ("array", len(value))
+    return ("value", value)

@@ -1,0 +1,109 @@
+"""JSON text for people and pipes: `json.dumps(value, indent=2, default=str)`, character for
+character, at the speed of the C encoder.
+
+`indent=` makes the standard library fall back to its pure-Python encoder (a generator per
+container, a call per value): 5 s and 1.5 GB of chunks for the 200 MB diff document of 20,000
+hosts, whose bulk is lists of host names. Here every container whose items are all scalars (a
+list of host names, a dict of settings) is written by the C encoder in one call, with the
+separator carrying the line break and indent, and only the containers above them are walked in
+Python.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from json.encoder import encode_basestring_ascii
+from typing import Any
+
+INDENT = "  "
+SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def dumps_indented(value: Any, default: Callable[[Any], Any] = str) -> str:
+    """What `json.dumps(value, indent=2, default=default)` returns."""
+    out: list[str] = []
+    _write(value, 0, out, default)
+    return "".join(out)
+
+
+def write_indented(
+    value: Any, write: Callable[[str], Any], default: Callable[[Any], Any] = str
+) -> None:
+    """dumps_indented(value) and a newline, handed to `write` a piece at a time (about a
+    megabyte): the 200 MB text of a 20,000-host diff is never held whole."""
+    out = _Pieces(write)
+    _write(value, 0, out, default)
+    out.append("\n")
+    out.flush()
+
+
+class _Pieces(list):  # type: ignore[type-arg]
+    """A list that hands its text to `write` whenever it holds about PIECE characters."""
+
+    def __init__(self, write: Callable[[str], Any]) -> None:
+        super().__init__()
+        self.write = write
+        self.size = 0
+
+    def append(self, text: str) -> None:
+        super().append(text)
+        self.size += len(text)
+        if self.size >= PIECE:
+            self.flush()
+
+    def flush(self) -> None:
+        if self:
+            self.write("".join(self))
+            self.clear()
+            self.size = 0
+
+
+PIECE = 1 << 20
+
+
+def _write(value: Any, level: int, out: list[str], default: Callable[[Any], Any]) -> None:
+    if isinstance(value, dict):
+        if not value:
+            out.append("{}")
+        elif set(map(type, value.values())) <= SCALARS:
+            out.append(_flat(value, level, "{", "}", default))
+        else:
+            inner = "\n" + INDENT * (level + 1)
+            separator = "{" + inner
+            for key, item in value.items():
+                out.append(f"{separator}{_key(key)}: ")
+                separator = "," + inner
+                _write(item, level + 1, out, default)
+            out.append("\n" + INDENT * level + "}")
+    elif isinstance(value, (list, tuple)):
+        if not value:
+            out.append("[]")
+        elif set(map(type, value)) <= SCALARS:
+            out.append(_flat(value, level, "[", "]", default))
+        else:
+            inner = "\n" + INDENT * (level + 1)
+            separator = "[" + inner
+            for item in value:
+                out.append(separator)
+                separator = "," + inner
+                _write(item, level + 1, out, default)
+            out.append("\n" + INDENT * level + "]")
+    elif isinstance(value, (str, int, float)) or value is None:
+        out.append(json.dumps(value))
+    else:
+        _write(default(value), level, out, default)
+
+
+def _flat(value: Any, level: int, opening: str, closing: str, default: Callable[[Any], Any]) -> str:
+    inner = "\n" + INDENT * (level + 1)
+    text = json.dumps(value, separators=("," + inner, ": "), default=default)
+    return f"{opening}{inner}{text[1:-1]}\n{INDENT * level}{closing}"
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return encode_basestring_ascii(key)
+    if isinstance(key, (int, float)) or key is None:  # as json does: 1 → "1", True → "true"
+        return encode_basestring_ascii(json.dumps(key))
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
