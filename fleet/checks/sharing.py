@@ -28,12 +28,12 @@ from fleet.models import NOT_REACHED, HostOutcome
 
 # Helpers a rule reads that follow from payloads whose measured fields are masked (the allreduce
 # rows): their own values key the answer (computed once per payload object).
-# `_nic_gpus` joins NICs to GPUs by fields of the gpu payload; `_gpubench` scores measured figures
-# against the run's cohort medians.
+# `_gpubench` scores measured figures against the run's cohort medians. (`_nic_gpus` is not
+# here: it reads the RDMA devices' names and NUMA nodes and the GPU topology matrix, none of them
+# masked, so it is alike within a group.)
 PAYLOAD_HELPERS = {
     "_allreduce": ("allreduce",),
     "_allreduce_configured": ("allreduce", "nccl"),
-    "_nic_gpus": ("net", "gpu"),
     "_gpubench": ("gpubench",),
 }
 NAME = ("name",)
