@@ -24,6 +24,7 @@ optional (`--tools` picks; a missing one is reported with how to install it).
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import ctypes
 import getpass
@@ -53,7 +54,9 @@ from tests.integration.sshd import SshdFarm, find_sshd  # noqa: E402
 
 PROBES = ("system", "packages")
 TOOLS = ("fleet", "floor", "pssh", "ansible")
-PYTHON = os.path.realpath(sys.executable)  # the real interpreter, not a pyenv shim
+# The interpreter this runs under: a virtual environment's own (its packages), else the real one
+# behind a pyenv shim.
+PYTHON = sys.executable if sys.prefix != sys.base_prefix else os.path.realpath(sys.executable)
 PR_SET_CHILD_SUBREAPER = 36
 INSTALL = {
     "pssh": "apt-get install -y pssh          # gives /usr/bin/parallel-ssh",
@@ -624,6 +627,9 @@ def main(argv: Sequence[str]) -> int:
     if os.geteuid() != 0:
         print("note: sshd on loopback normally needs root (as in CI)")
     become_subreaper()
+    # fleet as an install has it: its modules compiled once (pip does so at install time; an
+    # editable checkout under PYTHONDONTWRITEBYTECODE would compile every module on every run)
+    compileall.compile_dir(str(ROOT / "fleet"), quiet=1)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` tears the fleet down
     results: dict[str, list[Measure]] = {t: [] for t in tools}
     with tempfile.TemporaryDirectory(prefix="side_by_side_") as tmp:

@@ -6,19 +6,47 @@ the package that runs it). The `fleet` command (fleet.cli) is a thin layer
 over it: it parses options, calls these functions and prints what they return.
 """
 
-from fleet.api import (
-    ProbeOptions,
-    check,
-    cross_host_diff,
-    drift,
-    load_run,
-    probe,
-    save_run,
-    select_hosts,
-)
+from typing import TYPE_CHECKING, Any
+
 from fleet.errors import FleetError
 from fleet.models import HostOutcome, HostStatus, Run
 from fleet.version import __version__
+
+if TYPE_CHECKING:
+    from fleet.api import (
+        ProbeOptions,
+        check,
+        cross_host_diff,
+        drift,
+        load_run,
+        probe,
+        save_run,
+        select_hosts,
+    )
+else:
+    # fleet.api on first use (PEP 562): `fleet --version` and the fan-out need little of it
+    _FROM_API = frozenset(
+        {
+            "ProbeOptions",
+            "check",
+            "cross_host_diff",
+            "drift",
+            "load_run",
+            "probe",
+            "save_run",
+            "select_hosts",
+        }
+    )
+
+    def __getattr__(name: str) -> Any:
+        if name not in _FROM_API:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        import fleet.api
+
+        value = getattr(fleet.api, name)
+        globals()[name] = value
+        return value
+
 
 __all__ = [
     "FleetError",

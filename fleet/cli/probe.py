@@ -22,8 +22,6 @@ from fleet.cli.probing import (
     probe_options,
     probed_exit_code,
 )
-from fleet.render.terminal.checks import render_report
-from fleet.render.terminal.diff import drift_view
 from fleet.render.terminal.run import render_run
 
 
@@ -62,11 +60,15 @@ def probe(
             if base is not None
             else api.drift(old, run, tolerance, request.probe_dirs)
         )
+        from fleet.render.terminal.diff import drift_view  # only with --baseline: start-up
+
         console.print(drift_view(drift))
         code = with_bits(code, EXIT_DRIFT if drift.found else 0)
     judged = api.judge_baseline(run, base, request.probe_dirs) if base is not None else None
     verdicts = api.baseline_report(run, judged) if judged is not None else None
     if verdicts is not None:
+        from fleet.render.terminal.checks import render_report  # the rules engine: on demand
+
         console.print()
         render_report(console, verdicts, f"baseline {baseline_file} · {len(run.hosts)} host(s)")
         code = with_bits(code, EXIT_DRIFT if verdicts.failed else 0)

@@ -17,9 +17,6 @@ from typing import Any, ClassVar
 import click
 
 from fleet import api
-from fleet.cli.hosts import hosts, list_probes
-from fleet.cli.probe import probe
-from fleet.cli.runs import diff, runs, show
 from fleet.errors import FleetError
 
 log = logging.getLogger("fleet")
@@ -29,10 +26,17 @@ class FleetGroup(click.Group):
     """The one error boundary: a FleetError from any command becomes its message, context and hint
     on stderr and its exit code (2: nothing was contacted). With --debug, its whole cause chain too.
 
-    Loads `check`, `report`, `fabric` and `baseline` on first use: the HTML report and fleet.fabric would
-    cost every other command start-up time. Those modules never import this one."""
+    Loads each command's module on first use: the rules engine, the HTML report, the analysis
+    and fleet.fabric would cost every other command start-up time (`fleet probe` needs none of
+    them to start). Those modules never import this one."""
 
     LAZY: ClassVar[dict[str, tuple[str, str]]] = {
+        "hosts": ("fleet.cli.hosts", "hosts"),
+        "probes": ("fleet.cli.hosts", "list_probes"),
+        "probe": ("fleet.cli.probe", "probe"),
+        "diff": ("fleet.cli.runs", "diff"),
+        "runs": ("fleet.cli.runs", "runs"),
+        "show": ("fleet.cli.runs", "show"),
         "check": ("fleet.cli.check", "check"),
         "report": ("fleet.cli.report", "report"),
         "fabric": ("fleet.cli.fabric", "fabric"),
@@ -89,8 +93,6 @@ def main() -> None:
 
 
 main.params.append(debug_flag())
-for command in (hosts, list_probes, probe, diff, runs, show):
-    main.add_command(command)
 
 
 def entry() -> None:

@@ -63,7 +63,7 @@ def available_probes(extra_dirs: Sequence[str | Path] = ()) -> dict[str, ProbeSo
     """Every probe by name, in name order: fleet's own, then those in `probe_dirs(extra_dirs)`,
     which follow the same contract (probes/README.md) and travel in the same bundle. A probe
     whose file cannot be used is here too, with its `problem`."""
-    found = _probes_in(probe_folder(), "fleet's probes", "probes")
+    found = _probes_in(probe_folder(), "fleet's probes", "probes", own=True)
     for folder in probe_dirs(extra_dirs):
         for name, probe in _probes_in(_readable_dir(folder), str(folder), str(folder)).items():
             if name in found:
@@ -75,7 +75,9 @@ def available_probes(extra_dirs: Sequence[str | Path] = ()) -> dict[str, ProbeSo
     return dict(sorted(found.items()))
 
 
-def _probes_in(folder: Traversable, where: str, shown: str) -> dict[str, ProbeSource]:
+def _probes_in(
+    folder: Traversable, where: str, shown: str, own: bool = False
+) -> dict[str, ProbeSource]:
     found: dict[str, ProbeSource] = {}
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".py") and not entry.name.startswith(("_", ".")):
@@ -85,7 +87,7 @@ def _probes_in(folder: Traversable, where: str, shown: str) -> dict[str, ProbeSo
                     f"{where}: {entry.name!r} is not a valid probe name",
                     hint="letters, digits and '_', starting with a letter",
                 )
-            found[name] = _read_probe(name, entry, folder, f"{shown}/{entry.name}")
+            found[name] = _read_probe(name, entry, folder, f"{shown}/{entry.name}", own)
     return found
 
 
@@ -93,21 +95,26 @@ class ProbeFileError(Exception):
     """Why a probe file cannot be used; its text starts with FILE:LINE."""
 
 
-def _read_probe(name: str, entry: Traversable, folder: Traversable, path: str) -> ProbeSource:
-    """The probe in `entry`; one that cannot be read or parsed carries its `problem`."""
+def _read_probe(
+    name: str, entry: Traversable, folder: Traversable, path: str, own: bool = False
+) -> ProbeSource:
+    """The probe in `entry`; one that cannot be read or parsed carries its `problem`. fleet's
+    `own` probes are not parsed whole here (tests/unit/test_bundle.py checks each one as a
+    probe of yours is checked): parsing them all was a third of every command's start-up."""
     try:
         source = entry.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return ProbeSource(name, "", "", path=path, problem=f"{path}: cannot be read: {exc}")
     try:
-        _check_declarations(source, path)
+        if not own:
+            check_declarations(source, path)
         files = _shipped_files(source, folder, path)
     except ProbeFileError as exc:
         return ProbeSource(name, source, "", path=path, problem=str(exc))
     return ProbeSource(name, source, _summary(source), files, path=path)
 
 
-def _check_declarations(source: str, path: str) -> None:
+def check_declarations(source: str, path: str) -> None:
     """ProbeFileError unless the probe parses and its SHIPS and FACTS are literals of the right
     shape, so that whatever reads them later (the bundle, the facts declarations) can."""
     try:
@@ -159,7 +166,7 @@ def _shipped_files(source: str, folder: Traversable, path: str) -> dict[str, str
     from the probe's own folder."""
     files: dict[str, str] = {}
     for name in _ships_declaration(source):
-        line = _top_level_assignments(source)["SHIPS"].lineno
+        line = _assignment(source, "SHIPS").lineno  # type: ignore[union-attr]
         at = f"{path}:{line}: SHIPS names {name!r}"
         if not name.startswith("_") or not name.endswith(".py") or "/" in name:
             raise ProbeFileError(f"{at}: ship only private files beside the probe (_name.py)")
@@ -177,8 +184,34 @@ def _ships_declaration(source: str) -> tuple[str, ...]:
 def declared_literal(source: str, name: str) -> Any:
     """A probe's top-level `NAME = <literal>` (SHIPS, FACTS…), read with `ast`, never run; None
     when the probe has none."""
-    node = _top_level_assignments(source).get(name)
+    node = _assignment(source, name)
     return None if node is None else ast.literal_eval(node)
+
+
+def _assignment(source: str, name: str) -> ast.expr | None:
+    """The expression first assigned to NAME at the top level (`NAME = …`, `NAME: T = …`; None
+    without one). Only that statement is parsed where it stands alone (from its line at column 0
+    up to the next line that starts at column 0 with anything but a closing bracket); the whole
+    file otherwise."""
+    found = re.search(rf"^{name}\s*(?::[^=\n]*)?=", source, re.MULTILINE)
+    if found is None:  # a top-level assignment starts at column 0
+        return None
+    start = source.count("\n", 0, found.start())
+    lines = source.splitlines()
+    end = start + 1
+    while end < len(lines) and (not lines[end][:1].strip() or lines[end][:1] in ")]}#"):
+        end += 1
+    try:
+        statement = ast.parse("\n".join(lines[start:end])).body
+    except SyntaxError:
+        statement = []
+    if len(statement) != 1 or not isinstance(statement[0], (ast.Assign, ast.AnnAssign)):
+        return _top_level_assignments(source).get(name)
+    value = statement[0].value
+    if value is None:
+        return _top_level_assignments(source).get(name)
+    ast.increment_lineno(value, start)
+    return value
 
 
 def facts_declaration(probe: ProbeSource) -> dict[str, list[str]]:
