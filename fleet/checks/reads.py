@@ -37,11 +37,22 @@ class Reads:
     consumed: set[Path] = field(default_factory=set)
     shaped: set[Path] = field(default_factory=set)
     whole: bool = False  # the document itself is read (`@`, keys(@)): not only some of its keys
+    _key: tuple[frozenset[Path], frozenset[Path], bool] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def add(self, other: Reads) -> None:
+        self._key = None
         self.consumed |= other.consumed
         self.shaped |= other.shaped
         self.whole = self.whole or other.whole
+
+    def key(self) -> tuple[frozenset[Path], frozenset[Path], bool]:
+        """Equal for equal reads (computed once: the reads of a plan do not change)."""
+        found = self._key
+        if found is None:
+            found = self._key = (frozenset(self.consumed), frozenset(self.shaped), self.whole)
+        return found
 
     def roots(self) -> set[Any]:
         """The document's top-level keys read; ROOT itself when the whole document is (its

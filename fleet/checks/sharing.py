@@ -80,10 +80,15 @@ class HostDocuments:
         self.members: list[list[str]] = []  # per group: its hosts, in the run's order
         self.unreached: dict[str, HostOutcome] = {}  # hosts no rule judges
         self._masks: list[dict[str, Mask | None]] = []  # per group: each probe's mask
+        # per group: the probes whose payload is not one object for all its hosts (a saved run
+        # keeps each distinct payload once: most groups share every payload but a few)
+        self._varies: list[set[str]] = []
+        firsts: list[HostOutcome] = []
         self._plain: dict[int, tuple[Any, Any]] = {}  # id(data) → (data, its plain copy)
         self._documents: dict[tuple[str, frozenset[str] | None], dict[str, Any]] = {}
         self._helpers: dict[Any, Any] = {}  # helper values by the payloads they follow from
         self._helper_values: dict[tuple[Any, ...], Any] = {}  # … by helper and payloads
+        self._views: dict[tuple[Any, ...], str] = {}  # what some paths show of a payload
         self.built = 0  # host documents built: one per distinct answer searched
         self.searches = 0  # JMESPath searches made
         found: dict[Hashable, int] = {}
@@ -96,9 +101,20 @@ class HostDocuments:
             if number is None:
                 number = found[signature] = len(self._masks)
                 self._masks.append(masks)
+                self._varies.append(set())
+                firsts.append(outcome)
                 self.members.append([])
+            else:
+                self._note_varying(self._varies[number], firsts[number], outcome)
             self.group[name] = number
             self.members[number].append(name)
+
+    @staticmethod
+    def _note_varying(varies: set[str], first: HostOutcome, outcome: HostOutcome) -> None:
+        theirs = first.probes
+        for probe, result in outcome.probes.items():
+            if probe not in varies and result.data is not theirs[probe].data:
+                varies.add(probe)
 
     def _signature(self, name: str, outcome: HostOutcome) -> tuple[Hashable, dict[str, Any]]:
         masks: dict[str, Mask | None] = {}
@@ -148,11 +164,15 @@ class HostDocuments:
         return (group, parts, name if plan.named else None)
 
     def _own(self, plan: RulePlan, group: int) -> tuple[tuple[str, bool], ...]:
-        masks = self._masks[group]
-        own = dict.fromkeys(plan.helpers, True)  # by the helper's value
+        masks, varies = self._masks[group], self._varies[group]
+        own = {  # by the helper's value, where the payloads it follows from differ in the group
+            helper: True
+            for helper in plan.helpers
+            if any(probe in varies for probe in PAYLOAD_HELPERS[helper])
+        }
         for probe, reads in plan.probes.items():
             mask = masks.get(probe)
-            if mask is not None and reads.sees(mask):
+            if mask is not None and probe in varies and reads.sees(mask):
                 own[probe] = False  # by what the rule sees of the payload
         return tuple(sorted(own.items()))
 
@@ -180,7 +200,8 @@ class HostDocuments:
                     memo=self._helpers,
                 )
                 value = self._helper_values[slot] = document.get(helper, _MISSING)
-            found = "absent" if value is _MISSING else seen(value, plan.helper_reads[helper])
+            reads = plan.helper_reads[helper]
+            found = "absent" if value is _MISSING else self._seen_as(slot, value, reads)
             plan.views[slot] = found
         return found
 
@@ -192,7 +213,16 @@ class HostDocuments:
         slot = (probe, id(data))  # the payloads outlive the plan
         found = plan.views.get(slot)
         if found is None:
-            found = plan.views[slot] = seen(data, plan.probes[probe])
+            found = plan.views[slot] = self._seen_as(slot, data, plan.probes[probe])
+        return found
+
+    def _seen_as(self, slot: tuple[Any, ...], data: Any, reads: Reads) -> str:
+        """seen(data, reads), once per payload and set of paths: rules that read the same
+        paths of the allreduce rows (there are several) share what each host's rows show."""
+        key = (slot, reads.key())
+        found = self._views.get(key)
+        if found is None:
+            found = self._views[key] = seen(data, reads)
         return found
 
     def document(self, name: str, roots: frozenset[str] | None = None) -> dict[str, Any]:
