@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
-import threading
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 TIMEOUT_S = 120  # `import torch` takes ~4 s cold on a GPU host, far more on a busy NFS home
-# Not in the shared preload (probes/_host_runner.py): this probe is the one that initialises
-# CUDA, and the driver's start (cuInit, ~0.3-0.4 s on an H200 host) can only overlap torch's
-# import in a process of its own (a fork server that touched CUDA would break its children).
-# collect() starts it in a thread while torch imports: the probe ends with the others.
+PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_host_runner.py)
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
 FACTS = {
     "sets": ["arch_list"],
@@ -235,30 +230,12 @@ def facts_from_torch(torch: Any) -> Dict[str, Any]:
     return data
 
 
-def start_driver() -> threading.Thread:
-    """cuInit(0) in a thread (ctypes releases the GIL) while torch imports; torch's own first
-    CUDA call then finds the driver started. No driver, no GPU: nothing happens here, and
-    torch's own calls report what is wrong as before."""
-
-    def start() -> None:
-        try:
-            ctypes.CDLL("libcuda.so.1").cuInit(0)
-        except Exception:  # no driver library: torch says so itself
-            pass
-
-    thread = threading.Thread(target=start, name="cuInit", daemon=True)
-    thread.start()
-    return thread
-
-
 def collect(options: Dict[str, Any]) -> Dict[str, Any]:
     """Import torch (the thing probed) here, never at module level."""
-    driver = start_driver()
     try:
         import torch
     except (Exception, SystemExit) as exc:
         return {"ok": False, "data": {}, "error": "torch not importable: " + describe_error(exc)}
-    driver.join()  # torch's first CUDA call would wait for it anyway
     return {"ok": True, "data": facts_from_torch(torch), "error": None}
 
 
