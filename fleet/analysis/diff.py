@@ -52,9 +52,9 @@ from fleet.analysis.findings import CHECK, COHORT
 from fleet.analysis.findings import CrossCohort as CrossCohort
 from fleet.analysis.findings import Finding as Finding
 from fleet.analysis.ranking import analyse
+from fleet.analysis.tolerance import DEFAULT_TOLERANCE as DEFAULT_TOLERANCE
 from fleet.models import NOT_REACHED, HostOutcome
 
-DEFAULT_TOLERANCE = 0.25
 COLLAPSE_AT = 4
 
 

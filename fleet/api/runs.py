@@ -8,9 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff
-from fleet.analysis.drift import Drift
-from fleet.api.comparing import cross_host_diff
+from fleet.analysis.tolerance import DEFAULT_TOLERANCE
 from fleet.collector import paused as collection_paused
 from fleet.errors import FleetError, StoreError
 from fleet.models import Run
@@ -28,6 +26,8 @@ from fleet.store import save_run as _save_run
 
 if TYPE_CHECKING:
     from fleet.analysis.baseline_judge import BaselineJudgement
+    from fleet.analysis.diff import FleetDiff
+    from fleet.analysis.drift import Drift
     from fleet.checks import CheckReport
 
 __all__ = [
@@ -154,6 +154,8 @@ def write_report(
     from fleet.render.html.page import Report, fabric_of, write_html  # only when asked
 
     if diff is None:
+        from fleet.api.comparing import cross_host_diff  # the analysis: only for a report
+
         diff = cross_host_diff(run, tolerance, probe_dirs)
     page = Report(
         run,

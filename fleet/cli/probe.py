@@ -21,8 +21,8 @@ from fleet.cli.probing import (
     execute_probe,
     probe_options,
     probed_exit_code,
+    warm_up,
 )
-from fleet.render.terminal.run import render_run
 
 
 @click.command()
@@ -48,9 +48,12 @@ def probe(
     old = api.load_run(baseline, request.runs_dir, scope) if baseline else None  # before probing
     base = api.load_baseline(baseline_file) if baseline_file else None  # a bad one: before too
     console = request.console()
+    warm_up("fleet.api.comparing", "fleet.render.terminal.run")  # the report, while hosts work
     kept = execute_probe(request)
     run = kept.run
     result = api.cross_host_diff(run, tolerance, request.probe_dirs, cohort_by)
+    from fleet.render.terminal.run import render_run  # loaded by warm_up meanwhile
+
     render_run(console, run, result, str(kept.saved) if kept.saved else None)
     code = probed_exit_code(kept)
     drift = None

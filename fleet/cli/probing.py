@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import importlib
 import json
 import signal
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -159,6 +161,22 @@ class ProbeRequest:
 
 def _say_key_recorded(line: str) -> None:
     click.echo(f"--accept-new: recorded the host key of {line}", err=True)
+
+
+def warm_up(*modules: str) -> None:
+    """Import `modules` in a thread while the hosts work: what reports on a run (the analysis
+    and its renderers, 0.1-0.3 s of imports) need not wait for the hosts, nor the hosts for it.
+    fleet has no import circle (tests/unit/test_layout.py), so the two threads' imports cannot
+    deadlock; an import that fails here fails again where it is used, and is reported there."""
+
+    def load() -> None:
+        for module in modules:
+            try:
+                importlib.import_module(module)
+            except Exception:  # noqa: BLE001 - said where the module is used
+                continue
+
+    threading.Thread(target=load, name="fleet-warm-up", daemon=True).start()
 
 
 def execute_probe(request: ProbeRequest) -> api.KeptRun:
