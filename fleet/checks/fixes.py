@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fleet.checks.language import EvaluationError
@@ -29,28 +29,27 @@ EXAMPLES = 3  # example pairs shown per distinct value
 PAIR = re.compile(r"^(?P<pair>[^:→]+→[^:]+): (?P<value>.*)$", re.DOTALL)
 
 
-def with_fixes(
-    rule: Rule, verdicts: Sequence[RuleVerdict], view: RuleView
-) -> Iterator[RuleVerdict]:
-    """Each failure with its fix text; `{hosts}` names every host of its cohort failing the same
-    way (same cohort, same observed value), folded once per such group, not once per host: the
-    fold reads every name of the group, so folding per host made a check quadratic in hosts.
-    A fix is filled once per distinct answer (the view's key) and shared."""
+def with_fixes(rule: Rule, verdicts: list[RuleVerdict], view: RuleView) -> None:
+    """Each failure given its fix text, in place; `{hosts}` names every host of its cohort
+    failing the same way (same cohort, same observed value), folded once per such group, not
+    once per host: the fold reads every name of the group, so folding per host made a check
+    quadratic in hosts. A fix is filled once per distinct answer (the view's key) and shared."""
+    failed = [place for place, v in enumerate(verdicts) if v.status == "fail"]
+    if not failed:
+        return
     alike: dict[tuple[str, str], list[str]] = {}
     group_of: dict[str, tuple[str, str]] = {}
     keyed: dict[int, tuple[Any, str]] = {}  # value_key once per value object (kept alive)
-    for v in verdicts:
-        if v.status == "fail":
-            group_of[v.host] = key = (_keyed(v.cohort, keyed), _keyed(v.observed, keyed))
-            alike.setdefault(key, []).append(v.host)
+    for place in failed:
+        v = verdicts[place]
+        group_of[v.host] = key = (_keyed(v.cohort, keyed), _keyed(v.observed, keyed))
+        alike.setdefault(key, []).append(v.host)
     names = (
         {key: compact_hosts(hosts) for key, hosts in alike.items()} if _quotes_hosts(rule) else {}
     )
     fixes: dict[tuple[Any, ...], str] = {}
-    for v in verdicts:
-        if v.status != "fail":
-            yield v
-            continue
+    for place in failed:
+        v = verdicts[place]
         hosts = names.get(group_of[v.host], "")
         slot = (view.key(v.host), group_of[v.host], _keyed(v.expected, keyed), hosts)
         fix = fixes.get(slot)
@@ -58,7 +57,7 @@ def with_fixes(
             fix = fixes[slot] = render_fix(
                 rule, view.document(v.host), v.observed, v.expected, hosts
             )
-        yield v.like(v.host, fix=fix)
+        verdicts[place] = v.like(v.host, fix=fix)
 
 
 def _keyed(value: Any, keyed: dict[int, tuple[Any, str]]) -> str:
