@@ -2,6 +2,8 @@
 
     python3 bench/slurm_vs_ssh.py [N] [ROUNDS] [--sshd K]   # default: 64 nodes, 3 rounds
     python3 bench/slurm_vs_ssh.py N --profile               # the Slurm run in-process, cProfile
+    python3 bench/slurm_vs_ssh.py N ROUNDS --slurm-only     # no sshd, Slurm runs only
+    python3 bench/slurm_vs_ssh.py N ROUNDS --timeout 600    # fleet's per-host deadline (120 s)
 
 The same machine plays both fleets: a real Slurm cluster of N slurmd (tests/slurm/cluster.py) and N
 real sshd on 127.2.0.x (tests/integration/sshd.py). With --sshd K, K real sshd serve the N SSH
@@ -37,6 +39,9 @@ from tests.slurm.cluster import NodeStack, SlurmCluster
 
 CAPTURE = ROOT / "tests" / "probes" / "golden" / "gpu" / "h200x2_nvlink"
 NODES_IDLE_S = 600.0  # 1,024 slurmd registering on 2 cores take longer than the tests' 30 s
+# 1,024 tasks starting Python on 2 cores starve the slurmd: with the tests' 30 s slurmctld sets
+# hundreds of nodes DOWN mid-step (not responding) and kills the job.
+SLURMD_TIMEOUT_S = 600
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
@@ -51,8 +56,11 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     return wall, cpu, (summary[-1] if summary else done.stderr[-300:])
 
 
+TIMEOUT = ["-t", "120"]  # fleet's default per-host deadline; --timeout S sets another
+
+
 def fleet_args(*args: str) -> list[str]:
-    return ["probe", "-p", "system", "--no-save", *args]
+    return ["probe", "-p", "system", "--no-save", *TIMEOUT, *args]
 
 
 def fleet(*args: str) -> list[str]:
@@ -61,7 +69,8 @@ def fleet(*args: str) -> list[str]:
 
 def new_cluster(work: Path, names: list[str]) -> SlurmCluster:
     stub = FAKES / "stubs" / "torch_h200_symm"
-    return SlurmCluster(work / "slurm", {n: NodeStack(CAPTURE, stub) for n in names})
+    stacks = {n: NodeStack(CAPTURE, stub) for n in names}
+    return SlurmCluster(work / "slurm", stacks, slurmd_timeout_s=SLURMD_TIMEOUT_S)
 
 
 def start_cluster(cluster: SlurmCluster) -> None:
@@ -93,7 +102,7 @@ def start_farm(farm: SshdFarm, names: list[str], sshds: int) -> dict[str, dict[s
     return hosts
 
 
-def main(count: int, rounds: int, sshds: int) -> None:
+def main(count: int, rounds: int, sshds: int, ssh: bool = True) -> None:
     import os
 
     work = Path(tempfile.mkdtemp(prefix="fleet-bench-slurm-"))
@@ -105,14 +114,15 @@ def main(count: int, rounds: int, sshds: int) -> None:
     cluster = new_cluster(work, names)
     try:
         start_cluster(cluster)
-        hosts = start_farm(farm, names, sshds)
+        hosts = start_farm(farm, names, sshds) if ssh else {}
         known = farm.known_hosts(work / "known_hosts")
         inventory = write_inventory(work / "inv.yaml", farm, hosts, known)
         slurm_env = {**env, "SLURM_CONF": str(cluster.conf)}
         results: dict[str, list[tuple[float, float, str]]] = {"slurm": [], "ssh": []}
         for _ in range(rounds):
             results["slurm"].append(timed(fleet("--slurm", "partition=gpu"), slurm_env))
-            results["ssh"].append(timed(fleet("-i", str(inventory)), env))
+            if ssh:
+                results["ssh"].append(timed(fleet("-i", str(inventory)), env))
         report(count, min(sshds, count), results)
     finally:
         farm.stop()
@@ -120,16 +130,20 @@ def main(count: int, rounds: int, sshds: int) -> None:
 
 
 def report(count: int, sshds: int, results: dict[str, list[tuple[float, float, str]]]) -> None:
-    print(f"N={count} nodes ({sshds} sshd), probes=system, {len(results['ssh'])} rounds (median):")
+    rounds = len(results["slurm"])
+    print(f"N={count} nodes ({sshds} sshd), probes=system, {rounds} rounds (median):")
     cpus = {}
     for name, rows in results.items():
+        if not rows:
+            continue
         wall = statistics.median(r[0] for r in rows)
         cpus[name] = cpu = statistics.median(r[1] for r in rows)
         print(
             f"  {name:5}  wall {wall:6.2f} s   controller CPU {cpu:6.2f} s"
             f"  = {cpu / count * 1000:5.2f} ms/node   ({rows[-1][2]})"
         )
-    print(f"  CPU per node, slurm/ssh: {cpus['slurm'] / cpus['ssh']:.2f}")
+    if "ssh" in cpus:
+        print(f"  CPU per node, slurm/ssh: {cpus['slurm'] / cpus['ssh']:.2f}")
 
 
 def profile(count: int) -> None:
@@ -175,8 +189,11 @@ if __name__ == "__main__":
     parser.add_argument("rounds", nargs="?", type=int, default=3, help="rounds (3)")
     parser.add_argument("--sshd", type=int, default=0, help="K sshd serve the N hosts (0: N)")
     parser.add_argument("--profile", action="store_true", help="profile the Slurm run only")
+    parser.add_argument("--slurm-only", action="store_true", help="no sshd, no SSH runs")
+    parser.add_argument("--timeout", type=float, default=120.0, help="fleet's -t, per host (120)")
     args = parser.parse_args()
+    TIMEOUT[1] = str(args.timeout)
     if args.profile:
         profile(args.count)
     else:
-        main(args.count, args.rounds, args.sshd or args.count)
+        main(args.count, args.rounds, args.sshd or args.count, ssh=not args.slurm_only)
