@@ -1,16 +1,27 @@
 """Controller CPU and wall time of `fleet probe` for N nodes: one srun step vs N SSH connections.
 
-    python3 bench/slurm_vs_ssh.py [N] [ROUNDS]      # default: 64 nodes, 3 rounds (alternating)
+    python3 bench/slurm_vs_ssh.py [N] [ROUNDS] [--sshd K]   # default: 64 nodes, 3 rounds
+    python3 bench/slurm_vs_ssh.py N --profile               # the Slurm run in-process, cProfile
+    python3 bench/slurm_vs_ssh.py N ROUNDS --slurm-only     # no sshd, Slurm runs only
+    python3 bench/slurm_vs_ssh.py N ROUNDS --timeout 600    # fleet's per-host deadline (120 s)
 
 The same machine plays both fleets: a real Slurm cluster of N slurmd (tests/slurm/cluster.py) and N
-real sshd on 127.2.0.x (tests/integration/sshd.py). Probes: system (cheap), so the numbers are the
-transport's cost. Controller CPU is user+sys of `fleet` and its children: for Slurm that includes
-srun (the step's I/O), not slurmctld/slurmd/slurmstepd (the cluster's side, on other machines in a
-real cluster). Needs root, slurmd/slurmctld/munge and openssh-server (like CI).
+real sshd on 127.2.0.x (tests/integration/sshd.py). With --sshd K, K real sshd serve the N SSH
+inventory hosts under distinct names (several names per sshd, same address:port, host-key checking
+on, as bench/side_by_side.py does): each host is still its own connection and session. Probes:
+system (cheap), so the numbers are the transport's cost. Rounds alternate Slurm and SSH. Controller
+CPU is user+sys of `fleet` and its children: for Slurm that includes srun (the step's I/O), not
+slurmctld/slurmd/slurmstepd (the cluster's side, on other machines in a real cluster). Needs root,
+slurmd/slurmctld/munge and openssh-server (like CI).
+
+--profile runs `fleet probe --slurm` in this process under cProfile (process_time clock) and splits
+the controller's CPU into fleet's own and its children's (srun, sinfo). Every daemon is torn down
+on every exit path.
 """
 
 from __future__ import annotations
 
+import argparse
 import resource
 import statistics
 import subprocess
@@ -22,18 +33,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.conftest import FAKES, ROOT
-from tests.integration.conftest import ssh_host, write_inventory
+from tests.integration.conftest import write_inventory
 from tests.integration.sshd import SshdFarm, find_sshd
 from tests.slurm.cluster import NodeStack, SlurmCluster
 
 CAPTURE = ROOT / "tests" / "probes" / "golden" / "gpu" / "h200x2_nvlink"
+NODES_IDLE_S = 600.0  # 1,024 slurmd registering on 2 cores take longer than the tests' 30 s
+# 1,024 tasks starting Python on 2 cores starve the slurmd: with the tests' 30 s slurmctld sets
+# hundreds of nodes DOWN mid-step (not responding) and kills the job.
+SLURMD_TIMEOUT_S = 600
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     """Wall seconds, controller CPU seconds (the command and its children), its summary line."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -41,49 +56,144 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     return wall, cpu, (summary[-1] if summary else done.stderr[-300:])
 
 
+TIMEOUT = ["-t", "120"]  # fleet's default per-host deadline; --timeout S sets another
+
+
+def fleet_args(*args: str) -> list[str]:
+    return ["probe", "-p", "system", "--no-save", *TIMEOUT, *args]
+
+
 def fleet(*args: str) -> list[str]:
-    return [sys.executable, "-m", "fleet", "probe", "-p", "system", "--no-save", *args]
+    return [sys.executable, "-m", "fleet", *fleet_args(*args)]
 
 
-def main(count: int, rounds: int) -> None:
+def new_cluster(work: Path, names: list[str]) -> SlurmCluster:
+    stub = FAKES / "stubs" / "torch_h200_symm"
+    stacks = {n: NodeStack(CAPTURE, stub) for n in names}
+    return SlurmCluster(work / "slurm", stacks, slurmd_timeout_s=SLURMD_TIMEOUT_S)
+
+
+def start_cluster(cluster: SlurmCluster) -> None:
+    try:
+        cluster.start()
+    except RuntimeError:  # not idle within the tests' 30 s: a large cluster gets longer
+        cluster.wait_for_nodes(NODES_IDLE_S)
+
+
+def start_farm(farm: SshdFarm, names: list[str], sshds: int) -> dict[str, dict[str, object]]:
+    """Start the sshd; each inventory name → its server's address and port."""
+    if sshds >= len(names):
+        for index, name in enumerate(names):
+            farm.start(name, f"127.2.{index // 250}.{index % 250 + 1}")
+        return {n: {"address": farm.hosts[n].address, "port": farm.hosts[n].port} for n in names}
+    for index in range(sshds):
+        farm.start(
+            f"s{index:03d}",
+            f"127.2.{index // 250}.{index % 250 + 1}",
+            MaxStartups="1000:30:2000",
+            MaxSessions="1000",
+            LogLevel="INFO",
+        )
+    servers = list(farm.hosts.values())
+    hosts = {}
+    for index, name in enumerate(names):
+        server = servers[index % sshds]
+        hosts[name] = {"address": server.address, "port": server.port}
+    return hosts
+
+
+def main(count: int, rounds: int, sshds: int, ssh: bool = True) -> None:
     import os
 
     work = Path(tempfile.mkdtemp(prefix="fleet-bench-slurm-"))
-    names = [f"n{i:03d}" for i in range(1, count + 1)]
-    stub = FAKES / "stubs" / "torch_h200_symm"
-    cluster = SlurmCluster(work / "slurm", {n: NodeStack(CAPTURE, stub) for n in names})
+    names = [f"n{i:04d}" for i in range(1, count + 1)]
     sshd = find_sshd()
     assert sshd, "needs openssh-server"
     farm = SshdFarm(work / "sshd", sshd)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_STATE_HOME": str(work / "state")}
+    cluster = new_cluster(work, names)
     try:
-        cluster.start()
-        for index, name in enumerate(names):
-            farm.start(name, f"127.2.{index // 250}.{index % 250 + 1}")
-        known = farm.known_hosts(work / "known_hosts", names)
-        inventory = write_inventory(
-            work / "inv.yaml", farm, {n: ssh_host(farm, n) for n in names}, known
-        )
+        start_cluster(cluster)
+        hosts = start_farm(farm, names, sshds) if ssh else {}
+        known = farm.known_hosts(work / "known_hosts")
+        inventory = write_inventory(work / "inv.yaml", farm, hosts, known)
         slurm_env = {**env, "SLURM_CONF": str(cluster.conf)}
         results: dict[str, list[tuple[float, float, str]]] = {"slurm": [], "ssh": []}
         for _ in range(rounds):
             results["slurm"].append(timed(fleet("--slurm", "partition=gpu"), slurm_env))
-            results["ssh"].append(timed(fleet("-i", str(inventory)), env))
-        report(count, results)
+            if ssh:
+                results["ssh"].append(timed(fleet("-i", str(inventory)), env))
+        report(count, min(sshds, count), results)
     finally:
         farm.stop()
+        cluster.stop()  # what it started, also when start() failed part-way
+
+
+def report(count: int, sshds: int, results: dict[str, list[tuple[float, float, str]]]) -> None:
+    rounds = len(results["slurm"])
+    print(f"N={count} nodes ({sshds} sshd), probes=system, {rounds} rounds (median):")
+    cpus = {}
+    for name, rows in results.items():
+        if not rows:
+            continue
+        wall = statistics.median(r[0] for r in rows)
+        cpus[name] = cpu = statistics.median(r[1] for r in rows)
+        print(
+            f"  {name:5}  wall {wall:6.2f} s   controller CPU {cpu:6.2f} s"
+            f"  = {cpu / count * 1000:5.2f} ms/node   ({rows[-1][2]})"
+        )
+    if "ssh" in cpus:
+        print(f"  CPU per node, slurm/ssh: {cpus['slurm'] / cpus['ssh']:.2f}")
+
+
+def profile(count: int) -> None:
+    """`fleet probe --slurm` in this process under cProfile; fleet's CPU and its children's."""
+    import cProfile
+    import os
+    import pstats
+
+    from fleet.cli.root import main as fleet_main
+
+    work = Path(tempfile.mkdtemp(prefix="fleet-bench-slurm-"))
+    names = [f"n{i:04d}" for i in range(1, count + 1)]
+    cluster = new_cluster(work, names)
+    try:
+        start_cluster(cluster)
+        os.environ.update(SLURM_CONF=str(cluster.conf), XDG_STATE_HOME=str(work / "state"))
+        profiler = cProfile.Profile(time.process_time)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own, started = time.process_time(), time.perf_counter()
+        profiler.enable()
+        try:
+            fleet_main(fleet_args("--slurm", "partition=gpu"), standalone_mode=False)
+        except SystemExit:
+            pass
+        finally:
+            profiler.disable()
+        wall, own = time.perf_counter() - started, time.process_time() - own
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        children = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        print(
+            f"N={count}: wall {wall:.2f} s; fleet in-process CPU {own:.2f} s, children "
+            f"(srun, sinfo) {children:.2f} s"
+        )
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(45)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+    finally:
         cluster.stop()
 
 
-def report(count: int, results: dict[str, list[tuple[float, float, str]]]) -> None:
-    print(f"N={count} nodes, probes=system, {len(results['ssh'])} rounds (median):")
-    for name, rows in results.items():
-        wall = statistics.median(r[0] for r in rows)
-        cpu = statistics.median(r[1] for r in rows)
-        print(f"  {name:5}  wall {wall:6.2f} s   controller CPU {cpu:6.2f} s   ({rows[-1][2]})")
-
-
 if __name__ == "__main__":
-    main(
-        int(sys.argv[1]) if len(sys.argv) > 1 else 64, int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("count", nargs="?", type=int, default=64, help="nodes N (64)")
+    parser.add_argument("rounds", nargs="?", type=int, default=3, help="rounds (3)")
+    parser.add_argument("--sshd", type=int, default=0, help="K sshd serve the N hosts (0: N)")
+    parser.add_argument("--profile", action="store_true", help="profile the Slurm run only")
+    parser.add_argument("--slurm-only", action="store_true", help="no sshd, no SSH runs")
+    parser.add_argument("--timeout", type=float, default=120.0, help="fleet's -t, per host (120)")
+    args = parser.parse_args()
+    TIMEOUT[1] = str(args.timeout)
+    if args.profile:
+        profile(args.count)
+    else:
+        main(args.count, args.rounds, args.sshd or args.count, ssh=not args.slurm_only)

@@ -77,6 +77,7 @@ class SlurmCluster:
     folder: Path
     stacks: Mapping[str, NodeStack]  # node name → its stack, in node order
     partition: str = "gpu"
+    slurmd_timeout_s: int = 30  # a node that answers no ping for this long is set DOWN
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     ctld_port: int = 0
     node_port: int = 0
@@ -200,7 +201,7 @@ class SlurmCluster:
             "KillWait=2",
             "MinJobAge=5",
             "InactiveLimit=0",
-            "SlurmdTimeout=30",
+            f"SlurmdTimeout={self.slurmd_timeout_s}",
             f"PlugStackConfig={d / 'plugstack.conf'}",
             f"TaskProlog={d / 'taskprolog.sh'}",
             f"NodeName={names} NodeHostname=localhost NodeAddr=127.0.0.1 Port={ports} CPUs=2 "
