@@ -5,7 +5,9 @@
 # Each LABEL=TAR is a `git archive` of a fleet tree; each is compiled once (as an install is).
 # Per round: `python3 -c "import torch"`, then `python3 -m fleet probe -i inventory/local.yaml
 # --no-allreduce --no-save --json` for each version (wall seconds, and each probe's elapsed_s).
-# Also: cuInit alone, and torch's first CUDA call after the import (what the torch probe adds).
+# The last version's bundle alone, as the host runs it (`python3 - < bundle.py`: the per-host
+# cost, no controller), is timed in each round too. Also: cuInit alone, torch's first CUDA call
+# after the import (what the torch probe adds), and each default import spec's own time.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 unset PYTHONDONTWRITEBYTECODE
@@ -27,6 +29,18 @@ for tree in "${TREES[@]}"; do
     mkdir -p "/tmp/ab/$label" && tar -xf "${tree#*=}" -C "/tmp/ab/$label"
     python3 -m compileall -q "/tmp/ab/$label/fleet" >/dev/null
 done
+last=${TREES[-1]%%=*}
+(cd "/tmp/ab/$last" && PYTHONPATH="/tmp/ab/$last:/tmp/site" python3 - "$OUT" <<'PY'
+import sys
+from pathlib import Path
+from fleet.execution.bundle import build_bundle
+from fleet.execution.fanout import REMOTE_PARALLEL
+probes = ["system", "packages", "gpu", "torch", "nccl", "dir", "imports", "health", "live", "net"]
+script = build_bundle(probes).script({}, 300.0, REMOTE_PARALLEL)
+Path("/tmp/ab/bundle.py").write_bytes(script)
+print(f"bundle of {len(probes)} probes: {len(script)} bytes")
+PY
+)
 python3 -c "import torch" # the page cache warm for every tool below
 python3 - <<'PY' | tee "$OUT/cuda_init.txt"
 import ctypes, time
@@ -39,6 +53,17 @@ t = time.perf_counter(); import torch; imported = time.perf_counter() - t
 t = time.perf_counter(); n = torch.cuda.device_count(); torch.cuda.get_device_properties(0)
 print(f"import torch {imported:.3f} s, then device_count+properties {time.perf_counter() - t:.3f} s ({n} GPUs)")
 PY
+python3 - <<'PY' | tee -a "$OUT/cuda_init.txt"
+import importlib, time
+t = time.perf_counter(); import torch; print(f"import torch {time.perf_counter() - t:.3f} s; then each spec:")
+for name in ["torch.distributed._symmetric_memory", "triton", "flashinfer", "sgl_kernel", "sglang", "vllm", "mscclpp", "deep_ep"]:
+    t = time.perf_counter()
+    try:
+        importlib.import_module(name); how = "ok"
+    except Exception as exc:
+        how = type(exc).__name__
+    print(f"  {name}: {time.perf_counter() - t:.3f} s {how}")
+PY
 for round in $(seq "$ROUNDS"); do
     start=$(date +%s%N)
     timeout 120 python3 -c "import torch"
@@ -48,10 +73,14 @@ for round in $(seq "$ROUNDS"); do
         start=$(date +%s%N)
         (cd "/tmp/ab/$label" && PYTHONPATH="/tmp/ab/$label:/tmp/site" timeout 300 python3 -m fleet \
             probe -i inventory/local.yaml --no-allreduce --no-save \
-            --json "$OUT/run_${label}_$round.json" >"$OUT/out_${label}_$round.txt" 2>&1)
+            --json "/tmp/ab/run_${label}_$round.json" >"/tmp/ab/out_${label}_$round.txt" 2>&1)
         rc=$?
         echo "$label $(( ($(date +%s%N) - start) / 1000000 )) rc=$rc" >>"$OUT/times.txt"
     done
+    start=$(date +%s%N)
+    timeout 300 python3 - </tmp/ab/bundle.py >/tmp/ab/bundle_out.txt 2>&1
+    rc=$?
+    echo "bundle_alone $(( ($(date +%s%N) - start) / 1000000 )) rc=$rc" >>"$OUT/times.txt"
 done
 python3 - "$OUT" <<'PY'
 import json, statistics, sys
@@ -69,7 +98,7 @@ for label, times in walls.items():
     median = statistics.median(times)
     print(f"{label:6} median {median:.2f} s ({median / torch:.2f}x import torch)  all {[round(t, 2) for t in times]}")
     probes = defaultdict(list)
-    for run in sorted(out.glob(f"run_{label}_*.json")):
+    for run in sorted(Path("/tmp/ab").glob(f"run_{label}_*.json")):
         for outcome in json.loads(run.read_text())["hosts"].values():
             for name, result in outcome["probes"].items():
                 probes[name].append(result.get("elapsed_s") or 0)

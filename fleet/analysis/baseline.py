@@ -26,7 +26,7 @@ from fleet.analysis.measured import (
     host_versions,
 )
 from fleet.errors import UsageError
-from fleet.models import NOT_REACHED, HostOutcome, Run
+from fleet.models import NOT_REACHED, HostOutcome, ProbeResult, Run
 
 BASELINE_SCHEMA = "fleet.baseline/1"
 
@@ -103,9 +103,17 @@ def place_hosts(
     reporting = [o for o in run.hosts.values() if o.status not in NOT_REACHED and o.probes]
     cache = FactCache(declarations)
     facts: dict[str, HostFacts] = {}
+    alike: dict[tuple[str, ...], HostFacts] = {}  # hosts whose GPUs read alike: flattened once
     for outcome in reporting:
         result = outcome.probes.get("gpu")
-        facts[outcome.name] = cache.part("gpu", result)[1] if result is not None else HostFacts()
+        if result is None:
+            facts[outcome.name] = HostFacts()
+            continue
+        key = _gpu_key(result)
+        found = alike.get(key)
+        if found is None:
+            found = alike[key] = cache.part("gpu", result)[1]
+        facts[outcome.name] = found
     cohorts = find_cohorts(reporting, {n: (n,) for n in facts}, facts, cohort_by)
     placed: dict[str, Placed] = {}
     for cohort in cohorts:
@@ -113,6 +121,19 @@ def place_hosts(
             placed[host] = _placed(cohort.name, cohort.label, facts[host], run.hosts[host],
                                    cohort_by)  # fmt: skip
     return placed
+
+
+def _gpu_key(result: ProbeResult) -> tuple[str, ...]:
+    """What a host's cohort and placing read of its gpu payload (cohorts.default_key): the
+    model, the count, the interconnect and the status; each host's GPUs have their own UUIDs,
+    so the payloads themselves are all distinct."""
+    data = result.data if isinstance(result.data, Mapping) else {}
+    gpus = data.get("gpus")
+    first = gpus[0] if isinstance(gpus, list) and gpus else None
+    name = first.get("name") if isinstance(first, Mapping) else first
+    length = len(gpus) if isinstance(gpus, list) else None
+    parts = (data.get("gpu_count"), length, name, data.get("interconnect"))
+    return (result.status, *(repr(part) for part in parts))
 
 
 def _placed(

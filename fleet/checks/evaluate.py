@@ -71,9 +71,8 @@ def _judge(
             continue
         if verdict is None:
             verdict = _judge_one(rule, names[0], view)
-        like = verdict.like
-        for name in names:
-            placed[places[name]] = like(name)
+        for name, copy in zip(names, verdict.for_hosts(names)):
+            placed[places[name]] = copy
     if pending:
         judge = judge_uniform if rule.kind == "uniform" else judge_keys
         for name, verdict in judge(rule, pending, view).items():

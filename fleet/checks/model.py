@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import operator
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ SEVERITIES = ("error", "warn")
 # Worst first: a rule's overall verdict is the worst of its hosts'.
 VERDICTS = ("fail", "unknown", "skipped", "pass", "n/a")
 UNJUDGED = ("unknown", "skipped")
+_STATUS = operator.attrgetter("status")
 RULE_KEYS = (
     "id",
     "description",
@@ -98,6 +100,19 @@ class RuleVerdict:
         fields.update(changes)
         return copy
 
+    def for_hosts(self, hosts: Sequence[str]) -> list[RuleVerdict]:
+        """This verdict as each of `hosts`' (like(), a loop without a call per copy: a rule
+        judged on 20,000 hosts makes 20,000 of them)."""
+        new, fields = object.__new__, self.__dict__
+        copies = []
+        for host in hosts:
+            copy = new(RuleVerdict)
+            own = copy.__dict__
+            own.update(fields)
+            own["host"] = host
+            copies.append(copy)
+        return copies
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.status,
@@ -118,12 +133,19 @@ class RuleResult:
 
     @property
     def status(self) -> str:
-        present = {v.status for v in self.verdicts}
+        present = self.status_counts
         return next((s for s in VERDICTS if s in present), "n/a")
 
     @property
     def failures(self) -> list[RuleVerdict]:
+        if not self.status_counts.get("fail"):
+            return []
         return [v for v in self.verdicts if v.status == "fail"]
+
+    @functools.cached_property
+    def status_counts(self) -> Counter[str]:
+        """How many hosts got each verdict: counted once, in C (20,000 hosts a rule)."""
+        return Counter(map(_STATUS, self.verdicts))
 
     def to_dict(self) -> dict[str, Any]:
         rule = self.rule
@@ -161,7 +183,13 @@ class CheckReport:
     @functools.cached_property
     def _unjudged(self) -> list[tuple[Rule, RuleVerdict]]:
         # a report is read many times over (verdict, summary, JSON): its verdicts are walked once
-        return [(r.rule, v) for r in self.results for v in r.verdicts if v.status in UNJUDGED]
+        return [
+            (r.rule, v)
+            for r in self.results
+            if any(r.status_counts.get(status) for status in UNJUDGED)
+            for v in r.verdicts
+            if v.status in UNJUDGED
+        ]
 
     @property
     def failed(self) -> bool:
@@ -196,25 +224,49 @@ class CheckReport:
 
     @functools.cached_property
     def _counts(self) -> dict[str, int]:
-        tally = Counter(v.status for r in self.results for v in r.verdicts)
+        tally: Counter[str] = Counter()
+        for result in self.results:
+            tally.update(result.status_counts)
         return {status: tally.get(status, 0) for status in VERDICTS}
 
     def not_judged(self) -> list[NotJudged]:
         """Unknown and skipped verdicts grouped by why (the host's own name blanked out), most
         common first: each cause once, with the rules and hosts it kept from being judged."""
         groups: dict[tuple[str, str], tuple[dict[str, None], dict[str, None]]] = {}
-        unreached = self.unreached
-        for rule, verdict in self.unjudged():
-            host, reason = verdict.host, verdict.reason
-            why = unreached.get(host) if unreached else None
-            if why:
-                reason = why
-            elif host in reason:
-                reason = reason.replace(host, "…")
-            rules, hosts = groups.setdefault((verdict.status, reason), ({}, {}))  # ordered sets
-            rules[rule.id] = hosts[host] = None
+        for result in self.results:
+            if not any(result.status_counts.get(status) for status in UNJUDGED):
+                continue
+            unjudged = [v for v in result.verdicts if v.status in UNJUDGED]
+            alike: dict[tuple[str, str], list[str]] = {}
+            for verdict in unjudged:
+                alike.setdefault((verdict.status, verdict.reason), []).append(verdict.host)
+            if self._said_as_is(alike):  # the common case: each reason's hosts in one go
+                for key, hosts in alike.items():
+                    rules, named = groups.setdefault(key, ({}, {}))  # ordered sets
+                    rules[result.rule.id] = None
+                    named.update(dict.fromkeys(hosts))
+                continue
+            for verdict in unjudged:
+                host, reason = verdict.host, verdict.reason
+                why = self.unreached.get(host) if self.unreached else None
+                if why:
+                    reason = why
+                elif host in reason:
+                    reason = reason.replace(host, "…")
+                rules, named = groups.setdefault((verdict.status, reason), ({}, {}))
+                rules[result.rule.id] = named[host] = None
         found = [NotJudged(s, r, tuple(rs), tuple(hs)) for (s, r), (rs, hs) in groups.items()]
         return sorted(found, key=lambda n: -len(n.rules) * len(n.hosts))
+
+    def _said_as_is(self, alike: Mapping[tuple[str, str], list[str]]) -> bool:
+        """No host here was unreached (its own cause replaces the reason) and no reason names
+        its host (the name is blanked): each reason then stands for all its hosts as it is."""
+        unreached = self.unreached
+        return all(
+            (not unreached or unreached.keys().isdisjoint(hosts))
+            and not any(host in reason for host in hosts)
+            for (_, reason), hosts in alike.items()
+        )
 
     def to_dict(self) -> dict[str, Any]:
         counts = self.counts()
