@@ -112,7 +112,9 @@ class ProbeResult:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> ProbeResult:
-        return cls(
+        # made without __init__'s frozen setattr per field: a 20,000-host run reads 144,000
+        made: ProbeResult = object.__new__(cls)
+        made.__dict__.update(
             status=raw.get("status") or ("ok" if raw.get("ok") else "failed"),
             ok=bool(raw.get("ok")),
             data=raw.get("data") or {},
@@ -121,6 +123,7 @@ class ProbeResult:
             output_tail=raw.get("output_tail") or "",
             traceback=raw.get("traceback") or "",
         )
+        return made
 
 
 @dataclass(frozen=True)
