@@ -74,7 +74,7 @@ def test_fleet_baseline_writes_the_file_and_says_what_it_holds(tmp_path: Path) -
 def test_show_prints_the_bands_and_all_of_them_with_all(tmp_path: Path, baseline: Path) -> None:
     shown = invoke_fleet(tmp_path, "baseline", "--show", str(baseline))
     assert shown.returncode == 0, shown.stderr
-    assert "2× NVIDIA H200 · nvlink · 1 host(s): local · 2 run(s)" in shown.stdout
+    assert "2× NVIDIA H200 · nvlink · 1 host: local · 2 run(s)" in shown.stdout
     assert "    graph 8 B latency " not in shown.stdout  # the first 12 of each family
     assert "… 40 more (--all lists them)" in shown.stdout
     every = invoke_fleet(tmp_path, "baseline", "--show", str(baseline), "--all")

@@ -16,7 +16,7 @@ from fleet.analysis.facts import human_bytes
 from fleet.analysis.linerate import CohortLineRate
 from fleet.analysis.measured import VERSION_LABELS, VERSIONS, Key
 from fleet.checks import RuleVerdict, format_value
-from fleet.hostsets import compact_hosts
+from fleet.hostsets import compact_hosts, count_hosts
 
 MAX_LINES = 6  # measurements shown per group of hosts; the JSON document has every one
 SHOWN_PER_FAMILY = 12  # measurements `--show` lists per family and cohort without --all
@@ -66,7 +66,7 @@ def render_baseline(console: Console, baseline: Baseline, every: bool = False) -
         console.print()
         hosts = compact_hosts(cohort.hosts) if cohort.hosts else "?"
         console.print(
-            f"[bold]{escape(cohort.name)}[/] [dim]· {len(cohort.hosts)} host(s): "
+            f"[bold]{escape(cohort.name)}[/] [dim]· {count_hosts(len(cohort.hosts))}: "
             f"{escape(hosts)} · {cohort.runs} run(s)[/]"
         )
         versions = " · ".join(
@@ -114,7 +114,7 @@ def render_line_rates(console: Console, rates: Sequence[CohortLineRate]) -> None
             console.print(f"  {escape(cohort.cohort)}: line rate not known: {escape(why)}")
             continue
         console.print(
-            f"  {escape(cohort.cohort)} [dim]({len(cohort.hosts)} host(s))[/]: line rate "
+            f"  {escape(cohort.cohort)} [dim]({count_hosts(len(cohort.hosts))})[/]: line rate "
             f"{rate.gbps:g} GB/s per direction [dim]({escape(rate.basis)})[/]"
         )
         for mode in cohort.modes():
