@@ -24,22 +24,10 @@ if TYPE_CHECKING:
         select_hosts,
     )
 else:
-    # fleet.api on first use (PEP 562): `fleet --version` and the fan-out need little of it
-    _FROM_API = frozenset(
-        {
-            "ProbeOptions",
-            "check",
-            "cross_host_diff",
-            "drift",
-            "load_run",
-            "probe",
-            "save_run",
-            "select_hosts",
-        }
-    )
-
+    # fleet.api on first use (PEP 562): `fleet --version` and the fan-out need little of it;
+    # the names of __all__ not bound above are fleet.api's
     def __getattr__(name: str) -> Any:
-        if name not in _FROM_API:
+        if name not in __all__:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         import fleet.api
 

@@ -137,6 +137,11 @@ class HostOutcome:
     python: str | None = None
     probes: Mapping[str, ProbeResult] = field(default_factory=dict)
 
+    def probe_ok(self, probe: str) -> bool:
+        """Whether probe `probe` ran here and succeeded."""
+        result = self.probes.get(probe)
+        return result is not None and result.status == "ok"
+
     @property
     def failed_probes(self) -> list[str]:
         return [n for n, r in self.probes.items() if r.status in ("failed", "timeout")]

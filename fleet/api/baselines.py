@@ -27,7 +27,7 @@ from fleet.analysis.linerate import CohortLineRate, cohort_line_rates
 from fleet.api.comparing import DEFAULT_TOLERANCE, drift
 from fleet.api.runs import resolve_run
 from fleet.errors import StoreError
-from fleet.models import NOT_REACHED, HostOutcome, Run
+from fleet.models import NOT_REACHED, Run
 from fleet.store import read_run_file
 from fleet.version import __version__
 
@@ -187,7 +187,7 @@ def with_baseline(report: CheckReport, judged: BaselineJudgement) -> CheckReport
 def line_rates(run: Run, probe_dirs: Sequence[str | Path] = ()) -> list[CohortLineRate]:
     """Per cohort, each host's allreduce bus bandwidth at its largest size as a share of its
     GPUs' line rate (NVLink generation × links, PCIe generation × lanes)."""
-    if not any(_allreduce_ok(o) for o in run.hosts.values()):
+    if not any(o.probe_ok("allreduce") for o in run.hosts.values()):
         return []  # nothing to place in cohorts: a run without allreduce has no line rates
     placed = place_hosts(run, declared_facts(probe_dirs), run.cohort_by)
     by_cohort: dict[str, list[str]] = {}
@@ -197,11 +197,6 @@ def line_rates(run: Run, probe_dirs: Sequence[str | Path] = ()) -> list[CohortLi
     return cohort_line_rates(
         (name, [reached[h] for h in hosts if h in reached]) for name, hosts in by_cohort.items()
     )
-
-
-def _allreduce_ok(outcome: HostOutcome) -> bool:
-    result = outcome.probes.get("allreduce")
-    return result is not None and result.status == "ok"
 
 
 def baseline_drift(

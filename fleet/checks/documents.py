@@ -43,13 +43,8 @@ def gpubench_cohort(
     outcomes: Mapping[str, HostOutcome],
 ) -> tuple[Mapping[str, Mapping[str, float]], Mapping[str, int]]:
     """Every GPU of each model in the run: what `_gpubench` holds each host's GPUs against."""
-    benches = [o.probes["gpubench"].data for o in outcomes.values() if _gpubench_ok(o)]
+    benches = [o.probes["gpubench"].data for o in outcomes.values() if o.probe_ok("gpubench")]
     return (gpubench.cohort_medians(benches), gpubench.cohort_sizes(benches))
-
-
-def _gpubench_ok(outcome: HostOutcome) -> bool:
-    result = outcome.probes.get("gpubench")
-    return result is not None and result.status == "ok"
 
 
 def host_document(

@@ -6,7 +6,12 @@ from __future__ import annotations
 import copy
 import json
 import random
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from fleet.checks import CheckReport, load_rules, pack_path, parse_rules
@@ -102,3 +107,20 @@ def fleet_run(count: int, folder: Path, seed: int = 1) -> Run:
         "hosts": hosts,
     }
     return read_run_file(save_run(Run.from_dict(document), folder))
+
+
+@contextmanager
+def calls() -> Iterator[Counter[str]]:
+    """Every Python function called meanwhile, counted by name."""
+    counted: Counter[str] = Counter()
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            counted[frame.f_code.co_name] += 1
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield counted
+    finally:
+        sys.setprofile(previous)

@@ -12,11 +12,8 @@ from __future__ import annotations
 import copy
 import io
 import json
-import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from types import FrameType
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,6 +24,7 @@ from fleet.execution.bundle import available_probes
 from fleet.models import Run
 from fleet.render.terminal.checks import render_report
 from tests.conftest import ROOT
+from tests.unit.helpers import calls
 
 LOOPBACK8 = ROOT / "tests" / "probes" / "golden" / "real_run" / "loopback8_two_odd.json"
 HOSTS = 64
@@ -46,23 +44,6 @@ def fleet_run(count: int, own_keys: bool = False) -> Run:
             host["probes"]["nccl"]["data"]["env"][f"NCCL_TAG_{index}"] = "1"
         hosts[name] = host
     return Run.from_dict({**real, "hosts": hosts})
-
-
-@contextmanager
-def calls() -> Iterator[Counter[str]]:
-    """Every Python function called meanwhile, counted by name."""
-    counted: Counter[str] = Counter()
-
-    def profile(frame: FrameType, event: str, arg: Any) -> None:
-        if event == "call":
-            counted[frame.f_code.co_name] += 1
-
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        yield counted
-    finally:
-        sys.setprofile(previous)
 
 
 @pytest.fixture(scope="module")

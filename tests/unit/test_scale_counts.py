@@ -12,13 +12,9 @@ must be as many at 2N as at N: at most 1.2 times.
 from __future__ import annotations
 
 import io
-import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 from rich.console import Console
 
@@ -29,27 +25,10 @@ from fleet.execution.bundle import available_probes
 from fleet.models import Run
 from fleet.render.html.page import Report, render_html
 from fleet.render.terminal.run import render_run
-from tests.unit.helpers import fleet_run
+from tests.unit.helpers import calls, fleet_run
 
 HOSTS = 48
 AT_MOST = 1.2  # what twice the hosts, with the same distinct answers, may cost
-
-
-@contextmanager
-def calls() -> Iterator[Counter[str]]:
-    """Every Python function called meanwhile, counted by name."""
-    counted: Counter[str] = Counter()
-
-    def profile(frame: FrameType, event: str, arg: Any) -> None:
-        if event == "call":
-            counted[frame.f_code.co_name] += 1
-
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        yield counted
-    finally:
-        sys.setprofile(previous)
 
 
 def counted(
