@@ -5,8 +5,8 @@
 # Each LABEL=TAR is a `git archive` of a fleet tree; each is compiled once (as an install is).
 # Per round: `python3 -c "import torch"`, then `python3 -m fleet probe -i inventory/local.yaml
 # --no-allreduce --no-save --json` for each version (wall seconds, and each probe's elapsed_s).
-# The last version's bundle alone, as the host runs it (`python3 - < bundle.py`: the per-host
-# cost, no controller), is timed in each round too. Also: cuInit alone, torch's first CUDA call
+# Each version's bundle alone, as the host runs it (`python3 - < bundle.py`: the per-host cost,
+# no controller), is timed in each round too (alone_LABEL). Also: cuInit alone, torch's first CUDA call
 # after the import (what the torch probe adds), and each default import spec's own time.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -29,18 +29,20 @@ for tree in "${TREES[@]}"; do
     mkdir -p "/tmp/ab/$label" && tar -xf "${tree#*=}" -C "/tmp/ab/$label"
     python3 -m compileall -q "/tmp/ab/$label/fleet" >/dev/null
 done
-last=${TREES[-1]%%=*}
-(cd "/tmp/ab/$last" && PYTHONPATH="/tmp/ab/$last:/tmp/site" python3 - "$OUT" <<'PY'
+for tree in "${TREES[@]}"; do  # each version's own bundle, timed alone as the host runs it
+    label=${tree%%=*}
+    (cd "/tmp/ab/$label" && PYTHONPATH="/tmp/ab/$label:/tmp/site" python3 - "$label" <<'PY'
 import sys
 from pathlib import Path
 from fleet.execution.bundle import build_bundle
 from fleet.execution.fanout import REMOTE_PARALLEL
 probes = ["system", "packages", "gpu", "torch", "nccl", "dir", "imports", "health", "live", "net"]
 script = build_bundle(probes).script({}, 300.0, REMOTE_PARALLEL)
-Path("/tmp/ab/bundle.py").write_bytes(script)
-print(f"bundle of {len(probes)} probes: {len(script)} bytes")
+Path(f"/tmp/ab/bundle_{sys.argv[1]}.py").write_bytes(script)
+print(f"{sys.argv[1]}: bundle of {len(probes)} probes, {len(script)} bytes")
 PY
-)
+    )
+done
 python3 -c "import torch" # the page cache warm for every tool below
 python3 - <<'PY' | tee "$OUT/cuda_init.txt"
 import ctypes, time
@@ -68,7 +70,9 @@ for round in $(seq "$ROUNDS"); do
     start=$(date +%s%N)
     timeout 120 python3 -c "import torch"
     echo "import_torch $(( ($(date +%s%N) - start) / 1000000 ))" >>"$OUT/times.txt"
-    for tree in "${TREES[@]}"; do
+    n=${#TREES[@]}  # each round starts with the next version: no version always runs first
+    ORDER=("${TREES[@]:$((round % n))}" "${TREES[@]:0:$((round % n))}")
+    for tree in "${ORDER[@]}"; do
         label=${tree%%=*}
         start=$(date +%s%N)
         (cd "/tmp/ab/$label" && PYTHONPATH="/tmp/ab/$label:/tmp/site" timeout 300 python3 -m fleet \
@@ -77,10 +81,13 @@ for round in $(seq "$ROUNDS"); do
         rc=$?
         echo "$label $(( ($(date +%s%N) - start) / 1000000 )) rc=$rc" >>"$OUT/times.txt"
     done
-    start=$(date +%s%N)
-    timeout 300 python3 - </tmp/ab/bundle.py >/tmp/ab/bundle_out.txt 2>&1
-    rc=$?
-    echo "bundle_alone $(( ($(date +%s%N) - start) / 1000000 )) rc=$rc" >>"$OUT/times.txt"
+    for tree in "${ORDER[@]}"; do
+        label=${tree%%=*}
+        start=$(date +%s%N)
+        timeout 300 python3 - <"/tmp/ab/bundle_$label.py" >/tmp/ab/bundle_out.txt 2>&1
+        rc=$?
+        echo "alone_$label $(( ($(date +%s%N) - start) / 1000000 )) rc=$rc" >>"$OUT/times.txt"
+    done
 done
 python3 - "$OUT" <<'PY'
 import json, statistics, sys

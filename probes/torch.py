@@ -7,7 +7,10 @@ import re
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 TIMEOUT_S = 120  # `import torch` takes ~4 s cold on a GPU host, far more on a busy NFS home
-PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_host_runner.py)
+# Not PRELOADed: a process that has initialised CUDA cannot fork CUDA users, so this probe imports
+# torch itself, in its own process, while the runner starts CUDA's initialisation in a thread
+# beside the import (probes/_host_runner.py, start_cuda_init): ~0.2 s off every GPU host's run.
+INITS_CUDA = True
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
 FACTS = {
     "sets": ["arch_list"],

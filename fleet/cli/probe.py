@@ -21,7 +21,6 @@ from fleet.cli.probing import (
     execute_probe,
     probe_options,
     probed_exit_code,
-    warm_up,
 )
 
 
@@ -48,8 +47,8 @@ def probe(
     old = api.load_run(baseline, request.runs_dir, scope) if baseline else None  # before probing
     base = api.load_baseline(baseline_file) if baseline_file else None  # a bad one: before too
     console = request.console()
-    warm_up("fleet.api.comparing", "fleet.render.terminal.run")  # the report, while hosts work
-    kept = execute_probe(request)
+    # the report's modules load while the hosts work
+    kept = execute_probe(request, warm=("fleet.api.comparing", "fleet.render.terminal.run"))
     run = kept.run
     result = api.cross_host_diff(run, tolerance, request.probe_dirs, cohort_by)
     from fleet.render.terminal.run import render_run  # loaded by warm_up meanwhile

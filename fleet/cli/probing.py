@@ -179,9 +179,11 @@ def warm_up(*modules: str) -> None:
     threading.Thread(target=load, name="fleet-warm-up", daemon=True).start()
 
 
-def execute_probe(request: ProbeRequest) -> api.KeptRun:
+def execute_probe(request: ProbeRequest, warm: Sequence[str] = ()) -> api.KeptRun:
     """Probe the selected hosts, save the run and write --json: what every probing command
-    shares. What could not be kept is said on stderr (probed_exit_code sets bit 64 for it)."""
+    shares. What could not be kept is said on stderr (probed_exit_code sets bit 64 for it).
+    `warm`: modules the command needs afterwards, imported by warm_up once the first host runs
+    (sooner, their imports would hold the GIL while the hosts are being started)."""
     options = request.options()
     selection = request.choice.select(
         request.inventory_path, request.limit, slurm=request.slurm_target
@@ -189,13 +191,17 @@ def execute_probe(request: ProbeRequest) -> api.KeptRun:
     bundle = api.build_probe_bundle(options)  # bad probe names fail before any host is contacted
     for warning in bundle.warnings:  # a broken probe file that was not chosen
         click.echo(f"warning: {warning}", err=True)
-    kept = asyncio.run(probe_with_progress(request, selection, bundle, options))
+    kept = asyncio.run(probe_with_progress(request, selection, bundle, options, warm))
     say_kept(kept, request.json_path)
     return kept
 
 
 async def probe_with_progress(
-    request: ProbeRequest, selection: api.Selection, bundle: api.Bundle, options: api.ProbeOptions
+    request: ProbeRequest,
+    selection: api.Selection,
+    bundle: api.Bundle,
+    options: api.ProbeOptions,
+    warm: Sequence[str] = (),
 ) -> api.KeptRun:
     """api.probe_and_keep_async with a live progress display; Ctrl-C ends pending hosts as
     interrupted (they are kept too). Progress goes to stderr: stdout carries the report, whatever
@@ -205,7 +211,12 @@ async def probe_with_progress(
     loop.add_signal_handler(signal.SIGINT, interrupt.set)
     try:
         progress = Console(stderr=True)
-        with ProgressEvents(progress, len(selection.hosts), list(bundle.probes)) as events:
+        with ProgressEvents(
+            progress,
+            len(selection.hosts),
+            list(bundle.probes),
+            first_running=(lambda: warm_up(*warm)) if warm else None,
+        ) as events:
             return await api.probe_and_keep_async(
                 selection,
                 bundle,

@@ -43,3 +43,19 @@ def sleepers() -> list[int]:
         except OSError:
             continue
     return found
+
+
+def load_runner():  # -> the runner as a module (untyped: a host-side script)
+    """probes/_host_runner.py imported in this process, for its functions alone (its __main__
+    block does not run): what the bundle's runner does, without a bundle."""
+    import importlib.util
+
+    from fleet.shipped import probe_folder
+
+    path = str(probe_folder().joinpath("_host_runner.py"))
+    spec = importlib.util.spec_from_file_location("fleet_host_runner_under_test", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

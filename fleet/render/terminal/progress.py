@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -44,9 +44,13 @@ class ProgressEvents(Events):
         total: int,
         probes: Sequence[str] = (),
         line_every_s: float = LINE_EVERY_S,
+        first_running: Callable[[], object] | None = None,
     ) -> None:
         self.console, self.total, self.probe_count = console, total, len(probes)
         self.line_every_s = line_every_s
+        # called once, when the first host's session is open: work that must not delay the
+        # hosts' start (fleet.cli.probing.warm_up) starts there
+        self.first_running = first_running
         self.phase: dict[str, str] = {}  # connecting or running; a host without one is queued
         self.counts: Counter[str] = Counter()  # connecting, running
         self.done = 0
@@ -94,6 +98,9 @@ class ProgressEvents(Events):
         self._enter_phase(host.name, "connecting")
 
     def host_running(self, host: Host) -> None:
+        if self.first_running is not None:
+            started, self.first_running = self.first_running, None
+            started()
         self._enter_phase(host.name, "running")
 
     def probes_running(self, host: Host, probes: Sequence[str]) -> None:
