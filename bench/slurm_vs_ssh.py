@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -44,7 +45,33 @@ NODES_IDLE_S = 600.0  # 1,024 slurmd registering on 2 cores take longer than the
 SLURMD_TIMEOUT_S = 600
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+# `fleet probe` as `python -m fleet` runs it, which then says on stderr how much CPU its children
+# (srun, sinfo) took: the controller's CPU split into fleet's own and theirs. (fleet's entry() ends
+# with os._exit and no exit handlers, so the split is printed here, after every child is reaped.)
+SPLIT_RUNNER = """
+import os, resource, sys
+from fleet.cli.root import main
+code = 0
+try:
+    main.main(sys.argv[1:], prog_name="fleet")
+except SystemExit as done:
+    code = done.code if isinstance(done.code, int) else 1
+sys.stdout.flush()
+children = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("bench-children-cpu", children.ru_utime + children.ru_stime, file=sys.stderr, flush=True)
+os._exit(code)
+"""
+SPLIT_MARK = "bench-children-cpu "
+
+
+class Timing(NamedTuple):
+    wall: float
+    cpu: float  # the command and all its children
+    children: float | None  # its children only (srun, sinfo), when it says so (SPLIT_RUNNER)
+    summary: str
+
+
+def timed(argv: list[str], env: dict[str, str]) -> Timing:
     """Wall seconds, controller CPU seconds (the command and its children), its summary line."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
@@ -53,7 +80,9 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     summary = [line for line in done.stdout.splitlines() if " hosts: " in line]
-    return wall, cpu, (summary[-1] if summary else done.stderr[-300:])
+    split = [line for line in done.stderr.splitlines() if line.startswith(SPLIT_MARK)]
+    children = float(split[-1][len(SPLIT_MARK) :]) if split else None
+    return Timing(wall, cpu, children, summary[-1] if summary else done.stderr[-300:])
 
 
 TIMEOUT = ["-t", "120"]  # fleet's default per-host deadline; --timeout S sets another
@@ -65,6 +94,11 @@ def fleet_args(*args: str) -> list[str]:
 
 def fleet(*args: str) -> list[str]:
     return [sys.executable, "-m", "fleet", *fleet_args(*args)]
+
+
+def fleet_split(*args: str) -> list[str]:
+    """`fleet probe ARGS`, which also reports its children's CPU (SPLIT_RUNNER)."""
+    return [sys.executable, "-c", SPLIT_RUNNER, *fleet_args(*args)]
 
 
 def new_cluster(work: Path, names: list[str]) -> SlurmCluster:
@@ -118,9 +152,9 @@ def main(count: int, rounds: int, sshds: int, ssh: bool = True) -> None:
         known = farm.known_hosts(work / "known_hosts")
         inventory = write_inventory(work / "inv.yaml", farm, hosts, known)
         slurm_env = {**env, "SLURM_CONF": str(cluster.conf)}
-        results: dict[str, list[tuple[float, float, str]]] = {"slurm": [], "ssh": []}
+        results: dict[str, list[Timing]] = {"slurm": [], "ssh": []}
         for _ in range(rounds):
-            results["slurm"].append(timed(fleet("--slurm", "partition=gpu"), slurm_env))
+            results["slurm"].append(timed(fleet_split("--slurm", "partition=gpu"), slurm_env))
             if ssh:
                 results["ssh"].append(timed(fleet("-i", str(inventory)), env))
         report(count, min(sshds, count), results)
@@ -129,19 +163,28 @@ def main(count: int, rounds: int, sshds: int, ssh: bool = True) -> None:
         cluster.stop()  # what it started, also when start() failed part-way
 
 
-def report(count: int, sshds: int, results: dict[str, list[tuple[float, float, str]]]) -> None:
+def report(count: int, sshds: int, results: dict[str, list[Timing]]) -> None:
     rounds = len(results["slurm"])
     print(f"N={count} nodes ({sshds} sshd), probes=system, {rounds} rounds (median):")
     cpus = {}
     for name, rows in results.items():
         if not rows:
             continue
-        wall = statistics.median(r[0] for r in rows)
-        cpus[name] = cpu = statistics.median(r[1] for r in rows)
+        wall = statistics.median(r.wall for r in rows)
+        cpus[name] = cpu = statistics.median(r.cpu for r in rows)
         print(
             f"  {name:5}  wall {wall:6.2f} s   controller CPU {cpu:6.2f} s"
-            f"  = {cpu / count * 1000:5.2f} ms/node   ({rows[-1][2]})"
+            f"  = {cpu / count * 1000:5.2f} ms/node   ({rows[-1].summary})"
         )
+        print(f"         each round: {', '.join(f'{r.cpu:.2f} s' for r in rows)}")
+        known = [r.children for r in rows if r.children is not None]
+        if known:
+            children = statistics.median(known)
+            print(
+                f"         of which children (srun, sinfo) {children:.2f} s"
+                f" = {children / count * 1000:5.2f} ms/node, fleet itself"
+                f" {(cpu - children) / count * 1000:5.2f} ms/node"
+            )
     if "ssh" in cpus:
         print(f"  CPU per node, slurm/ssh: {cpus['slurm'] / cpus['ssh']:.2f}")
 
