@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import zlib
+from pathlib import Path
 
 import pytest
 
@@ -18,11 +20,14 @@ from fleet.inventory.slurm import (
     parse_sinfo,
     parse_target,
     require_overlap,
+    slurm_host,
 )
+from fleet.transport.launch import ZLIB_LAUNCH_ARGS, with_alarm
 from fleet.transport.slurm import (
     NodeStream,
     SlurmOptions,
     SlurmStep,
+    SlurmTransport,
     exit_result,
     gpu_request,
     parse_slurm_args,
@@ -117,10 +122,30 @@ def test_srun_line_one_task_per_node_site_args_last() -> None:
     assert "--label" in argv
     assert "--input=all" in argv
     assert argv.index("--comment=x y") < argv.index("/bin/sh")
+    assert argv[-4:] == ["python3", *ZLIB_LAUNCH_ARGS]  # the launcher of a compressed script
     in_job = SlurmCluster(SlurmTarget("job", "7"), [], job_id="7")
     job_argv = srun_argv(in_job, ["gpu-01"], "python3", SlurmOptions())
     assert job_argv[1:4] == ["--jobid", "7", "--overlap"]
     assert "--exclusive" not in job_argv
+
+
+def test_srun_gets_the_script_compressed_after_its_alarm_line(tmp_path: Path) -> None:
+    """srun copies its stdin to every node: the body goes compressed (ZLIB_LAUNCHER's input)."""
+    fake_srun = tmp_path / "srun"
+    fake_srun.write_text(f"#!/bin/sh\ncat > {tmp_path / 'stdin'}\n")
+    fake_srun.chmod(0o755)
+    cluster = SlurmCluster(SlurmTarget("partition", "gpu"), [SlurmNode("gpu-01", "idle")])
+    transport = SlurmTransport(cluster, [slurm_host("gpu-01")], SlurmOptions(srun=str(fake_srun)))
+    script = with_alarm("print('x' * 1000)\n", 30)
+
+    async def scenario() -> None:
+        with pytest.raises(UnreachableError, match="sent nothing"):  # the fake says nothing
+            await transport.execute(slurm_host("gpu-01"), script, lambda chunk: True)
+        await transport.close()
+
+    asyncio.run(scenario())
+    head, body = (tmp_path / "stdin").read_bytes().split(b"\n", 1)
+    assert head + b"\n" + zlib.decompress(body) == script
 
 
 def test_gpu_requests() -> None:
