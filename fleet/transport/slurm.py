@@ -53,12 +53,14 @@ CONTROL = b"\x1d"
 CONTINUED = b"\x1e"
 LABEL = re.compile(rb"^ *(\d+): ?")
 # Runs on each node: say which node and step this task is, run the bundle (told its host's name in
-# FLEET_HOST: a script shared by several nodes picks its part by it), say how it ended.
+# FLEET_HOST: a script shared by several nodes picks its part by it; told to fold long lines and to
+# write only the ticks that say something new, see probes/_host_runner.py), say how it ended.
 # "$0" "$@" is the interpreter and ZLIB_LAUNCH_ARGS (fleet.transport.launch); stdin (the
 # compressed script) is inherited.
 WRAPPER = (
     r'printf "\035start %s %s %s\n" "$SLURMD_NODENAME" "$SLURM_JOB_ID" "$SLURM_STEP_ID"; '
-    f'FLEET_FOLD_LINES={FOLD_LINES_AT} FLEET_HOST="$SLURMD_NODENAME" "$0" "$@"; s=$?; '
+    f'FLEET_FOLD_LINES={FOLD_LINES_AT} FLEET_TICKS=on-change FLEET_HOST="$SLURMD_NODENAME" '
+    '"$0" "$@"; s=$?; '
     r'printf "\n\035exit %s\n" "$s"; printf "\n\035exit %s\n" "$s" >&2'
 )
 INTERRUPT_GAP_S = 0.2  # srun: a second SIGINT within one second ends the step

@@ -155,11 +155,36 @@ def test_gpu_requests() -> None:
         gpu_request("all", in_job=False)
 
 
-def runner_fold():
+def load_runner():
+    """A fresh probes/_host_runner.py module: it reads FLEET_* from the environment on import."""
     spec = importlib.util.spec_from_file_location("runner", PROBES / "_host_runner.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.fold
+    return module
+
+
+def runner_fold():
+    return load_runner().fold
+
+
+@pytest.mark.parametrize("ticks", ["on-change", ""])
+def test_on_slurm_a_tick_that_repeats_the_last_one_is_not_written(
+    ticks: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FLEET_TICKS", ticks)  # the Slurm wrapper sets "on-change"
+    runner = load_runner()
+    for running in (["a", "b"], ["a", "b"], ["b"], ["b"], ["b"]):
+        runner.emit({"type": "tick", "running": running})
+    runner.emit({"type": "done", "elapsed_s": 1.0})
+    lines = capfd.readouterr().out.splitlines()
+    if ticks:
+        assert lines == [
+            '{"running": ["a", "b"], "type": "tick"}',
+            '{"running": ["b"], "type": "tick"}',
+            '{"elapsed_s": 1.0, "type": "done"}',
+        ]
+    else:  # over SSH, and run by hand: every tick, as before
+        assert len(lines) == 6
 
 
 def test_folded_lines_are_joined_again_and_buffered_until_a_sink_attaches() -> None:
