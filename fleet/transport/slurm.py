@@ -65,6 +65,9 @@ WRAPPER = (
 )
 INTERRUPT_GAP_S = 0.2  # srun: a second SIGINT within one second ends the step
 STOP_GRACE_S = 4.0
+# Once every task has said how it ended, srun only collects their exits: it gets this long to end
+# by itself before it is interrupted (see SlurmStep.stop).
+EXIT_GRACE_S = 4.0
 SRUN_MESSAGES_TAIL = 20
 
 
@@ -322,6 +325,10 @@ class SlurmStep:
             else:
                 stream.fail(_sent_nothing(stream.name, silent, why))
 
+    def all_ended(self) -> bool:
+        """Every node's task said how it ended, on stdout and stderr."""
+        return all(s.exit_marks >= 2 for s in self.streams.values())
+
     def _srun_status(self) -> int | None:
         return self.process.returncode if self.process else None
 
@@ -333,9 +340,15 @@ class SlurmStep:
 
     async def stop(self) -> None:
         """End the step and wait for srun: two SIGINTs (srun then signals the tasks and kills
-        them), then scancel of the step, then SIGKILL to srun as the last resort."""
+        them), then scancel of the step, then SIGKILL to srun as the last resort. When every task
+        has already said how it ended, srun first gets EXIT_GRACE_S to end by itself: interrupted,
+        it cancels the step and every node kills tasks that are ending anyway, work for srun and
+        the nodes (and, on a busy node, a kill that is slow to complete drains it: "Kill task
+        failed")."""
         process = self.process
         if process is None or process.returncode is not None:
+            return
+        if self.all_ended() and await _exited(process, EXIT_GRACE_S):
             return
         for _ in range(2):
             _signal(process, signal.SIGINT)

@@ -226,6 +226,31 @@ def test_labelled_lines_go_to_their_node_and_silent_nodes_are_errors() -> None:
         silent.result()
 
 
+@pytest.mark.parametrize("all_ended", [True, False])
+def test_srun_ends_by_itself_once_every_task_said_how_it_ended(all_ended: bool) -> None:
+    """Interrupting srun cancels the step: only when a node is still running (given up)."""
+    fake_srun = (
+        "trap 'echo interrupted >&2; exit 130' INT; echo ready >&2; sleep 1; "
+        "echo ended by itself >&2"
+    )
+
+    async def scenario() -> list[str]:
+        step = SlurmStep(["sh", "-c", fake_srun], ["n1", "n2"], SlurmOptions())
+        await step.start(b"")
+        for _ in range(600):  # until the shell has set its trap
+            if step.srun_messages:
+                break
+            await asyncio.sleep(0.05)
+        for stream in step.streams.values():
+            stream.exit_marks = 2 if all_ended else 1
+        await step.stop()
+        await step.done
+        return step.srun_messages
+
+    expected = "ended by itself" if all_ended else "interrupted"
+    assert asyncio.run(scenario()) == ["ready", expected]
+
+
 def test_wrapper_exit_status_maps_signals() -> None:
     assert exit_result(0, "").exit_status == 0
     assert exit_result(142, "").exit_signal == "SIGALRM"
