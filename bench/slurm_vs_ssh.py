@@ -4,6 +4,7 @@
     python3 bench/slurm_vs_ssh.py N --profile               # the Slurm run in-process, cProfile
     python3 bench/slurm_vs_ssh.py N ROUNDS --slurm-only     # no sshd, Slurm runs only
     python3 bench/slurm_vs_ssh.py N ROUNDS --timeout 600    # fleet's per-host deadline (120 s)
+    python3 bench/slurm_vs_ssh.py N ROUNDS --nice-nodes     # the nodes' Pythons under nice 19
 
 The same machine plays both fleets: a real Slurm cluster of N slurmd (tests/slurm/cluster.py) and N
 real sshd on 127.2.0.x (tests/integration/sshd.py). With --sshd K, K real sshd serve the N SSH
@@ -14,6 +15,11 @@ CPU is user+sys of `fleet` and its children: for Slurm that includes srun (the s
 slurmctld/slurmd/slurmstepd (the cluster's side, on other machines in a real cluster). Needs root,
 slurmd/slurmctld/munge and openssh-server (like CI).
 
+--nice-nodes runs every node's Python, of both fleets, under `nice -n 19` (an interpreter shim first
+on the Slurm tasks' PATH; the SSH inventory's `python`): with 1,024 nodes on 2 cores, the nodes'
+workload otherwise starves the daemons that play the nodes (slurmd, slurmstepd, munged, sshd),
+which on real nodes have CPUs of their own; fleet's CPU is counted the same either way.
+
 --profile runs `fleet probe --slurm` in this process under cProfile (process_time clock) and splits
 the controller's CPU into fleet's own and its children's (srun, sinfo). Every daemon is torn down
 on every exit path.
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,6 +50,10 @@ NODES_IDLE_S = 600.0  # 1,024 slurmd registering on 2 cores take longer than the
 # 1,024 tasks starting Python on 2 cores starve the slurmd: with the tests' 30 s slurmctld sets
 # hundreds of nodes DOWN mid-step (not responding) and kills the job.
 SLURMD_TIMEOUT_S = 600
+# One munged signs and checks every message of the N slurmd (a real cluster has one per node): with
+# its default 2 threads, 1,024 nodes' launch replies and task exits fail ("Failed to connect to
+# munge.socket: Resource temporarily unavailable", "If munged is up, restart with --num-threads").
+MUNGE_THREADS = 32
 
 
 # `fleet probe` as `python -m fleet` runs it, which then says on stderr how much CPU its children
@@ -101,10 +112,29 @@ def fleet_split(*args: str) -> list[str]:
     return [sys.executable, "-c", SPLIT_RUNNER, *fleet_args(*args)]
 
 
-def new_cluster(work: Path, names: list[str]) -> SlurmCluster:
+def new_cluster(work: Path, names: list[str], task_path: tuple[Path, ...] = ()) -> SlurmCluster:
     stub = FAKES / "stubs" / "torch_h200_symm"
     stacks = {n: NodeStack(CAPTURE, stub) for n in names}
-    return SlurmCluster(work / "slurm", stacks, slurmd_timeout_s=SLURMD_TIMEOUT_S)
+    return SlurmCluster(
+        work / "slurm",
+        stacks,
+        slurmd_timeout_s=SLURMD_TIMEOUT_S,
+        munge_threads=MUNGE_THREADS,
+        task_path=task_path,
+    )
+
+
+def niced_pythons(folder: Path) -> tuple[Path, Path]:
+    """--nice-nodes: a folder with a `python3` for the Slurm tasks' PATH, and a `python` for the
+    SSH inventory, each the same interpreter as without the option under `nice -n 19`."""
+    folder.mkdir(parents=True)
+    node_python = shutil.which("python3")
+    assert node_python, "the Slurm tasks run python3"
+    shims = (folder / "python3", folder / "ssh-python")
+    for shim, real in zip(shims, (node_python, sys.executable)):
+        shim.write_text(f'#!/bin/sh\nexec nice -n 19 {real} "$@"\n')
+        shim.chmod(0o755)
+    return shims
 
 
 def start_cluster(cluster: SlurmCluster) -> None:
@@ -136,7 +166,7 @@ def start_farm(farm: SshdFarm, names: list[str], sshds: int) -> dict[str, dict[s
     return hosts
 
 
-def main(count: int, rounds: int, sshds: int, ssh: bool = True) -> None:
+def main(count: int, rounds: int, sshds: int, ssh: bool = True, nice: bool = False) -> None:
     import os
 
     work = Path(tempfile.mkdtemp(prefix="fleet-bench-slurm-"))
@@ -145,12 +175,14 @@ def main(count: int, rounds: int, sshds: int, ssh: bool = True) -> None:
     assert sshd, "needs openssh-server"
     farm = SshdFarm(work / "sshd", sshd)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_STATE_HOME": str(work / "state")}
-    cluster = new_cluster(work, names)
+    shims = niced_pythons(work / "nice") if nice else None
+    cluster = new_cluster(work, names, (shims[0].parent,) if shims else ())
     try:
         start_cluster(cluster)
         hosts = start_farm(farm, names, sshds) if ssh else {}
         known = farm.known_hosts(work / "known_hosts")
-        inventory = write_inventory(work / "inv.yaml", farm, hosts, known)
+        python = {"python": str(shims[1])} if shims else {}
+        inventory = write_inventory(work / "inv.yaml", farm, hosts, known, **python)
         slurm_env = {**env, "SLURM_CONF": str(cluster.conf)}
         results: dict[str, list[Timing]] = {"slurm": [], "ssh": []}
         for _ in range(rounds):
@@ -234,9 +266,16 @@ if __name__ == "__main__":
     parser.add_argument("--profile", action="store_true", help="profile the Slurm run only")
     parser.add_argument("--slurm-only", action="store_true", help="no sshd, no SSH runs")
     parser.add_argument("--timeout", type=float, default=120.0, help="fleet's -t, per host (120)")
+    parser.add_argument("--nice-nodes", action="store_true", help="nodes' Pythons under nice 19")
     args = parser.parse_args()
     TIMEOUT[1] = str(args.timeout)
     if args.profile:
         profile(args.count)
     else:
-        main(args.count, args.rounds, args.sshd or args.count, ssh=not args.slurm_only)
+        main(
+            args.count,
+            args.rounds,
+            args.sshd or args.count,
+            ssh=not args.slurm_only,
+            nice=args.nice_nodes,
+        )
