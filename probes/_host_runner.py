@@ -58,6 +58,11 @@ READ_CHUNK = 65536
 # (CONTINUED first: JSON text is ASCII and escapes control characters, so it never starts so).
 FOLD_LINES_AT = int(os.environ.get("FLEET_FOLD_LINES") or 0)
 CONTINUED = b"\x1e"
+# Set by the Slurm transport too: one srun carries every node's lines, each costing the controller's
+# srun and fleet, while a tick that repeats the previous one tells the controller nothing (srun knows
+# the task is alive): only ticks whose running probes changed are written.
+TICKS_ON_CHANGE = os.environ.get("FLEET_TICKS") == "on-change"
+LAST_TICK: List[Dict[str, Any]] = []  # the last tick written, when TICKS_ON_CHANGE
 
 # Annotations are evaluated at run time on the host (no `from __future__ import annotations`: the
 # bundle puts its BUNDLE literal above this file), so they use typing's names, valid on 3.8.
@@ -153,6 +158,10 @@ def mask_secrets(value: Any) -> Any:
 
 def emit(message: Message) -> None:
     """Write one protocol line; a closed channel (EPIPE) ends the run and kills every probe."""
+    if TICKS_ON_CHANGE and message.get("type") == "tick":
+        if message in LAST_TICK:  # the running probes of the last tick written
+            return
+        LAST_TICK[:] = [message]
     line = fold((json.dumps(message, sort_keys=True, default=repr) + "\n").encode("ascii"))
     try:
         while line:

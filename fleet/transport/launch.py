@@ -4,7 +4,8 @@ One module for both ends of the launch line, used by every transport (local, ssh
 probe bundle (fleet/execution/bundle.py) and by `fleet fabric` (fleet/fabric/launch.py):
 
 - the script's first line, its start-up alarm (`with_alarm`, read back by `start_up_alarm`);
-- the launcher, `<python> -S -c LAUNCHER`, which sets that alarm before `site` runs;
+- the launcher, `<python> -S -c LAUNCHER`, which sets that alarm before `site` runs (Slurm's:
+  ZLIB_LAUNCHER, for a script whose body is compressed, `compressed_script`);
 - the POSIX-sh wrapper around the interpreter (`launch_argv`), which bounds it from outside;
 - the wrapper's own first output line, the process group to end (`LaunchReport`, `launch_pgid`).
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 
 from fleet.transport.base import OutputSink
 
@@ -34,6 +36,18 @@ LAUNCHER = (
     "exec(compile(_head+_in.read(),'<fleet bundle>','exec'))"
 )
 LAUNCH_ARGS = ("-S", "-c", LAUNCHER)
+
+# The Slurm transport's launcher: LAUNCHER for a script whose body, all but the alarm line, is
+# zlib-compressed (`compressed_script`). srun copies its stdin to every node in 1 KiB messages: each
+# byte costs the controller's srun once per node, and the bundle compresses to a third. zlib is in
+# the standard library of every Python 3 (built in, or in lib-dynload, which -S keeps on the path);
+# like site, it is imported after the alarm is set.
+ZLIB_LAUNCHER = (
+    "import signal,sys;_in=getattr(sys.stdin,'buffer',sys.stdin);_head=_in.readline();"
+    "signal.alarm(int(_head.split()[-1]));import zlib,site;site.main();"
+    "exec(compile(_head+zlib.decompress(_in.read()),'<fleet bundle>','exec'))"
+)
+ZLIB_LAUNCH_ARGS = ("-S", "-c", ZLIB_LAUNCHER)
 
 # Seconds between the script's own alarm and the host-side `timeout` (TERM), and again until KILL.
 # The alarm (and the host runner's deadline, set from it) normally ends a run first; `timeout` is
@@ -79,6 +93,13 @@ def start_up_alarm(script: bytes) -> int:
     if not head.startswith(ALARM_HEAD.encode()):
         raise ValueError("not a fleet script: its first line is not the start-up alarm")
     return int(head.split()[-1])
+
+
+def compressed_script(script: bytes) -> bytes:
+    """`script` for ZLIB_LAUNCHER: its alarm line as it is, then the rest zlib-compressed."""
+    start_up_alarm(script)  # a fleet script, or a ValueError
+    head, _, body = script.partition(b"\n")
+    return head + b"\n" + zlib.compress(body, 9)
 
 
 def launch_argv(python: str, script: bytes) -> list[str]:

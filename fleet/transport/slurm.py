@@ -14,6 +14,10 @@ How one srun carries many nodes' output: `--label` prefixes each line with the t
 stdout and stderr) after. srun also cuts lines longer than 1 KiB into labelled pieces, so the host
 runner folds its long lines into pieces that say they are continued (FLEET_FOLD_LINES; see
 probes/_host_runner.py) and the demultiplexer joins them again.
+
+What srun carries costs the controller once per node: srun sends its stdin to every node in 1 KiB
+messages, so the script goes compressed (fleet.transport.launch.compressed_script, started by
+ZLIB_LAUNCHER).
 """
 
 from __future__ import annotations
@@ -42,23 +46,28 @@ from fleet.transport.base import (
     OutputSink,
     Session,
 )
-from fleet.transport.launch import LAUNCH_ARGS
+from fleet.transport.launch import ZLIB_LAUNCH_ARGS, compressed_script
 
 FOLD_LINES_AT = 1000  # < srun's 1 KiB line pieces, with room for the marker and newline
 CONTROL = b"\x1d"
 CONTINUED = b"\x1e"
 LABEL = re.compile(rb"^ *(\d+): ?")
 # Runs on each node: say which node and step this task is, run the bundle (told its host's name in
-# FLEET_HOST: a script shared by several nodes picks its part by it), say how it ended.
-# "$0" "$@" is the interpreter and LAUNCH_ARGS (fleet.transport.launch); stdin (the script) is
-# inherited.
+# FLEET_HOST: a script shared by several nodes picks its part by it; told to fold long lines and to
+# write only the ticks that say something new, see probes/_host_runner.py), say how it ended.
+# "$0" "$@" is the interpreter and ZLIB_LAUNCH_ARGS (fleet.transport.launch); stdin (the
+# compressed script) is inherited.
 WRAPPER = (
     r'printf "\035start %s %s %s\n" "$SLURMD_NODENAME" "$SLURM_JOB_ID" "$SLURM_STEP_ID"; '
-    f'FLEET_FOLD_LINES={FOLD_LINES_AT} FLEET_HOST="$SLURMD_NODENAME" "$0" "$@"; s=$?; '
+    f'FLEET_FOLD_LINES={FOLD_LINES_AT} FLEET_TICKS=on-change FLEET_HOST="$SLURMD_NODENAME" '
+    '"$0" "$@"; s=$?; '
     r'printf "\n\035exit %s\n" "$s"; printf "\n\035exit %s\n" "$s" >&2'
 )
 INTERRUPT_GAP_S = 0.2  # srun: a second SIGINT within one second ends the step
 STOP_GRACE_S = 4.0
+# Once every task has said how it ended, srun only collects their exits: it gets this long to end
+# by itself before it is interrupted (see SlurmStep.stop).
+EXIT_GRACE_S = 4.0
 SRUN_MESSAGES_TAIL = 20
 
 
@@ -98,7 +107,8 @@ def gpu_request(mode: str, in_job: bool) -> list[str]:
 def srun_argv(
     cluster: SlurmCluster, nodes: Sequence[str], python: str, options: SlurmOptions
 ) -> list[str]:
-    """The one srun command line: one task per node, the script broadcast on stdin."""
+    """The one srun command line: one task per node, the script broadcast on stdin (compressed:
+    `compressed_script`)."""
     minutes = max(1, math.ceil(options.deadline_s / 60) + 1)  # Slurm counts whole minutes
     where = ["--jobid", cluster.job_id, "--overlap"] if cluster.job_id else ["--job-name=fleet"]
     return [
@@ -121,7 +131,7 @@ def srun_argv(
         "-c",
         WRAPPER,
         python,
-        *LAUNCH_ARGS,
+        *ZLIB_LAUNCH_ARGS,
     ]
 
 
@@ -315,6 +325,10 @@ class SlurmStep:
             else:
                 stream.fail(_sent_nothing(stream.name, silent, why))
 
+    def all_ended(self) -> bool:
+        """Every node's task said how it ended, on stdout and stderr."""
+        return all(s.exit_marks >= 2 for s in self.streams.values())
+
     def _srun_status(self) -> int | None:
         return self.process.returncode if self.process else None
 
@@ -326,9 +340,15 @@ class SlurmStep:
 
     async def stop(self) -> None:
         """End the step and wait for srun: two SIGINTs (srun then signals the tasks and kills
-        them), then scancel of the step, then SIGKILL to srun as the last resort."""
+        them), then scancel of the step, then SIGKILL to srun as the last resort. When every task
+        has already said how it ended, srun first gets EXIT_GRACE_S to end by itself: interrupted,
+        it cancels the step and every node kills tasks that are ending anyway, work for srun and
+        the nodes (and, on a busy node, a kill that is slow to complete drains it: "Kill task
+        failed")."""
         process = self.process
         if process is None or process.returncode is not None:
+            return
+        if self.all_ended() and await _exited(process, EXIT_GRACE_S):
             return
         for _ in range(2):
             _signal(process, signal.SIGINT)
@@ -431,7 +451,7 @@ class SlurmTransport:
                 self.step = SlurmStep(
                     srun_argv(self.cluster, names, python, self.options), names, self.options
                 )
-                await self.step.start(script)
+                await self.step.start(compressed_script(script))
         if script != self._script:
             raise UsageError(
                 "Slurm nodes share one step and so one bundle: per-host probe options differ",
@@ -470,7 +490,7 @@ class SlurmTransport:
             "target": str(self.cluster.target),
             "job_id": self.step.job_id if self.step else self.cluster.job_id,
             "step_id": self.step.step_id if self.step else None,
-            "srun": self.step.argv[: -len(LAUNCH_ARGS) - 4] if self.step else None,
+            "srun": self.step.argv[: -len(ZLIB_LAUNCH_ARGS) - 4] if self.step else None,
             "usable": sum(1 for n in self.cluster.nodes if n.usable),
             "unavailable": sum(1 for n in self.cluster.nodes if not n.usable),
             "nodes": nodes,

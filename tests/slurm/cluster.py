@@ -78,6 +78,12 @@ class SlurmCluster:
     stacks: Mapping[str, NodeStack]  # node name → its stack, in node order
     partition: str = "gpu"
     slurmd_timeout_s: int = 30  # a node that answers no ping for this long is set DOWN
+    # munged's threads (its default: 2). Every daemon of this one-machine cluster signs and checks
+    # its messages through this one munged, where a real cluster has one per node: hundreds of
+    # slurmd outrun two threads, and connections to the socket are refused.
+    munge_threads: int | None = None
+    # Folders put first on every task's PATH: the bench's interpreter shims.
+    task_path: tuple[Path, ...] = ()
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     ctld_port: int = 0
     node_port: int = 0
@@ -151,6 +157,8 @@ class SlurmCluster:
             f"--log-file={self.folder / 'log' / 'munged.log'}",
             f"--seed-file={self.folder / 'munged.seed'}",
         ]
+        if self.munge_threads:
+            argv.append(f"--num-threads={self.munge_threads}")
         subprocess.run(argv, check=True, capture_output=True)
 
     def _stop_munge(self) -> None:
@@ -224,6 +232,7 @@ class SlurmCluster:
                 "    ;;\n"
             )
         fakes_bin = Path(__file__).resolve().parents[1] / "fakes" / "bin"
+        path = ":".join(str(p) for p in (*self.task_path, fakes_bin))
         script = (
             "#!/bin/sh\n"
             "# Each test node's own fake GPU stack (tests/slurm/cluster.py).\n"
@@ -231,7 +240,7 @@ class SlurmCluster:
             'case "$SLURMD_NODENAME" in\n' + "".join(arms) + "esac\n"
             f'if [ -e {self.folder}/hang-"$SLURMD_NODENAME" ]; then '
             f'pythonpath="{hang_site.parent}:$pythonpath"; fi\n'
-            f'echo "export PATH={fakes_bin}:$PATH"\n'
+            f'echo "export PATH={path}:$PATH"\n'
             f'echo "export {TASK_MARKER}={self.folder}"\n'
             'echo "export PYTHONPATH=$pythonpath"\n'
         )

@@ -8,14 +8,19 @@ import os
 import shlex
 import subprocess
 import sys
+import zlib
 from pathlib import Path
+
+import pytest
 
 from fleet.execution.bundle import build_bundle
 from fleet.fabric import launch as fabric_launch
 from fleet.transport.launch import (
     ALARM_HEAD,
     LAUNCH_GRACE_S,
+    ZLIB_LAUNCH_ARGS,
     LaunchReport,
+    compressed_script,
     launch_argv,
     launch_pgid,
     start_up_alarm,
@@ -68,6 +73,37 @@ def test_home_relative_interpreter_is_expanded_on_the_host(tmp_path: Path) -> No
         ["sh", "-c", command], input=SCRIPT, capture_output=True, env=env, timeout=30
     )
     assert done.stdout.endswith(b"ran\n"), done
+
+
+def test_a_compressed_script_keeps_its_alarm_line_and_the_rest_whole() -> None:
+    script = build_bundle(["system"]).script({}, deadline_s=30, parallel=4)
+    packed = compressed_script(script)
+    head, body = packed.split(b"\n", 1)
+    assert head + b"\n" == script[: len(head) + 1]
+    assert start_up_alarm(packed) == 30
+    assert zlib.decompress(body) == script[len(head) + 1 :]
+    assert len(packed) < len(script) / 2  # what srun then copies to every node
+    with pytest.raises(ValueError, match="alarm"):
+        compressed_script(b"print(1)\n")
+
+
+def test_the_slurm_launcher_sets_the_alarm_before_site_then_runs_the_compressed_script(
+    tmp_path: Path,
+) -> None:
+    # site imports sitecustomize: what it sees is what a hung site-packages mount would see
+    (tmp_path / "sitecustomize.py").write_text(
+        "import signal\nprint('site sees the alarm', signal.getitimer(signal.ITIMER_REAL)[0] > 0)\n"
+    )
+    script = with_alarm("import sys\nprint('ran', __name__, sys.argv[0])\n", 7)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, *ZLIB_LAUNCH_ARGS],
+        input=compressed_script(script),
+        capture_output=True,
+        env=env,
+        timeout=30,
+    )
+    assert done.stdout == b"site sees the alarm True\nran __main__ -c\n", done.stderr
 
 
 def test_remote_command_quotes_every_word() -> None:

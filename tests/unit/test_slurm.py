@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import zlib
+from pathlib import Path
 
 import pytest
 
@@ -18,11 +20,14 @@ from fleet.inventory.slurm import (
     parse_sinfo,
     parse_target,
     require_overlap,
+    slurm_host,
 )
+from fleet.transport.launch import ZLIB_LAUNCH_ARGS, with_alarm
 from fleet.transport.slurm import (
     NodeStream,
     SlurmOptions,
     SlurmStep,
+    SlurmTransport,
     exit_result,
     gpu_request,
     parse_slurm_args,
@@ -117,10 +122,30 @@ def test_srun_line_one_task_per_node_site_args_last() -> None:
     assert "--label" in argv
     assert "--input=all" in argv
     assert argv.index("--comment=x y") < argv.index("/bin/sh")
+    assert argv[-4:] == ["python3", *ZLIB_LAUNCH_ARGS]  # the launcher of a compressed script
     in_job = SlurmCluster(SlurmTarget("job", "7"), [], job_id="7")
     job_argv = srun_argv(in_job, ["gpu-01"], "python3", SlurmOptions())
     assert job_argv[1:4] == ["--jobid", "7", "--overlap"]
     assert "--exclusive" not in job_argv
+
+
+def test_srun_gets_the_script_compressed_after_its_alarm_line(tmp_path: Path) -> None:
+    """srun copies its stdin to every node: the body goes compressed (ZLIB_LAUNCHER's input)."""
+    fake_srun = tmp_path / "srun"
+    fake_srun.write_text(f"#!/bin/sh\ncat > {tmp_path / 'stdin'}\n")
+    fake_srun.chmod(0o755)
+    cluster = SlurmCluster(SlurmTarget("partition", "gpu"), [SlurmNode("gpu-01", "idle")])
+    transport = SlurmTransport(cluster, [slurm_host("gpu-01")], SlurmOptions(srun=str(fake_srun)))
+    script = with_alarm("print('x' * 1000)\n", 30)
+
+    async def scenario() -> None:
+        with pytest.raises(UnreachableError, match="sent nothing"):  # the fake says nothing
+            await transport.execute(slurm_host("gpu-01"), script, lambda chunk: True)
+        await transport.close()
+
+    asyncio.run(scenario())
+    head, body = (tmp_path / "stdin").read_bytes().split(b"\n", 1)
+    assert head + b"\n" + zlib.decompress(body) == script
 
 
 def test_gpu_requests() -> None:
@@ -130,11 +155,36 @@ def test_gpu_requests() -> None:
         gpu_request("all", in_job=False)
 
 
-def runner_fold():
+def load_runner():
+    """A fresh probes/_host_runner.py module: it reads FLEET_* from the environment on import."""
     spec = importlib.util.spec_from_file_location("runner", PROBES / "_host_runner.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.fold
+    return module
+
+
+def runner_fold():
+    return load_runner().fold
+
+
+@pytest.mark.parametrize("ticks", ["on-change", ""])
+def test_on_slurm_a_tick_that_repeats_the_last_one_is_not_written(
+    ticks: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FLEET_TICKS", ticks)  # the Slurm wrapper sets "on-change"
+    runner = load_runner()
+    for running in (["a", "b"], ["a", "b"], ["b"], ["b"], ["b"]):
+        runner.emit({"type": "tick", "running": running})
+    runner.emit({"type": "done", "elapsed_s": 1.0})
+    lines = capfd.readouterr().out.splitlines()
+    if ticks:
+        assert lines == [
+            '{"running": ["a", "b"], "type": "tick"}',
+            '{"running": ["b"], "type": "tick"}',
+            '{"elapsed_s": 1.0, "type": "done"}',
+        ]
+    else:  # over SSH, and run by hand: every tick, as before
+        assert len(lines) == 6
 
 
 def test_folded_lines_are_joined_again_and_buffered_until_a_sink_attaches() -> None:
@@ -174,6 +224,31 @@ def test_labelled_lines_go_to_their_node_and_silent_nodes_are_errors() -> None:
     assert "Killed" in result.stderr_tail
     with pytest.raises(UnreachableError, match="n2 sent nothing"):
         silent.result()
+
+
+@pytest.mark.parametrize("all_ended", [True, False])
+def test_srun_ends_by_itself_once_every_task_said_how_it_ended(all_ended: bool) -> None:
+    """Interrupting srun cancels the step: only when a node is still running (given up)."""
+    fake_srun = (
+        "trap 'echo interrupted >&2; exit 130' INT; echo ready >&2; sleep 1; "
+        "echo ended by itself >&2"
+    )
+
+    async def scenario() -> list[str]:
+        step = SlurmStep(["sh", "-c", fake_srun], ["n1", "n2"], SlurmOptions())
+        await step.start(b"")
+        for _ in range(600):  # until the shell has set its trap
+            if step.srun_messages:
+                break
+            await asyncio.sleep(0.05)
+        for stream in step.streams.values():
+            stream.exit_marks = 2 if all_ended else 1
+        await step.stop()
+        await step.done
+        return step.srun_messages
+
+    expected = "ended by itself" if all_ended else "interrupted"
+    assert asyncio.run(scenario()) == ["ready", expected]
 
 
 def test_wrapper_exit_status_maps_signals() -> None:
