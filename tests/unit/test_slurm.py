@@ -135,10 +135,12 @@ def test_srun_gets_the_script_compressed_after_its_alarm_line(tmp_path: Path) ->
     fake_srun.write_text(f"#!/bin/sh\ncat > {tmp_path / 'stdin'}\n")
     fake_srun.chmod(0o755)
     cluster = SlurmCluster(SlurmTarget("partition", "gpu"), [SlurmNode("gpu-01", "idle")])
-    transport = SlurmTransport(cluster, [slurm_host("gpu-01")], SlurmOptions(srun=str(fake_srun)))
     script = with_alarm("print('x' * 1000)\n", 30)
 
     async def scenario() -> None:
+        # built inside the loop, as fleet does: on Python 3.9 its asyncio.Lock binds a loop
+        options = SlurmOptions(srun=str(fake_srun))
+        transport = SlurmTransport(cluster, [slurm_host("gpu-01")], options)
         with pytest.raises(UnreachableError, match="sent nothing"):  # the fake says nothing
             await transport.execute(slurm_host("gpu-01"), script, lambda chunk: True)
         await transport.close()
