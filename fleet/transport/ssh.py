@@ -276,8 +276,7 @@ class SSHSession:
         stderr_task = asyncio.ensure_future(read_tail(process.stderr))
         launch = LaunchReport(sink)
         try:
-            process.stdin.write(script)
-            process.stdin.write_eof()
+            send_script(process, script)
             if not await pump(process.stdout, launch):
                 await _end_remote(conn, process, launch.pgid)
             await process.wait_closed()
@@ -298,6 +297,17 @@ class SSHSession:
 
 
 # ------------------------------------------------------------------------------------ helpers
+
+
+def send_script(process: asyncssh.SSHClientProcess[bytes], script: bytes) -> None:
+    """The script on the remote's stdin. A remote that ends before taking it all (a missing
+    interpreter exits 127 at once) closes its side first: that is no lost connection, its exit
+    status and stderr say what happened, so the write's error is not the run's outcome."""
+    try:
+        process.stdin.write(script)
+        process.stdin.write_eof()
+    except (asyncssh.Error, OSError):
+        pass
 
 
 def remote_command(python: str, script: bytes) -> str:
