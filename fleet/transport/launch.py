@@ -30,11 +30,12 @@ ALARM_HEAD = "# fleet start-up alarm, seconds: "
 # that blocks Python's start then cannot outlive the run on the host, even where sshd will not
 # deliver our signals. Then `site` runs as usual and the script runs as `__main__`, as under
 # `python -`. Python 2 gets as far as compiling the script: a SyntaxError.
-LAUNCHER = (
+_LAUNCHER = (  # {imports}: after the alarm is set; {body}: the script's rest, as source bytes
     "import signal,sys;_in=getattr(sys.stdin,'buffer',sys.stdin);_head=_in.readline();"
-    "signal.alarm(int(_head.split()[-1]));import site;site.main();"
-    "exec(compile(_head+_in.read(),'<fleet bundle>','exec'))"
+    "signal.alarm(int(_head.split()[-1]));import {imports};site.main();"
+    "exec(compile(_head+{body},'<fleet bundle>','exec'))"
 )
+LAUNCHER = _LAUNCHER.format(imports="site", body="_in.read()")
 LAUNCH_ARGS = ("-S", "-c", LAUNCHER)
 
 # The Slurm transport's launcher: LAUNCHER for a script whose body, all but the alarm line, is
@@ -42,11 +43,7 @@ LAUNCH_ARGS = ("-S", "-c", LAUNCHER)
 # byte costs the controller's srun once per node, and the bundle compresses to a third. zlib is in
 # the standard library of every Python 3 (built in, or in lib-dynload, which -S keeps on the path);
 # like site, it is imported after the alarm is set.
-ZLIB_LAUNCHER = (
-    "import signal,sys;_in=getattr(sys.stdin,'buffer',sys.stdin);_head=_in.readline();"
-    "signal.alarm(int(_head.split()[-1]));import zlib,site;site.main();"
-    "exec(compile(_head+zlib.decompress(_in.read()),'<fleet bundle>','exec'))"
-)
+ZLIB_LAUNCHER = _LAUNCHER.format(imports="zlib,site", body="zlib.decompress(_in.read())")
 ZLIB_LAUNCH_ARGS = ("-S", "-c", ZLIB_LAUNCHER)
 
 # Seconds between the script's own alarm and the host-side `timeout` (TERM), and again until KILL.

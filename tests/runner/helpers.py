@@ -46,8 +46,9 @@ def sleepers() -> list[int]:
 
 
 def load_runner():  # -> the runner as a module (untyped: a host-side script)
-    """probes/_host_runner.py imported in this process, for its functions alone (its __main__
-    block does not run): what the bundle's runner does, without a bundle."""
+    """probes/_host_runner.py imported afresh in this process, for its functions alone (its
+    __main__ block does not run; FLEET_* are read from the environment now): what the bundle's
+    runner does, without a bundle."""
     import importlib.util
 
     from fleet.shipped import probe_folder

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import zlib
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from fleet.transport.slurm import (
     parse_slurm_args,
     srun_argv,
 )
-from tests.conftest import PROBES
+from tests.runner.helpers import load_runner
 
 
 def test_targets_parse_and_bad_ones_name_the_valid_forms() -> None:
@@ -157,14 +156,6 @@ def test_gpu_requests() -> None:
         gpu_request("all", in_job=False)
 
 
-def load_runner():
-    """A fresh probes/_host_runner.py module: it reads FLEET_* from the environment on import."""
-    spec = importlib.util.spec_from_file_location("runner", PROBES / "_host_runner.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def runner_fold():
     return load_runner().fold
 
@@ -174,7 +165,7 @@ def test_on_slurm_a_tick_that_repeats_the_last_one_is_not_written(
     ticks: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("FLEET_TICKS", ticks)  # the Slurm wrapper sets "on-change"
-    runner = load_runner()
+    runner = load_runner()  # a fresh module: it reads FLEET_* from the environment on import
     for running in (["a", "b"], ["a", "b"], ["b"], ["b"], ["b"]):
         runner.emit({"type": "tick", "running": running})
     runner.emit({"type": "done", "elapsed_s": 1.0})
