@@ -54,6 +54,10 @@ SLURMD_TIMEOUT_S = 600
 # its default 2 threads, 1,024 nodes' launch replies and task exits fail ("Failed to connect to
 # munge.socket: Resource temporarily unavailable", "If munged is up, restart with --num-threads").
 MUNGE_THREADS = 32
+# ... and Debian's munge 0.5.15 listens with a backlog of 256, its clients giving up at once when
+# that queue is full (connect's EAGAIN is retried from 0.5.16 on): 1,024 nodes signing at once
+# through one socket lose messages however many threads it has. One munged per this many nodes.
+NODES_PER_MUNGED = 128
 
 
 # `fleet probe` as `python -m fleet` runs it, which then says on stderr how much CPU its children
@@ -120,6 +124,7 @@ def new_cluster(work: Path, names: list[str], task_path: tuple[Path, ...] = ()) 
         stacks,
         slurmd_timeout_s=SLURMD_TIMEOUT_S,
         munge_threads=MUNGE_THREADS,
+        munge_daemons=max(1, len(names) // NODES_PER_MUNGED),
         task_path=task_path,
     )
 

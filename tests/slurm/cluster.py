@@ -82,6 +82,11 @@ class SlurmCluster:
     # its messages through this one munged, where a real cluster has one per node: hundreds of
     # slurmd outrun two threads, and connections to the socket are refused.
     munge_threads: int | None = None
+    # munged daemons, one key: node i signs through daemon i % K (its own slurm.conf names that
+    # daemon's socket). Debian's munge 0.5.15 listens with a backlog of 256 and its clients give up
+    # at once when that queue is full (connect's EAGAIN, not retried before 0.5.16): 1,024 slurmd
+    # on one socket lose launch replies and task exits; a real cluster has one munged per node.
+    munge_daemons: int = 1
     # Folders put first on every task's PATH: the bench's interpreter shims.
     task_path: tuple[Path, ...] = ()
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -116,9 +121,15 @@ class SlurmCluster:
         self._write_task_prolog()
         self._write_conf()
         self._spawn([_which("slurmctld"), "-D", "-i", "-f", str(self.conf)], "slurmctld")
-        for node in self.nodes:
-            self._spawn([_which("slurmd"), "-D", "-N", node, "-f", str(self.conf)], node)
+        for index, node in enumerate(self.nodes):
+            conf = self.node_conf(index)
+            self._spawn([_which("slurmd"), "-D", "-N", node, "-f", str(conf)], node)
         self.wait_for_nodes()
+
+    def node_conf(self, index: int) -> Path:
+        """The slurm.conf of the index-th node: the clients' one, or its munged's copy."""
+        daemon = index % self.munge_daemons
+        return self.conf if daemon == 0 else self.folder / f"slurm-munge{daemon}.conf"
 
     def stop(self) -> None:
         """Kill every daemon this cluster started, then every task they left behind."""
@@ -148,29 +159,39 @@ class SlurmCluster:
         key = self.folder / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
-        argv = [
-            _which("munged"),
-            "--force",
-            f"--key-file={key}",
-            f"--socket={self.munge_socket}",
-            f"--pid-file={self.folder / 'munged.pid'}",
-            f"--log-file={self.folder / 'log' / 'munged.log'}",
-            f"--seed-file={self.folder / 'munged.seed'}",
-        ]
-        if self.munge_threads:
-            argv.append(f"--num-threads={self.munge_threads}")
-        subprocess.run(argv, check=True, capture_output=True)
+        for daemon in range(self.munge_daemons):
+            name = self._munge_name(daemon)
+            argv = [
+                _which("munged"),
+                "--force",
+                f"--key-file={key}",
+                f"--socket={self.munge_socket_of(daemon)}",
+                f"--pid-file={self.folder / name}.pid",
+                f"--log-file={self.folder / 'log' / name}.log",
+                f"--seed-file={self.folder / name}.seed",
+            ]
+            if self.munge_threads:
+                argv.append(f"--num-threads={self.munge_threads}")
+            subprocess.run(argv, check=True, capture_output=True)
 
     def _stop_munge(self) -> None:
-        pid_file = self.folder / "munged.pid"
-        if pid_file.exists():
-            with contextlib.suppress(ProcessLookupError, ValueError):
-                os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
-            pid_file.unlink()
+        for daemon in range(self.munge_daemons):
+            pid_file = self.folder / f"{self._munge_name(daemon)}.pid"
+            if pid_file.exists():
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+                pid_file.unlink()
+
+    @staticmethod
+    def _munge_name(daemon: int) -> str:
+        return "munged" if daemon == 0 else f"munged{daemon}"
 
     @property
     def munge_socket(self) -> Path:
-        return self.folder / "munge.socket"
+        return self.munge_socket_of(0)
+
+    def munge_socket_of(self, daemon: int) -> Path:
+        return self.folder / ("munge.socket" if daemon == 0 else f"munge{daemon}.socket")
 
     # ------------------------------------------------------------------------ configuration
 
@@ -188,7 +209,7 @@ class SlurmCluster:
             "SlurmdUser=root",
             "AuthType=auth/munge",
             "CredType=cred/munge",
-            f"AuthInfo=socket={self.munge_socket}",
+            "AuthInfo=socket=@MUNGE_SOCKET@",
             f"StateSaveLocation={d / 'state'}",
             f"SlurmdSpoolDir={d / 'spool'}/%n",
             f"SlurmctldPidFile={d / 'slurmctld.pid'}",
@@ -197,6 +218,8 @@ class SlurmCluster:
             f"SlurmdLogFile={d / 'log'}/slurmd-%n.log",
             "SlurmctldDebug=info",
             "SlurmdDebug=info",
+            # the nodes of several munged have their own slurm.conf (node_conf), by design
+            *(["DebugFlags=NO_CONF_HASH"] if self.munge_daemons > 1 else []),
             "ProctrackType=proctrack/linuxproc",
             "TaskPlugin=task/none",
             "SelectType=select/cons_tres",
@@ -217,7 +240,10 @@ class SlurmCluster:
             f"PartitionName={self.partition} Nodes={names} Default=YES MaxTime=INFINITE State=UP",
         ]
         (d / "plugstack.conf").write_text("")
-        self.conf.write_text("\n".join(lines) + "\n")
+        text = "\n".join(lines) + "\n"
+        for daemon in range(self.munge_daemons):
+            socket_path = str(self.munge_socket_of(daemon))
+            self.node_conf(daemon).write_text(text.replace("@MUNGE_SOCKET@", socket_path))
 
     def _write_task_prolog(self) -> None:
         """One `case` arm per node: its PATH, PYTHONPATH and fake nvidia-smi capture."""
