@@ -143,6 +143,8 @@ def secret_patterns_in(text: str) -> List[Pattern[str]]:
 def mask_secrets(value: Any) -> Any:
     """Return `value` (any JSON-like structure) with every token-shaped substring replaced by ***."""
     if isinstance(value, str):
+        if not value:  # most error, output and traceback fields: nothing to scan
+            return value
         for secret in ENV_SECRETS:
             if secret in value:
                 value = value.replace(secret, MASK)

@@ -56,12 +56,14 @@ LABEL = re.compile(rb"^ *(\d+): ?")
 # FLEET_HOST: a script shared by several nodes picks its part by it; told to fold long lines and to
 # write only the ticks that say something new, see probes/_host_runner.py), say how it ended.
 # "$0" "$@" is the interpreter and ZLIB_LAUNCH_ARGS (fleet.transport.launch); stdin (the
-# compressed script) is inherited.
+# compressed script) is inherited. The `exit` marks start no line of their own: after an
+# unterminated last line they end it (SlurmStep._line splits there), one line fewer per stream for
+# srun to carry (every line is a message that wakes srun's poll over all N nodes' sockets).
 WRAPPER = (
     r'printf "\035start %s %s %s\n" "$SLURMD_NODENAME" "$SLURM_JOB_ID" "$SLURM_STEP_ID"; '
     f'FLEET_FOLD_LINES={FOLD_LINES_AT} FLEET_TICKS=on-change FLEET_HOST="$SLURMD_NODENAME" '
     '"$0" "$@"; s=$?; '
-    r'printf "\n\035exit %s\n" "$s"; printf "\n\035exit %s\n" "$s" >&2'
+    r'printf "\035exit %s\n" "$s"; printf "\035exit %s\n" "$s" >&2'
 )
 INTERRUPT_GAP_S = 0.2  # srun: a second SIGINT within one second ends the step
 STOP_GRACE_S = 4.0
@@ -284,9 +286,16 @@ class SlurmStep:
                 self.srun_messages = [*self.srun_messages, text][-SRUN_MESSAGES_TAIL:]
             return
         task, payload = int(match.group(1)), line[match.end() :]
-        if payload.startswith(CONTROL):
-            self._control(task, payload[1:].decode("ascii", "replace").split())
+        mark = payload.find(CONTROL)
+        if mark >= 0:  # a marker, maybe after the unterminated last line of the task's output
+            if mark > 0:
+                self._payload(task, payload[:mark], stdout)
+            self._control(task, payload[mark + 1 :].decode("ascii", "replace").split())
             return
+        self._payload(task, payload, stdout)
+
+    def _payload(self, task: int, payload: bytes, stdout: bool) -> None:
+        """One line of a task's own output (label and markers removed) to its node's stream."""
         stream = self.tasks.get(task)
         if stream is None:
             self.early.setdefault(task, []).append((stdout, payload))
@@ -460,9 +469,12 @@ class SlurmTransport:
         return self.step
 
     def _release(self, name: str) -> None:
-        """This node's host is done (or given up): once all are, stop the step."""
+        """This node's host is done (or given up): once all are, stop the step. Counted, not
+        compared as sets: a comparison per host was quadratic (20,000 nodes: 4·10⁸ lookups)."""
+        if self.step is None or name not in self.step.streams or name in self._released:
+            return
         self._released.add(name)
-        if self.step and self._released >= set(self.step.streams) and self._stopping is None:
+        if len(self._released) == len(self.step.streams) and self._stopping is None:
             self._stopping = asyncio.ensure_future(self.step.stop())
 
     async def close(self) -> None:

@@ -138,7 +138,9 @@ class SlurmCluster:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         self.processes.clear()
-        for pid in self.tasks_running():  # a task a failed test left: only ours, by marker
+        # a task a failed test left (only ours, by marker), and the slurmstepd of every step: they
+        # leave slurmd's process group, and a step whose slurmd was killed keeps them for good
+        for pid in [*self.tasks_running(), *self.step_daemons()]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self._stop_munge()
@@ -345,17 +347,17 @@ class SlurmCluster:
     def tasks_running(self) -> list[int]:
         """Pids of processes that a task of this cluster started (its marker is in their environment)."""
         marker = f"{TASK_MARKER}={self.folder}".encode()
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                environ = (entry / "environ").read_bytes()
-            except OSError:
-                continue
-            if marker in environ.split(b"\0"):
-                found.append(int(entry.name))
-        return found
+        return [pid for pid, _, environ in _processes() if marker in environ]
+
+    def step_daemons(self) -> list[int]:
+        """Pids of this cluster's slurmstepd: their SLURM_CONF is their slurmd's slurm.conf (one
+        of node_conf's, all in this cluster's folder)."""
+        ours = f"SLURM_CONF={self.folder}/".encode()
+        return [
+            pid
+            for pid, command, environ in _processes()
+            if command.startswith(b"slurmstepd") and any(e.startswith(ours) for e in environ)
+        ]
 
     def wait_until_no_tasks(self, timeout_s: float = 20) -> list[int]:
         """The tasks still running after `timeout_s` (empty when all ended in time)."""
@@ -370,3 +372,18 @@ class SlurmCluster:
 
     def reset_launched(self) -> None:
         self.launched_log.unlink(missing_ok=True)
+
+
+def _processes() -> list[tuple[int, bytes, list[bytes]]]:
+    """Every process we may read: pid, command line, environment entries."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        found.append((int(entry.name), command, environ.split(b"\0")))
+    return found

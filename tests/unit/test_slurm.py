@@ -262,3 +262,42 @@ def test_gpu_visibility_says_when_the_task_sees_fewer_gpus_than_the_node_has() -
         "restricted": True,
     }
     assert gpu_visibility(8, {}, None)["restricted"] is False
+
+
+def test_an_exit_mark_after_an_unterminated_last_line_ends_that_line() -> None:
+    """The wrapper's `exit` marks start no line of their own (one message fewer for srun): after a
+    last line with no newline they arrive on it, and the line still reaches its stream."""
+
+    async def scenario():
+        step = SlurmStep(["srun"], ["n1"], SlurmOptions())
+        got: list[bytes] = []
+        step._line(b"0: \x1dstart n1 55 0", stdout=True)
+        step.streams["n1"].attach(lambda chunk: got.append(chunk) is None)
+        step._line(b'0: {"type": "done"}', stdout=True)
+        step._line(b"0: half a line\x1dexit 1", stdout=True)
+        step._line(b"0: Traceback ends here\x1dexit 1", stdout=False)
+        return got, await step.streams["n1"].ended
+
+    got, result = asyncio.run(scenario())
+    assert got == [b'{"type": "done"}\n', b"half a line\n"]
+    assert result.exit_status == 1
+    assert result.stderr_tail.endswith("Traceback ends here\n")
+
+
+def test_the_step_is_stopped_once_every_node_is_released_and_only_then() -> None:
+    """Each host's end releases its node (counted: a set comparison per host was quadratic);
+    a node released twice, or one that is not in the step, does not count towards the end."""
+
+    async def scenario() -> list[bool]:
+        nodes = [SlurmNode(n, "idle") for n in ("n1", "n2")]
+        cluster = SlurmCluster(SlurmTarget("partition", "gpu"), nodes)
+        transport = SlurmTransport(cluster, [slurm_host(n.name) for n in nodes], SlurmOptions())
+        transport.step = SlurmStep(["srun"], ["n1", "n2"], SlurmOptions())
+        stopping = []
+        for name in ("n1", "n1", "unknown", "n2"):
+            transport._release(name)
+            stopping.append(transport._stopping is not None)
+        await transport.close()
+        return stopping
+
+    assert asyncio.run(scenario()) == [False, False, False, True]
