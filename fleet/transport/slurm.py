@@ -156,6 +156,7 @@ class NodeStream:
     exit_marks: int = 0
     exit_status: int | None = None
     stderr_tail: str = ""
+    wrote_stdout: bool = False  # a line of the task's own stdout arrived (hello, at least)
     _partial: bytes = b""
     _refused: bool = False
 
@@ -166,6 +167,7 @@ class NodeStream:
         self.buffered.clear()
 
     def stdout_line(self, payload: bytes) -> None:
+        self.wrote_stdout = True
         if payload.startswith(CONTINUED):
             self._partial += payload[1:]
             return
@@ -325,14 +327,18 @@ class SlurmStep:
 
     def _conclude_unfinished(self) -> None:
         """srun ended: a node that never started sent nothing (an error naming it); one that
-        started but never said how it ended lost its connection."""
+        started but never said how it ended lost its connection: before its runner wrote a line
+        it is unreachable (srun's words are not the interpreter's: read as its stderr, they made
+        it look like a Python that could not run the probes), after, what it wrote is kept."""
         why = "; ".join(self.srun_messages[-3:]) or f"srun exit status {self._srun_status()}"
         silent = [s.name for s in self.streams.values() if not s.started]
         for stream in self.streams.values():
-            if stream.started:
-                stream.finish(ExecResult(None, stderr_tail=stream.stderr_tail + why))
-            else:
+            if not stream.started:
                 stream.fail(_sent_nothing(stream.name, silent, why))
+            elif not stream.wrote_stdout:
+                stream.fail(_lost_before_output(stream, why))
+            else:
+                stream.finish(ExecResult(None, stderr_tail=stream.stderr_tail + why))
 
     def all_ended(self) -> bool:
         """Every node's task said how it ended, on stdout and stderr."""
@@ -393,6 +399,15 @@ def _sent_nothing(name: str, silent: list[str], why: str) -> UnreachableError:
         f"{name} sent nothing: its task of the Slurm step never started",
         context=f"{len(silent)} node(s) silent ({compact_hosts(silent)}): {why}",
         hint="see the node with: scontrol show node " + name,
+    )
+
+
+def _lost_before_output(stream: NodeStream, why: str) -> UnreachableError:
+    said = stream.stderr_tail.strip().splitlines()[-1:]
+    return UnreachableError(
+        f"lost {stream.name}: the Slurm step ended before its task wrote a line",
+        context="; ".join([*said, why]),
+        hint="see the node with: scontrol show node " + stream.name,
     )
 
 

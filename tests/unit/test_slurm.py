@@ -301,3 +301,24 @@ def test_the_step_is_stopped_once_every_node_is_released_and_only_then() -> None
         return stopping
 
     assert asyncio.run(scenario()) == [False, False, False, True]
+
+
+def test_a_started_task_that_srun_lost_before_its_first_line_is_unreachable() -> None:
+    """srun gave up on the step (its own words on stderr): a task that started but wrote nothing
+    is unreachable, not a Python that could not run the probes; one that had written keeps it."""
+
+    async def scenario():
+        step = SlurmStep(["srun"], ["n1", "n2"], SlurmOptions())
+        step._line(b"0: \x1dstart n1 55 0", stdout=True)
+        step._line(b"1: \x1dstart n2 55 0", stdout=True)
+        step._line(b'1: {"type": "hello", "protocol": 1}', stdout=True)
+        step._line(b"srun: error: eio_handle_mainloop: Abandoning IO", stdout=False)
+        step._conclude_unfinished()
+        return step.streams["n1"].ended, await step.streams["n2"].ended
+
+    lost, written = asyncio.run(scenario())
+    with pytest.raises(UnreachableError, match="lost n1: the Slurm step ended") as error:
+        lost.result()
+    assert "Abandoning IO" in (error.value.context or "")
+    assert written.exit_status is None
+    assert "Abandoning IO" in written.stderr_tail
