@@ -22,12 +22,16 @@ import argparse
 import compileall
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# fleet in a child that says its children's CPU (the stand-ins'): fleet's own is the rest
+from bench.slurm_vs_ssh import SPLIT_RUNNER, timed  # noqa: E402
+
 CAPTURE = Path(__file__).resolve().parent / "srun_node_capture.txt"
 BATCHES = 50
 
@@ -69,17 +73,6 @@ for batch in range(batches):
         time.sleep(pause)
 """
 
-# fleet in a child: its own CPU, apart from its children's (the stand-in srun and sinfo)
-MEASURE = """import resource, sys
-from fleet.cli.root import main
-try:
-    main(sys.argv[1:], standalone_mode=False)
-except SystemExit:
-    pass
-own = resource.getrusage(resource.RUSAGE_SELF)
-print("FLEET_OWN_CPU", own.ru_utime + own.ru_stime, file=sys.stderr)
-"""
-
 
 def stand_ins(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
@@ -100,14 +93,11 @@ def fleet_cpu(nodes: int, spread_s: float, bin_dir: Path, state: Path) -> tuple[
         "REPLAY_CAPTURE": str(CAPTURE),
         "REPLAY_SPREAD_S": str(spread_s),
     }
-    argv = [sys.executable, "-c", MEASURE, "probe", "-p", "system", "--no-save"]
-    argv += ["-t", "600", "--slurm", "partition=gpu"]
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
-    marks = [line for line in done.stderr.splitlines() if line.startswith("FLEET_OWN_CPU")]
-    if not marks:
-        raise SystemExit(f"fleet failed at {nodes} nodes:\n{done.stderr[-2000:]}")
-    summary = [line for line in done.stdout.splitlines() if " hosts: " in line]
-    return float(marks[-1].split()[1]), (summary[-1].strip() if summary else "?")
+    argv = [sys.executable, "-c", SPLIT_RUNNER, "probe", "-p", "system", "--no-save"]
+    run = timed([*argv, "-t", "600", "--slurm", "partition=gpu"], env)
+    if run.children is None:
+        raise SystemExit(f"fleet failed at {nodes} nodes: {run.summary}")
+    return run.cpu - run.children, run.summary.strip()
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -162,7 +162,7 @@ class SlurmCluster:
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
         for daemon in range(self.munge_daemons):
-            name = self._munge_name(daemon)
+            name = f"munged{_nth(daemon)}"
             argv = [
                 _which("munged"),
                 "--force",
@@ -178,22 +178,18 @@ class SlurmCluster:
 
     def _stop_munge(self) -> None:
         for daemon in range(self.munge_daemons):
-            pid_file = self.folder / f"{self._munge_name(daemon)}.pid"
+            pid_file = self.folder / f"munged{_nth(daemon)}.pid"
             if pid_file.exists():
                 with contextlib.suppress(ProcessLookupError, ValueError):
                     os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
                 pid_file.unlink()
-
-    @staticmethod
-    def _munge_name(daemon: int) -> str:
-        return "munged" if daemon == 0 else f"munged{daemon}"
 
     @property
     def munge_socket(self) -> Path:
         return self.munge_socket_of(0)
 
     def munge_socket_of(self, daemon: int) -> Path:
-        return self.folder / ("munge.socket" if daemon == 0 else f"munge{daemon}.socket")
+        return self.folder / f"munge{_nth(daemon)}.socket"
 
     # ------------------------------------------------------------------------ configuration
 
@@ -347,17 +343,13 @@ class SlurmCluster:
     def tasks_running(self) -> list[int]:
         """Pids of processes that a task of this cluster started (its marker is in their environment)."""
         marker = f"{TASK_MARKER}={self.folder}".encode()
-        return [pid for pid, _, environ in _processes() if marker in environ]
+        return _pids_where(lambda environ: marker in environ)
 
     def step_daemons(self) -> list[int]:
         """Pids of this cluster's slurmstepd: their SLURM_CONF is their slurmd's slurm.conf (one
         of node_conf's, all in this cluster's folder)."""
         ours = f"SLURM_CONF={self.folder}/".encode()
-        return [
-            pid
-            for pid, command, environ in _processes()
-            if command.startswith(b"slurmstepd") and any(e.startswith(ours) for e in environ)
-        ]
+        return _pids_where(lambda environ: any(e.startswith(ours) for e in environ), b"slurmstepd")
 
     def wait_until_no_tasks(self, timeout_s: float = 20) -> list[int]:
         """The tasks still running after `timeout_s` (empty when all ended in time)."""
@@ -374,16 +366,24 @@ class SlurmCluster:
         self.launched_log.unlink(missing_ok=True)
 
 
-def _processes() -> list[tuple[int, bytes, list[bytes]]]:
-    """Every process we may read: pid, command line, environment entries."""
+def _pids_where(matches: Callable[[list[bytes]], bool], command: bytes = b"") -> list[int]:
+    """Pids of the processes we may read whose command line starts with `command` and whose
+    environment entries `matches` accepts."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            command = (entry / "cmdline").read_bytes()
+            if command and not (entry / "cmdline").read_bytes().startswith(command):
+                continue
             environ = (entry / "environ").read_bytes()
         except OSError:
             continue
-        found.append((int(entry.name), command, environ.split(b"\0")))
+        if matches(environ.split(b"\0")):
+            found.append(int(entry.name))
     return found
+
+
+def _nth(daemon: int) -> str:
+    """The suffix of the daemon-th munged's files: none for the first (the one-munged names)."""
+    return str(daemon) if daemon else ""
