@@ -12,9 +12,9 @@ from fleet.errors import InventoryError, UsageError
 from fleet.inventory import Inventory, local_inventory
 from fleet.inventory.adhoc import AdhocSettings, adhoc_inventory
 from fleet.inventory.document import hosts_document
+from fleet.inventory.openssh import OpenSsh
 from fleet.inventory.resolve import check_identity_files, resolve_hosts
 from fleet.inventory.sources import FORMATS, load_any_inventory
-from fleet.inventory.ssh_config import open_ssh_config
 from fleet.models import Host
 
 if TYPE_CHECKING:  # Slurm's modules load only when --slurm is given
@@ -68,7 +68,7 @@ def select_hosts(
         python = adhoc.python if adhoc else None  # --python: the nodes' interpreter
         return _select_slurm_nodes(slurm, limit, inventory or hosts, python)
     loaded = open_inventory(inventory, hosts, inventory_format, adhoc)
-    config = open_ssh_config(ssh_config)
+    config = OpenSsh.open(ssh_config)
     resolved = resolve_hosts(loaded, config)
     chosen = resolved.select(limit)
     if not chosen:

@@ -4,10 +4,10 @@ differs from OpenSSH's (end-of-line comments, commas in Host lines, ProxyJump ag
 ProxyCommand, Hostname's case).
 
 The parts, each as OpenSSH does it:
-- the words of a line: fleet/inventory/ssh_config_lexer.py;
+- the words of a line: _lexer.py;
 - what a keyword's value means, and what the lines that applied set (the first value wins):
-  fleet/inventory/ssh_config_options.py;
-- which lines apply, Host and Match: fleet/inventory/ssh_config_match.py;
+  _options.py;
+- which lines apply, Host and Match: _match.py;
 - here, the files and the passes: each file (as `ssh -F FILE` would read it) line by line, the
   first value obtained winning; Include reads each file a glob names (relative to ~/.ssh), its
   Host blocks scoped to it, at most 16 deep; Hostname's %h is expanded and the name lower-cased
@@ -19,8 +19,8 @@ when it would set a keyword fleet reads or include a file (`refusals`). A syntax
 block that does not apply, is a `ConfigSyntaxError` naming file and line, as ssh fails on one.
 
 These modules know nothing of fleet's hosts and import nothing else of fleet:
-fleet/inventory/ssh_config.py applies their result, and fleet/inventory/ansible.py reads Ansible's
-ssh command lines with fleet/inventory/ssh_argv.py.
+_apply.py applies their result, and fleet/inventory/ansible.py reads Ansible's
+ssh command lines with _argv.py.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.inventory.ssh_config_lexer import ConfigSyntaxError, argv_split, split_line
-from fleet.inventory.ssh_config_match import ConfigPass, host_matches, match_line
-from fleet.inventory.ssh_config_options import (
+from fleet.inventory.openssh._lexer import ConfigSyntaxError, argv_split, split_line
+from fleet.inventory.openssh._match import ConfigPass, host_matches, match_line
+from fleet.inventory.openssh._options import (
     ALIASES,
     CANONICAL,
     SshOptions,

@@ -9,7 +9,7 @@ and Match criteria. Pure.
 
 Not evaluated: `Match exec` (fleet runs no command to choose a host's settings) and criteria newer
 than OpenSSH 9.2: a block such a line decides is undecided, and a host it would set something for
-is refused, naming the line (fleet/inventory/ssh_config_reader.py).
+is refused, naming the line (_reader.py).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import functools
 import re
 from dataclasses import dataclass
 
-from fleet.inventory.ssh_config_lexer import ConfigSyntaxError, strdelim_words
-from fleet.inventory.ssh_config_options import SshOptions, percent_expand
+from fleet.inventory.openssh._lexer import ConfigSyntaxError, strdelim_words
+from fleet.inventory.openssh._options import SshOptions, percent_expand
 
 # Match criteria of newer OpenSSH releases: fleet cannot evaluate them (nor can OpenSSH 9.2).
 NEWER_CRITERIA = ("localnetwork", "tagged", "version", "sessiontype", "command")
@@ -83,56 +83,69 @@ def match_line(rest: str, place: str, options: SshOptions, state: ConfigPass) ->
         words = list(strdelim_words(rest))
     except ValueError as exc:
         raise ConfigSyntaxError(place, f"Match: {exc}") from exc
-    host = _match_host(options, state)
-    user = str(options.get("User") or state.local_user)
+    subjects = _subjects(options, state)
     result: bool | str = True
     attributes, index = 0, 0
-    while index < len(words) and words[index] and not words[index].startswith("#"):
+    while index < len(words) and not _ends(words[index]):
         word = words[index]
         index += 1
         negate = word.startswith("!")
         criterion = (word[1:] if negate else word).lower()
         if criterion == "all":
-            after = words[index] if index < len(words) else ""
-            if attributes > 1 or (after and not after.startswith("#")):
-                raise ConfigSyntaxError(
-                    place, f"'{word}' cannot be combined with other Match attributes"
-                )
+            _check_all(word, words[index:], attributes, place)
             return (not negate) if result is True else result
         attributes += 1
         if criterion in ("canonical", "final"):
-            if criterion == "final":
-                state.want_final = True
-            if state.final == negate:
-                result = False
+            state.want_final = state.want_final or criterion == "final"
+            result = False if state.final == negate else result
             continue
-        if index >= len(words) or not words[index] or words[index].startswith("#"):
+        if index >= len(words) or _ends(words[index]):
             raise ConfigSyntaxError(place, f"Missing Match criteria for {criterion}")
-        argument = words[index]
+        found = _criterion(criterion, words[index], place, subjects)
         index += 1
-        if criterion == "exec" or criterion in NEWER_CRITERIA:
-            if result is True:  # OpenSSH runs `exec` only when the criteria before it held
-                result = f"{place}: Match {criterion} {argument!r} is not evaluated by fleet" + (
-                    " (it runs no command to choose a host's settings)"
-                    if criterion == "exec"
-                    else " (a criterion newer than OpenSSH 9.2)"
-                )
-            continue
-        subject = {
-            "host": host,
-            "originalhost": state.original,
-            "user": user,
-            "localuser": state.local_user,
-        }.get(criterion)
-        if subject is None:
-            raise ConfigSyntaxError(place, f"Unsupported Match attribute {criterion}")
-        lower = criterion in ("host", "originalhost")
-        found = match_pattern_list(subject.lower() if lower else subject, argument, lower)
-        if (found == 1) == negate:
+        if isinstance(found, str):
+            result = found if result is True else result  # OpenSSH runs exec only if all held
+        elif found == negate:
             result = False
     if attributes == 0:
         raise ConfigSyntaxError(place, "One or more attributes required for Match")
     return result
+
+
+def _check_all(word: str, after: list[str], attributes: int, place: str) -> None:
+    if attributes > 1 or (after and not _ends(after[0])):
+        raise ConfigSyntaxError(place, f"'{word}' cannot be combined with other Match attributes")
+
+
+def _ends(word: str) -> bool:
+    """An empty word or a comment ends a Match line."""
+    return not word or word.startswith("#")
+
+
+def _subjects(options: SshOptions, state: ConfigPass) -> dict[str, str]:
+    """What each pattern criterion is matched against, at this point of the pass."""
+    return {
+        "host": _match_host(options, state),
+        "originalhost": state.original,
+        "user": str(options.get("User") or state.local_user),
+        "localuser": state.local_user,
+    }
+
+
+def _criterion(criterion: str, argument: str, place: str, subjects: dict[str, str]) -> bool | str:
+    """Whether one criterion's patterns match (before negation), or, for a criterion fleet
+    does not evaluate, why the block is undecided."""
+    if criterion == "exec" or criterion in NEWER_CRITERIA:
+        return f"{place}: Match {criterion} {argument!r} is not evaluated by fleet" + (
+            " (it runs no command to choose a host's settings)"
+            if criterion == "exec"
+            else " (a criterion newer than OpenSSH 9.2)"
+        )
+    subject = subjects.get(criterion)
+    if subject is None:
+        raise ConfigSyntaxError(place, f"Unsupported Match attribute {criterion}")
+    lower = criterion in ("host", "originalhost")
+    return match_pattern_list(subject.lower() if lower else subject, argument, lower) == 1
 
 
 def _match_host(options: SshOptions, state: ConfigPass) -> str:
