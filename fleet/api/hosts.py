@@ -57,18 +57,21 @@ def select_hosts(
     inventory_format: str = "auto",
     adhoc: AdhocSettings | None = None,
     require_files: bool = True,
+    ssh_exec: bool = True,
 ) -> Selection:
     """The hosts to reach, narrowed by `limit` (--limit syntax): those of `inventory` (fleet YAML
     or Ansible), or those the nodeset `hosts` names (-H), or a Slurm target's nodes (`slurm`:
     `partition=NAME`, `nodes=NODESET`, `job=ID`; `adhoc.python` is their interpreter), or else
     this machine. `ssh_config`: a path,
-    "none", or None for ~/.ssh/config when it exists; inventory values win over it. A missing
+    "none", or None for ~/.ssh/config when it exists; inventory values win over it. `ssh_exec`
+    False (or `ssh_exec: false` in the inventory): run no `Match exec` command, refuse the hosts
+    that depend on one. A missing
     local identity_file is an InventoryError (a warning when not `require_files`)."""
     if slurm is not None:
         python = adhoc.python if adhoc else None  # --python: the nodes' interpreter
         return _select_slurm_nodes(slurm, limit, inventory or hosts, python)
     loaded = open_inventory(inventory, hosts, inventory_format, adhoc)
-    config = OpenSsh.open(ssh_config)
+    config = OpenSsh.open(ssh_config, run_exec=ssh_exec and loaded.ssh_exec)
     resolved = resolve_hosts(loaded, config)
     chosen = resolved.select(limit)
     if not chosen:

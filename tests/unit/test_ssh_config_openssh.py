@@ -25,11 +25,13 @@ from tests.conftest import ROOT
 from tests.helpers import invoke_fleet
 
 
-def resolved(tmp_path: Path, text: str, names: str, **given: object) -> dict[str, Host]:
+def resolved(
+    tmp_path: Path, text: str, names: str, run_exec: bool = True, **given: object
+) -> dict[str, Host]:
     path = tmp_path / "ssh_config"
     path.write_text(text)
     inventory = adhoc_inventory(names, AdhocSettings(**given))  # type: ignore[arg-type]
-    return dict(resolve_hosts(inventory, OpenSsh((path,))).hosts)
+    return dict(resolve_hosts(inventory, OpenSsh((path,), run_exec=run_exec)).hosts)
 
 
 # ------------------------------------------------------------------------------- item 1: syntax
@@ -161,16 +163,19 @@ def test_include_reads_files_relative_to_dot_ssh_scoped_to_them(
     assert hosts["other"].address == "fallback"
 
 
-def test_match_exec_refuses_only_the_hosts_whose_settings_it_decides(tmp_path: Path) -> None:
+def test_match_exec_not_run_refuses_only_the_hosts_whose_settings_it_decides(
+    tmp_path: Path,
+) -> None:
     hosts = resolved(
         tmp_path,
         'Match host *.corp exec "vpn-is-up"\n    ProxyJump gw\n'
         'Match host *.lab exec "true"\n    SetEnv X=1\n',  # sets nothing fleet reads
         "a.corp,b.lab,home",
+        run_exec=False,
     )
     refused = hosts["a.corp"].refused
     assert refused is not None
-    assert "ssh_config:1: Match exec 'vpn-is-up' is not evaluated by fleet" in refused
+    assert "ssh_config:1: Match exec 'vpn-is-up' is not run: fleet runs no command" in refused
     assert "that block sets ProxyJump at" in refused
     assert hosts["b.lab"].refused is None
     assert hosts["home"].refused is None

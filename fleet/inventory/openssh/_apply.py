@@ -216,7 +216,18 @@ def _expand_path(path: str, host: Host, given: str, parsed: SshOptions) -> str |
         "r": remote_user,
         "u": getpass.getuser(),
     }
-    return percent_expand(os.path.expanduser(path), tokens, environment=True)
+    expanded = tilde_expand(path)
+    return None if expanded is None else percent_expand(expanded, tokens, environment=True)
+
+
+def tilde_expand(path: str) -> str | None:
+    """OpenSSH's tilde_expand: `~` or `~USER` up to the first `/`; None where ssh stops (no such
+    user, e.g. a Windows-style `~\\.ssh\\key`). Any other path is kept as written, relative
+    ones too (ssh opens `C:\\Users\\x\\key.pem` in its working folder, backslashes kept)."""
+    if not path.startswith("~"):
+        return path
+    expanded = os.path.expanduser(path)
+    return None if expanded == path else expanded
 
 
 def expand_proxy(host: Host) -> Host:

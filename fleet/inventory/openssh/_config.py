@@ -12,6 +12,7 @@ from pathlib import Path
 from fleet.errors import InventoryError
 from fleet.inventory.openssh._apply import IGNORED, apply_ssh_config, expand_proxy
 from fleet.inventory.openssh._argv import CommandLine, command_line_settings
+from fleet.inventory.openssh._exec import MatchExec
 from fleet.inventory.openssh._lexer import ConfigSyntaxError
 from fleet.inventory.openssh._options import SshOptions
 from fleet.inventory.openssh._reader import ConfigReader
@@ -24,16 +25,24 @@ HINT = "fix that line (man ssh_config), or pass --ssh-config none"
 @dataclass
 class OpenSsh:
     """One or more ssh_config files (none: only ProxyCommand's tokens are filled in);
-    `apply(host)` gives the host as `ssh NAME` would reach it, or refused naming the line."""
+    `apply(host)` gives the host as `ssh NAME` would reach it, or refused naming the line.
+    `run_exec`: run `Match exec` commands (each distinct one once), else refuse the hosts whose
+    settings depend on one."""
 
     paths: tuple[Path, ...] = ()
+    run_exec: bool = True
     warnings: list[str] = field(default_factory=list)  # one line per ignored keyword's place
     _cache: dict[str, SshOptions] = field(default_factory=dict, repr=False)
     _reader: ConfigReader | None = field(default=None, repr=False)
+    _exec: MatchExec = field(default_factory=MatchExec, repr=False)
+
+    def __post_init__(self) -> None:
+        self._exec.enabled = self.run_exec
 
     @classmethod
-    def open(cls, choice: str | None) -> OpenSsh | None:
-        """--ssh-config: a PATH, `none`, or unset (the user's ~/.ssh/config when it exists)."""
+    def open(cls, choice: str | None, run_exec: bool = True) -> OpenSsh | None:
+        """--ssh-config: a PATH, `none`, or unset (the user's ~/.ssh/config when it exists);
+        `run_exec` False: --no-ssh-exec."""
         if choice is not None and choice.lower() == "none":
             return None
         path = Path(os.path.expanduser(choice or DEFAULT_SSH_CONFIG))
@@ -44,7 +53,7 @@ class OpenSsh:
                 f"ssh config {choice} does not exist",
                 hint="pass an existing file with --ssh-config, or --ssh-config none",
             )
-        return cls((path,))
+        return cls((path,), run_exec=run_exec)
 
     def apply(self, host: Host, name: str | None = None) -> Host:
         """`host` with the config's values for `name` (default: the name ssh is given for it)
@@ -63,7 +72,7 @@ class OpenSsh:
 
     def _lookup(self, name: str) -> SshOptions:
         if name not in self._cache:
-            self._reader = self._reader or ConfigReader(self.paths)
+            self._reader = self._reader or ConfigReader(self.paths, run_exec=self._exec)
             try:
                 self._cache[name] = self._reader.resolve(name)
             except ConfigSyntaxError as exc:
@@ -74,6 +83,7 @@ class OpenSsh:
                     hint="fix the file or its Include, or pass --ssh-config none",
                 ) from exc
             self._note_ignored(self._cache[name])
+            self.warnings += [w for w in self._exec.warnings if w not in self.warnings]
         return self._cache[name]
 
     def _note_ignored(self, parsed: SshOptions) -> None:

@@ -7,20 +7,28 @@ and Match criteria. Pure.
   host names lower-cased), `canonical` and `final`; `final` asks for OpenSSH's second, final pass,
   in which Host lines are matched against the real hostname (`ConfigPass`).
 
-Not evaluated: `Match exec` (fleet runs no command to choose a host's settings) and criteria newer
-than OpenSSH 9.2: a block such a line decides is undecided, and a host it would set something for
-is refused, naming the line (_reader.py).
+`Match exec`: its command line, %-tokens expanded here as ssh expands them, goes to the pass's
+`run_exec` (_exec.py runs it in the user's shell), only when the criteria before it held, as
+OpenSSH does. Not evaluated: criteria newer than OpenSSH 9.2, and `exec` when fleet is told to run
+no command: a block such a line decides is undecided, and a host it would set something for is
+refused, naming the line (_reader.py). A command that cannot run refuses every host reaching it.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
+import pwd
 import re
+import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fleet.inventory.openssh._lexer import ConfigSyntaxError, strdelim_words
 from fleet.inventory.openssh._options import SshOptions, percent_expand
 
+NOT_RUN = "fleet runs no command to choose a host's settings (--no-ssh-exec, or ssh_exec: false)"
 # Match criteria of newer OpenSSH releases: fleet cannot evaluate them (nor can OpenSSH 9.2).
 NEWER_CRITERIA = ("localnetwork", "tagged", "version", "sessiontype", "command")
 
@@ -34,6 +42,9 @@ class ConfigPass:
     final: bool
     local_user: str
     want_final: bool = False
+    # runs a Match exec command line (place for messages): whether it exited 0, None when fleet
+    # runs no command, or why it could not run (ssh would stop there)
+    run_exec: Callable[[str, str], bool | str | None] | None = None
 
 
 def match_pattern(text: str, pattern: str) -> bool:
@@ -101,11 +112,11 @@ def match_line(rest: str, place: str, options: SshOptions, state: ConfigPass) ->
             continue
         if index >= len(words) or _ends(words[index]):
             raise ConfigSyntaxError(place, f"Missing Match criteria for {criterion}")
-        found = _criterion(criterion, words[index], place, subjects)
+        found = _criterion(criterion, words[index], place, subjects, Exec(options, state, result))
         index += 1
         if isinstance(found, str):
-            result = found if result is True else result  # OpenSSH runs exec only if all held
-        elif found == negate:
+            result = found if result is True else result
+        elif found is not None and found == negate:
             result = False
     if attributes == 0:
         raise ConfigSyntaxError(place, "One or more attributes required for Match")
@@ -132,20 +143,76 @@ def _subjects(options: SshOptions, state: ConfigPass) -> dict[str, str]:
     }
 
 
-def _criterion(criterion: str, argument: str, place: str, subjects: dict[str, str]) -> bool | str:
-    """Whether one criterion's patterns match (before negation), or, for a criterion fleet
-    does not evaluate, why the block is undecided."""
-    if criterion == "exec" or criterion in NEWER_CRITERIA:
+@dataclass(frozen=True)
+class Exec:
+    """What a `Match exec` needs: the options so far, the pass, and the result so far."""
+
+    options: SshOptions
+    state: ConfigPass
+    result: bool | str
+
+
+def _criterion(
+    criterion: str, argument: str, place: str, subjects: dict[str, str], context: Exec
+) -> bool | str | None:
+    """Whether one criterion's patterns match (before negation); for a criterion fleet does not
+    evaluate, why the block is undecided; None for an exec not run (a criterion before failed)."""
+    if criterion == "exec":
+        return _exec(argument, place, subjects["host"], context)
+    if criterion in NEWER_CRITERIA:
         return f"{place}: Match {criterion} {argument!r} is not evaluated by fleet" + (
-            " (it runs no command to choose a host's settings)"
-            if criterion == "exec"
-            else " (a criterion newer than OpenSSH 9.2)"
+            " (a criterion newer than OpenSSH 9.2)"
         )
     subject = subjects.get(criterion)
     if subject is None:
         raise ConfigSyntaxError(place, f"Unsupported Match attribute {criterion}")
     lower = criterion in ("host", "originalhost")
     return match_pattern_list(subject.lower() if lower else subject, argument, lower) == 1
+
+
+def _exec(argument: str, place: str, host: str, context: Exec) -> bool | str | None:
+    """`Match exec`: ssh expands the tokens first (an unknown one stops it), then runs the
+    command only when every criterion before it held. A command that cannot run refuses the host
+    whatever the block sets (ssh stops there)."""
+    command = percent_expand(argument, exec_tokens(host, context.options, context.state))
+    if command is None:
+        context.options.refusals.append(
+            f"{place}: Match exec {argument!r} uses a %-token ssh does not expand there: "
+            "ssh stops at it"
+        )
+        return None
+    if context.result is not True:
+        return None
+    run = context.state.run_exec
+    found = run(command, place) if run else None
+    if found is None:
+        return f"{place}: Match exec {command!r} is not run: {NOT_RUN}"
+    if isinstance(found, str):
+        context.options.refusals.append(found)
+        return None
+    return found
+
+
+def exec_tokens(host: str, options: SshOptions, state: ConfigPass) -> dict[str, str]:
+    """Match exec's %-tokens (ssh_config(5), TOKENS), with the values ssh has at that line."""
+    account = pwd.getpwuid(os.getuid())
+    local = socket.gethostname()
+    port = str(options.get("Port") or 22)
+    remote_user = str(options.get("User") or account.pw_name)
+    digest = hashlib.sha1(f"{local}{host}{port}{remote_user}".encode()).hexdigest()
+    return {
+        "C": digest,
+        "L": local.split(".", 1)[0],
+        "d": account.pw_dir,
+        "h": host,
+        "k": str(options.get("HostKeyAlias") or host),
+        "l": local,
+        "n": state.original,
+        "p": port,
+        "r": remote_user,
+        "u": account.pw_name,
+        "i": str(os.getuid()),
+    }
 
 
 def _match_host(options: SshOptions, state: ConfigPass) -> str:

@@ -14,7 +14,8 @@ The parts, each as OpenSSH does it:
   as ssh.c does, and a `Match final` (or CanonicalizeHostname) asks for a second, final pass that
   matches Host lines against the real hostname.
 
-A block that a line fleet cannot evaluate decides (`Match exec`, newer criteria) refuses the host
+A block that a line fleet cannot evaluate decides (newer criteria, `Match exec` when fleet runs no
+command) refuses the host
 when it would set a keyword fleet reads or include a file (`refusals`). A syntax error, even in a
 block that does not apply, is a `ConfigSyntaxError` naming file and line, as ssh fails on one.
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 import getpass
 import glob
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,16 +89,22 @@ class ConfigReader:
     """Reads ssh_config files (each as `ssh -F FILE` would) for one host name at a time; each file
     is read from disk and split into lines once."""
 
-    def __init__(self, paths: Sequence[Path], local_user: str | None = None) -> None:
+    def __init__(
+        self,
+        paths: Sequence[Path],
+        local_user: str | None = None,
+        run_exec: Callable[[str, str], bool | str | None] | None = None,
+    ) -> None:
         self.paths = tuple(paths)
         self.local_user = local_user or getpass.getuser()
+        self.run_exec = run_exec  # Match exec (_exec.py); None: no command is run
         self._lines: dict[str, list[_Line]] = {}
 
     def resolve(self, name: str) -> SshOptions:
         """What the files say for `ssh name`: a first pass, and the final pass a `Match final` (or
         CanonicalizeHostname) asks for, matching Host lines against the real hostname."""
         options = SshOptions()
-        first = ConfigPass(name, name, False, self.local_user)
+        first = ConfigPass(name, name, False, self.local_user, run_exec=self.run_exec)
         self._read_all(options, first)
         hostname = expand_hostname(options, name)
         if hostname is not None:
@@ -106,9 +113,9 @@ class ConfigReader:
             configured = "Hostname" in options.values
             host = str(options.values.get("Hostname") or name)
             options.values["Hostname"] = host if is_address(host) else host.lower()
-            self._read_all(
-                options, ConfigPass(str(options.values["Hostname"]), name, True, self.local_user)
-            )
+            host = str(options.values["Hostname"])
+            final = ConfigPass(host, name, True, self.local_user, run_exec=self.run_exec)
+            self._read_all(options, final)
             if not configured:
                 del options.values["Hostname"]
         options.refusals = list(dict.fromkeys(options.refusals))
