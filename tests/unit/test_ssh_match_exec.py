@@ -129,3 +129,17 @@ def test_windows_style_identity_files_are_kept_as_ssh_keeps_them(tmp_path: Path)
     assert "ssh_config:4: IdentityFile ~\\.ssh\\id_rsa: ssh cannot expand it" in (
         hosts["w2"].refused or ""
     )
+
+
+def test_the_inventorys_user_and_port_are_seen_as_ssh_sees_l_and_p(tmp_path: Path) -> None:
+    """ssh -l ops -p 2222 NAME: Match user and exec's %r / %p see them."""
+    path = tmp_path / "ssh_config"
+    path.write_text(
+        'Match exec "test %r:%p = ops:2222"\n    IdentityFile /keys/by-exec\n'
+        "Match user ops\n    ProxyJump gw\n"
+    )
+    inventory = adhoc_inventory("a,b", AdhocSettings(user="ops", port=2222))
+    hosts = resolve_hosts(inventory, OpenSsh((path,))).hosts
+    assert (hosts["a"].identity_files, hosts["a"].jump) == (("/keys/by-exec",), "gw")
+    plain = resolve_hosts(adhoc_inventory("c", AdhocSettings()), OpenSsh((path,))).hosts["c"]
+    assert (plain.identity_files, plain.jump) == ((), None)

@@ -58,7 +58,9 @@ def ssh_name(host: Host) -> str:
 
 
 def apply_ssh_config(
-    host: Host, lookup: Callable[[str], SshOptions], name: str | None = None
+    host: Host,
+    lookup: Callable[[str, tuple[tuple[str, object], ...]], SshOptions],
+    name: str | None = None,
 ) -> Host:
     """`host` with the config's values for `name` (default: ssh_name(host)) where it has
     defaults. ProxyCommand's words keep their %-tokens: `expand_proxy` fills them in once every
@@ -66,7 +68,7 @@ def apply_ssh_config(
     if host.transport != "ssh":
         return host
     given = name or ssh_name(host)
-    parsed = lookup(given)
+    parsed = lookup(given, _given(host))
     changes: dict[str, Any] = {}
     origins = dict(host.origins)
     refusals = list(parsed.refusals)
@@ -93,6 +95,15 @@ def apply_ssh_config(
     if refusals:
         changes["refused"] = "\n".join(dict.fromkeys([*filter(None, [host.refused]), *refusals]))
     return replace(host, **changes, origins=origins) if changes else host
+
+
+def _given(host: Host) -> tuple[tuple[str, object], ...]:
+    """User and Port the inventory set: to ssh they are -l and -p, seen by Match and %r %p."""
+    return tuple(
+        (option, getattr(host, setting))
+        for option, setting in (("User", "user"), ("Port", "port"))
+        if setting in host.origins and getattr(host, setting) is not None
+    )
 
 
 def _field_value(option: str, value: object) -> Any:

@@ -19,6 +19,7 @@ from fleet.inventory.openssh._reader import ConfigReader
 from fleet.models import Host
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
+Given = tuple[tuple[str, object], ...]  # User / Port the inventory set, as ssh's -l / -p
 HINT = "fix that line (man ssh_config), or pass --ssh-config none"
 
 
@@ -32,7 +33,7 @@ class OpenSsh:
     paths: tuple[Path, ...] = ()
     run_exec: bool = True
     warnings: list[str] = field(default_factory=list)  # one line per ignored keyword's place
-    _cache: dict[str, SshOptions] = field(default_factory=dict, repr=False)
+    _cache: dict[tuple[str, Given], SshOptions] = field(default_factory=dict, repr=False)
     _reader: ConfigReader | None = field(default=None, repr=False)
     _exec: MatchExec = field(default_factory=MatchExec, repr=False)
 
@@ -70,11 +71,12 @@ class OpenSsh:
         `destination`: fleet's settings with their places, or why fleet refuses the host."""
         return command_line_settings(segments, destination)
 
-    def _lookup(self, name: str) -> SshOptions:
-        if name not in self._cache:
+    def _lookup(self, name: str, given: Given = ()) -> SshOptions:
+        key = (name, given)
+        if key not in self._cache:
             self._reader = self._reader or ConfigReader(self.paths, run_exec=self._exec)
             try:
-                self._cache[name] = self._reader.resolve(name)
+                self._cache[key] = self._reader.resolve(name, given)
             except ConfigSyntaxError as exc:
                 raise InventoryError(f"ssh config {exc.place}: {exc.reason}", hint=HINT) from exc
             except OSError as exc:
@@ -82,9 +84,9 @@ class OpenSsh:
                     f"cannot read ssh config {exc.filename}: {exc.strerror}",
                     hint="fix the file or its Include, or pass --ssh-config none",
                 ) from exc
-            self._note_ignored(self._cache[name])
+            self._note_ignored(self._cache[key])
             self.warnings += [w for w in self._exec.warnings if w not in self.warnings]
-        return self._cache[name]
+        return self._cache[key]
 
     def _note_ignored(self, parsed: SshOptions) -> None:
         for place, option, value in parsed.applied:

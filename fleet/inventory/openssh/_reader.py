@@ -100,10 +100,14 @@ class ConfigReader:
         self.run_exec = run_exec  # Match exec (_exec.py); None: no command is run
         self._lines: dict[str, list[_Line]] = {}
 
-    def resolve(self, name: str) -> SshOptions:
+    def resolve(self, name: str, given: Sequence[tuple[str, object]] = ()) -> SshOptions:
         """What the files say for `ssh name`: a first pass, and the final pass a `Match final` (or
-        CanonicalizeHostname) asks for, matching Host lines against the real hostname."""
+        CanonicalizeHostname) asks for, matching Host lines against the real hostname. `given`:
+        User and Port as on ssh's command line (-l, -p): they win, and Match user and exec's %r,
+        %p see them."""
         options = SshOptions()
+        for keyword, value in given:
+            options.set_first(keyword, value, "the command line")
         first = ConfigPass(name, name, False, self.local_user, run_exec=self.run_exec)
         self._read_all(options, first)
         hostname = expand_hostname(options, name)
