@@ -17,7 +17,7 @@ FLEET = ROOT / "fleet"
 ONLY_IN = {
     "click": ("fleet/cli/",),
     "rich": ("fleet/cli/", "fleet/render/terminal/"),  # the HTML report needs no rich
-    # the SSH transport only (~/.ssh/config is read by fleet/inventory/ssh_config_reader.py)
+    # the SSH transport only (~/.ssh/config is read by fleet/inventory/openssh/)
     "asyncssh": ("fleet/transport/ssh.py",),
 }
 # The flow runs top to bottom; a stage never imports a later one. The transports (and the launch
