@@ -5,8 +5,9 @@ user's shell (`$SHELL -c COMMAND`, /bin/sh when SHELL is unset) with stdin and s
 
 Unlike ssh, each distinct command line runs once per fleet invocation (the answer is kept for
 every host and pass that asks again), and under a timeout: a command still running after
-EXEC_TIMEOUT_S is killed and taken as no match, with a warning naming its line. A command that
-cannot run (the shell is not executable, a signal ended it) refuses every host that reaches it,
+EXEC_TIMEOUT_S is killed and the hosts that reach it are refused, naming its line (ssh would
+still be waiting: taking it as either answer could send a host by a route ssh never takes). A
+command that cannot run (the shell is not executable, a signal ended it) refuses every host that reaches it,
 as ssh would stop there. With `--no-ssh-exec` (or `ssh_exec: false` in a fleet inventory) nothing
 runs: a block such a line decides is undecided, and the hosts it would set something for are
 refused, naming the line.
@@ -35,8 +36,8 @@ class MatchExec:
     _answers: dict[str, bool | str] = field(default_factory=dict, repr=False)
 
     def __call__(self, command: str, place: str) -> bool | str | None:
-        """True when `command` exits 0, False when it exits otherwise (or times out); None when
-        fleet was told to run no command; why, when it cannot run."""
+        """True when `command` exits 0, False when it exits otherwise; None when fleet was told
+        to run no command; why, when it cannot run or did not end in time."""
         if not self.enabled:
             return None
         if command not in self._answers:
@@ -51,11 +52,10 @@ class MatchExec:
         try:
             status, stderr = _shell(shell, command, self.timeout_s)
         except subprocess.TimeoutExpired:
-            self.warnings.append(
-                f"{place}: Match exec {command!r} still ran after {self.timeout_s:g} s: "
-                "killed, and taken as not matching"
+            return (
+                f"{place}: Match exec {command!r} still ran after {self.timeout_s:g} s"
+                " (killed): fleet cannot tell which route ssh would take"
             )
-            return False
         except OSError as exc:
             return f"{place}: Match exec {command!r}: {shell} did not start: {exc.strerror}"
         log.debug(
