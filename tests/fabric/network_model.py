@@ -63,7 +63,9 @@ def random_fleet(
     return fabric
 
 
-def _spread(links: Sequence[frozenset[str]], count: int, rng: random.Random) -> list[frozenset[str]]:
+def _spread(
+    links: Sequence[frozenset[str]], count: int, rng: random.Random
+) -> list[frozenset[str]]:
     """`count` links sharing no host (two bad links on one host would read as that host)."""
     chosen: list[frozenset[str]] = []
     for link in rng.sample(list(links), len(links)):
