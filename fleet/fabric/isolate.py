@@ -11,10 +11,11 @@ time from the results of the last (`Isolation.next_round`):
      an end that is slow with a good partner is a host suspect; both ends fine means the link;
   4. re-run: a suspect is run once more (a host with another good partner, a link as itself)
      before it is named; one that passes then is noise and is cleared.
-Expected busbw: the baseline floor when given, else the median of this run's screen groups (of
-about one size) divided by 1 + tolerance. Later rounds are judged against the screen too: their
-groups were chosen for being suspect, so their own median is biased low (busbw is normalised by
-2(n−1)/n, so a pair compares with a group).
+Expected busbw: the baseline floor when given, else the median of this run's reference groups
+of the same size (sizes within half an octave of each other: 16 with 22) divided by 1 +
+tolerance. Groups chosen for being suspect would bias their own median low, so the reference
+groups are the screen's and, in a later round that runs a size with fewer than three, reference
+groups of known-good hosts added to that round (they cost group runs, not rounds).
 
 A group's ranks meet in a ring in host order, so a group tests its hosts and the links between
 ring neighbours; a link between two hosts that never sit side by side is not tested (`--pairs
@@ -32,6 +33,7 @@ from typing import Any
 Group = tuple[str, ...]
 Edge = tuple[str, str]
 FULL_GROUP_MAX_HOSTS = 16  # with a baseline floor, fleets up to this size are screened whole
+SAME_SIZE_MIN = 3  # reference groups of a size before its median is trusted alone
 SCREEN_MIN_HOSTS = 4  # fewer hosts: one group (nothing to compare it with but a floor)
 
 
@@ -139,6 +141,11 @@ def screen_groups(hosts: Sequence[str], settings: IsolateSettings) -> list[Group
     return groups
 
 
+def size_class(size: int) -> int:
+    """Sizes compared with each other: exact up to 4 hosts, then half-octaves (16 with 22)."""
+    return size if size <= 4 else 3 + round(2 * math.log2(size))
+
+
 def halves(group: Group) -> tuple[Group, Group]:
     middle = len(group) // 2
     return group[:middle], group[middle:]
@@ -180,8 +187,8 @@ class Isolation:
     _waiting: list[Task] = field(default_factory=list)
     _running: dict[frozenset[str], Task] = field(default_factory=dict)
     _in_round: dict[Task, list[Measured]] = field(default_factory=dict)
-    _screen: list[float] = field(default_factory=list)  # busbw of the screen's groups that ran
-    _later: list[float] = field(default_factory=list)  # of the others (when no screen group ran)
+    _reference: dict[int, list[float]] = field(default_factory=dict)  # by size_class
+    _references: set[frozenset[str]] = field(default_factory=set)  # reference groups running
 
     def first_round(self) -> list[Group]:
         groups = screen_groups(list(self.hosts), self.settings)
@@ -191,12 +198,12 @@ class Isolation:
     def next_round(self, results: Iterable[Measured]) -> list[Group]:
         """Judge the last round's results, then plan the next; [] when the search is over."""
         measured = list(results)
-        self._record_busbw(measured)
+        self._record_references(measured)
         for result in measured:
             self._take(result)
         for task, outcomes in self._in_round.items():
             self._waiting += self._follow(task, outcomes)
-        self._in_round, self._running = {}, {}
+        self._in_round, self._running, self._references = {}, {}, set()
         if self.rounds >= max_rounds(len(self.hosts)):
             self._give_up("the search reached its round limit")
             return []
@@ -224,6 +231,7 @@ class Isolation:
             self._in_round[task] = []
             planned += groups
         self._waiting = later
+        planned += self._reference_groups(planned, busy)
         if not planned and later:
             self._give_up("no known-good host was free to pair with", later)
         if planned:
@@ -263,16 +271,38 @@ class Isolation:
 
     # ---------------------------------------------------------------------------- judging
 
-    def _record_busbw(self, measured: Sequence[Measured]) -> None:
-        into = self._screen if self.rounds == 1 else self._later
-        into += [m.busbw_gbps for m in measured if m.ok and m.busbw_gbps is not None]
+    def _reference_groups(self, planned: Sequence[Group], busy: set[str]) -> list[Group]:
+        """Groups of free known-good hosts for each size this round runs that has fewer than
+        SAME_SIZE_MIN reference results (none when a floor judges, or no good host is free)."""
+        if self.settings.floor_gbps is not None:
+            return []
+        free = [h for h in self.good if h not in busy]
+        added: list[Group] = []
+        for size in sorted({len(g) for g in planned}):
+            for _ in range(SAME_SIZE_MIN - len(self._reference.get(size_class(size), []))):
+                if len(free) < size:
+                    break
+                group, free = tuple(free[:size]), free[size:]
+                added.append(group)
+                self._references.add(frozenset(group))
+        return added
 
-    def expected(self) -> float | None:
-        """The busbw a group must reach: the floor, else the screen's median over 1 + tolerance
-        (the later groups' median only when no screen group ran to the end)."""
+    def _record_references(self, measured: Sequence[Measured]) -> None:
+        """The screen's groups and the reference groups: unbiased samples of each size."""
+        for result in measured:
+            key = frozenset(result.hosts)
+            screen = key in self._running and self._running[key].purpose == "screen"
+            if result.ok and result.busbw_gbps is not None and (screen or key in self._references):
+                self._reference.setdefault(size_class(len(key)), []).append(result.busbw_gbps)
+
+    def expected(self, size: int) -> float | None:
+        """The busbw a group of `size` hosts must reach: the floor, else the median of the
+        reference groups of its size class (of all, when none ran) over 1 + tolerance."""
         if self.settings.floor_gbps is not None:
             return self.settings.floor_gbps
-        values = self._screen or self._later
+        values = self._reference.get(size_class(size)) or [
+            v for vs in self._reference.values() for v in vs
+        ]
         if not values:
             return None
         return float(statistics.median(values)) / (1 + self.settings.tolerance)
@@ -283,11 +313,11 @@ class Isolation:
             return  # not a group of this round: ignored
         task = self._running.pop(key)
         self._in_round[task].append(result)
-        expected = self.expected()
+        expected = self.expected(len(result.hosts))
         why = _why_bad(result, expected)
         self.evidence.append(
             Evidence(
-                self.rounds,
+                self.rounds - 1,  # rounds count from 0, as the fabric section's
                 tuple(result.hosts),
                 task.purpose,
                 result.busbw_gbps,
@@ -305,7 +335,7 @@ class Isolation:
         bad = []
         for own, placed in zip(task.groups, self._placed_of(task, outcomes)):
             result = verdicts.get(frozenset(placed)) if placed else None
-            if result is None or _why_bad(result, self.expected()) is not None:
+            if result is None or _why_bad(result, self.expected(len(result.hosts))) is not None:
                 bad.append(own)
         return bad
 
