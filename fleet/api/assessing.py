@@ -111,6 +111,8 @@ def assess(
         drift=moved,
         checks=checks,
         baseline=judged,
+        baseline_verdicts=_baseline_verdicts(run, judged),
+        gated=judging.gate,
         line_rates=_line_rates(run, judging),
         sources=sources,
         exit_code=probed_code,
@@ -126,17 +128,23 @@ def _judged_baseline(run: Run, judging: Judging, prepared: Prepared) -> Baseline
     return judge_baseline(run, prepared.baseline, judging.probe_dirs)
 
 
+def _baseline_verdicts(run: Run, judged: BaselineJudgement | None) -> CheckReport | None:
+    if judged is None:
+        return None
+    from fleet.api.baselines import baseline_report
+
+    return baseline_report(run, judged)
+
+
 def _checks(
     run: Run, judging: Judging, prepared: Prepared, judged: BaselineJudgement | None
 ) -> CheckReport | None:
     """The rules' verdicts, the baseline file's beside them (its rules baseline-allreduce, …)."""
-    if not judging.rules and judged is None:
-        return None
-    from fleet.api.baselines import baseline_report, with_baseline
+    if not judging.rules:
+        return _baseline_verdicts(run, judged)
+    from fleet.api.baselines import with_baseline
     from fleet.api.checking import evaluate
 
-    if not judging.rules:
-        return baseline_report(run, judged) if judged is not None else None
     report = evaluate(prepared.rules, run, judging.probe_args, judging.strict)
     return with_baseline(report, judged) if judged is not None else report
 
@@ -169,7 +177,7 @@ def _findings(
     from fleet.findings.sources import check_findings, diff_findings, host_findings
 
     rule_findings, not_judged = check_findings(checks) if checks is not None else ([], [])
-    found = [*host_findings(run), *rule_findings, *diff_findings(diff, rule_findings)]
+    found = [*host_findings(run), *rule_findings, *diff_findings(diff)]
     return tuple(fold(found)), tuple(not_judged)
 
 
@@ -182,8 +190,9 @@ def _judged_bits(assessment: Assessment, judging: Judging) -> int:
     checks = assessment.checks
     if checks is not None and judging.gate and checks.fails(judging.strict):
         bits |= EXIT_CHECK_FAILED
-    if checks is not None and not judging.gate and not judging.rules and checks.failed:
-        bits |= EXIT_DRIFT  # fleet probe --baseline-file: outside a band
+    outside_band = assessment.baseline_verdicts
+    if not judging.gate and outside_band is not None and outside_band.failed:
+        bits |= EXIT_DRIFT  # fleet probe --baseline-file: a measurement outside its band
     return bits
 
 
@@ -198,7 +207,7 @@ def write_page(
         path,
         diff=assessment.diff,
         drift=assessment.drift,
-        checks=assessment.checks,
+        checks=assessment.shown_verdicts,
         exit_code=assessment.exit_code,
         source=source,
         tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,

@@ -71,6 +71,11 @@ def _packs_epilog() -> str:
     help="Also judge each host's measurements against the bands of its cohort in this baseline "
     "file (`fleet baseline` makes one): rules baseline-allreduce, -allreduce-matrix, -fabric.",
 )
+@click.option(
+    "--details",
+    is_flag=True,
+    help="After the findings, every rule's verdict on every host and why (terminal only).",
+)
 @probe_options
 def check_command(
     request: ProbeRequest,
@@ -81,6 +86,7 @@ def check_command(
     output_format: str,
     strict: bool,
     baseline_file: str | None,
+    details: bool,
 ) -> None:
     """Pre-flight: probe the hosts (or read --run) and judge them against rules. Exit bit 32 on failure."""
     if output_format == "json" and request.json_path == "-":
@@ -108,7 +114,7 @@ def check_command(
         if output_format == "json":
             click.echo(dumps_indented(check_document(assessment)))
         else:
-            render_checked(console, assessment)
+            render_checked(console, assessment, details)
         if request.html_path:
             assessment = write_html(request.html_path, assessment, assessment.where)
     sys.exit(assessment.exit_code)

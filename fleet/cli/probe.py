@@ -40,6 +40,7 @@ def probe(
         tolerance=tolerance,
         cohort_by=cohort_by,
         probe_dirs=request.probe_dirs,
+        rules=True,  # the built-in pack speaks through findings; only fleet check gates on it
         baseline_run=baseline,
         baseline_file=baseline_file,
         runs_dir=request.runs_dir,

@@ -144,8 +144,8 @@ def show(
 ) -> None:
     """Render a saved run again (default: the latest)."""
     run = load_run(run_ref, runs_dir, scope)
-    judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by)
-    assessment = api.assess(run, judging, api.Prepared(), run_ref)
+    judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True)
+    assessment = api.assess(run, judging, api.prepare(judging, run.probes), run_ref)
     if output_format != "terminal":
         print_fleet_diff(assessment.diff, output_format, between)
         return

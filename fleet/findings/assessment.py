@@ -34,9 +34,20 @@ class Assessment:
     drift: Drift | None = None
     checks: CheckReport | None = None
     baseline: BaselineJudgement | None = None
+    # a baseline file's verdicts alone (baseline-allreduce, …): what `fleet probe` shows of it
+    baseline_verdicts: CheckReport | None = None
+    # whether the rules gate the exit code (fleet check, report's packs) or only speak through
+    # findings (fleet probe, fleet show)
+    gated: bool = False
     line_rates: tuple[CohortLineRate, ...] = ()
     sources: tuple[str, ...] = ()
     exit_code: int = 0
+
+    @property
+    def shown_verdicts(self) -> CheckReport | None:
+        """The verdicts a page or a table shows: every rule's where they gate, else a baseline
+        file's alone."""
+        return self.checks if self.gated else self.baseline_verdicts
 
     def with_exit_bits(self, bits: int) -> Assessment:
         return dataclasses.replace(self, exit_code=with_bits(self.exit_code, bits))

@@ -25,6 +25,11 @@ ACTIONS = (
     "contact-vendor",
 )
 
+# Finding.weight: which of several findings of one cause says it best (fold.py), lower first.
+SENTENCE = 0  # a sentence made for the case (the diff's check-grade: "torch X cannot run on …")
+RULE = 2  # a failed rule: its description, and the fix that says how
+DIVERGENCE = 3  # facts that differ, counted
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -42,6 +47,12 @@ class Finding:
     fix: str = ""
     where: str = ""
     evidence: Mapping[str, Any] = field(default_factory=dict)
+    # What it is about, for folding (fold.py): findings on the same hosts about the same thing
+    # (`torch`: a torch build that lacks the arch, and the four rules it fails) are one cause.
+    topic: str = ""
+    # Which of several findings that share a cause says it best (lower first): the diff's
+    # check-grade sentence before a rule's statement of what it checks.
+    weight: int = RULE
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -64,6 +75,8 @@ class Finding:
             document["where"] = self.where
         if self.evidence:
             document["evidence"] = dict(self.evidence)
+        if self.topic:
+            document["topic"] = self.topic
         return document
 
     @classmethod
@@ -77,6 +90,7 @@ class Finding:
             fix=document.get("fix", ""),
             where=document.get("where", ""),
             evidence=dict(document.get("evidence") or {}),
+            topic=document.get("topic", ""),
         )
 
 

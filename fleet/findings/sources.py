@@ -4,12 +4,14 @@ is linear in what it reads; fold.py folds and ranks their union."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from fleet.analysis.across_hosts.findings import CHECK, COHORT, SOFTWARE
 from fleet.analysis.across_hosts.findings import Finding as DiffFinding
-from fleet.findings.model import Finding, NotJudgedLine
+from fleet.analysis.facts import probe_of
+from fleet.findings.model import DIVERGENCE, RULE, SENTENCE, Finding, NotJudgedLine
 from fleet.models import NOT_REACHED, NOT_USABLE, HostOutcome, Run
 
 if TYPE_CHECKING:
@@ -23,9 +25,29 @@ REACH_FIX = {
     "no_python": "install Python 3.8 or newer on the host, or set python: in the inventory",
     "unavailable": "the scheduler says the node is down or drained: see sinfo -R",
 }
-# The diff's check-grade kinds that a rule of the built-in pack judges too: with rules judged,
-# the rule's finding (with its fix) says it, and the diff's would say it twice.
-SAID_BY_RULES = {"arch": "torch-arch-supported"}
+
+
+# What a finding is about, from the probes it reads, first match wins: a rule reading torch and
+# gpu (torch sees every GPU) is about torch; one reading health is about the GPU's health.
+TOPICS = (
+    ("health", "health"),
+    ("live", "live"),
+    ("torch", "torch"),
+    ("imports", "torch"),
+    ("dir", "torch"),
+    ("packages", "torch"),
+    ("nccl", "nccl"),
+    ("net", "net"),
+    ("allreduce", "allreduce"),
+    ("gpubench", "gpubench"),
+    ("gpu", "gpu"),
+)
+DIFF_TOPICS = {"arch": "torch", "import": "torch", "nccl": "nccl"}
+
+
+def topic_of(probes: Iterable[str]) -> str:
+    named = set(probes)
+    return next((topic for probe, topic in TOPICS if probe in named), "")
 
 
 def host_findings(run: Run) -> list[Finding]:
@@ -76,23 +98,44 @@ def check_findings(report: CheckReport) -> tuple[list[Finding], list[NotJudgedLi
             hosts=(verdict.host,),
             action="fix-config",
             fix=verdict.fix or result.rule.fix,
+            topic=topic_of(result.rule.needs),
+            weight=RULE,
         )
         for result in report.results
         for verdict in result.verdicts
         if verdict.status == "fail"
     ]
-    return found, []
+    return found, not_judged_lines(report)
 
 
-def diff_findings(diff: FleetDiff, rule_found: Sequence[Finding] = ()) -> list[Finding]:
+NOT_RUN = re.compile(r"^probe (\S+) was not run$")
+
+
+def not_judged_lines(report: CheckReport) -> list[NotJudgedLine]:
+    """Each reason rules were not judged, once; the probes that were not run on the same hosts
+    said together (`probes health, net were not run`), since one `-p` left them all out."""
+    lines: list[NotJudgedLine] = []
+    not_run: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
+    for cause in report.not_judged():
+        probe = NOT_RUN.match(cause.reason)
+        if probe is None:
+            lines.append(NotJudgedLine(f"{cause.status}: {cause.reason}", cause.rules, cause.hosts))
+            continue
+        probes, rules = not_run.setdefault(cause.hosts, ([], []))
+        probes.append(probe.group(1))
+        rules.extend(cause.rules)
+    for hosts, (probes, rules) in not_run.items():
+        named = f"probe {probes[0]} was" if len(probes) == 1 else f"probes {', '.join(probes)} were"
+        lines.insert(0, NotJudgedLine(f"skipped: {named} not run", tuple(rules), hosts))
+    return lines
+
+
+def diff_findings(diff: FleetDiff) -> list[Finding]:
     """The diff's check-grade findings and divergence inside a cohort (its ranks 1 and 2), and
     software that differs between cohorts (rank 3) as information. What differs between unlike
     machines as expected (rank 4) is not a finding."""
-    said = {kind for finding in rule_found for kind in (finding.kind,)}
     found: list[Finding] = []
     for item in diff.findings:
-        if SAID_BY_RULES.get(item.kind) in said:
-            continue
         made = _from_diff(item)
         if made is not None:
             found.append(made)
@@ -110,6 +153,8 @@ def _from_diff(item: DiffFinding) -> Finding | None:
             "fix-config",
             "make these hosts match the rest of their cohort",
             evidence=facts,
+            topic=DIFF_TOPICS.get(item.kind, ""),
+            weight=SENTENCE,
         )
     if item.rank == COHORT:
         return Finding(
@@ -120,6 +165,8 @@ def _from_diff(item: DiffFinding) -> Finding | None:
             "fix-config",
             "fleet diff RUN lists the facts; make the odd hosts match",
             evidence=facts,
+            topic=topic_of(probe_of(fact) for fact in item.facts),
+            weight=DIVERGENCE,
         )
     if item.rank == SOFTWARE:
         return Finding(

@@ -103,6 +103,24 @@ def tally(verdicts: Iterable[RuleVerdict]) -> str:
     return " · ".join(f"{status} {counts[status]}" for status in order if status in counts)
 
 
+def check_headline(report: CheckReport) -> tuple[str, str]:
+    """The check's verdict in one line naming the hosts it is about: the first thing `fleet
+    check` says. Worded from the same counts as check_verdict, so the two agree."""
+    outcome, headline, _ = check_verdict(report)
+    errors = report.failures("error")
+    if errors:
+        hosts = compact_hosts(v.host for _, v in errors)
+        rules = len({rule.id for rule, _ in errors})
+        return outcome, f"{headline}: {hosts} fail {rules} error rule(s)"
+    unjudged = report.unjudged("error")
+    if unjudged:
+        hosts = compact_hosts(v.host for _, v in unjudged)
+        return outcome, f"{headline}: {len(unjudged)} error-rule verdict(s) not judged on {hosts}"
+    if outcome == "incomplete":
+        return outcome, f"{headline}: nothing passed"
+    return outcome, f"{headline}: every error rule judged on {len(report.hosts)} host(s)"
+
+
 def check_verdict(report: CheckReport) -> tuple[str, str, str]:
     """The check's verdict as (outcome, headline, detail), worded once for every surface: the
     terminal, the HTML page and the JUnit summary must never disagree (an incomplete check is

@@ -122,3 +122,12 @@ def _cause_line(cause: NotJudged, rule_count: int, described: Mapping[str, str])
         f"    [yellow]{cause.status}[/] {escape(rules)} on {escape(compact_hosts(cause.hosts))}: "
         f"{escape(cause.reason)}"
     )
+
+
+def tally_line(report: CheckReport) -> str:
+    """Every (rule, host) verdict counted on one line, under the findings."""
+    counts = report.counts()
+    warnings = len(report.failures("warn"))
+    order = ("fail", "pass", "unknown", "skipped", "n/a")
+    said = " · ".join(f"{counts[s]} {s}" for s in order if counts.get(s))
+    return f"[dim]verdicts (rule × host): {said or 'none'}; {warnings} warning(s)[/]"

@@ -22,8 +22,8 @@ from fleet.render.terminal.wrap import say
 
 MARK = {"error": "[bold red]✗[/]", "warning": "[bold yellow]![/]", "info": "[dim]·[/]"}
 MAX_SHOWN = 12
-MAX_FIX_CHARS = 150
-SENTENCE_END = re.compile(r"(?<=[.:;])\s")
+MAX_FIX_CHARS = 110
+SENTENCE_END = re.compile(r"(?<=[a-z0-9)][.])\s")
 
 
 def render_findings(
@@ -41,7 +41,7 @@ def render_findings(
         said = ", ".join(f"{n} {severity}" for severity, n in rest.items())
         console.print(f"  … {len(findings) - limit} more ({said}): --format json lists them all")
     for line in not_judged:
-        say(console, f"  [yellow]not judged[/] {escape(_not_judged_text(line))}", 4)
+        say(console, f"  [yellow]not judged[/]: {escape(_not_judged_text(line))}", 4)
 
 
 def heading(findings: Sequence[Finding]) -> str:
@@ -76,4 +76,4 @@ def first_sentence(text: str) -> str:
 
 def _not_judged_text(line: NotJudgedLine) -> str:
     rules = line.rules[0] if len(line.rules) == 1 else f"{len(line.rules)} rules"
-    return f"{rules} on {compact_hosts(line.hosts)}: {line.cause}"
+    return f"{rules} on {compact_hosts(line.hosts)} ({line.cause})"
