@@ -35,6 +35,7 @@ RULE_KEYS = (
     "when",
     "observed",
     "fix",
+    "action",
 )
 EXPRESSION_KEYS = ("check", "uniform", "uniform_keys", "cohort", "expected", "when", "observed")
 # A rules file's rule has exactly one of the first three keys; `baseline` rules are made by fleet
@@ -60,6 +61,8 @@ class Rule:
     observed: Expression | None = None
     needs: tuple[str, ...] = ()  # probes that must have succeeded for the rule to judge a host
     fix_expressions: Mapping[str, Expression] = field(default_factory=dict)
+    # What to do when it fails: one word of fleet.findings.model.ACTIONS (docs/rules.md)
+    action: str = "fix-config"
 
     @property
     def kind(self) -> str:

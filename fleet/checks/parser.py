@@ -13,6 +13,7 @@ from fleet.checks.fixes import FIX_OWN, PLACEHOLDER
 from fleet.checks.language import Expression, compile_expression
 from fleet.checks.model import EXPRESSION_KEYS, KINDS, RULE_KEYS, SEVERITIES, Rule
 from fleet.errors import UsageError
+from fleet.findings.model import ACTIONS
 from fleet.yamlfile import Location
 
 RULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -99,6 +100,7 @@ def _parse_rule(raw: Any, where: Location, probes: frozenset[str]) -> Rule:
         source=f"{where.path}:{where.line}",
         needs=needs,
         fix_expressions=fix_expressions,
+        action=_action(raw, where),
         **expressions,
     )
 
@@ -132,6 +134,21 @@ def _severity(raw: dict[Any, Any], where: Location) -> str:
             f"severity {severity!r} is not one of: {', '.join(SEVERITIES)}"
         )
     return str(severity)
+
+
+# Rules files written before `action:` existed judge software and settings: fixing them is the
+# default step, whatever the severity.
+DEFAULT_ACTION = "fix-config"
+
+
+def _action(raw: dict[Any, Any], where: Location) -> str:
+    action = raw.get("action", DEFAULT_ACTION)
+    if action not in ACTIONS:
+        raise where.at(raw, "action").fail(
+            f"action {action!r} is not one of: {', '.join(ACTIONS)}",
+            hint="the step a failure calls for, e.g. action: reset-gpu (docs/rules.md)",
+        )
+    return str(action)
 
 
 def _text(raw: dict[Any, Any], key: str, where: Location, required: bool = True) -> str:
