@@ -321,3 +321,24 @@ def test_xid_154_says_its_own_recovery_action() -> None:
     assert xid_action(154, line.format("4 (Drain and Reset)")) == "drain"
     assert xid_action(154) == "reset-gpu"
     assert xid_action(99999) == "inspect-hw"  # not in the catalog: look at the GPU
+
+
+def test_a_stopped_rank_calls_for_restarting_the_job_naming_its_process() -> None:
+    """The real run with a 1-rank NCCL job on the H200 (tests/probes/golden/live/h200x1), its
+    problems as the live probe words a SIGSTOPped rank."""
+    path = ROOT / "tests" / "probes" / "golden" / "live" / "h200x1" / "fleet_run_running.json"
+    document = json.loads(path.read_text())
+    document["hosts"]["local"]["probes"]["live"]["data"]["problems"] = {
+        "missing_ranks": ["pid 468 (python3 -c ...) is stopped: its ranks and RAS are frozen"],
+        "async_errors": [],
+        "count_mismatches": [],
+        "uncovered": [],
+    }
+    findings = rule_findings(evaluate(pack(), Run.from_dict(document)))
+    (stopped,) = findings
+    assert (stopped.kind, stopped.action, stopped.where) == (
+        "live-no-missing-ranks",
+        "restart-app",
+        "pid 468",
+    )
+    assert stopped.hosts == ("local",)
