@@ -11,9 +11,8 @@ from typing import Any
 from fleet.checks.documents import HELPERS, RESULTS_BESIDE_PROBES
 from fleet.checks.fixes import FIX_OWN, PLACEHOLDER
 from fleet.checks.language import Expression, compile_expression
-from fleet.checks.model import EXPRESSION_KEYS, KINDS, RULE_KEYS, SEVERITIES, Rule
+from fleet.checks.model import ACTIONS, EXPRESSION_KEYS, KINDS, RULE_KEYS, SEVERITIES, Rule
 from fleet.errors import UsageError
-from fleet.findings.model import ACTIONS
 from fleet.yamlfile import Location
 
 RULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

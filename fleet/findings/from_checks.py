@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from fleet.checks.model import CheckReport, Rule, RuleResult, RuleVerdict, value_key
+from fleet.checks import CheckReport, Rule, RuleResult, RuleVerdict
 from fleet.findings.fold import fold
 from fleet.findings.model import Finding, NotJudgedLine
 from fleet.findings.xid_catalog import actions_in_text, most_disruptive
@@ -49,6 +49,11 @@ def rule_findings(report: CheckReport) -> list[Finding]:
     return fold(finding for result in report.results for finding in _result_findings(result))
 
 
+def check_findings(report: CheckReport) -> tuple[list[Finding], list[NotJudgedLine]]:
+    """Both at once: what fleet/findings/sources.py's check source gives."""
+    return rule_findings(report), not_judged_lines(report)
+
+
 def not_judged_lines(report: CheckReport) -> list[NotJudgedLine]:
     """The (rule, host) pairs no rule could judge, one line per cause (unknown or skipped, and
     why), most rules × hosts first: not findings, nothing is known to be wrong there."""
@@ -68,7 +73,7 @@ def _result_findings(result: RuleResult) -> Iterator[Finding]:
         return
     alike: dict[tuple[str, str, str], list[RuleVerdict]] = {}
     for verdict in failures:
-        key = (value_key(verdict.observed), value_key(verdict.expected), verdict.fix or "")
+        key = (_key(verdict.observed), _key(verdict.expected), verdict.fix or "")
         alike.setdefault(key, []).append(verdict)
     for verdicts in alike.values():
         yield _finding(result.rule, verdicts[0], tuple(v.host for v in verdicts))
@@ -141,6 +146,11 @@ def _lines(observed: Any) -> Iterator[str]:
     for item in observed if isinstance(observed, list) else [observed]:
         if item is not None:
             yield " ".join(_text(item).split())
+
+
+def _key(value: Any) -> str:
+    """Equal values, equal keys: to group the hosts that saw the same."""
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _text(value: Any) -> str:
