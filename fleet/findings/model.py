@@ -6,24 +6,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleet.checks import ACTIONS
+
 # Most severe first. `error`: something will fail (a job, a kernel, a host); `warning`: will be
 # slow or fragile; `info`: worth knowing, nothing to do now.
 SEVERITIES = ("error", "warning", "info")
+__all__ = ["ACTIONS", "SEVERITIES", "Finding", "NotJudgedLine"]
 
-# What to do, one word from a fixed set (after GPUd's and NVSentinel's recommended actions, which
-# map NVIDIA's Xid catalog to the same few steps), most disruptive last. `check-access`: the host
-# was not reached (network, credentials, host key), nothing is known about its GPUs.
-ACTIONS = (
-    "none",
-    "fix-config",
-    "check-access",
-    "restart-app",
-    "reset-gpu",
-    "reboot",
-    "drain",
-    "inspect-hw",
-    "contact-vendor",
-)
+# ACTIONS (what to do, one word from a fixed set) is defined with the rules, whose `action:`
+# names one (fleet/checks/model.py): the checks come before findings in the flow.
 
 # Finding.weight: which of several findings of one cause says it best (fold.py), lower first.
 SENTENCE = 0  # a sentence made for the case (the diff's check-grade: "torch X cannot run on …")
