@@ -5,32 +5,32 @@ step per group), and their results plan the next round, until the planner is don
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from fleet.fabric.blame import Suspect
 from fleet.fabric.isolate import IsolateSettings, Isolation, Measured, Named
 from fleet.fabric.results import GroupResult
-from fleet.models import Host
 
-if TYPE_CHECKING:
-    from fleet.fabric.run import Discovery, FabricRounds
+# Runs one round of groups (its index, the groups) and gives their results: FabricRounds.run_round
+# with the hosts it found, handed in so that this module need not import the runner back.
+RoundRunner = Callable[[int, Sequence[tuple[str, ...]]], Awaitable[Sequence[GroupResult]]]
 
 
 async def isolate_rounds(
-    rounds: FabricRounds, by_name: Mapping[str, Host], found: Discovery
+    run_round: RoundRunner,
+    interrupted: Callable[[], bool],
+    usable: Sequence[str],
+    settings: IsolateSettings,
 ) -> tuple[list[GroupResult], Isolation]:
     """Every group run, in order, and the planner that chose them (its suspects and summary)."""
-    settings = rounds.settings
-    planner = Isolation(
-        list(found.usable), IsolateSettings(settings.tolerance, settings.floor_gbps)
-    )
+    planner = Isolation(list(usable), settings)
     runs: list[GroupResult] = []
     groups = planner.first_round()
     while groups:
-        results = await rounds.run_round(planner.rounds - 1, groups, by_name, found)
+        results = await run_round(planner.rounds - 1, groups)
         runs += results
-        if rounds.interrupt.is_set():
+        if interrupted():
             break
         groups = planner.next_round([measured(r) for r in results])
     return runs, planner

@@ -26,7 +26,7 @@ from fleet.errors import HostError
 from fleet.execution.turn import error_text, take_turn
 from fleet.fabric import launch, plan
 from fleet.fabric.blame import DEFAULT_TOLERANCE, Suspect, blame, median_busbw
-from fleet.fabric.isolate import Isolation
+from fleet.fabric.isolate import IsolateSettings, Isolation
 from fleet.fabric.isolating import isolate_rounds, isolate_suspects, suspect_error
 from fleet.fabric.results import GroupResult, HostReport, conclude_group, skipped
 from fleet.models import Host, HostOutcome, HostStatus, ProbeResult
@@ -122,7 +122,12 @@ class FabricRounds:
         by_name = {h.name: h for h in hosts}
         found = await self.discover(hosts)
         if self.settings.pairs.mode == "isolate":
-            runs, planner = await isolate_rounds(self, by_name, found)
+            runs, planner = await isolate_rounds(
+                lambda index, groups: self.run_round(index, groups, by_name, found),
+                self.interrupt.is_set,
+                list(found.usable),
+                IsolateSettings(self.settings.tolerance, self.settings.floor_gbps),
+            )
             return self.conclude(hosts, found, runs, None, planner)
         pairs: list[GroupResult] = []
         ring: GroupResult | None = None

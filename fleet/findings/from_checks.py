@@ -56,15 +56,30 @@ def check_findings(report: CheckReport) -> tuple[list[Finding], list[NotJudgedLi
 
 def not_judged_lines(report: CheckReport) -> list[NotJudgedLine]:
     """The (rule, host) pairs no rule could judge, one line per cause (unknown or skipped, and
-    why), most rules × hosts first: not findings, nothing is known to be wrong there."""
+    why), most rules × hosts first: not findings, nothing is known to be wrong there. Probes not
+    run on the same hosts are one cause (`probes health, net were not run`): one -p left them
+    all out."""
     merged: dict[str, tuple[dict[str, None], dict[str, None]]] = {}
+    not_run: dict[tuple[str, ...], tuple[list[str], dict[str, None]]] = {}
     for unjudged in report.not_judged():
+        probe = NOT_RUN.match(unjudged.reason)
+        if probe is not None:
+            probes, rules = not_run.setdefault(unjudged.hosts, ([], {}))
+            probes.append(probe.group(1))
+            rules.update(dict.fromkeys(unjudged.rules))
+            continue
         cause = f"{unjudged.status}: {unjudged.reason}" if unjudged.reason else unjudged.status
         rules, hosts = merged.setdefault(cause, ({}, {}))
         rules.update(dict.fromkeys(unjudged.rules))
         hosts.update(dict.fromkeys(unjudged.hosts))
     lines = [NotJudgedLine(c, tuple(rules), tuple(hosts)) for c, (rules, hosts) in merged.items()]
+    for hosts_not_run, (probes, rules) in not_run.items():
+        named = f"probe {probes[0]} was" if len(probes) == 1 else f"probes {', '.join(probes)} were"
+        lines.append(NotJudgedLine(f"skipped: {named} not run", tuple(rules), hosts_not_run))
     return sorted(lines, key=lambda line: -len(line.rules) * len(line.hosts))
+
+
+NOT_RUN = re.compile(r"^probe (\S+) was not run$")
 
 
 def _result_findings(result: RuleResult) -> Iterator[Finding]:

@@ -4,7 +4,7 @@ is linear in what it reads; fold.py folds and ranks their union."""
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -89,45 +89,16 @@ def _probe_failures(outcome: HostOutcome) -> Iterable[Finding]:
 
 
 def check_findings(report: CheckReport) -> tuple[list[Finding], list[NotJudgedLine]]:
-    """Failed rules as findings, and the rules not judged folded to one line per cause."""
+    """Failed rules as findings (fleet/findings/from_checks.py), each told what it is about so
+    that one cause folds into one finding; the rules not judged, one line per cause."""
+    from fleet.findings.from_checks import not_judged_lines, rule_findings
+
+    topics = {result.rule.id: topic_of(result.rule.needs) for result in report.results}
     found = [
-        Finding(
-            severity="error" if result.rule.severity == "error" else "warning",
-            kind=result.rule.id,
-            what=result.rule.description,
-            hosts=(verdict.host,),
-            action="fix-config",
-            fix=verdict.fix or result.rule.fix,
-            topic=topic_of(result.rule.needs),
-            weight=RULE,
-        )
-        for result in report.results
-        for verdict in result.verdicts
-        if verdict.status == "fail"
+        dataclasses.replace(f, topic=topics.get(f.kind, ""), weight=RULE)
+        for f in rule_findings(report)
     ]
     return found, not_judged_lines(report)
-
-
-NOT_RUN = re.compile(r"^probe (\S+) was not run$")
-
-
-def not_judged_lines(report: CheckReport) -> list[NotJudgedLine]:
-    """Each reason rules were not judged, once; the probes that were not run on the same hosts
-    said together (`probes health, net were not run`), since one `-p` left them all out."""
-    lines: list[NotJudgedLine] = []
-    not_run: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
-    for cause in report.not_judged():
-        probe = NOT_RUN.match(cause.reason)
-        if probe is None:
-            lines.append(NotJudgedLine(f"{cause.status}: {cause.reason}", cause.rules, cause.hosts))
-            continue
-        probes, rules = not_run.setdefault(cause.hosts, ([], []))
-        probes.append(probe.group(1))
-        rules.extend(cause.rules)
-    for hosts, (probes, rules) in not_run.items():
-        named = f"probe {probes[0]} was" if len(probes) == 1 else f"probes {', '.join(probes)} were"
-        lines.insert(0, NotJudgedLine(f"skipped: {named} not run", tuple(rules), hosts))
-    return lines
 
 
 def diff_findings(diff: FleetDiff) -> list[Finding]:

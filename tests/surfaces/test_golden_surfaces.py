@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.inprocess import REAL_RUN_DIR, invoke
+from tests.conftest import ROOT
 
 GOLDEN = Path(__file__).parent / "golden"
 RUNS = {
@@ -49,6 +50,7 @@ def render(tmp_path: Path, run: str, surface: str) -> str:
 def normalise(text: str, tmp_path: Path) -> str:
     """What differs between two renderings of one run by nature: where it was written."""
     text = text.replace(str(tmp_path), "TMP").replace(str(REAL_RUN_DIR), "RUNS")
+    text = text.replace(str(ROOT), "ROOT")  # the checkout's own folder: the pack's path
     text = re.sub(r"page written \d{4}-\d\d-\d\dT[\d:]+Z", "page written TIME", text)
     return re.sub(r"fleet \d+\.\d+\.\d+[^\s<\"]*", "fleet VERSION", text)
 
