@@ -48,6 +48,35 @@ def test_ships_only_stdlib_imports_at_module_level(name: str) -> None:
     assert not foreign, f"{name}.py imports {foreign} at module level: import them in collect()"
 
 
+def helpers_needed(name: str) -> set[str]:
+    """The helper files a probe imports, and those its helpers import, and so on."""
+    needed: set[str] = set()
+    todo = [name]
+    while todo:
+        tree = ast.parse((PROBES / f"{todo.pop()}.py").read_text())
+        for helper in module_level_imports(tree) & set(HELPERS):
+            if f"{helper}.py" not in needed:
+                needed.add(f"{helper}.py")
+                todo.append(helper)
+    return needed
+
+
+@pytest.mark.parametrize("name", PROBE_NAMES)
+def test_ships_every_helper_it_imports(name: str) -> None:
+    """On a host only the files in SHIPS can be imported: a helper a helper imports too."""
+    tree = ast.parse((PROBES / f"{name}.py").read_text())
+    ships = next(
+        (
+            ast.literal_eval(node.value)
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "SHIPS" for t in node.targets)
+        ),
+        (),
+    )
+    assert helpers_needed(name) <= set(ships), f"{name}.py: SHIPS lacks a helper it imports"
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_parses_as_python_3_8(name: str) -> None:
     ast.parse((PROBES / f"{name}.py").read_text(), feature_version=(3, 8))
