@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,7 +20,11 @@ STUBS = REPO / "tests" / "fakes" / "stubs"
 
 
 def load_probe(name: str) -> ModuleType:
-    """The probe's module, loaded from its file the way the runner sees it (not as probes.NAME)."""
+    """The probe's module, loaded from its file the way the runner sees it (not as probes.NAME):
+    its shipped helpers (`import _name`) importable by name, from probes/ (appended to sys.path,
+    so that probes/torch.py never hides torch)."""
+    if str(PROBES) not in sys.path:
+        sys.path.append(str(PROBES))
     spec = importlib.util.spec_from_file_location(f"fleet_probe_{name}", PROBES / f"{name}.py")
     assert spec
     assert spec.loader
@@ -44,3 +50,22 @@ def run_by_hand(
         argv, capture_output=True, text=True, env=full_env, timeout=120, check=True, cwd=cwd
     )
     return dict(json.loads(done.stdout))
+
+
+def helpers_imported(name: str) -> set[str]:
+    """The shipped helper files (`_x.py`) probe `name` imports, directly or through its helpers:
+    what its SHIPS must list for the host to import them."""
+    found: set[str] = set()
+    pending = [PROBES / f"{name}.py"]
+    while pending:
+        tree = ast.parse(pending.pop().read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for module in names:
+                file_name = f"{module}.py"
+                if module.startswith("_") and file_name not in found:
+                    found.add(file_name)
+                    pending.append(PROBES / file_name)
+    return found

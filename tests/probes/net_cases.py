@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import importlib
 import json
 import os
 import shutil
@@ -19,6 +20,11 @@ from tests.probes import net_trees
 from tests.probes.handrun import load_probe
 
 NET = load_probe("net")
+# Its helpers, the same modules the probe imported (loading it put probes/ on sys.path).
+RDMA = importlib.import_module("_rdma")
+KERNEL = importlib.import_module("_net_kernel")
+PLUGIN = importlib.import_module("_net_plugin")
+SETTINGS = importlib.import_module("_net_settings")
 GOLDEN = net_trees.GOLDEN
 CASES = sorted(net_trees.CASES)
 
