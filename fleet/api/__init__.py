@@ -168,7 +168,7 @@ else:
         "evaluate": ("fleet.api.checking", "evaluate"),
         "load_checks": ("fleet.api.checking", "load_checks"),
         "packs_folder": ("fleet.api.checking", "packs_folder"),
-        "DEFAULT_TOLERANCE": ("fleet.analysis.tolerance", "DEFAULT_TOLERANCE"),
+        "DEFAULT_TOLERANCE": ("fleet.analysis.across_runs.tolerance", "DEFAULT_TOLERANCE"),
         "Drift": ("fleet.api.comparing", "Drift"),
         "FleetDiff": ("fleet.api.comparing", "FleetDiff"),
         "cross_host_diff": ("fleet.api.comparing", "cross_host_diff"),

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fleet.analysis.diff import COLLAPSE_AT, CrossCohort, Pair, Unreported, shape
+from fleet.analysis.across_hosts.diff import COLLAPSE_AT, CrossCohort, Pair, Unreported, shape
 from fleet.hostsets import compact_hosts
 from fleet.models import FINGERPRINT, HostOutcome
 

@@ -350,7 +350,9 @@ def test_a_broken_run_envelope_fails(name: str, document: Any) -> None:
 
 def test_broken_diff_drift_and_check_documents_fail(tmp_path: Path) -> None:
     diff = json.loads(invoke_fleet(tmp_path, "diff", str(LOOPBACK8), "--format", "json").stdout)
-    assert errors("diff", {**diff, "schema": "fleet.analysis.diff/1"})  # the id that slipped
+    assert errors(
+        "diff", {**diff, "schema": "fleet.analysis.across_hosts.diff/1"}
+    )  # the id that slipped
     assert errors("diff", {**diff, "values": [{"fact": "x"}]})
     check = json.loads(
         invoke_fleet(tmp_path, "check", "--run", str(LOOPBACK8), "--format", "json").stdout

@@ -10,8 +10,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.analysis.allreduce_matrix import CohortMatrix, cohort_matrices, size_order
-from fleet.analysis.diff import FleetDiff
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, HostOutcome, Run
 from fleet.render.grouping import ended_alike, short

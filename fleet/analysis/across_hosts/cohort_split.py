@@ -1,5 +1,5 @@
-"""Each differing fact of a diff split by cohort (fleet/analysis/cohorts.py), for the findings
-(fleet/analysis/findings.py): the divergence inside each cohort whose hosts disagree, the
+"""Each differing fact of a diff split by cohort (fleet/analysis/across_hosts/cohorts.py), for the findings
+(fleet/analysis/across_hosts/findings.py): the divergence inside each cohort whose hosts disagree, the
 comparison between cohorts each taken at its own majority value, and the tags the fact carries
 (`within`, `between`, `hardware`). Pure.
 
@@ -21,10 +21,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, Protocol
 
-from fleet.analysis.cohorts import Cohort, cohort_of_hosts
-from fleet.analysis.divergence import Divergence, SetDivergence, divergence_of, set_divergence_of
+from fleet.analysis.across_hosts.cohorts import Cohort, cohort_of_hosts
+from fleet.analysis.across_hosts.divergence import (
+    Divergence,
+    SetDivergence,
+    divergence_of,
+    set_divergence_of,
+)
+from fleet.analysis.across_hosts.findings import CrossCohort
 from fleet.analysis.facts import HostFacts, Value
-from fleet.analysis.findings import CrossCohort
 
 DEVICE_INDEX = re.compile(r'\[\d+\]|\."(?:GPU|NIC|mlx5_)?\d+"|\.(?:GPU|NIC)\d+')
 
@@ -40,7 +45,7 @@ SPLIT: Any = _Split()
 
 
 class FactGroupsLike(Protocol):
-    """What the findings read of fleet.analysis.diff.FactGroups: the hosts grouped by identical
+    """What the findings read of fleet.analysis.across_hosts.diff.FactGroups: the hosts grouped by identical
     facts, each group's facts, which facts are hardware (and, optionally, `reported`: for each
     differing value, every reporting group's value)."""
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from fleet.analysis.baseline import Baseline, Placed, match_cohort
-from fleet.analysis.drift import Change, Drift
-from fleet.analysis.measured import Key
+from fleet.analysis.across_runs.drift import Change, Drift
+from fleet.analysis.across_runs.measured import Key
+from fleet.analysis.baselines.build import Baseline, Placed, match_cohort
 
 
 def judge_drift(

@@ -1,8 +1,8 @@
 """Baselines: per cohort, each measurement's median and band over known-good runs, and the
-software they were made on. Built from runs here; written and read by fleet.analysis.baseline_file;
-runs are judged against one by fleet.analysis.baseline_judge. Pure.
+software they were made on. Built from runs here; written and read by fleet.analysis.baselines.file;
+runs are judged against one by fleet.analysis.baselines.judge. Pure.
 
-A host's cohort is the diff's (fleet.analysis.cohorts: GPU model × count × interconnect, or the
+A host's cohort is the diff's (fleet.analysis.across_hosts.cohorts: GPU model × count × interconnect, or the
 runs' `cohort_by`). A host whose run had no gpu probe (`fleet probe -p allreduce`) is placed by the
 GPU model and count its allreduce reported, in the cohort of that model and count.
 """
@@ -14,10 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.analysis.bands import DEFAULT_FLOOR, DEFAULT_K, Band, make_band
-from fleet.analysis.cohorts import default_key, find_cohorts
-from fleet.analysis.facts import FactCache, HostFacts, ProbeFacts
-from fleet.analysis.measured import (
+from fleet.analysis.across_hosts.cohorts import default_key, find_cohorts
+from fleet.analysis.across_runs.bands import DEFAULT_FLOOR, DEFAULT_K, Band, make_band
+from fleet.analysis.across_runs.measured import (
     FAMILIES,
     VERSIONS,
     Key,
@@ -25,6 +24,7 @@ from fleet.analysis.measured import (
     host_measured,
     host_versions,
 )
+from fleet.analysis.facts import FactCache, HostFacts, ProbeFacts
 from fleet.errors import UsageError
 from fleet.models import NOT_REACHED, HostOutcome, ProbeResult, Run
 

@@ -158,7 +158,7 @@ def find_cohorts(
     cohort_by: str | None = None,
 ) -> list[Cohort]:
     """The cohorts of the reporting hosts, the biggest first. `members`/`facts_of`: the hosts
-    grouped by identical facts (fleet.analysis.diff.FactGroups), so the default key is read once
+    grouped by identical facts (fleet.analysis.across_hosts.diff.FactGroups), so the default key is read once
     per group; a `cohort_by` expression reads each host's own document."""
     by_name: dict[str, list[str]] = defaultdict(list)
     labels: dict[str, str] = {}

@@ -1,6 +1,6 @@
-"""The findings of a diff, folded and ranked (fleet/analysis/findings.py says what each rank is):
-`analyse` splits each differing fact by cohort (fleet/analysis/cohort_split.py), takes the
-check-grade findings first (fleet/analysis/check_grade.py), then folds what is left. Pure.
+"""The findings of a diff, folded and ranked (fleet/analysis/across_hosts/findings.py says what each rank is):
+`analyse` splits each differing fact by cohort (fleet/analysis/across_hosts/cohort_split.py), takes the
+check-grade findings first (fleet/analysis/across_hosts/check_grade.py), then folds what is left. Pure.
 
   - rank 2, `cohort`: the other divergences inside a cohort, those setting the same hosts apart
     (or splitting the cohort the same way) together;
@@ -18,11 +18,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from fleet.analysis.check_grade import CheckGrade, differs_on_arch
-from fleet.analysis.cohort_split import FactGroupsLike, Splitter, joined
-from fleet.analysis.cohorts import Cohort
-from fleet.analysis.divergence import Divergence, Pair, SetDivergence
-from fleet.analysis.findings import (
+from fleet.analysis.across_hosts.check_grade import CheckGrade, differs_on_arch
+from fleet.analysis.across_hosts.cohort_split import FactGroupsLike, Splitter, joined
+from fleet.analysis.across_hosts.cohorts import Cohort
+from fleet.analysis.across_hosts.divergence import Divergence, Pair, SetDivergence
+from fleet.analysis.across_hosts.findings import (
     COHORT,
     HARDWARE,
     KIND_ORDER,

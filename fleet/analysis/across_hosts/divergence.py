@@ -1,6 +1,6 @@
 """What differs, fact by fact: a plain value hosts disagree on, or a name set they disagree on
-item by item. Pure; the cross-host diff (fleet/analysis/diff.py) and the findings built from it
-(fleet/analysis/findings.py) share these.
+item by item. Pure; the cross-host diff (fleet/analysis/across_hosts/diff.py) and the findings built from it
+(fleet/analysis/across_hosts/findings.py) share these.
 
 Each differing fact carries where it differs: `within` the cohorts whose hosts disagree on it, and
 `between` the pairs of cohorts whose (majority) values differ; `hardware` when every such pair
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from fleet.analysis.across_hosts.majority import rank
 from fleet.analysis.facts import Value
-from fleet.analysis.majority import rank
 
 Pair = tuple[str, str]  # two cohorts' names, in the run's cohort order
 

@@ -18,10 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.analysis.bands import Band, higher_is_better, limit, worse_than
-from fleet.analysis.baseline import Baseline, BaselineCohort, Placed, match_cohort, place_hosts
-from fleet.analysis.facts import ProbeFacts
-from fleet.analysis.measured import (
+from fleet.analysis.across_runs.bands import Band, higher_is_better, limit, worse_than
+from fleet.analysis.across_runs.measured import (
     VERSION_LABELS,
     VERSIONS,
     Key,
@@ -29,6 +27,14 @@ from fleet.analysis.measured import (
     host_measured,
     host_versions,
 )
+from fleet.analysis.baselines.build import (
+    Baseline,
+    BaselineCohort,
+    Placed,
+    match_cohort,
+    place_hosts,
+)
+from fleet.analysis.facts import ProbeFacts
 from fleet.models import NOT_REACHED, HostOutcome, Run
 
 FAMILY_TEXT = {

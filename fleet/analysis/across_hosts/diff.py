@@ -8,13 +8,13 @@ Three kinds of comparison (fleet/analysis/facts.py says which fact is which):
     against the cohort median, slow outliers flagged with their factor.
 Hosts that were not reached or lack a probe are listed as such, never silently dropped.
 
-Hosts are grouped into cohorts (fleet/analysis/cohorts.py: GPU model × count × interconnect, or
+Hosts are grouped into cohorts (fleet/analysis/across_hosts/cohorts.py: GPU model × count × interconnect, or
 `cohort_by`), and the differing facts are read per cohort and ranked into findings
-(fleet/analysis/findings.py; fleet/analysis/ranking.py ranks them): what differs inside a cohort,
+(fleet/analysis/across_hosts/findings.py; fleet/analysis/across_hosts/ranking.py ranks them): what differs inside a cohort,
 and software that differs between cohorts, before the hardware differences unlike machines are
 expected to have.
 
-A majority is what fleet.analysis.majority says (more hosts than any other value); when values
+A majority is what fleet.analysis.across_hosts.majority says (more hosts than any other value); when values
 tie the fact is *split* and no host is odd for it. A probe that did not succeed on some hosts is a
 cause: the facts that differ only because of it (named after it, splitting those hosts from the
 rest) are folded under its `_status.<probe>` divergence instead of listed one by one.
@@ -32,13 +32,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.analysis.cohorts import Cohort as Cohort
-from fleet.analysis.cohorts import cohort_name as cohort_name
-from fleet.analysis.cohorts import find_cohorts
-from fleet.analysis.divergence import Divergence as Divergence
-from fleet.analysis.divergence import Pair as Pair
-from fleet.analysis.divergence import SetDivergence as SetDivergence
-from fleet.analysis.divergence import divergence_of, set_divergence_of
+from fleet.analysis.across_hosts.cohorts import Cohort as Cohort
+from fleet.analysis.across_hosts.cohorts import cohort_name as cohort_name
+from fleet.analysis.across_hosts.cohorts import find_cohorts
+from fleet.analysis.across_hosts.divergence import Divergence as Divergence
+from fleet.analysis.across_hosts.divergence import Pair as Pair
+from fleet.analysis.across_hosts.divergence import SetDivergence as SetDivergence
+from fleet.analysis.across_hosts.divergence import divergence_of, set_divergence_of
+from fleet.analysis.across_hosts.findings import CHECK, COHORT
+from fleet.analysis.across_hosts.findings import CrossCohort as CrossCohort
+from fleet.analysis.across_hosts.findings import Finding as Finding
+from fleet.analysis.across_hosts.ranking import analyse
+from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE as DEFAULT_TOLERANCE
 from fleet.analysis.facts import (
     FactCache,
     HostFacts,
@@ -48,11 +53,6 @@ from fleet.analysis.facts import (
     probe_of,
     slowness,
 )
-from fleet.analysis.findings import CHECK, COHORT
-from fleet.analysis.findings import CrossCohort as CrossCohort
-from fleet.analysis.findings import Finding as Finding
-from fleet.analysis.ranking import analyse
-from fleet.analysis.tolerance import DEFAULT_TOLERANCE as DEFAULT_TOLERANCE
 from fleet.models import NOT_REACHED, HostOutcome
 
 COLLAPSE_AT = 4
@@ -80,7 +80,7 @@ class Unreported:
 class FleetDiff:
     """`values` and `sets`: every fact that differs anywhere, each tagged with the cohorts it
     differs within and the pairs of cohorts it differs between; `findings`: the same facts read
-    per cohort, most serious first (fleet/analysis/findings.py)."""
+    per cohort, most serious first (fleet/analysis/across_hosts/findings.py)."""
 
     hosts: tuple[str, ...]
     values: tuple[Divergence, ...]

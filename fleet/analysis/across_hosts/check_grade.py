@@ -1,4 +1,4 @@
-"""Check-grade findings (rank 1 of fleet/analysis/findings.py): what breaks a job rather than
+"""Check-grade findings (rank 1 of fleet/analysis/across_hosts/findings.py): what breaks a job rather than
 merely differs, said before anything else. Pure.
 
   - `arch`: hosts whose torch has no kernels for their GPUs (the torch probe's own judgement,
@@ -11,7 +11,7 @@ merely differs, said before anything else. Pure.
 
 Each finder takes the in-cohort divergences and cross-cohort comparisons of fleet/analysis/
 cohort_split.py and returns its findings with what is left for the lower ranks
-(fleet/analysis/ranking.py).
+(fleet/analysis/across_hosts/ranking.py).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from fleet.analysis.cohort_split import Splitter
-from fleet.analysis.divergence import Divergence, SetDivergence
+from fleet.analysis.across_hosts.cohort_split import Splitter
+from fleet.analysis.across_hosts.divergence import Divergence, SetDivergence
+from fleet.analysis.across_hosts.findings import CHECK, CrossCohort, Finding, fact_names
 from fleet.analysis.facts import HostFacts, Value
-from fleet.analysis.findings import CHECK, CrossCohort, Finding, fact_names
 from fleet.hostsets import compact_hosts
 
 ARCH_FACT = re.compile(

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from fleet.analysis.diff import DEFAULT_TOLERANCE
+from fleet.analysis.across_hosts.diff import DEFAULT_TOLERANCE
 from fleet.analysis.facts import (
     FactCache,
     HostFacts,

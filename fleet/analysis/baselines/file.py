@@ -12,15 +12,15 @@ from typing import Any
 
 import yaml
 
-from fleet.analysis.bands import Band
-from fleet.analysis.baseline import (
+from fleet.analysis.across_runs.bands import Band
+from fleet.analysis.across_runs.measured import BANDWIDTH_FROM, VERSIONS, Key
+from fleet.analysis.baselines.build import (
     BASELINE_SCHEMA,
     Baseline,
     BaselineCohort,
     Gpu,
     MadeFrom,
 )
-from fleet.analysis.measured import BANDWIDTH_FROM, VERSIONS, Key
 from fleet.errors import UsageError
 from fleet.yamlfile import Location
 

@@ -2,7 +2,7 @@
 is the first thing said, not line 181 of what differs between unlike machines. Pure. This module is
 their model: the ranks, a finding, and a fact compared between cohorts.
 
-Every differing fact is split by cohort (fleet/analysis/cohort_split.py):
+Every differing fact is split by cohort (fleet/analysis/across_hosts/cohort_split.py):
   - *within* a cohort (hosts of one kind disagree): always a finding;
   - *between* cohorts (each cohort alike, the cohorts unlike): a finding when the fact is software
     or an API (versions, import fallbacks, dir() names, NCCL settings: the same code has to run on
@@ -13,14 +13,14 @@ Findings, most serious first:
   rank 1  check-grade: a torch that cannot run on its GPUs (the arch list lacks their sm_XY), NCCL
           transport settings that differ (P2P, SHM, IB, NET, ALGO, PROTO, SOCKET_IFNAME), an import
           that resolves to another name: kinds `arch`, `nccl`, `import`
-          (fleet/analysis/check_grade.py);
+          (fleet/analysis/across_hosts/check_grade.py);
   rank 2  other divergence inside a cohort, the facts that set the same hosts apart together:
           kind `cohort`;
   rank 3  software and API facts that differ between cohorts, those splitting the cohorts alike
           together: kind `software`;
   rank 4  hardware facts that differ between two cohorts, as expected: one finding per pair,
           kind `hardware` (`fleet diff RUN --between` lists the facts).
-Ranks 2 to 4, and the order of them all, are fleet/analysis/ranking.py's (`analyse`).
+Ranks 2 to 4, and the order of them all, are fleet/analysis/across_hosts/ranking.py's (`analyse`).
 Nothing is dropped: each differing fact is tagged with the cohorts it differs within and the pairs
 of cohorts it differs between, and is accounted for by at least one finding.
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fleet.analysis.divergence import Divergence, Pair, SetDivergence
+from fleet.analysis.across_hosts.divergence import Divergence, Pair, SetDivergence
 from fleet.analysis.facts import Value
 
 CHECK, COHORT, SOFTWARE, HARDWARE = 1, 2, 3, 4
