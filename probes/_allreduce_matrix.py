@@ -37,7 +37,7 @@ def matrix_worker_config(
     their turn (they wait for `go`), measuring for a few seconds of their own deadline."""
     matrix = config.matrix or matrix_option(True)
     assert matrix is not None
-    cfg = worker_config(config, time.time(), world_size, rendezvous_file)
+    cfg: Dict[str, Any] = worker_config(config, time.time(), world_size, rendezvous_file)
     cfg.update(
         sizes=matrix_sizes(config),
         order="by_mode",
@@ -120,7 +120,7 @@ def run_variant(
     begun = time.monotonic()
     workers = launched.workers
     if workers is None:
-        return variant_result(launched.variant, "failed", [], launched.error, 0.0, world)
+        return dict(variant_result(launched.variant, "failed", [], launched.error, 0.0, world))
     # Importing torch is not the variant's doing (and overlaps the one before): its own deadline
     # starts at its turn. Waiting for the import is bounded by the matrix's budget only.
     ready = workers.ready.wait(max(0.0, matrix_deadline - time.monotonic()))
@@ -136,7 +136,10 @@ def run_variant(
         status = "timeout" if own_deadline <= matrix_deadline else "stopped"
         error = deadline_error(status, matrix, workers.records)
     elapsed = time.monotonic() - begun
-    return variant_result(launched.variant, status, workers.records, error, elapsed, world)
+    result: Dict[str, Any] = variant_result(
+        launched.variant, status, workers.records, error, elapsed, world
+    )
+    return result
 
 
 def deadline_error(status: str, matrix: Matrix, records: List[Dict[str, Any]]) -> str:

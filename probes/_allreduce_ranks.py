@@ -183,5 +183,5 @@ def worker_config(
 
 def default_world_size(config: Config, facts: Dict[str, Any]) -> int:
     if config.world_size is not None:
-        return config.world_size
+        return int(config.world_size)
     return 2 if config.backend == "gloo" else int(facts.get("device_count", 0))

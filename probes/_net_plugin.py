@@ -57,7 +57,8 @@ PLUGIN_SCAN_BUDGET_S = 2.0  # every plugin file together
 
 def parse_ldconfig_plugins(text: str) -> List[Tuple[str, str]]:
     """`ldconfig -p` -> (soname, path) of every libnccl-net* entry, in listed order."""
-    return _ldconfig.entries_named(text, PLUGIN_FILE)
+    found: List[Tuple[str, str]] = _ldconfig.entries_named(text, PLUGIN_FILE)
+    return found
 
 
 def plugin_kind(path: str, head: bytes) -> Optional[str]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import ast
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,12 +21,31 @@ PROBES = REPO / "probes"
 STUBS = REPO / "tests" / "fakes" / "stubs"
 
 
+class ProbeHelpers(importlib.abc.MetaPathFinder):
+    """`import _name` in a probe finds probes/_name.py, as the host runner serves the helpers a
+    probe ships (`SHIPS`). Only names with a leading underscore, and only after every other finder:
+    probes/torch.py must never stand in for torch."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        helper = PROBES / f"{fullname}.py"
+        if path is not None or not fullname.startswith("_") or not helper.is_file():
+            return None
+        return importlib.util.spec_from_file_location(fullname, helper)
+
+
+if not any(isinstance(finder, ProbeHelpers) for finder in sys.meta_path):
+    sys.meta_path.append(ProbeHelpers())
+
+
+def load_helper(name: str) -> ModuleType:
+    """A helper a probe ships (`_nvidia_smi`), the module the probe's `import` gets."""
+    return importlib.import_module(name)
+
+
 def load_probe(name: str) -> ModuleType:
-    """The probe's module, loaded from its file the way the runner sees it (not as probes.NAME):
-    its shipped helpers (`import _name`) importable by name, from probes/ (appended to sys.path,
-    so that probes/torch.py never hides torch)."""
-    if str(PROBES) not in sys.path:
-        sys.path.append(str(PROBES))
+    """The probe's module, loaded from its file the way the runner sees it (not as probes.NAME)."""
     spec = importlib.util.spec_from_file_location(f"fleet_probe_{name}", PROBES / f"{name}.py")
     assert spec
     assert spec.loader
@@ -50,22 +71,3 @@ def run_by_hand(
         argv, capture_output=True, text=True, env=full_env, timeout=120, check=True, cwd=cwd
     )
     return dict(json.loads(done.stdout))
-
-
-def helpers_imported(name: str) -> set[str]:
-    """The shipped helper files (`_x.py`) probe `name` imports, directly or through its helpers:
-    what its SHIPS must list for the host to import them."""
-    found: set[str] = set()
-    pending = [PROBES / f"{name}.py"]
-    while pending:
-        tree = ast.parse(pending.pop().read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            for module in names:
-                file_name = f"{module}.py"
-                if module.startswith("_") and file_name not in found:
-                    found.add(file_name)
-                    pending.append(PROBES / file_name)
-    return found

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import importlib
 import json
 import os
 import shutil
@@ -17,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from tests.probes import net_trees
-from tests.probes.handrun import load_probe
+from tests.probes.handrun import load_helper, load_probe
 
 NET = load_probe("net")
-# Its helpers, the same modules the probe imported (loading it put probes/ on sys.path).
-RDMA = importlib.import_module("_rdma")
-KERNEL = importlib.import_module("_net_kernel")
-PLUGIN = importlib.import_module("_net_plugin")
-SETTINGS = importlib.import_module("_net_settings")
+# Its helpers, the same modules the probe imported.
+RDMA = load_helper("_rdma")
+KERNEL = load_helper("_net_kernel")
+PLUGIN = load_helper("_net_plugin")
+SETTINGS = load_helper("_net_settings")
 GOLDEN = net_trees.GOLDEN
 CASES = sorted(net_trees.CASES)
 

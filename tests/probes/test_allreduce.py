@@ -3,7 +3,6 @@ skips against stubs and CPU torch, and a real gloo run on CPU."""
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import json
 import signal
@@ -19,7 +18,8 @@ import pytest
 from fleet.execution.bundle import build_bundle
 from fleet.transport.launch import LAUNCH_ARGS
 from tests.probes import handrun
-from tests.probes.handrun import helpers_imported, load_probe
+from tests.probes.handrun import load_helper, load_probe
+from tests.probes.ships import helpers_imported
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "probes" / "allreduce.py"
@@ -28,12 +28,12 @@ MiB = 1 << 20
 
 
 probe = load_probe("allreduce")
-# Its helpers, the same modules the probe imported (loading it put probes/ on sys.path).
-CONFIG = importlib.import_module("_allreduce_config")
-ROWS = importlib.import_module("_allreduce_rows")
-RANKS = importlib.import_module("_allreduce_ranks")
-VARIANTS = importlib.import_module("_allreduce_variants")
-MATRIX = importlib.import_module("_allreduce_matrix")
+# Its helpers, the same modules the probe imported.
+CONFIG = load_helper("_allreduce_config")
+ROWS = load_helper("_allreduce_rows")
+RANKS = load_helper("_allreduce_ranks")
+VARIANTS = load_helper("_allreduce_variants")
+MATRIX = load_helper("_allreduce_matrix")
 
 
 def run_by_hand(options=None, pythonpath=None, cwd=None):
@@ -391,8 +391,10 @@ def test_the_worker_travels_in_the_bundle_and_runs_from_it(tmp_path):
     bundle (the probe's fallback, the file beside it, does not exist there), and nothing is left."""
     pytest.importorskip("torch")
     bundle = build_bundle(["allreduce"])
-    worker = (REPO / "probes" / "_allreduce_worker.py").read_text(encoding="utf-8")
-    assert dict(bundle.probes["allreduce"].files) == {"_allreduce_worker.py": worker}
+    shipped = dict(bundle.probes["allreduce"].files)
+    assert list(shipped) == list(probe.SHIPS)  # the worker and the helpers, as they are here
+    for name, text in shipped.items():
+        assert text == (REPO / "probes" / name).read_text(encoding="utf-8"), name
     options = {"allreduce": {"backend": "gloo", "quick": True, "max_bytes": 64}}
     done = subprocess.run(
         [sys.executable, *LAUNCH_ARGS],

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REMOTE_PYTHON
-from tests.probes.handrun import helpers_imported, load_probe
+from tests.probes.handrun import load_probe
+from tests.probes.ships import helpers_imported
 
 nccl = load_probe("nccl")
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.probes import net_trees
-from tests.probes.handrun import helpers_imported, run_by_hand
+from tests.probes.handrun import run_by_hand
 from tests.probes.net_cases import (
     CASES,
     GOLDEN,
@@ -26,6 +26,7 @@ from tests.probes.net_cases import (
     copy_case,
     probe_tree,
 )
+from tests.probes.ships import helpers_imported
 
 # ---------------------------------------------------------------- the golden trees
 

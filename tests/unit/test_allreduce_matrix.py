@@ -20,11 +20,11 @@ from fleet.render.terminal.run import allreduce_matrix_table
 from fleet.store import read_run_file
 from tests.conftest import ROOT
 from tests.helpers import invoke_fleet
-from tests.probes.handrun import load_probe
+from tests.probes.handrun import load_helper
 from tests.recorded import data, make_run, real_host
 from tests.unit.helpers import pack_rules, verdict
 
-matrix_variants = load_probe("_allreduce_variants")  # the probe's own winners logic
+matrix_variants = load_helper("_allreduce_variants")  # the probe's own winners logic
 MiB = 1 << 20
 Host = dict[str, Any]
 
