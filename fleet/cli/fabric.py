@@ -19,7 +19,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from fleet import api
-from fleet.cli.exits import exit_code, kept_bits, with_bits
 from fleet.cli.options import (
     accept_new_option,
     inventory_option,
@@ -34,6 +33,7 @@ from fleet.cli.options import (
 from fleet.cli.probing import json_file, say_kept
 from fleet.cli.selection import HostChoice, selection_options
 from fleet.errors import UsageError
+from fleet.exits import exit_code, kept_bits, with_bits
 from fleet.models import Run
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.fabric import render_fabric
