@@ -10,11 +10,11 @@ import json
 from collections.abc import Mapping
 
 import pytest
-from fleet.exits import fabric_exit_code
 from rich.console import Console
 
 from fleet.checks import evaluate, load_rules, pack_path
 from fleet.execution.bundle import available_probes
+from fleet.exits import fabric_exit_code
 from fleet.fabric import plan
 from fleet.fabric import run as fabric_run
 from fleet.fabric.run import FabricOutcome, FabricRounds, FabricSettings
