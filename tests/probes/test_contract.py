@@ -22,7 +22,11 @@ PROBE_NAMES = sorted(p.stem for p in PROBES.glob("*.py") if not p.name.startswit
 # Run on hosts but not probes: the allreduce worker (`python -c <its text>`, one per rank), the
 # gpubench worker (one per GPU and one for the pairs) and the fabric rank (sent by
 # fleet/fabric/launch.py). Only a host's python ever runs them.
-HOST_FILES = ["_allreduce_worker", "_fabric_rank", "_gpubench_worker"]
+# The helpers a probe ships and imports by name (probes/live.py's `SHIPS`: _procfs, _ras_client, …)
+# run there too.
+HOST_FILES = sorted(
+    p.stem for p in PROBES.glob("_*.py") if p.stem not in ("__init__", "_host_runner")
+)
 SHIPPED = [*PROBE_NAMES, "_host_runner", *HOST_FILES]
 
 
@@ -40,6 +44,7 @@ def module_level_imports(tree: ast.Module) -> set[str]:
 def test_ships_only_stdlib_imports_at_module_level(name: str) -> None:
     tree = ast.parse((PROBES / f"{name}.py").read_text())
     foreign = module_level_imports(tree) - set(sys.stdlib_module_names) - {"__future__"}
+    foreign -= set(HOST_FILES)  # a shipped helper, importable by name on the host
     assert not foreign, f"{name}.py imports {foreign} at module level: import them in collect()"
 
 
@@ -66,7 +71,11 @@ def test_runs_by_hand_and_prints_a_result(name: str) -> None:
 # ------------------------------------------------------------------ under a real Python 3.8
 # ast's feature_version checks the grammar only; a real 3.8 also runs the module body, where a
 # `dict[str, Any]` alias or a 3.9+ call at module level fails (TypeError, AttributeError).
-LOAD = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='fleet_host_file')"
+# The file's folder is importable, as the runner makes a probe's shipped helpers importable.
+LOAD = (
+    "import os, runpy, sys; sys.path.append(os.path.dirname(sys.argv[1])); "
+    "runpy.run_path(sys.argv[1], run_name='fleet_host_file')"
+)
 
 
 def is_python_3_8(python: str) -> bool:
