@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import os
 import signal
@@ -872,7 +873,8 @@ def test_fleets_own_processes_are_not_jobs(
     tmp_path: Path, monkeypatch, standin_library: Path
 ) -> None:
     """Under the runner, probes preloaded with torch map libnccl: the live probe skips them."""
-    from tests.runner.conftest import run_probes
+    from fleet.execution.bundle import build_bundle
+    from tests.runner.conftest import make_bundle, run_bundle
 
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     (tmp_path / "fleet_test_nccl.py").write_text(
@@ -887,7 +889,10 @@ def test_fleets_own_processes_are_not_jobs(
     )
     # Two probes share a preload (one alone is forked the ordinary way): a fork server that
     # imported the module, and the two probes it forked, all map the stand-in libnccl.
-    outcome = run_probes({"holder": holder, "holder2": holder, "live": source})["local"]
+    bundle = make_bundle({"holder": holder, "holder2": holder, "live": source})
+    helpers = build_bundle(["live"]).probes["live"].files  # the live probe's SHIPS, as shipped
+    probes = dict(bundle.probes, live=dataclasses.replace(bundle.probes["live"], files=helpers))
+    outcome = run_bundle(dataclasses.replace(bundle, probes=probes))["local"]
     data = outcome.probes["live"].data
     assert outcome.probes["live"].status == "ok", outcome.probes["live"].error
     assert data["excluded_own"] >= 2  # the probes forked from the fork server (and it, if alive)
