@@ -7,7 +7,7 @@ Pure functions over the probe's data. Stdlib only, Python 3.8.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from _ras_reports import pids_in
 
@@ -182,8 +182,7 @@ def uncovered_processes(
             report = attempt.get("report") or {}
             if report.get("format") == "text" and report.get("complete"):
                 text_endpoints.add(outcome["endpoint"])
-        if not outcome["answered"] and any(a.get("listening") for a in outcome["attempts"]):
-            found.append("RAS at %s: %s" % (outcome["endpoint"], outcome["error"]))
+    found += ["RAS at %s: %s" % (endpoint, why) for endpoint, why in _unanswered(outcomes)]
     for process in processes:
         disabled = process["ras_endpoint"] is None
         if not runs_nccl(process) and not (disabled and process.get("gpus")):
@@ -194,4 +193,89 @@ def uncovered_processes(
             continue
         why = "RAS disabled (NCCL_RAS_ENABLE=0)" if disabled else "no RAS answer names it"
         found.append("pid %d (%s): %s" % (process["pid"], _short(process["cmdline"]), why))
+    return found
+
+
+def _unanswered(outcomes: List[Dict[str, Any]]) -> List[Tuple[str, str]]:
+    """(endpoint, why) for each endpoint that accepted a connection but gave no answer, and for
+    each report there that could be read neither in JSON nor in text."""
+    found = []
+    for outcome in outcomes:
+        if not outcome["answered"] and any(a.get("listening") for a in outcome["attempts"]):
+            found.append((outcome["endpoint"], outcome["error"]))
+        elif outcome.get("unreadable"):
+            found += [(outcome["endpoint"], why) for why in outcome["unreadable"]]
+    return found
+
+
+def ras_readable(outcomes: List[Dict[str, Any]]) -> Tuple[Optional[bool], Optional[str]]:
+    """(readable, why not): False when an NCCL RAS server (one that answered the handshake) gave
+    no report that could be read, in JSON or in text (its jobs are unknown, never clean); True
+    when every such server's report was read; None when no RAS server answered at all."""
+    spoke = [o for o in outcomes if any(a.get("server_protocol") for a in o["attempts"])]
+    unread = _unanswered(spoke)
+    if unread:
+        return False, "; ".join("RAS at %s: %s" % (e, why) for e, why in unread)
+    return (True, None) if spoke else (None, None)
+
+
+JOB_ENV = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "MASTER_ADDR", "MASTER_PORT")
+
+
+def jobs_of(processes: List[Dict[str, Any]]) -> List[List[Dict[str, Any]]]:
+    """The local NCCL processes grouped by job: processes holding ranks of one communicator, or
+    started with the same launcher identity (TORCHELASTIC_RUN_ID, SLURM_JOB_ID, MASTER_ADDR and
+    MASTER_PORT), are one job. A process showing neither is left out (its job is not known)."""
+    groups: List[Tuple[set, List[Dict[str, Any]]]] = []
+    for process in processes:
+        keys = {("comm", rank.get("comm")) for rank in process.get("ranks") or []}
+        launcher = tuple((process.get("env") or {}).get(name) for name in JOB_ENV)
+        if any(launcher):
+            keys.add(("launcher", launcher))
+        if not keys:
+            continue
+        joined = [group for group in groups if group[0] & keys]
+        groups = [group for group in groups if not group[0] & keys]
+        members = [process] + [p for _, ps in joined for p in ps]
+        groups.append((keys.union(*[k for k, _ in joined]), members))
+    return [sorted(members, key=lambda p: p["pid"]) for _, members in groups]
+
+
+def shared_ras_ports(
+    processes: List[Dict[str, Any]], jobs: List[List[Dict[str, Any]]]
+) -> List[str]:
+    """RAS endpoints that serve more than one job: NCCL binds its RAS port with SO_REUSEPORT, so
+    each connection reaches one job's process and the other job's ranks go unseen."""
+    job_of = {id(p): index for index, members in enumerate(jobs) for p in members}
+    by_endpoint: Dict[str, Dict[int, List[int]]] = {}
+    for process in processes:
+        if process.get("ras_endpoint") and id(process) in job_of:
+            jobs_here = by_endpoint.setdefault(process["ras_endpoint"], {})
+            jobs_here.setdefault(job_of[id(process)], []).append(process["pid"])
+    found = []
+    for endpoint, jobs_here in sorted(by_endpoint.items()):
+        if len(jobs_here) > 1:
+            pids = "; ".join(", ".join(str(p) for p in pids) for pids in jobs_here.values())
+            found.append(
+                "RAS at %s is shared by %d jobs (pids %s): a RAS client reaches one of them per "
+                "connection; give each job its own NCCL_RAS_ADDR port"
+                % (endpoint, len(jobs_here), pids)
+            )
+    return found
+
+
+def nccl_versions_differ(jobs: List[List[Dict[str, Any]]]) -> List[str]:
+    """Jobs whose processes here mapped different libnccl versions: NCCL's RAS peers refuse each
+    other across versions (and the job's collectives may not agree either)."""
+    found = []
+    for members in jobs:
+        versions = {p["nccl_version"] for p in members if p.get("nccl_version")}
+        if len(versions) > 1:
+            found.append(
+                "job of pids %s: libnccl %s; RAS peers of different NCCL versions refuse each other"
+                % (
+                    ", ".join(str(p["pid"]) for p in members),
+                    ", ".join("%s (pid %d)" % (p["nccl_version"], p["pid"]) for p in members),
+                )
+            )
     return found

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from _ras_reports import excerpt, parse_json_report, parse_text_report, pids_in
+from _ras_reports import excerpt, is_nccl_text, parse_json_report, parse_text_report, pids_in
 
 # NCCL RAS (src/ras/client.cc, client_support.cc in NVIDIA/nccl): a line protocol on TCP, then
 # the report, then the server closes the connection. JSON from NCCL 2.28.7 on, text before.
@@ -27,6 +27,7 @@ RAS_ATTEMPTS = 6  # connections per endpoint at most (SO_REUSEPORT spreads them 
 RAS_BUDGET_S = 20.0  # every endpoint together
 RAS_REPORT_MAX_BYTES = 16 * 1024 * 1024
 RAS_LINE_MAX_BYTES = 64 * 1024
+PARSE_JSON = "parse JSON"  # the stage of an exchange whose whole JSON report did not parse
 
 
 def parse_endpoint(text: str) -> Tuple[str, int]:
@@ -210,9 +211,13 @@ def _exchange(
     if use_json:
         if cut:
             raise ValueError("%s before the JSON report ended (%d bytes came)" % (cut, len(data)))
+        result["stage"] = PARSE_JSON  # a whole report that does not parse: asked again in text
         result["report"] = parse_json_report(text)
     else:
         result["report"] = parse_text_report(text)
+        if not is_nccl_text(result["report"]):
+            result["report"] = None
+            raise ValueError("not NCCL's text report: %s" % excerpt(data))
         if cut or not result["report"]["complete"]:
             result["error"] = "%s: the text report stopped short (%d bytes came)" % (
                 cut or "closed",
@@ -299,7 +304,7 @@ def query_endpoint(
             seen |= pids_in(attempt["report"])
         if wanted <= seen and (outcome["answered"] or not wanted):
             break  # every live listener answered, or none is known to wait for
-    errors = [a["error"] for a in outcome["attempts"] if a["error"]]
+    errors = outcome.get("unreadable") or [a["error"] for a in outcome["attempts"] if a["error"]]
     if not outcome["answered"] and errors:
         outcome["error"] = errors[-1]
     return outcome
@@ -325,14 +330,41 @@ def _connection(
     outcome: Dict[str, Any],
     transcripts: Optional[List[str]],
 ) -> Optional[Dict[str, Any]]:
-    """One exchange, on the first address something listens on; each attempt is recorded."""
+    """One exchange, on the first address something listens on; each attempt is recorded. A JSON
+    report that came whole but does not parse (after repair_missing_rank_commas) is asked for
+    again in text, on a new connection; when neither reads, outcome["unreadable"] says why."""
     attempt = None
     for family, address in addresses:
-        transcript: Optional[List[Tuple[str, str]]] = [] if transcripts is not None else None
-        attempt = ras_query(family, address, settings, transcript)
-        outcome["attempts"].append(attempt)
-        if transcripts is not None and transcript:
-            transcripts.append(render_transcript(transcript))
+        attempt = _recorded_query(family, address, settings, outcome, transcripts)
+        if attempt["stage"] == PARSE_JSON and not attempt["answered"]:
+            first = attempt
+            attempt = _recorded_query(
+                family, address, dict(settings, json=0.0), outcome, transcripts
+            )
+            attempt["retry"] = "text, the JSON report did not parse"
+            if not attempt["answered"]:
+                where = (
+                    "" if first["address"] == outcome["endpoint"] else " from " + first["address"]
+                )
+                outcome.setdefault("unreadable", []).append(
+                    "no readable report%s (JSON: %s; text: %s)"
+                    % (where, first["error"], attempt["error"])
+                )
         if attempt["listening"] is not False:
             break
+    return attempt
+
+
+def _recorded_query(
+    family: int,
+    address: Tuple[Any, ...],
+    settings: Dict[str, float],
+    outcome: Dict[str, Any],
+    transcripts: Optional[List[str]],
+) -> Dict[str, Any]:
+    transcript: Optional[List[Tuple[str, str]]] = [] if transcripts is not None else None
+    attempt = ras_query(family, address, settings, transcript)
+    outcome["attempts"].append(attempt)
+    if transcripts is not None and transcript:
+        transcripts.append(render_transcript(transcript))
     return attempt

@@ -26,9 +26,29 @@ NOT_AN_ERROR = (0, 7)
 EXCERPT_CHARS = 80
 
 
+# NCCL 2.28.7 to 2.28.9 print each entry of a communicator's `missing_ranks` with no comma after
+# `"nvml_dev": N` (src/ras/client_support.cc, jsonWriteMissingRank: `"nvml_dev": %d\n` then
+# `"status": {`; fixed in 2.29.2), so their JSON is malformed exactly when a rank is missing. This
+# matches only that: an `"nvml_dev": N` line with nothing after the number, followed by the lines
+# that open a missing rank's `"status"` object (its first key `"unresponsive"`, which the ranks'
+# own status objects do not have). Nothing else is rewritten.
+MISSING_RANK_COMMA = re.compile(
+    r'^(\s*"nvml_dev": -?\d+)(\r?\n\s*"status": \{\r?\n\s*"unresponsive": )', re.MULTILINE
+)
+REPAIRED_NOTE = "NCCL 2.28.7-2.28.9 missing_ranks: %d missing comma(s) after nvml_dev restored"
+
+
+def repair_missing_rank_commas(text: str) -> Tuple[str, int]:
+    """The JSON report with the comma NCCL 2.28.7-2.28.9 leave out after each missing rank's
+    `"nvml_dev": N` put back, and how many were put back (0: the text is returned unchanged)."""
+    return MISSING_RANK_COMMA.subn(r"\1,\2", text)
+
+
 def parse_json_report(text: str) -> Dict[str, Any]:
     """VERBOSE STATUS after `SET FORMAT json` -> the report, each communicator with its findings
-    (see communicator_findings). Raises ValueError when it is not NCCL's JSON."""
+    (see communicator_findings); `repaired` says when NCCL's known missing-rank defect was
+    repaired first. Raises ValueError when it is not NCCL's JSON, even so."""
+    text, repaired = repair_missing_rank_commas(text)
     document = json.loads(text)
     if not isinstance(document, dict) or not isinstance(document.get("communicators"), list):
         raise ValueError("JSON without a communicators list")
@@ -45,6 +65,7 @@ def parse_json_report(text: str) -> Dict[str, Any]:
         "collection_time_s": ras.get("collection_time_sec"),
         "timeouts_count": ras.get("timeouts_count"),
         "communicators": communicators,
+        **({"repaired": REPAIRED_NOTE % repaired} if repaired else {}),
     }
 
 
@@ -166,6 +187,12 @@ def parse_text_report(text: str) -> Dict[str, Any]:
     report["warnings"] = _blocks(sections.get("Warnings", []))
     report["complete"] = "Warnings" in sections  # the last section: the report came whole
     return report
+
+
+def is_nccl_text(report: Dict[str, Any]) -> bool:
+    """Whether a parsed text report holds anything NCCL writes: its version line or one of its
+    sections (a report that stopped short still has its first lines; garbage has none)."""
+    return bool(report["nccl_version"] or report["job"] or report["groups"] or report["complete"])
 
 
 def _text_sections(lines: List[str]) -> Dict[str, List[str]]:

@@ -10,6 +10,13 @@ NCCL at work are named one by one), and a RAS endpoint that does not answer with
 with the stage it stopped at. `problems.*` are lists, or null when they could not be judged (an
 NCCL process here that no RAS report covers): a rule reading null is unknown, never a pass.
 
+A JSON report is read after repairing NCCL 2.28.7-2.28.9's known defect (no comma after a missing
+rank's "nvml_dev"); one that still does not parse is asked for again in text, on a new
+connection. A RAS server that answered the handshake but gave nothing readable in either format
+sets `ras_readable: false` with `ras_error`, and is named in problems.uncovered: its jobs are
+unknown. problems.shared_ras_ports names RAS endpoints (each process's own NCCL_RAS_ADDR) that
+serve two jobs, problems.nccl_versions_differ jobs whose processes here mapped different libnccl.
+
 Outcome: ok is True whenever /proc could be scanned, also with no NCCL process at all (an idle host
 is a fact, and rules are then n/a); ok is False only when /proc cannot be read.
 """
@@ -26,7 +33,16 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from _elf import Libraries
-from _job_problems import join_ranks, merge_communicators, problems, uncovered_processes
+from _job_problems import (
+    jobs_of,
+    join_ranks,
+    merge_communicators,
+    nccl_versions_differ,
+    problems,
+    ras_readable,
+    shared_ras_ports,
+    uncovered_processes,
+)
 from _procfs import (
     ENVIRON_MAX_BYTES,
     PROC,
@@ -291,6 +307,7 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
     outcomes = ask_ras(found["processes"], everyone, options) if options.get("ras", True) else []
     communicators = merge_communicators(outcomes)
     join_ranks(everyone, communicators, addresses)
+    readable, unreadable_why = ras_readable(outcomes)
     data = {
         "processes": found["processes"],
         "unreadable": found["unreadable"],
@@ -298,12 +315,9 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
         "gpu_apps": gpu_apps,
         "ras": outcomes,
         "communicators": communicators,
-        "problems": problems(
-            everyone,
-            communicators,
-            _text_reports(outcomes),
-            uncovered_processes(everyone, outcomes),
-        ),
+        "ras_readable": readable,
+        "ras_error": unreadable_why,
+        "problems": _problems(everyone, communicators, outcomes),
         "local_addresses": addresses,
         "scan": _scan_figures(scan, libraries, clock),
     }
@@ -368,6 +382,22 @@ def ask_ras(
             outcome["transcripts"] = transcripts
         outcomes.append(outcome)
     return outcomes
+
+
+def _problems(
+    everyone: List[Dict[str, Any]],
+    communicators: List[Dict[str, Any]],
+    outcomes: List[Dict[str, Any]],
+) -> Dict[str, Any]:
+    """What is wrong, from RAS's word and from /proc: each kind as a list of sentences, or None
+    where it could not be judged (see _job_problems.problems)."""
+    found: Dict[str, Any] = problems(
+        everyone, communicators, _text_reports(outcomes), uncovered_processes(everyone, outcomes)
+    )
+    jobs = jobs_of(everyone)
+    found["shared_ras_ports"] = shared_ras_ports(everyone, jobs)
+    found["nccl_versions_differ"] = nccl_versions_differ(jobs)
+    return found
 
 
 def _text_reports(outcomes: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
