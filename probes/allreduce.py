@@ -24,7 +24,7 @@ from typing import Any, Deque, Dict, List, NamedTuple, Optional, Tuple
 RUN_ALONE = True  # it owns every GPU of the host while it runs
 TIMEOUT_S = 200  # backstop only: the probe ends itself at its budgets (30 s, +60 s for the matrix)
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py): the timing
-# rows are measurements (compared within cohorts, fleet/analysis/diff.py), never plain divergence.
+# rows are measurements (compared within cohorts, fleet/analysis/across_hosts/diff.py), never plain divergence.
 # The matrix's facts are its winners per mode and size and each variant's status and the places it
 # failed (`failed_at`, compared item by item); its timings and error texts are detail.
 FACTS = {

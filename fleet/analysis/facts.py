@@ -18,7 +18,7 @@ Everything else is a plain fact: any difference between hosts is divergence.
 
 A probe may also declare "hardware": facts that follow from what the machine is (GPU names,
 capabilities, memory, topology cells, per-device lists, CPU count). Between cohorts of unlike
-machines such differences are expected and summarised (fleet/analysis/findings.py); inside a
+machines such differences are expected and summarised (fleet/analysis/across_hosts/findings.py); inside a
 cohort they are divergence like any other fact.
 """
 

@@ -2,7 +2,8 @@
 built-in packs (`packs/`). Pure: a Run in, a CheckReport out. The language: docs/rules.md.
 
     language   JMESPath with fleet's functions: Expression, compile_expression, truthy
-    model      Rule, RuleVerdict (one rule on one host), RuleResult, CheckReport, NotJudged
+    model      Rule, RuleVerdict (one rule on one host), RuleResult, CheckReport, NotJudged,
+               ACTIONS (the words a rule's `action:` and a finding's action are)
     parser     rules files read and validated (load_rules, parse_rules): RuleFileError at FILE:LINE
     documents  what a rule reads about one host (host_document)
     sharing    hosts grouped by what they reported, each rule judged once per group (HostDocuments)
@@ -20,6 +21,7 @@ from fleet.checks.evaluate import evaluate
 from fleet.checks.fixes import format_value, observed_text, render_fix
 from fleet.checks.language import EvaluationError, Expression, compile_expression, truthy
 from fleet.checks.model import (
+    ACTIONS,
     CHECK_SCHEMA,
     UNJUDGED,
     VERDICTS,
@@ -35,6 +37,7 @@ from fleet.checks.reads import Reads, seen
 from fleet.checks.sharing import HostDocuments
 
 __all__ = [
+    "ACTIONS",
     "CHECK_SCHEMA",
     "UNJUDGED",
     "VERDICTS",

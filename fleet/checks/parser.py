@@ -11,7 +11,7 @@ from typing import Any
 from fleet.checks.documents import HELPERS, RESULTS_BESIDE_PROBES
 from fleet.checks.fixes import FIX_OWN, PLACEHOLDER
 from fleet.checks.language import Expression, compile_expression
-from fleet.checks.model import EXPRESSION_KEYS, KINDS, RULE_KEYS, SEVERITIES, Rule
+from fleet.checks.model import ACTIONS, EXPRESSION_KEYS, KINDS, RULE_KEYS, SEVERITIES, Rule
 from fleet.errors import UsageError
 from fleet.yamlfile import Location
 
@@ -99,6 +99,7 @@ def _parse_rule(raw: Any, where: Location, probes: frozenset[str]) -> Rule:
         source=f"{where.path}:{where.line}",
         needs=needs,
         fix_expressions=fix_expressions,
+        action=_action(raw, where),
         **expressions,
     )
 
@@ -132,6 +133,21 @@ def _severity(raw: dict[Any, Any], where: Location) -> str:
             f"severity {severity!r} is not one of: {', '.join(SEVERITIES)}"
         )
     return str(severity)
+
+
+# Rules files written before `action:` existed judge software and settings: fixing them is the
+# default step, whatever the severity.
+DEFAULT_ACTION = "fix-config"
+
+
+def _action(raw: dict[Any, Any], where: Location) -> str:
+    action = raw.get("action", DEFAULT_ACTION)
+    if action not in ACTIONS:
+        raise where.at(raw, "action").fail(
+            f"action {action!r} is not one of: {', '.join(ACTIONS)}",
+            hint="the step a failure calls for, e.g. action: reset-gpu (docs/rules.md)",
+        )
+    return str(action)
 
 
 def _text(raw: dict[Any, Any], key: str, where: Location, required: bool = True) -> str:

@@ -6,7 +6,7 @@ import copy
 import json
 from typing import Any
 
-from fleet.analysis.diff import compare_hosts
+from fleet.analysis.across_hosts.diff import compare_hosts
 from fleet.analysis.facts import declared_facts
 from fleet.models import Run
 from fleet.render.html.health import health_section

@@ -10,9 +10,9 @@ from typing import Any
 
 from rich.console import Console
 
+from fleet.analysis.across_hosts.diff import compare_hosts
+from fleet.analysis.across_runs.drift import compare_runs
 from fleet.analysis.allreduce_matrix import cohort_matrices, configured_variant
-from fleet.analysis.diff import compare_hosts
-from fleet.analysis.drift import compare_runs
 from fleet.analysis.facts import declared_facts
 from fleet.api import ProbeOptions, build_probe_bundle, probe_args_from
 from fleet.checks import evaluate

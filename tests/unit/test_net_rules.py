@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fleet.analysis.diff import compare_hosts
+from fleet.analysis.across_hosts.diff import compare_hosts
 from fleet.analysis.facts import declared_facts
 from fleet.analysis.net import nic_gpus
 from fleet.checks import CheckReport, evaluate, host_document, load_rules, pack_path

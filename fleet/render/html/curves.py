@@ -1,7 +1,7 @@
 """Allreduce curves per cohort for the HTML report: latency and bus bandwidth against message size.
 
 One line per host, the cohort median drawn bold, hosts beyond tolerance (the cross-host diff's
-outliers, fleet/analysis/diff.py) coloured and named in the legend; eager and CUDA-graph modes side
+outliers, fleet/analysis/across_hosts/diff.py) coloured and named in the legend; eager and CUDA-graph modes side
 by side. Above MAX_LINES hosts a cohort's hosts within tolerance become one shaded band (lowest to
 highest at each size) so the chart stays readable and small, and the page says so.
 """
@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
-from fleet.analysis.baseline import BaselineCohort
-from fleet.analysis.diff import Cohort, FleetDiff, Outlier
+from fleet.analysis.across_hosts.diff import Cohort, FleetDiff, Outlier
+from fleet.analysis.baselines.build import BaselineCohort
 from fleet.analysis.facts import median
 from fleet.analysis.linerate import CohortLineRate, host_line_rate
 from fleet.hostsets import compact_hosts

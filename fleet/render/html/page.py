@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from fleet.analysis.baseline_judge import BaselineJudgement
-from fleet.analysis.diff import FleetDiff
-from fleet.analysis.drift import Drift
+from fleet.analysis.across_hosts.diff import FleetDiff
+from fleet.analysis.across_runs.drift import Drift
+from fleet.analysis.baselines.judge import BaselineJudgement
 from fleet.checks import CheckReport
 from fleet.errors import ReportError
 from fleet.hostsets import compact_hosts, count_hosts

@@ -10,8 +10,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.analysis.allreduce_matrix import CohortMatrix, cohort_matrices, size_order
-from fleet.analysis.diff import FleetDiff
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, HostOutcome, Run
 from fleet.render.grouping import ended_alike, short
@@ -68,6 +68,12 @@ def render_run(
     between: bool = False,
 ) -> None:
     """Titles are lines of their own (a table's title is padded to its width)."""
+    render_hosts(console, run)
+    render_detail(console, run, diff, saved_to, between)
+
+
+def render_hosts(console: Console, run: Run) -> None:
+    """How each host ended, hosts that ended alike on one row."""
     console.print(Text("hosts", style="italic"))
     table, left_out = fitted_table(STATUS_COLUMNS, status_rows(run.hosts.values()), console.width)
     console.print(table)
@@ -75,6 +81,16 @@ def render_run(
         left_out.remove(ERROR_HEADER)
         console.print(failure_notes(run.hosts.values()), crop=False)
     print_left_out(console, left_out)
+
+
+def render_detail(
+    console: Console,
+    run: Run,
+    diff: FleetDiff,
+    saved_to: str | None = None,
+    between: bool = False,
+) -> None:
+    """What the hosts reported: key facts, failed probes, the probes' own views, divergence."""
     facts = key_facts_table(run.hosts.values(), console.width)
     if facts is not None:
         console.print(Text("key facts", style="italic"))
