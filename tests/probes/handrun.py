@@ -45,7 +45,8 @@ def load_helper(name: str) -> ModuleType:
 
 
 def load_probe(name: str) -> ModuleType:
-    """The probe's module, loaded from its file the way the runner sees it (not as probes.NAME)."""
+    """The probe's module, loaded from its file the way the runner sees it (not as probes.NAME);
+    its shipped helpers import by their own names (ProbeHelpers)."""
     spec = importlib.util.spec_from_file_location(f"fleet_probe_{name}", PROBES / f"{name}.py")
     assert spec
     assert spec.loader

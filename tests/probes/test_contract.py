@@ -100,7 +100,11 @@ def test_runs_by_hand_and_prints_a_result(name: str) -> None:
 # ------------------------------------------------------------------ under a real Python 3.8
 # ast's feature_version checks the grammar only; a real 3.8 also runs the module body, where a
 # `dict[str, Any]` alias or a 3.9+ call at module level fails (TypeError, AttributeError).
-LOAD = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='fleet_host_file')"
+# The file's folder is importable, as the runner makes a probe's shipped helpers importable.
+LOAD = (
+    "import os, runpy, sys; sys.path.append(os.path.dirname(sys.argv[1])); "
+    "runpy.run_path(sys.argv[1], run_name='fleet_host_file')"
+)
 
 
 def is_python_3_8(python: str) -> bool:

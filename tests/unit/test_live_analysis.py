@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -29,8 +30,9 @@ def two_rank_view() -> dict[str, Any]:
     """The real report's communicator as the probe gives it (parsed), rank 1 moved to gpu-b."""
     from tests.probes.handrun import load_probe
 
+    load_probe("live")  # its helpers, importable by name as on a host
     report = load_capture(GOLDEN / "ras" / "h200x2_2rank_json" / "exchange.txt").report
-    (comm,) = load_probe("live").parse_json_report(report)["communicators"]
+    (comm,) = sys.modules["_ras_reports"].parse_json_report(report)["communicators"]
     comm["ranks"][1]["host"] = ADDRESSES["gpu-b"]
     return dict(comm)
 
