@@ -36,7 +36,8 @@ from typing import Any, Optional
 
 from fleet.execution.bundle import available_probes, declared_literal, refuse_broken
 from fleet.models import HostOutcome, ProbeResult, Run
-from fleet.units import UNITS, part, parts
+from fleet.units import part, parts
+from fleet.units import version as units_version
 
 KINDS = ("identity", "volatile", "measure", "sets")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -103,12 +104,12 @@ UNIVERSAL = ProbeFacts(volatile=("elapsed_s", "*.elapsed_s"))
 def builtin_facts() -> dict[str, ProbeFacts]:
     """Results that are not a probe file but sit in a host's probes like one (`fleet fabric`
     gives each host a `fabric` result): their units' RESULT_FACTS say what their fields are."""
-    return dict(_builtin_facts(len(UNITS)))
+    return dict(_builtin_facts(units_version()))
 
 
 @functools.cache
-def _builtin_facts(units: int) -> dict[str, ProbeFacts]:
-    """Per size of the unit table (fleet.units.register only adds to it)."""
+def _builtin_facts(version: int) -> dict[str, ProbeFacts]:
+    """Per version of the unit table (fleet.units.register changes it)."""
     return {
         name: declaration_of(unit.RESULT_FACTS)
         for name, unit in parts("facts")
@@ -485,8 +486,8 @@ def higher_is_better(measure: str) -> bool:
 
 
 @functools.cache
-def _endings(units: int) -> tuple[str, ...]:
-    """Per size of the unit table (fleet.units.register only adds to it): asked per measurement."""
+def _endings(version: int) -> tuple[str, ...]:
+    """Per version of the unit table (fleet.units.register changes it): asked per measurement."""
     found = (getattr(unit, "BETTER_HIGHER", ()) for _, unit in parts("facts"))
     return tuple(dict.fromkeys(ending for endings in found for ending in endings))
 
@@ -495,7 +496,7 @@ def higher_is_better_endings() -> tuple[str, ...]:
     """HIGHER_IS_BETTER: the measurement name endings that are better higher (bandwidths,
     throughputs), every unit's BETTER_HIGHER together: the one list the diff, drift and the
     baselines' bands judge by."""
-    return _endings(len(UNITS))
+    return _endings(units_version())
 
 
 def slowness(measure: str, value: float, median: float) -> float:

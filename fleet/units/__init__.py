@@ -41,16 +41,34 @@ UNITS: dict[str, str] = {
 }
 
 _loaded: dict[tuple[str, str], ModuleType | None] = {}
+_changes = [0]  # how often the table changed: what is made from every unit is kept per change
 
 
 def register(probe: str, package: str) -> None:
-    """Give a probe of your own (--probe-dir) a unit: `package` is an importable package (or
-    module prefix) holding any of facts.py, checks.py, terminal.py, html.py, e.g.
-    `fleet.units.register("uptime", "site_units.uptime")`. Its parts come after fleet's own."""
+    """Give a probe of your own (--probe-dir) a unit: `package` is an importable package holding
+    any of facts.py, checks.py, terminal.py, html.py, e.g.
+    `fleet.units.register("uptime", "site_units.uptime")`. Its parts come after fleet's own.
+    Call it before fleet loads a run (a Python program using fleet.api, or a test)."""
     if probe in UNITS and UNITS[probe] != package:
         raise ValueError(f"probe {probe!r} already has a unit: {UNITS[probe]}")
     UNITS[probe] = package
+    _changed()
+
+
+def unregister(probe: str) -> None:
+    """Take a unit given with `register` away again (a test's clean-up)."""
+    if UNITS.pop(probe, None) is not None:
+        _changed()
+
+
+def version() -> int:
+    """Changes with every register/unregister: a key for what is made from every unit."""
+    return _changes[0]
+
+
+def _changed() -> None:
     _loaded.clear()
+    _changes[0] += 1
 
 
 def part(probe: str, role: str) -> ModuleType | None:
