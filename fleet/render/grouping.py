@@ -8,7 +8,7 @@ from __future__ import annotations
 import operator
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fleet.analysis.across_hosts.diff import COLLAPSE_AT, CrossCohort, Pair, Unreported, shape
@@ -174,3 +174,24 @@ def pair_rows(items: Sequence[CrossCohort], pair: Pair) -> list[tuple[str, str, 
 def pair_value(value: Any) -> str:
     """A cohort's value in a pair listing; `—` where it has no such fact (a device it lacks)."""
     return "—" if value is None else short(value)
+
+
+def skipped_by_reason(skipped: object) -> list[tuple[list[str], str]]:
+    """Hosts left out of a fabric test (the section's `skipped_hosts`), folded: each reason once
+    with its hosts, the host's own name taken out of it (`torch is not importable by python3`),
+    most hosts first."""
+    if not isinstance(skipped, Mapping):
+        return []
+    by_reason: dict[str, list[str]] = {}
+    for host, why in skipped.items():
+        text = str(why or "no reason given").replace(f" on {host}", "").replace(f"{host}: ", "")
+        by_reason.setdefault(text, []).append(str(host))
+    return sorted(((hosts, why) for why, hosts in by_reason.items()), key=lambda x: -len(x[0]))
+
+
+def measured_groups(fabric: object) -> int:
+    """How many groups of a fabric section ran to the end (0: nothing was measured)."""
+    if not isinstance(fabric, Mapping):
+        return 0
+    groups = [*(fabric.get("pairs") or []), *([fabric["ring"]] if fabric.get("ring") else [])]
+    return sum(1 for g in groups if isinstance(g, Mapping) and g.get("status") == "ok")

@@ -19,7 +19,7 @@ ONLY_IN = {
     "click": ("fleet/cli/",),
     # the HTML report needs no rich; a probe's unit draws its terminal section in terminal.py
     "rich": ("fleet/cli/", "fleet/render/terminal/", "fleet/units/*/terminal.py"),
-    # the SSH transport only (~/.ssh/config is read by fleet/inventory/ssh_config_reader.py)
+    # the SSH transport only (~/.ssh/config is read by fleet/inventory/openssh/)
     "asyncssh": ("fleet/transport/ssh.py",),
 }
 # The flow runs top to bottom; a stage never imports a later one. The transports (and the launch
@@ -30,6 +30,7 @@ STAGES = [
     ("fleet.store",),
     ("fleet.analysis",),
     ("fleet.checks",),
+    ("fleet.findings",),
     ("fleet.render",),
     ("fleet.api",),
     ("fleet.cli",),
@@ -147,7 +148,14 @@ def test_the_rule_engine_is_used_through_fleet_checks() -> None:
 # ------------------------------------------------ the CLI one floor over the API (issue 22)
 
 # What fleet/cli/ may import of fleet: the API, the errors, the models, the renderers, itself.
-CLI_MAY_IMPORT = ("fleet.api", "fleet.errors", "fleet.models", "fleet.render", "fleet.cli")
+CLI_MAY_IMPORT = (
+    "fleet.api",
+    "fleet.errors",
+    "fleet.exits",
+    "fleet.models",
+    "fleet.render",
+    "fleet.cli",
+)
 MAX_MODULE_LINES = 600
 # Known exceptions that other branches of issue 22 remove; an entry that is no longer true fails
 # its test, so the list is emptied as they land.
@@ -165,8 +173,8 @@ def fleet_modules() -> dict[str, Path]:
 
 def imported_modules(path: Path, known: Collection[str]) -> set[str]:
     """The fleet modules `path` imports, anywhere in it (functions and TYPE_CHECKING blocks too):
-    `from fleet import api` is fleet.api, `from fleet.cli.exits import with_bits` is
-    fleet.cli.exits, `from fleet import __version__` is the package fleet itself."""
+    `from fleet import api` is fleet.api, `from fleet.exits import with_bits` is
+    fleet.exits, `from fleet import __version__` is the package fleet itself."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):

@@ -107,7 +107,7 @@ def test_the_ids_in_the_schemas_are_the_ids_the_code_writes() -> None:
     assert schema_for("check")["properties"]["schema"]["const"] == constant(
         "fleet.checks", "CHECK_SCHEMA"
     )
-    assert schema_for("fabric")["properties"]["schema"]["const"] == constant(
+    assert schema_for("fabric")["properties"]["schema"]["enum"][0] == constant(
         "fleet.fabric", "FABRIC_SCHEMA"
     )
 

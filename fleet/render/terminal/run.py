@@ -52,6 +52,12 @@ def render_run(
     between: bool = False,
 ) -> None:
     """Titles are lines of their own (a table's title is padded to its width)."""
+    render_hosts(console, run)
+    render_detail(console, run, diff, saved_to, between)
+
+
+def render_hosts(console: Console, run: Run) -> None:
+    """How each host ended, hosts that ended alike on one row."""
     console.print(Text("hosts", style="italic"))
     table, left_out = fitted_table(STATUS_COLUMNS, status_rows(run.hosts.values()), console.width)
     console.print(table)
@@ -59,6 +65,16 @@ def render_run(
         left_out.remove(ERROR_HEADER)
         console.print(failure_notes(run.hosts.values()), crop=False)
     print_left_out(console, left_out)
+
+
+def render_detail(
+    console: Console,
+    run: Run,
+    diff: FleetDiff,
+    saved_to: str | None = None,
+    between: bool = False,
+) -> None:
+    """What the hosts reported: key facts, failed probes, the probes' own views, divergence."""
     facts = key_facts_table(run.hosts.values(), console.width)
     if facts is not None:
         console.print(Text("key facts", style="italic"))

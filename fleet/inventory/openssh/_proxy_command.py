@@ -81,31 +81,35 @@ def _split(text: str) -> list[str]:
             break
         if not in_word:
             in_word, tilde = True, char == "~"
-        if char == "\\":
-            if index + 1 >= size:
-                raise ProxyCommandError("it ends in a backslash")
-            word.append(text[index + 1])
-            index += 2
-            continue
-        if char == "'":
-            closing = text.find("'", index + 1)
-            if closing < 0:
-                raise ProxyCommandError("a single quote is not closed")
-            word.append(text[index + 1 : closing])
-            index = closing + 1
-            continue
-        if char == '"':
-            index = _double_quoted(text, index + 1, word)
-            continue
-        if char in OPERATORS:
-            raise ProxyCommandError(f"{char!r} is shell syntax (a pipe, list or redirection)")
-        if char in "$`":
-            raise ProxyCommandError(f"{char!r} asks the shell to expand something")
-        word.append(char)
-        index += 1
+        index = _piece(text, index, word)
     if in_word:
         words.append(_tilde("".join(word)) if tilde else "".join(word))
     return words
+
+
+def _piece(text: str, index: int, word: list[str]) -> int:
+    """Adds what the shell makes of the character at `index` (and of the quoted text or escape
+    it starts) to `word`; the index after it."""
+    char = text[index]
+    if char == "\\":
+        if index + 1 >= len(text):
+            raise ProxyCommandError("it ends in a backslash")
+        word.append(text[index + 1])
+        return index + 2
+    if char == "'":
+        closing = text.find("'", index + 1)
+        if closing < 0:
+            raise ProxyCommandError("a single quote is not closed")
+        word.append(text[index + 1 : closing])
+        return closing + 1
+    if char == '"':
+        return _double_quoted(text, index + 1, word)
+    if char in OPERATORS:
+        raise ProxyCommandError(f"{char!r} is shell syntax (a pipe, list or redirection)")
+    if char in "$`":
+        raise ProxyCommandError(f"{char!r} asks the shell to expand something")
+    word.append(char)
+    return index + 1
 
 
 def _double_quoted(text: str, index: int, word: list[str]) -> int:

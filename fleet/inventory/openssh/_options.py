@@ -4,13 +4,13 @@ keywords that say where and how fleet connects): the keyword tables, each value'
 
 - the first value obtained for a keyword wins; IdentityFile accumulates;
 - ProxyCommand takes the rest of the line as written (its comment too, as OpenSSH does: the shell
-  it runs under ignores it; fleet/inventory/proxy_command.py splits it);
+  it runs under ignores it; _proxy_command.py splits it);
 - ProxyJump and ProxyCommand exclude each other in the order they come (`ProxyJump none` only
   stops later ProxyJumps): `ProxyState`;
 - a value is checked whether or not its line applies, as ssh checks it;
 - percent_expand is OpenSSH's %-tokens (and ${VAR}), for the values that take them where they
-  are applied: Hostname's %h (fleet/inventory/ssh_config_reader.py), IdentityFile and the like
-  (fleet/inventory/ssh_config.py).
+  are applied: Hostname's %h (_reader.py), IdentityFile and the like
+  (_apply.py).
 
 Keywords fleet does not read are skipped in a config file without checking their values (OpenSSH
 rejects unknown ones: KNOWN_KEYWORDS says which ssh knows, for `-o`).
@@ -24,7 +24,7 @@ import re
 import socket
 from dataclasses import dataclass, field
 
-from fleet.inventory.ssh_config_lexer import WHITESPACE, ConfigSyntaxError
+from fleet.inventory.openssh._lexer import WHITESPACE, ConfigSyntaxError
 
 # Every client keyword OpenSSH knows (readconf.c's table, 9.2 to 10, and Debian's GSSAPI ones): a `-o` option that is none of
 # these makes ssh exit ("Bad configuration option"); in a config file fleet skips it.
@@ -240,60 +240,72 @@ def apply_keyword(
     """One line of a keyword fleet reads (process_config_line's cases for them). Values are
     checked whether or not the line applies, as OpenSSH does; only applying lines set them."""
     name = CANONICAL[keyword]
-    value: object
-    if name == "ProxyCommand":
-        value = rest.lstrip(WHITESPACE + "=")
+    if name in ("ProxyCommand", "ProxyJump"):
+        value = _proxy_value(name, rest, place)
         if active:
-            options.proxy_events.append((name, str(value), place))
+            options.proxy_events.append((name, value, place))
             options.set_first(name, value, place)
-        return
-    if name == "ProxyJump":
-        raw = rest.lstrip(WHITESPACE + "=")
-        text = raw if raw.lower() == "none" else raw.split("#", 1)[0].rstrip(WHITESPACE)
-        if text.lower() != "none":
-            try:
-                hops = parse_jump(text)
-            except ValueError as exc:
-                raise ConfigSyntaxError(place, str(exc)) from exc
-            text = ",".join(jump_text(*hop) for hop in hops)
-        if active:
-            options.proxy_events.append((name, text, place))
-            options.set_first(name, text, place)
         return
     if name == "IdentityFile":
         path = _one(words, name, place)
         if active and path not in [p for p, _ in options.identity_files]:
             options.identity_files.append((path, place))
         return
-    if name in ("UserKnownHostsFile", "CanonicalDomains", "CanonicalizePermittedCNAMEs"):
-        if not words or "" in words:
-            raise ConfigSyntaxError(place, f"{name}: missing argument")
-        value = [] if [w.lower() for w in words] == ["none"] else list(words)
-    elif name == "Port":
-        value = a2port(_one(words, name, place))
-        if value == -1:
-            raise ConfigSyntaxError(place, f"Bad port {words[0]!r}")
-    elif name in ("ConnectTimeout", "ControlPersist"):
-        word = _one(words, name, place)
-        if name == "ControlPersist" and word.lower() in FLAGS:
-            value = FLAGS[word.lower()]
-        else:
-            value = None if word == "none" else convtime(word)
-            if value == -1:
-                raise ConfigSyntaxError(place, f"{name}: invalid time value {word!r}")
-    elif name == "CanonicalizeMaxDots":
-        word = _one(words, name, place)
-        if not word.isdigit():
-            raise ConfigSyntaxError(place, f"{name}: bad number {word!r}")
-        value = int(word)
-    elif name in ("IdentitiesOnly", "ProxyUseFdpass", *MULTISTATE):
-        value = _choice(words, name, place)
-    else:  # Hostname, User, BindAddress, BindInterface, HostKeyAlias
-        value = _one(words, name, place)
+    checked = _value(name, words, place)
     if active:
         if name not in options.values and name in IGNORED_SHOWN:
             options.applied.append((place, name, " ".join(words)))
-        options.set_first(name, value, place)
+        options.set_first(name, checked, place)
+
+
+def _proxy_value(name: str, rest: str, place: str) -> str:
+    """ProxyCommand: the rest of the line as written; ProxyJump: its hops, checked, as fleet
+    writes them (or `none`)."""
+    raw = rest.lstrip(WHITESPACE + "=")
+    if name == "ProxyCommand":
+        return raw
+    text = raw if raw.lower() == "none" else raw.split("#", 1)[0].rstrip(WHITESPACE)
+    if text.lower() == "none":
+        return text
+    try:
+        hops = parse_jump(text)
+    except ValueError as exc:
+        raise ConfigSyntaxError(place, str(exc)) from exc
+    return ",".join(jump_text(*hop) for hop in hops)
+
+
+def _value(name: str, words: list[str], place: str) -> object:
+    """The value of a keyword fleet reads other than the proxies and IdentityFile."""
+    if name in ("UserKnownHostsFile", "CanonicalDomains", "CanonicalizePermittedCNAMEs"):
+        if not words or "" in words:
+            raise ConfigSyntaxError(place, f"{name}: missing argument")
+        return [] if [w.lower() for w in words] == ["none"] else list(words)
+    word = _one(words, name, place)
+    if name == "Port":
+        port = a2port(word)
+        if port == -1:
+            raise ConfigSyntaxError(place, f"Bad port {word!r}")
+        return port
+    if name in ("ConnectTimeout", "ControlPersist"):
+        return _time_value(name, word, place)
+    if name == "CanonicalizeMaxDots":
+        if not word.isdigit():
+            raise ConfigSyntaxError(place, f"{name}: bad number {word!r}")
+        return int(word)
+    if name in ("IdentitiesOnly", "ProxyUseFdpass", *MULTISTATE):
+        return _choice(words, name, place)
+    return word  # Hostname, User, BindAddress, BindInterface, HostKeyAlias
+
+
+def _time_value(name: str, word: str, place: str) -> object:
+    if name == "ControlPersist" and word.lower() in FLAGS:
+        return FLAGS[word.lower()]
+    if word == "none":
+        return None
+    seconds = convtime(word)
+    if seconds == -1:
+        raise ConfigSyntaxError(place, f"{name}: invalid time value {word!r}")
+    return seconds
 
 
 # ---------------------------------------------------------------------------------- %-tokens

@@ -4,23 +4,24 @@ differs from OpenSSH's (end-of-line comments, commas in Host lines, ProxyJump ag
 ProxyCommand, Hostname's case).
 
 The parts, each as OpenSSH does it:
-- the words of a line: fleet/inventory/ssh_config_lexer.py;
+- the words of a line: _lexer.py;
 - what a keyword's value means, and what the lines that applied set (the first value wins):
-  fleet/inventory/ssh_config_options.py;
-- which lines apply, Host and Match: fleet/inventory/ssh_config_match.py;
+  _options.py;
+- which lines apply, Host and Match: _match.py;
 - here, the files and the passes: each file (as `ssh -F FILE` would read it) line by line, the
   first value obtained winning; Include reads each file a glob names (relative to ~/.ssh), its
   Host blocks scoped to it, at most 16 deep; Hostname's %h is expanded and the name lower-cased
   as ssh.c does, and a `Match final` (or CanonicalizeHostname) asks for a second, final pass that
   matches Host lines against the real hostname.
 
-A block that a line fleet cannot evaluate decides (`Match exec`, newer criteria) refuses the host
+A block that a line fleet cannot evaluate decides (newer criteria, `Match exec` when fleet runs no
+command) refuses the host
 when it would set a keyword fleet reads or include a file (`refusals`). A syntax error, even in a
 block that does not apply, is a `ConfigSyntaxError` naming file and line, as ssh fails on one.
 
 These modules know nothing of fleet's hosts and import nothing else of fleet:
-fleet/inventory/ssh_config.py applies their result, and fleet/inventory/ansible.py reads Ansible's
-ssh command lines with fleet/inventory/ssh_argv.py.
+_apply.py applies their result, and fleet/inventory/ansible.py reads Ansible's
+ssh command lines with _argv.py.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ from __future__ import annotations
 import getpass
 import glob
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.inventory.ssh_config_lexer import ConfigSyntaxError, argv_split, split_line
-from fleet.inventory.ssh_config_match import ConfigPass, host_matches, match_line
-from fleet.inventory.ssh_config_options import (
+from fleet.inventory.openssh._lexer import ConfigSyntaxError, argv_split, split_line
+from fleet.inventory.openssh._match import ConfigPass, host_matches, match_line
+from fleet.inventory.openssh._options import (
     ALIASES,
     CANONICAL,
     SshOptions,
@@ -88,16 +89,26 @@ class ConfigReader:
     """Reads ssh_config files (each as `ssh -F FILE` would) for one host name at a time; each file
     is read from disk and split into lines once."""
 
-    def __init__(self, paths: Sequence[Path], local_user: str | None = None) -> None:
+    def __init__(
+        self,
+        paths: Sequence[Path],
+        local_user: str | None = None,
+        run_exec: Callable[[str, str], bool | str | None] | None = None,
+    ) -> None:
         self.paths = tuple(paths)
         self.local_user = local_user or getpass.getuser()
+        self.run_exec = run_exec  # Match exec (_exec.py); None: no command is run
         self._lines: dict[str, list[_Line]] = {}
 
-    def resolve(self, name: str) -> SshOptions:
+    def resolve(self, name: str, given: Sequence[tuple[str, object]] = ()) -> SshOptions:
         """What the files say for `ssh name`: a first pass, and the final pass a `Match final` (or
-        CanonicalizeHostname) asks for, matching Host lines against the real hostname."""
+        CanonicalizeHostname) asks for, matching Host lines against the real hostname. `given`:
+        User and Port as on ssh's command line (-l, -p): they win, and Match user and exec's %r,
+        %p see them."""
         options = SshOptions()
-        first = ConfigPass(name, name, False, self.local_user)
+        for keyword, value in given:
+            options.set_first(keyword, value, "the command line")
+        first = ConfigPass(name, name, False, self.local_user, run_exec=self.run_exec)
         self._read_all(options, first)
         hostname = expand_hostname(options, name)
         if hostname is not None:
@@ -106,9 +117,9 @@ class ConfigReader:
             configured = "Hostname" in options.values
             host = str(options.values.get("Hostname") or name)
             options.values["Hostname"] = host if is_address(host) else host.lower()
-            self._read_all(
-                options, ConfigPass(str(options.values["Hostname"]), name, True, self.local_user)
-            )
+            host = str(options.values["Hostname"])
+            final = ConfigPass(host, name, True, self.local_user, run_exec=self.run_exec)
+            self._read_all(options, final)
             if not configured:
                 del options.values["Hostname"]
         options.refusals = list(dict.fromkeys(options.refusals))

@@ -1,4 +1,4 @@
-"""~/.ssh/config for every SSH host, read as OpenSSH reads it (fleet/inventory/ssh_config_reader.py)
+"""~/.ssh/config for every SSH host, read as OpenSSH reads it (_reader.py)
 and applied here to fleet's hosts.
 
 Host patterns are matched against the name ssh would be given: the host's name in fleet (its
@@ -9,7 +9,7 @@ the first value obtained wins. Each value taken from the config keeps its file:l
 
 Honoured: Hostname (%h), Port, User, IdentityFile (every one, %-tokens and ~ expanded; fleet
 offers the first that exists), IdentitiesOnly, UserKnownHostsFile (the first), ConnectTimeout,
-ProxyJump (one hop: a chain is refused) and ProxyCommand (fleet/inventory/proxy_command.py).
+ProxyJump (one hop: a chain is refused) and ProxyCommand (_proxy_command.py).
 Host keys stay strict whatever the config says: StrictHostKeyChecking, ControlMaster,
 ControlPersist and HostKeyAlias get a one-line warning naming their line. What would change where
 or how ssh connects and fleet cannot do (CanonicalizeHostname with domains to try, BindAddress,
@@ -23,19 +23,14 @@ import getpass
 import hashlib
 import os
 import socket
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from fleet.errors import InventoryError
-from fleet.inventory.proxy_command import ProxyCommandError, command_words, expand_words
-from fleet.inventory.ssh_config_lexer import ConfigSyntaxError
-from fleet.inventory.ssh_config_options import ProxyState, SshOptions, is_address, percent_expand
-from fleet.inventory.ssh_config_reader import ConfigReader
+from fleet.inventory.openssh._options import ProxyState, SshOptions, is_address, percent_expand
+from fleet.inventory.openssh._proxy_command import ProxyCommandError, command_words, expand_words
 from fleet.models import Host
 
-DEFAULT_SSH_CONFIG = "~/.ssh/config"
 # ssh_config keyword → the Host field it fills (only where the inventory left it at a default)
 FIELDS = {
     "Hostname": "address",
@@ -52,57 +47,6 @@ IGNORED = {
     "ControlPersist": "fleet opens its own connections (one per host, one per jump host)",
     "HostKeyAlias": "fleet looks the host's key up under its address and port",
 }
-HINT = "fix that line (man ssh_config), or pass --ssh-config none"
-
-
-@dataclass
-class SshConfig:
-    """One or more ssh_config files; `lookup(name)` gives what they say for `ssh name`."""
-
-    paths: tuple[Path, ...]
-    warnings: list[str] = field(default_factory=list)  # one line per ignored keyword's place
-    _cache: dict[str, SshOptions] = field(default_factory=dict, repr=False)
-    _reader: ConfigReader | None = field(default=None, repr=False)
-
-    def lookup(self, name: str) -> SshOptions:
-        if name not in self._cache:
-            self._reader = self._reader or ConfigReader(self.paths)
-            try:
-                self._cache[name] = self._reader.resolve(name)
-            except ConfigSyntaxError as exc:
-                raise config_error(exc) from exc
-            except OSError as exc:
-                raise InventoryError(
-                    f"cannot read ssh config {exc.filename}: {exc.strerror}",
-                    hint="fix the file or its Include, or pass --ssh-config none",
-                ) from exc
-            self._note_ignored(self._cache[name])
-        return self._cache[name]
-
-    def _note_ignored(self, parsed: SshOptions) -> None:
-        for place, option, value in parsed.applied:
-            line = f"{place}: {option} {value} is ignored: {IGNORED[option]}"
-            if line not in self.warnings:
-                self.warnings.append(line)
-
-
-def config_error(exc: ConfigSyntaxError) -> InventoryError:
-    return InventoryError(f"ssh config {exc.place}: {exc.reason}", hint=HINT)
-
-
-def open_ssh_config(choice: str | None) -> SshConfig | None:
-    """--ssh-config: a PATH, `none`, or unset (the user's ~/.ssh/config when it exists)."""
-    if choice is not None and choice.lower() == "none":
-        return None
-    path = Path(os.path.expanduser(choice or DEFAULT_SSH_CONFIG))
-    if not path.is_file():
-        if choice is None:
-            return None
-        raise InventoryError(
-            f"ssh config {choice} does not exist",
-            hint="pass an existing file with --ssh-config, or --ssh-config none",
-        )
-    return SshConfig((path,))
 
 
 # ------------------------------------------------------------------------------------- applying
@@ -113,14 +57,18 @@ def ssh_name(host: Host) -> str:
     return host.address if host.origin("address").startswith("ansible ") else host.name
 
 
-def apply_ssh_config(host: Host, config: SshConfig | None, name: str | None = None) -> Host:
+def apply_ssh_config(
+    host: Host,
+    lookup: Callable[[str, tuple[tuple[str, object], ...]], SshOptions],
+    name: str | None = None,
+) -> Host:
     """`host` with the config's values for `name` (default: ssh_name(host)) where it has
     defaults. ProxyCommand's words keep their %-tokens: `expand_proxy` fills them in once every
     source has spoken."""
-    if config is None or host.transport != "ssh":
+    if host.transport != "ssh":
         return host
     given = name or ssh_name(host)
-    parsed = config.lookup(given)
+    parsed = lookup(given, _given(host))
     changes: dict[str, Any] = {}
     origins = dict(host.origins)
     refusals = list(parsed.refusals)
@@ -147,6 +95,15 @@ def apply_ssh_config(host: Host, config: SshConfig | None, name: str | None = No
     if refusals:
         changes["refused"] = "\n".join(dict.fromkeys([*filter(None, [host.refused]), *refusals]))
     return replace(host, **changes, origins=origins) if changes else host
+
+
+def _given(host: Host) -> tuple[tuple[str, object], ...]:
+    """User and Port the inventory set: to ssh they are -l and -p, seen by Match and %r %p."""
+    return tuple(
+        (option, getattr(host, setting))
+        for option, setting in (("User", "user"), ("Port", "port"))
+        if setting in host.origins and getattr(host, setting) is not None
+    )
 
 
 def _field_value(option: str, value: object) -> Any:
@@ -270,7 +227,18 @@ def _expand_path(path: str, host: Host, given: str, parsed: SshOptions) -> str |
         "r": remote_user,
         "u": getpass.getuser(),
     }
-    return percent_expand(os.path.expanduser(path), tokens, environment=True)
+    expanded = tilde_expand(path)
+    return None if expanded is None else percent_expand(expanded, tokens, environment=True)
+
+
+def tilde_expand(path: str) -> str | None:
+    """OpenSSH's tilde_expand: `~` or `~USER` up to the first `/`; None where ssh stops (no such
+    user, e.g. a Windows-style `~\\.ssh\\key`). Any other path is kept as written, relative
+    ones too (ssh opens `C:\\Users\\x\\key.pem` in its working folder, backslashes kept)."""
+    if not path.startswith("~"):
+        return path
+    expanded = os.path.expanduser(path)
+    return None if expanded == path else expanded
 
 
 def expand_proxy(host: Host) -> Host:
@@ -294,10 +262,3 @@ def expand_proxy(host: Host) -> Host:
         reason = f"{where}: ProxyCommand {' '.join(host.proxy_command)}: {exc}"
         refused = f"{host.refused}\n{reason}" if host.refused else reason
         return replace(host, refused=refused)
-
-
-def identity_paths(host: Host) -> Sequence[str]:
-    """Every identity file configured for `host`, in order (identity_file: the one offered)."""
-    if host.identity_files:
-        return host.identity_files
-    return (host.identity_file,) if host.identity_file else ()

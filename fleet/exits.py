@@ -33,6 +33,22 @@ def exit_code(run: Run) -> int:
     return code
 
 
+def fabric_exit_code(run: Run) -> int:
+    """As exit_code, but a host that took no part in `fleet fabric` (reached, yet unable to run
+    a rank: no torch, no GPU; the section's `skipped_hosts`) sets 4, as one not reached: nothing
+    failed there, nothing was measured. 8 stays for groups that failed and named suspects."""
+    if run.interrupted:
+        return EXIT_INTERRUPTED
+    left_out = set((run.fabric or {}).get("skipped_hosts") or {})
+    code = EXIT_UNREACHED if left_out else EXIT_OK
+    statuses = {o.status for name, o in run.hosts.items() if name not in left_out}
+    if statuses & NOT_REACHED:
+        code |= EXIT_UNREACHED
+    if statuses & PROBE_TROUBLE:
+        code |= EXIT_PROBE_FAILED
+    return code
+
+
 def kept_bits(kept: bool) -> int:
     """64 when something asked for (saving, --json, --junit, --html) could not be written."""
     return 0 if kept else EXIT_NOT_KEPT
