@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from fleet.analysis.across_runs.drift import Drift
     from fleet.analysis.baselines.build import Baseline
     from fleet.analysis.baselines.judge import BaselineJudgement
-    from fleet.analysis.linerate import CohortLineRate
     from fleet.checks import CheckReport, Rule
+    from fleet.units.allreduce.linerate import CohortLineRate
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,12 @@ from fleet.analysis.baselines.build import Baseline, place_hosts
 from fleet.analysis.baselines.file import BaselineFileError, baseline_text, parse_baseline
 from fleet.analysis.baselines.judge import FAMILY_TEXT, BaselineJudgement, judge_run
 from fleet.analysis.facts import declared_facts
-from fleet.analysis.linerate import CohortLineRate, cohort_line_rates
 from fleet.api.comparing import DEFAULT_TOLERANCE, drift
 from fleet.api.runs import resolve_run
 from fleet.errors import StoreError
 from fleet.models import NOT_REACHED, Run
 from fleet.store import read_run_file
+from fleet.units.allreduce.linerate import CohortLineRate, cohort_line_rates
 from fleet.version import __version__
 
 if TYPE_CHECKING:

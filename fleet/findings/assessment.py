@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from fleet.analysis.across_hosts.diff import FleetDiff
     from fleet.analysis.across_runs.drift import Drift
     from fleet.analysis.baselines.judge import BaselineJudgement
-    from fleet.analysis.linerate import CohortLineRate
     from fleet.checks import CheckReport
+    from fleet.units.allreduce.linerate import CohortLineRate
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from fleet.analysis import gpubench as scoring
 from fleet.execution.bundle import build_bundle
+from fleet.units.gpubench import facts as scoring
 from tests.probes.handrun import REPO, STUBS, load_helper, load_probe, run_by_hand
 
 probe = load_probe("gpubench")

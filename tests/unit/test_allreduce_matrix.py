@@ -12,12 +12,12 @@ from rich.console import Console
 
 from fleet.analysis.across_hosts.diff import compare_hosts
 from fleet.analysis.across_runs.drift import compare_runs
-from fleet.analysis.allreduce_matrix import cohort_matrices, configured_variant
 from fleet.analysis.facts import declared_facts
 from fleet.api import ProbeOptions, build_probe_bundle, probe_args_from
 from fleet.checks import evaluate
-from fleet.render.terminal.run import allreduce_matrix_table
 from fleet.store import read_run_file
+from fleet.units.allreduce.matrix import cohort_matrices, configured_variant
+from fleet.units.allreduce.terminal import allreduce_matrix_table
 from tests.conftest import ROOT
 from tests.helpers import invoke_fleet
 from tests.probes.handrun import load_helper

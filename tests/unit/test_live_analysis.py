@@ -1,4 +1,4 @@
-"""fleet/analysis/live.py on plain data: the live probe's ranks joined across hosts into jobs.
+"""fleet/units/live/facts.py on plain data: the live probe's ranks joined across hosts into jobs.
 
 The two-host fleets are built from the real 2-rank NCCL 2.28.9 RAS report
 (tests/probes/golden/live/ras/h200x2_2rank_json), its ranks put on two hosts, with one thing
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from fleet.analysis.live import LIVE_SCHEMA, live_jobs
 from fleet.models import Run
+from fleet.units.live.facts import LIVE_SCHEMA, live_jobs
 from tests.conftest import ROOT
 from tests.probes.ras_replay import load_capture
 

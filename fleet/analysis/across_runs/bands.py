@@ -21,10 +21,13 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+# one rule for which way is worse, the diff's too (every unit's BETTER_HIGHER); the baselines'
+# metrics are latency_us and busbw_gbps only, judged as they always were
+from fleet.analysis.facts import higher_is_better
+
 MAD_TO_SIGMA = 1.4826  # a normal distribution's standard deviation per MAD
 DEFAULT_K = 3.0  # half-width in (MAD-estimated) standard deviations
 DEFAULT_FLOOR = 0.10  # … and at least this share of the median
-HIGHER_IS_BETTER = ("busbw_gbps", "algbw_gbps")
 SIGNIFICANT = 4  # digits kept in a baseline file
 
 
@@ -38,10 +41,6 @@ class Band:
     @property
     def half_width(self) -> float:
         return max(self.high - self.median, self.median - self.low)
-
-
-def higher_is_better(metric: str) -> bool:
-    return metric.endswith(HIGHER_IS_BETTER)
 
 
 def significant(value: float, digits: int = SIGNIFICANT) -> float:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.analysis.across_runs.bands import Band, higher_is_better, limit, worse_than
+from fleet.analysis.across_runs.bands import Band, limit, worse_than
 from fleet.analysis.across_runs.measured import (
     VERSION_LABELS,
     VERSIONS,
@@ -34,7 +34,7 @@ from fleet.analysis.baselines.build import (
     match_cohort,
     place_hosts,
 )
-from fleet.analysis.facts import ProbeFacts
+from fleet.analysis.facts import ProbeFacts, higher_is_better
 from fleet.models import NOT_REACHED, HostOutcome, Run
 
 FAMILY_TEXT = {

@@ -3,7 +3,7 @@
 The `net` probe reports each RDMA device with its PCI bus id and NUMA node; the `gpu` probe reports
 `nvidia-smi topo -m` (its NIC columns, the NIC legend that names them, each GPU's NUMA affinity).
 A probe never reads another probe's data, so the join is made here, on the controller, and rules
-read it as `_nic_gpus` (fleet/checks/documents.py).
+read it as `_nic_gpus` (fleet/units/net/checks.py).
 
 The nearest GPUs of a NIC are those with the closest link to it in the topology matrix (PIX, a
 single PCIe switch, before PXB, PHB, NODE and SYS); where the matrix has no column for the NIC,

@@ -1,4 +1,4 @@
-"""Allreduce curves per cohort for the HTML report: latency and bus bandwidth against message size.
+"""The allreduce probe on the HTML page: curves per cohort: latency and bus bandwidth against message size.
 
 One line per host, the cohort median drawn bold, hosts beyond tolerance (the cross-host diff's
 outliers, fleet/analysis/across_hosts/diff.py) coloured and named in the legend; eager and CUDA-graph modes side
@@ -12,19 +12,41 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
+from typing import TYPE_CHECKING
 
 from fleet.analysis.across_hosts.diff import Cohort, FleetDiff, Outlier
 from fleet.analysis.baselines.build import BaselineCohort
 from fleet.analysis.facts import median
-from fleet.analysis.linerate import CohortLineRate, host_line_rate
 from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome
 from fleet.render.html.svg import Band, Point, Series, byte_ticks, log_chart
+from fleet.units.allreduce.linerate import CohortLineRate, host_line_rate
+
+if TYPE_CHECKING:
+    from fleet.render.html.page import Report
 
 MAX_LINES = 64  # hosts drawn one line each; above, a band
 MAX_NAMED = 6  # odd hosts with their own colour (Okabe-Ito has 7 besides the median's blue)
 MODE_LABELS = {"eager": "eager", "graph": "CUDA graph"}
 METRICS = (("latency_us", "latency (µs)"), ("busbw_gbps", "bus bandwidth (GB/s)"))
+
+# The page's section (fleet.render.html.page): always there, saying so when no host has data.
+ANCHOR = "allreduce"
+NAV = "allreduce"
+TITLE = "allreduce per cohort"
+INTRO = "latency and bus bandwidth against message size, log axes; one line per host"
+
+
+def shown(report: Report) -> bool:
+    return True
+
+
+def body(report: Report) -> str:
+    judged = report.baseline
+    bands = {h.host: h.cohort for h in judged.hosts if h.cohort} if judged else None
+    curves = curves_section(report.run.hosts, report.diff, bands)
+    return curves or '<p class="dim">no allreduce data in this run</p>'
+
 
 # host → mode → metric → [(bytes, value)] by size
 Lines = dict[str, dict[str, tuple[Point, ...]]]

@@ -359,6 +359,11 @@ def _lagging(ranks: Sequence[Rank]) -> list[tuple[str, list[Rank], int]]:
 def _blame(ranks: Sequence[Rank], builds: Sequence[str]) -> Blame | None:
     """The host to look at first: a stopped process, then a dead rank, an unresponsive one, an
     asynchronous error, the rank furthest behind in its collectives, the odd libnccl build."""
+    return _blame_state(ranks) or _blame_lagging(ranks) or _blame_build(ranks, builds)
+
+
+def _blame_state(ranks: Sequence[Rank]) -> Blame | None:
+    """A stopped process, a rank missing as dead or unresponsive, an asynchronous error."""
     for rank in ranks:
         if rank.state in STOPPED:
             return Blame(
@@ -373,6 +378,11 @@ def _blame(ranks: Sequence[Rank], builds: Sequence[str]) -> Blame | None:
             return Blame(
                 rank.host, rank.rank, f"{_where(rank)}: asynchronous error {rank.async_error}"
             )
+    return None
+
+
+def _blame_lagging(ranks: Sequence[Rank]) -> Blame | None:
+    """The rank furthest behind in its collectives, else one missing for another reason."""
     lagging = _lagging(ranks)
     if lagging:
         op, behind, high = lagging[0]
@@ -385,6 +395,11 @@ def _blame(ranks: Sequence[Rank], builds: Sequence[str]) -> Blame | None:
     for rank in ranks:
         if rank.missing:
             return Blame(rank.host, rank.rank, f"{_where(rank)}: missing, {rank.missing}")
+    return None
+
+
+def _blame_build(ranks: Sequence[Rank], builds: Sequence[str]) -> Blame | None:
+    """The rank on the least used libnccl build, when the job mixes builds."""
     if len(builds) > 1:
         counts = {b: sum(1 for r in ranks if _build(r) == b) for b in builds}
         odd = min(builds, key=lambda b: (counts[b], str(b)))

@@ -6,7 +6,7 @@ cohort (every GPU of the same model in the run); each ordered pair's peer copies
 ways at once, every pair at once) against the host's median pair. A GPU is slow when a figure is
 more than `tolerance` (default 10%) below the best on its host; a pair when more than
 `pair_tolerance` (20%) below the median pair. The PCIe link and clock-event reasons read under
-load, and `% of datasheet` (fleet/analysis/gpu_datasheets.py), come along. Every verdict names
+load, and `% of datasheet` (fleet/units/gpubench/datasheets.py), come along. Every verdict names
 the GPU by its index, UUID and PCI bus id.
 
 What the probe writes (probes/gpubench.py), in short:
@@ -27,10 +27,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.analysis.gpu_datasheets import Datasheet, datasheet_for
+from fleet.units.gpubench.datasheets import Datasheet, datasheet_for
 
-DEFAULT_TOLERANCE = 0.10  # a GPU this far below the best on its host, or its cohort's median
+# A GPU this far below the best on its host, or its cohort's median. Not fleet's DEFAULT_TOLERANCE
+# (0.25, fleet.models): a GPU is judged against GPUs of its own model, where 10% is already off,
+# and `_gpubench.tolerance` and the terminal's "nothing off" line say 10% today.
+DEFAULT_GPU_TOLERANCE = 0.10
 DEFAULT_PAIR_TOLERANCE = 0.20  # a pair this far below its host's median pair
+BETTER_HIGHER = ("_gbps", "_tflops")  # measurement names ending so: bandwidths, throughputs
 
 
 @dataclass(frozen=True)
@@ -379,7 +383,7 @@ def cohort_sizes(datas: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 
 def summary(
     data: Mapping[str, Any],
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float = DEFAULT_GPU_TOLERANCE,
     pair_tolerance: float = DEFAULT_PAIR_TOLERANCE,
     cohort: Mapping[str, Mapping[str, float]] | None = None,
     cohort_size: Mapping[str, int] | None = None,
@@ -487,7 +491,7 @@ def off(summary_: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def headlines(data: Mapping[str, Any]) -> dict[str, float]:
+def measurements(data: Mapping[str, Any]) -> dict[str, float]:
     """The measurements the diff compares within cohorts (fleet/analysis/facts.py): each figure's
     slowest GPU, and the slowest pair one way."""
     found: dict[str, float] = {}

@@ -9,12 +9,28 @@ are one row and the two sick ones stand out."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.models import HostOutcome
 from fleet.render.html.markup import esc, hosts_label, row, table
 
+if TYPE_CHECKING:
+    from fleet.render.html.page import Report
+
+ANCHOR = "health"
+NAV = "GPU health"
+TITLE = "GPU health"
+INTRO = ""
+
 Cell = tuple[str, bool]  # (text, off)
+
+
+def shown(report: Report) -> bool:
+    return has_health(report.run.hosts.values())
+
+
+def body(report: Report) -> str | None:
+    return health_section(list(report.run.hosts.values()))
 
 
 def health_section(outcomes: Sequence[HostOutcome]) -> str | None:

@@ -11,13 +11,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.models import HostOutcome
 from fleet.render.html.markup import esc, hosts_label, row, table
 
+if TYPE_CHECKING:
+    from fleet.render.html.page import Report
+
+ANCHOR = "network"
+NAV = "network"
+TITLE = "network"
+INTRO = "each RDMA port's state and rate, the NCCL net plugin, GPUDirect RDMA"
+
 Cell = tuple[str, bool]  # (text, off)
 MISSING: Cell = ("missing", True)
+
+
+def shown(report: Report) -> bool:
+    return has_net(report.run.hosts.values())
+
+
+def body(report: Report) -> str | None:
+    return net_section(list(report.run.hosts.values()))
 
 
 def net_section(outcomes: Sequence[HostOutcome]) -> str | None:

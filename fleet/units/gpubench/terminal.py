@@ -1,14 +1,19 @@
 """The gpubench probe in the terminal: only what is off (slow GPUs and pairs, PCIe links and
 clocks under load, figures not measured, a stop at the budget), one line per finding; a run where
-nothing is off gets one line saying what was measured. Scores: fleet/analysis/gpubench.py."""
+nothing is off gets one line saying what was measured. Scores: fleet/units/gpubench/facts.py."""
 
 from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
 
-from fleet.analysis import gpubench
+from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.models import Run
+from fleet.units.gpubench import facts as gpubench
+
+
+def view(run: Run, diff: FleetDiff) -> Table | Text | None:
+    return gpubench_view(run)
 
 
 def gpubench_view(run: Run) -> Table | Text | None:
@@ -31,7 +36,7 @@ def gpubench_view(run: Run) -> Table | Text | None:
     if not rows:
         return Text(
             f"gpubench: {gpus} GPU(s) on {len(benches)} host(s), nothing off (GPUs within "
-            f"{gpubench.DEFAULT_TOLERANCE:.0%} of the best on their host, pairs within "
+            f"{gpubench.DEFAULT_GPU_TOLERANCE:.0%} of the best on their host, pairs within "
             f"{gpubench.DEFAULT_PAIR_TOLERANCE:.0%} of the median pair)",
             style="dim",
         )

@@ -22,8 +22,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.analysis.facts import allreduce_ends, human_bytes, median
+from fleet.analysis.facts import human_bytes, median
 from fleet.models import HostOutcome
+from fleet.units.allreduce.facts import allreduce_ends
 
 # compute capability → (NVLink generation, GB/s per link per direction)
 NVLINK: Mapping[str, tuple[int, float]] = {
