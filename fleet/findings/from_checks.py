@@ -68,7 +68,9 @@ def not_judged_lines(report: CheckReport) -> list[NotJudgedLine]:
             probes.append(probe.group(1))
             rules.update(dict.fromkeys(unjudged.rules))
             continue
-        cause = f"{unjudged.status}: {unjudged.reason}" if unjudged.reason else unjudged.status
+        # a host not reached is a finding of its own, with its error: said once, there
+        reason = NOT_REACHED.sub(r"\1 (its finding says why)", unjudged.reason)
+        cause = f"{unjudged.status}: {reason}" if reason else unjudged.status
         rules, hosts = merged.setdefault(cause, ({}, {}))
         rules.update(dict.fromkeys(unjudged.rules))
         hosts.update(dict.fromkeys(unjudged.hosts))
@@ -80,6 +82,7 @@ def not_judged_lines(report: CheckReport) -> list[NotJudgedLine]:
 
 
 NOT_RUN = re.compile(r"^probe (\S+) was not run$")
+NOT_REACHED = re.compile(r"^(host [a-z_]+): .*$", re.DOTALL)
 
 
 def _result_findings(result: RuleResult) -> Iterator[Finding]:

@@ -55,7 +55,9 @@ def render_checked(console: Console, assessment: Assessment, details: bool = Fal
     say(console, f"{VERDICT_MARK[outcome]} {escape(headline)}[/]", 2)
     judged = f"{', '.join(assessment.sources)} · {len(run.hosts)} host(s) · run {assessment.where}"
     say(console, f"  [dim]{escape(judged)}[/]", 4)
-    render_findings(console, assessment.findings, assessment.not_judged)
+    render_findings(
+        console, assessment.findings, assessment.not_judged, rule_count=len(report.results)
+    )
     say(console, tally_line(report), 2)
     render_line_rates(console, list(assessment.line_rates))
     if details:
