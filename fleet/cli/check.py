@@ -20,7 +20,13 @@ import click
 
 from fleet import api
 from fleet.cli.completion import complete_runs
-from fleet.cli.options import baseline_file_option, format_option, pack_option, rules_option
+from fleet.cli.options import (
+    baseline_file_option,
+    fail_on_option,
+    format_option,
+    pack_option,
+    rules_option,
+)
 from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, write_html
 from fleet.errors import UsageError
 from fleet.exits import EXIT_NOT_KEPT
@@ -77,6 +83,7 @@ def _packs_epilog() -> str:
     is_flag=True,
     help="After the findings, every rule's verdict on every host and why (terminal only).",
 )
+@fail_on_option
 @probe_options
 def check_command(
     request: ProbeRequest,
@@ -88,6 +95,7 @@ def check_command(
     strict: bool,
     baseline_file: str | None,
     details: bool,
+    fail_on: str | None,
 ) -> None:
     """Pre-flight: probe the hosts (or read --run) and judge them against rules. Exit bit 32 on failure."""
     if output_format == "json" and request.json_path == "-":
@@ -99,6 +107,7 @@ def check_command(
         rules=True,
         gate=True,
         strict=strict,
+        fail_on=fail_on,
         baseline_file=baseline_file,
         probe_args=api.inventory_probe_args(
             request.inventory_path, request.choice.inventory_format

@@ -18,6 +18,7 @@ from fleet.cli.options import (
     between_option,
     cohort_by_option,
     collection_paused,
+    fail_on_option,
     format_option,
     limit_option,
     load_run,
@@ -50,6 +51,7 @@ from fleet.render.terminal.tables import Column, print_table
 @tolerance_option()
 @format_option()
 @cohort_by_option
+@fail_on_option
 @between_option
 @baseline_file_option(
     "--baseline-file",
@@ -67,6 +69,7 @@ def diff(
     output_format: str,
     cohort_by: str | None,
     between: bool,
+    fail_on: str | None,
     baseline_file: str | None,
 ) -> None:
     """Drift between two saved runs (OLD NEW), or the cross-host diff of one run (OLD).
@@ -83,13 +86,14 @@ def diff(
         if limit:
             raise UsageError("--limit narrows the drift of two runs", hint="give OLD and NEW")
         run = load_run(old, runs_dir, scope)
-        judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True)
+        judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True, fail_on=fail_on)
         assessment = api.assess(run, judging, api.prepare(judging, run.probes), old)
         print_fleet_diff(assessment, output_format, between)
-        return
+        sys.exit(assessment.exit_code)  # 0, or 32 with --fail-on
     judging = api.Judging(
         tolerance=tolerance,
         rules=True,  # the new run's findings lead; the drift's exit bit is 16 alone
+        fail_on=fail_on,
         baseline_run=old,
         baseline_file=baseline_file,
         runs_dir=runs_dir,
@@ -140,6 +144,7 @@ def print_drift(assessment: api.Assessment, output_format: str) -> None:
 @tolerance_option()
 @format_option()
 @cohort_by_option
+@fail_on_option
 @between_option
 @collection_paused
 def show(
@@ -149,21 +154,22 @@ def show(
     tolerance: float,
     output_format: str,
     cohort_by: str | None,
+    fail_on: str | None,
     between: bool,
 ) -> None:
     """Render a saved run again (default: the latest)."""
     run = load_run(run_ref, runs_dir, scope)
-    judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True)
+    judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True, fail_on=fail_on)
     assessment = api.assess(run, judging, api.prepare(judging, run.probes), run_ref)
     if output_format != "terminal":
         print_fleet_diff(assessment, output_format, between)
-        return
-    if run.fabric is not None:  # a `fleet fabric` run: its pairs and suspects, not probe tables
+    elif run.fabric is not None:  # a `fleet fabric` run: its pairs and suspects, not probe tables
         from fleet.render.terminal.fabric import render_fabric
 
         render_fabric(make_console(), run.fabric, list(run.hosts))
-        return
-    render_probed(make_console(), assessment, None, between=between)
+    else:
+        render_probed(make_console(), assessment, None, between=between)
+    sys.exit(assessment.exit_code)  # 0, or 32 with --fail-on
 
 
 RUNS_COLUMNS = (
