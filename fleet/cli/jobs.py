@@ -29,7 +29,7 @@ from fleet.errors import StoreError
 from fleet.exits import EXIT_NOT_KEPT, with_bits
 from fleet.render.jsontext import dumps_indented
 from fleet.render.terminal.console import make_console
-from fleet.units.live.terminal import render_jobs
+from fleet.render.terminal.jobs import render_jobs
 
 JOBS_OPTIONS = together(
     inventory_option,

@@ -1,4 +1,5 @@
-"""The live probe in the terminal: `fleet jobs`, every NCCL job across the hosts.
+"""`fleet jobs` in the terminal: every NCCL job across the hosts, as the live unit joined them
+(fleet/units/live/facts.py).
 
 First one line per job (its communicator, hosts, ranks, NCCL, and what is wrong, the host named
 first), then each job in detail: one row per rank (rank, host, pid, GPU, process state, RAS
@@ -7,13 +8,12 @@ status, the libnccl it mapped) and each stopped, missing, failing or lagging ran
 (fleet/render/terminal/tables.py): ids and paths stay whole, and a column left out is named.
 
 `fleet probe` and `fleet check` speak of the jobs through their findings
-(fleet/findings/sources.py, `jobs_findings`), so this unit adds no section to their report.
+(fleet/findings/sources.py, `jobs_findings`), so the live unit adds no section to their report.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape as _esc
@@ -23,10 +23,6 @@ from fleet.hostsets import compact_hosts
 from fleet.render.terminal.tables import Column, print_table
 from fleet.render.terminal.wrap import say
 from fleet.units.live.facts import Job, LiveReport, Rank, rank_state, rank_troubles, rank_where
-
-if TYPE_CHECKING:
-    from fleet.analysis.across_hosts.diff import FleetDiff
-    from fleet.models import Run
 
 SUMMARY_COLUMNS = (
     Column("job", whole=True),
@@ -43,11 +39,6 @@ RANK_COLUMNS = (
     Column("state", keep=5),
     Column("NCCL", keep=2),
 )
-
-
-def view(run: Run, diff: FleetDiff) -> None:
-    """No section in `fleet probe`'s report: the jobs lead its findings instead."""
-    return None
 
 
 def render_jobs(console: Console, report: LiveReport, where: str, probed_live: bool) -> None:
