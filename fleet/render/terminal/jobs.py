@@ -47,12 +47,12 @@ def render_jobs(console: Console, report: LiveReport, where: str, probed_live: b
     if not probed_live:
         say(console, "  the live probe did not run here: no jobs to show (fleet jobs probes it)", 4)
         return
-    if report.jobs:
-        rows = [_summary_row(job) for job in report.jobs]
-        print_table(console, "", SUMMARY_COLUMNS, rows)
+    ordered = sorted(report.jobs, key=lambda job: (not job.findings, job.comm))  # trouble first
+    if ordered:
+        print_table(console, "", SUMMARY_COLUMNS, [_summary_row(job) for job in ordered])
     else:
         say(console, f"  no NCCL job on {compact_hosts(report.hosts)}", 4)
-    for job in report.jobs:
+    for job in ordered:
         _render_job(console, job)
     _render_outside(console, report)
 
@@ -76,7 +76,7 @@ def _summary_row(job: Job) -> tuple[str | Text, ...]:
         Text(state, style="red" if state != "ok" else "green"),
         compact_hosts(job.hosts) or "?",
         f"{len(job.ranks)}" + (f"/{job.size}" if job.size and job.size != len(job.ranks) else ""),
-        ", ".join(job.nccl_versions) or "?",
+        ", ".join(job.nccl_versions or job.ras_nccl_versions) or "?",
     )
 
 
@@ -93,7 +93,7 @@ def _render_job(console: Console, job: Job) -> None:
     others = [f for f in job.findings if f.startswith("ranks ")]  # builds, states: job-wide
     for finding in others:
         say(console, f"  [red]{_esc(finding)}[/]", 6)
-    if job.blame is not None:
+    if job.blame is not None and len(job.findings) > 1:  # one trouble: said above already
         say(console, f"  look first at {_esc(job.blame.host or '?')}: {_esc(job.blame.reason)}", 6)
 
 

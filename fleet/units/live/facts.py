@@ -74,6 +74,7 @@ class Job:
     libraries: tuple[str, ...]  # distinct libnccl builds mapped (build id, else path)
     findings: tuple[str, ...]
     blame: Blame | None
+    ras_nccl_versions: tuple[str, ...] = ()  # of the RAS servers that reported it
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,9 @@ def _job(
         libraries=tuple(str(b) for b in builds),
         findings=tuple(findings),
         blame=_blame(ranks, builds),
+        ras_nccl_versions=tuple(
+            sorted({str(v["nccl_version"]) for _, v in views if v.get("nccl_version")})
+        ),
     )
 
 
