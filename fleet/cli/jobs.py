@@ -7,7 +7,7 @@ could not be kept."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from typing import Any
 
 import click
 
@@ -58,51 +58,16 @@ JOBS_OPTIONS = together(
 @click.command()
 @JOBS_OPTIONS
 @selection_options
-def jobs(
-    inventory_path: str | None,
-    limit: str | None,
-    run_ref: str | None,
-    json_path: str | None,
-    runs_dir: Path | None,
-    no_save: bool,
-    timeout_s: float,
-    accept_new: bool,
-    slurm_target: str | None,
-    slurm_args: str | None,
-    slurm_gpus: str,
-    **selection: object,
-) -> None:
+def jobs(run_ref: str | None, json_path: str | None, **options: Any) -> None:
     """Every NCCL job across the hosts: its ranks (host, pid, GPU, state), libnccl, RAS status.
 
     Probes the selected hosts with the live probe now, or reads --run RUN. Dead, stopped,
     missing and lagging ranks are named with their host first."""
     exit_code = 0
     if run_ref is not None:  # with -i, latest/previous are that inventory's runs
-        view = api.jobs(run_ref, runs_dir=runs_dir, inventory=inventory_path)
+        view = api.jobs(run_ref, runs_dir=options["runs_dir"], inventory=options["inventory_path"])
     else:
-        request = ProbeRequest(
-            inventory_path=inventory_path,
-            limit=limit,
-            probe_list="live",
-            json_path=None,  # --json is the jobs document here, not the run's
-            html_path=None,
-            runs_dir=runs_dir,
-            no_save=no_save,
-            concurrency=api.DEFAULT_CONCURRENCY,
-            timeout_s=timeout_s,
-            accept_new=accept_new,
-            imports=(),
-            dir_modules=(),
-            allreduce=False,
-            quick=False,
-            probe_dirs=(),
-            slurm_target=slurm_target,
-            slurm_args=slurm_args,
-            slurm_gpus=slurm_gpus,
-            allreduce_matrix=False,
-            choice=HostChoice.pop_from(selection),
-        )
-        kept = execute_probe(request)
+        kept = execute_probe(live_request(options))
         exit_code = probed_exit_code(kept)
         view = api.jobs(kept.run, where=kept.where)
     console = make_console(stderr=json_path == "-")
@@ -112,6 +77,25 @@ def jobs(
     elif json_path:
         exit_code = with_bits(exit_code, _write_json(json_path, view))
     sys.exit(exit_code)
+
+
+def live_request(options: dict[str, Any]) -> ProbeRequest:
+    """What `fleet probe -p live` would be asked with these options: the same probing path."""
+    choice = HostChoice.pop_from(options)
+    return ProbeRequest(
+        probe_list="live",
+        json_path=None,  # --json is the jobs document here, not the run's
+        html_path=None,
+        concurrency=api.DEFAULT_CONCURRENCY,
+        imports=(),
+        dir_modules=(),
+        allreduce=False,
+        quick=False,
+        probe_dirs=(),
+        allreduce_matrix=False,
+        choice=choice,
+        **options,
+    )
 
 
 def _write_json(json_path: str, view: api.JobsView) -> int:
