@@ -427,9 +427,55 @@ def test_each_new_fact_is_declared() -> None:
     facts = health.FACTS
     assert {"sample", "sample.*"} <= set(facts["volatile"])
     assert {"pci_bus.gpus", "fabric_manager.nvswitch_bus_ids"} <= set(facts["identity"])
-    assert "_health_sample.py" in health.SHIPS and "_fabric_manager.py" in health.SHIPS
+    assert "_health_sample.py" in health.SHIPS
+    assert "_fabric_manager.py" in health.SHIPS
 
 
 def test_h200x2_gpus_are_labelled_alike_in_both_reads() -> None:
     labels = {key[1] for key in sampling.smi_counters(h200x2_gpus())}
     assert labels == {"GPU0 (00000000:00:06.0)", "GPU1 (00000000:00:07.0)"}
+
+
+# ---------------------------------------------------------------- the terminal section
+
+
+def run_of(**datas: dict[str, Any]) -> Run:
+    document = json.loads(REAL_RUN.read_text())
+    document["hosts"] = {name: real_host(data) for name, data in datas.items()}
+    return Run.from_dict(document)
+
+
+def rendered(run: Run) -> str:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from fleet.units.health.terminal import health_view
+
+    table = health_view(run)
+    if table is None:
+        return ""
+    console = Console(file=StringIO(), width=200, color_system=None)
+    console.print(table)
+    return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]
+
+
+def test_the_terminal_says_what_rose_and_folds_hosts_alike(tmp_path: Path) -> None:
+    rose = sample_of(*ib_reads(tmp_path, "link_downed_rose"))
+    xml = text("h200x1_device", "nvidia-smi_-q_-x.xml") or ""
+    capped = xml.replace(
+        "<clocks_event_reasons_counters_sw_power_cap>0 us<",
+        "<clocks_event_reasons_counters_sw_power_cap>4800000 us<",
+    )
+    load = sample_of(smi_reads(xml, ""), smi_reads(capped, ""), 5.0)
+    out = rendered(run_of(a=sampled(rose), b=sampled(rose), c=sampled(load, "h200x1_device")))
+    assert "a-b" in out or "a,b" in out or "[a-b]" in out or "a, b" in out
+    assert "mlx5_1 1: ib link_downed +1 (1/h)" in out
+    assert "GPU0 (00000000:00:06.0): sw_power_cap 96% of 5 s" in out
+    assert "clocks held" not in out  # SW power cap is not a hardware hold
+
+
+def test_a_healthy_fleet_has_no_health_table() -> None:
+    assert rendered(run_of(a=case_data("h200x2"), b=case_data("h200x1_device"))) == ""
+    faulty = rendered(run_of(a=case_data("remap_pending_gpud80")))
+    assert "GPU1 (00000000:00:07.0): row remap pending" in faulty
