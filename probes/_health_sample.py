@@ -21,6 +21,8 @@ import os
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from _nvlink import is_error_counter
+
 SYS_PCI = "sys/bus/pci/devices"
 SYS_INFINIBAND = "sys/class/infiniband"
 NVIDIA = "0x10de"
@@ -212,16 +214,9 @@ def nvlink_counters(
     for index, entry in parsed.items():
         label = by_uuid.get(entry.get("uuid")) or by_index.get(index) or "GPU%s" % index
         for link, values in (entry.get("links") or {}).items():
-            errors = [(n, v) for n, v in values.items() if _is_error_counter(n)]
+            errors = [(n, v) for n, v in values.items() if is_error_counter(n)]
             _put(counters, ("nvlink", str(label), "link %s" % link), errors)
     return counters
-
-
-def _is_error_counter(name: str) -> bool:
-    """As _nvlink says: errors and failed recoveries, not packet counts, successes or BER."""
-    if name.endswith("_ber") or "successful" in name:
-        return False
-    return "error" in name or "failed" in name
 
 
 # ---------------------------------------------------------------- two reads compared (pure)

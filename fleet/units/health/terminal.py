@@ -39,8 +39,8 @@ def health_view(run: Run) -> Table | None:
     table.add_column("hosts", overflow="fold", no_wrap=True)
     table.add_column("what", no_wrap=True)
     table.add_column("finding", overflow="fold")
-    for (what, line), hosts in hosts_of.items():
-        table.add_row(compact_hosts(hosts), what, line)
+    for (what, finding), hosts in hosts_of.items():
+        table.add_row(compact_hosts(hosts), what, finding)
     return table
 
 
