@@ -24,6 +24,7 @@ from fleet.cli.options import baseline_file_option, format_option, pack_option, 
 from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, write_html
 from fleet.errors import UsageError
 from fleet.exits import EXIT_NOT_KEPT
+from fleet.render.documents import findings_list
 from fleet.render.jsontext import dumps_indented
 from fleet.render.junit import write_junit
 from fleet.render.terminal.assessment import render_checked
@@ -58,7 +59,7 @@ def _packs_epilog() -> str:
     "--junit", "junit_path", help="Write JUnit XML here: one test case per rule and host."
 )
 @format_option(
-    ("terminal", "json"), "terminal verdicts, or a fleet.check/2 JSON document on stdout."
+    ("terminal", "json"), "terminal verdicts, or a fleet.check/3 JSON document on stdout."
 )
 @click.option(
     "--strict",
@@ -137,7 +138,7 @@ def judge_saved_run(request: ProbeRequest, run_ref: str, judging: api.Judging) -
 
 
 def check_document(assessment: api.Assessment) -> dict[str, Any]:
-    """The fleet.check/2 document: the report plus which run and rules it judged."""
+    """The fleet.check/3 document: the report plus which run and rules it judged."""
     assert assessment.checks is not None  # fleet check always judges rules
     run = assessment.run
     document = assessment.checks.to_dict()
@@ -150,6 +151,7 @@ def check_document(assessment: api.Assessment) -> dict[str, Any]:
     if assessment.baseline is not None:
         result["baseline"] = assessment.baseline.to_dict()
     result["line_rate"] = [rate.to_dict() for rate in assessment.line_rates]
+    result["findings"] = findings_list(assessment.findings)
     return result
 
 
@@ -157,7 +159,9 @@ def _write_junit(assessment: api.Assessment, junit_path: str) -> bool:
     """Write the JUnit XML; False (exit bit 64, like --json) when it cannot be written."""
     assert assessment.checks is not None
     try:
-        write_junit(assessment.checks, Path(junit_path), assessment.run.started)
+        write_junit(
+            assessment.checks, Path(junit_path), assessment.run.started, assessment.findings
+        )
     except OSError as exc:
         click.echo(f"error: cannot write JUnit XML to {junit_path}: {exc.strerror}", err=True)
         return False

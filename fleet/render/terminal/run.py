@@ -14,7 +14,7 @@ from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, HostOutcome, Run
 from fleet.render.grouping import ended_alike, short
-from fleet.render.terminal.diff import fleet_diff_view
+from fleet.render.terminal.diff import fleet_diff_brief, fleet_diff_view
 from fleet.render.terminal.tables import (
     COLUMN_OVERHEAD,
     Column,
@@ -73,8 +73,11 @@ def render_detail(
     diff: FleetDiff,
     saved_to: str | None = None,
     between: bool = False,
+    brief: bool = False,
+    run_ref: str | None = None,
 ) -> None:
-    """What the hosts reported: key facts, failed probes, the probes' own views, divergence."""
+    """What the hosts reported: key facts, failed probes, the probes' own views, divergence
+    (`brief`: in a few lines, where the findings above have said what is wrong)."""
     facts = key_facts_table(run.hosts.values(), console.width)
     if facts is not None:
         console.print(Text("key facts", style="italic"))
@@ -87,9 +90,12 @@ def render_detail(
         shown = unit.view(run, diff)
         if shown is not None:
             console.print(shown)
-    console.print(
-        fleet_diff_view(diff, between), crop=False
-    )  # a fact path longer than a line stays whole
+    view = (
+        fleet_diff_brief(diff, run_ref or saved_to or "RUN")
+        if brief
+        else fleet_diff_view(diff, between)
+    )
+    console.print(view, crop=False)  # a fact path longer than a line stays whole
     console.print(summary_line(run))
     if saved_to:  # a path is one word: never broken, alone on its line when it is too wide
         console.print(

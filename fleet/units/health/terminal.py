@@ -1,9 +1,9 @@
-"""The health probe in the terminal: only what matters, one line per finding with the hosts that
-share it folded (`gpu-[001-998]`): GPUs with faults, GPUs on the PCI bus that nvidia-smi does
-not list, a fabric manager that does not run, counters that rose during a sample (`--sample`),
-and the clock-event reasons the GPUs spent time in while sampled (SW power cap under load is
-how a GPU at its power limit runs: said, not flagged). Nothing to say: no section, never an
-empty table. The verdicts stay in the checks section."""
+"""The health probe in the terminal: what a sample (`--sample SECONDS`) saw, one line per
+finding with the hosts that share it folded (`gpu-[001-998]`): counters that rose while sampled,
+the time the GPUs spent in each clock-event reason (SW power cap under load is how a GPU at its
+power limit runs: said, not flagged; HW reasons are "clocks held"), and sources that could not be
+read twice. GPUs with faults, GPUs off the bus and a fabric manager down are the rules' findings,
+which the report leads with: not said twice. Nothing to say: no section, never an empty table."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from rich.table import Table
 from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.hostsets import compact_hosts
 from fleet.models import Run
-from fleet.units.health.html import gpu_cell
 
 Line = tuple[str, str]  # (what, the line)
 
@@ -35,7 +34,7 @@ def health_view(run: Run) -> Table | None:
             hosts_of.setdefault(line, []).append(name)
     if not hosts_of:
         return None
-    table = Table(title="GPU health: what matters", title_justify="left", expand=False)
+    table = Table(title="GPU health: what the sample saw", title_justify="left", expand=False)
     table.add_column("hosts", overflow="fold", no_wrap=True)
     table.add_column("what", no_wrap=True)
     table.add_column("finding", overflow="fold")
@@ -45,17 +44,7 @@ def health_view(run: Run) -> Table | None:
 
 
 def health_lines(data: Mapping[str, Any]) -> Iterator[Line]:
-    """What matters on one host, in the order an operator acts on it."""
-    for gpu in data.get("gpus") or []:
-        text, off = gpu_cell(gpu)
-        if off:
-            yield "GPU fault", f"{gpu.get('gpu')}: {text}"
-    missing = (data.get("pci_bus") or {}).get("missing_from_nvidia_smi") or []
-    if missing:
-        yield "GPU off the bus", f"{', '.join(missing)}: on the PCI bus, not in nvidia-smi"
-    manager = data.get("fabric_manager") or {}
-    if manager.get("running") is False:
-        yield "fabric manager", f"not running: service {manager.get('service')}, port 6666 closed"
+    """What a sample saw on one host (nothing without a sample)."""
     yield from sample_lines(data.get("sample"))
 
 
