@@ -83,9 +83,9 @@ def _listdir(root: str, relative: str) -> Optional[List[str]]:
 
 
 def scan_pci(root: str = "/") -> Optional[Dict[str, List[str]]]:
-    """The PCI bus as sysfs shows it: NVIDIA GPUs (display or 3D class) and NVSwitches by bus id,
-    and the devices whose AER counters the sample reads (those and Mellanox NICs). None when
-    /sys/bus/pci/devices cannot be listed."""
+    """The PCI bus as sysfs shows it: NVIDIA GPUs (display or 3D class; bound to nvidia or to no
+    driver) and NVSwitches by bus id, and the devices whose AER counters the sample reads (those
+    and Mellanox NICs). None when /sys/bus/pci/devices cannot be listed."""
     names = _listdir(root, SYS_PCI)
     if names is None:
         return None
@@ -95,6 +95,8 @@ def scan_pci(root: str = "/") -> Optional[Dict[str, List[str]]]:
         vendor = (_read(root, base + "/vendor") or "").lower()
         klass = (_read(root, base + "/class") or "").lower()
         if vendor == NVIDIA and klass.startswith(GPU_CLASSES):
+            if _driver(root, base) not in (None, "nvidia"):
+                continue  # given to another driver on purpose (vfio-pci for a VM): not missing
             found["gpus"].append(name)
         elif vendor == NVIDIA and klass.startswith(NVSWITCH_CLASS):
             found["nvswitches"].append(name)
@@ -102,6 +104,14 @@ def scan_pci(root: str = "/") -> Optional[Dict[str, List[str]]]:
             continue
         found["aer_devices"].append(name)
     return found
+
+
+def _driver(root: str, base: str) -> Optional[str]:
+    """The driver a PCI device is bound to (its `driver` link's name), None when unbound."""
+    try:
+        return os.path.basename(os.readlink(os.path.join(root, base, "driver")))
+    except OSError:
+        return None
 
 
 def parse_aer(text: Optional[str], total_name: str) -> Optional[int]:

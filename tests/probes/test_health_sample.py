@@ -311,6 +311,11 @@ def test_a_gpu_on_the_bus_that_nvidia_smi_does_not_list_fails_naming_its_bus_id(
     listing = (SAMPLES / "gpu_off_bus_h200x2" / "sysfs_pci_devices.txt").read_text()
     scan = sampling.scan_pci(str(write_pci_tree(tmp_path, listing)))
     assert scan["gpus"] == ["0000:00:06.0", "0000:00:07.0"]
+    vfio = tmp_path / "sys/bus/pci/drivers/vfio-pci"
+    vfio.mkdir(parents=True)
+    (tmp_path / "sys/bus/pci/devices/0000:00:07.0/driver").symlink_to(vfio)
+    assert sampling.scan_pci(str(tmp_path))["gpus"] == ["0000:00:06.0"]  # given to a VM
+    (tmp_path / "sys/bus/pci/devices/0000:00:07.0/driver").unlink()
     xml = text("h200x2", "nvidia-smi_-q_-x.xml") or ""
     one_gpu = xml[: xml.index('<gpu id="00000000:00:07.0"')] + "</nvidia_smi_log>\n"
     args = (text("h200x2", "nvidia-smi_nvlink_-s.txt"), None, None, (None, None, {}))
