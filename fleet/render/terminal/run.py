@@ -180,6 +180,8 @@ def key_facts_table(outcomes: Iterable[HostOutcome], width: int = 1000) -> Table
         return None
     every = [(label, _fact_texts(reporting, paths)) for label, paths in key_facts()]
     rows = [(label, cells) for label, cells in every if any(c != "—" for c in cells)]
+    if not rows:  # a run of probes with no key fact (-p health): never an empty table
+        return None
     names = [o.name for o in reporting]
     per_host = len(reporting) <= MAX_HOST_COLUMNS and _fits(names, rows, width)
     values = [cells if per_host else [_value_counts(cells)] for _, cells in rows]
