@@ -66,10 +66,15 @@ def _packs_epilog() -> str:
     help="Error rules that are unknown or skipped on a host count as failures (exit bit 32).",
 )
 @baseline_file_option(
-    "--baseline",
     "--baseline-file",
     help="Also judge each host's measurements against the bands of its cohort in this baseline "
     "file (`fleet baseline` makes one): rules baseline-allreduce, -allreduce-matrix, -fabric.",
+)
+@click.option(
+    "--baseline",
+    "old_baseline",
+    metavar="FILE",
+    hidden=True,  # the old spelling of --baseline-file, for one release
 )
 @click.option(
     "--details",
@@ -86,9 +91,11 @@ def check_command(
     output_format: str,
     strict: bool,
     baseline_file: str | None,
+    old_baseline: str | None,
     details: bool,
 ) -> None:
     """Pre-flight: probe the hosts (or read --run) and judge them against rules. Exit bit 32 on failure."""
+    baseline_file = _baseline_file(baseline_file, old_baseline)
     if output_format == "json" and request.json_path == "-":
         raise UsageError("--format json and --json - both write to stdout", hint="pick one")
     judging = api.Judging(
@@ -118,6 +125,21 @@ def check_command(
         if request.html_path:
             assessment = write_html(request.html_path, assessment, assessment.where)
     sys.exit(assessment.exit_code)
+
+
+def _baseline_file(baseline_file: str | None, old_baseline: str | None) -> str | None:
+    """`--baseline FILE`, the spelling of --baseline-file until this release: still read (a
+    saved run given there is refused by api.load_baseline, naming fleet diff and probe)."""
+    if old_baseline is None:
+        return baseline_file
+    if baseline_file is not None:
+        raise UsageError("--baseline is the old spelling of --baseline-file: give one of them")
+    click.echo(
+        "warning: fleet check --baseline FILE is deprecated: write --baseline-file FILE "
+        "(--baseline names a saved run in every other command)",
+        err=True,
+    )
+    return old_baseline
 
 
 # The name fleet.cli.root's FleetGroup loads on first use of `fleet check`.
