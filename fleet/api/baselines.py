@@ -14,9 +14,10 @@ import dataclasses
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fleet.analysis.across_runs.bands import DEFAULT_FLOOR, DEFAULT_K
 from fleet.analysis.across_runs.drift import Drift
@@ -38,10 +39,12 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_FLOOR",
     "DEFAULT_K",
+    "BandWidth",
     "Baseline",
     "BaselineFileError",
     "BaselineJudgement",
     "CohortLineRate",
+    "baseline_document",
     "baseline_drift",
     "baseline_report",
     "baseline_results",
@@ -58,6 +61,15 @@ FIX = (
     "rerun to rule out noise; if the host is sound and the change is meant (an upgrade), make "
     "the baseline again from good runs of it: fleet baseline RUN [RUN…] -o FILE"
 )
+
+
+@dataclass(frozen=True)
+class BandWidth:
+    """How wide make_baseline draws a band: `k` standard deviations (estimated from the MAD)
+    and at least `floor` × the median."""
+
+    k: float = DEFAULT_K
+    floor: float = DEFAULT_FLOOR
 
 
 def make_baseline(
@@ -93,6 +105,15 @@ def make_baseline(
         floor=floor,
         cohort_by=cohort_by,
     )
+
+
+def baseline_document(baseline: Baseline) -> dict[str, Any]:
+    """The fleet.baseline/1 document as data (`fleet baseline --json`): what the YAML file
+    holds, read back as YAML reads it, so the two cannot differ."""
+    import yaml
+
+    document: dict[str, Any] = yaml.safe_load(baseline_text(baseline))
+    return document
 
 
 def write_baseline(baseline: Baseline, path: str | Path) -> Path:

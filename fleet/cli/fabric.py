@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
 from fleet import api
+from fleet.api.fabric_runs import FabricEvents, fabric_settings
 from fleet.cli.options import (
     accept_new_option,
     inventory_option,
@@ -31,20 +33,19 @@ from fleet.cli.options import (
     tolerance_option,
 )
 from fleet.cli.probing import json_file, say_kept
-from fleet.cli.selection import HostChoice, selection_options
+from fleet.cli.selection import HostChoice, selection_options, srun_options
 from fleet.errors import UsageError
 from fleet.exits import fabric_exit_code, kept_bits, with_bits
-from fleet.models import Run
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.fabric import render_fabric
 
 if TYPE_CHECKING:
-    from fleet.api import FabricSettings, GroupResult
+    from fleet.api.fabric_runs import GroupResult
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "CUDA_", "NVSHMEM_")
 
 
-class ProgressLines(api.FabricEvents):
+class ProgressLines(FabricEvents):
     """One line per finished group on stderr: rounds take seconds, users want to see them."""
 
     def __init__(self, console: Console) -> None:
@@ -119,7 +120,7 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     show_default=True,
     help="Seconds the ranks wait for each other at the rendezvous.",
 )
-@tolerance_option(api.DEFAULT_FABRIC_TOLERANCE, "A pair slower than median/(1+tolerance) is bad.")
+@tolerance_option(fabric_settings().tolerance, "A pair slower than median/(1+tolerance) is bad.")
 @click.option("--seed", type=int, help="Seed for random pairs and ports (reproducible rounds).")
 @click.option(
     "--master-port",
@@ -162,11 +163,11 @@ def fabric(
     **choice: Any,
 ) -> None:
     """Allreduce between hosts, in pairs and all together; name the slow host or link."""
-    settings = api.FabricSettings(
+    settings = fabric_settings(
         backend=backend,
-        pairs=api.parse_pairs(pair_mode),
+        pairs=pair_mode,
         full_group=full_group,
-        sizes=api.parse_sizes(sizes) if sizes else (),
+        sizes=sizes,
         round_timeout_s=timeout_s,
         join_timeout_s=min(join_timeout, timeout_s),
         tolerance=tolerance,
@@ -176,11 +177,26 @@ def fabric(
         env=parse_env(env_items),
     )
     selection = HostChoice.pop_from(choice).select(inventory_path, limit, slurm=slurm_target)
-    argv = api.slurm_argv(slurm_args)
+    argv = srun_options(slurm_args)
     console = make_console(stderr=json_path == "-")
-    run = asyncio.run(fabric_with_signals(selection, settings, accept_new, argv, slurm_gpus))
-    kept = api.keep_run(run, save=not no_save, runs_dir=runs_dir, json_path=json_file(json_path))
-    say_kept(kept, json_path)
+
+    async def fabric_run(interrupt: asyncio.Event) -> api.KeptRun:
+        return await api.fabric_and_keep(
+            selection,
+            settings,
+            accept_new=accept_new,
+            events=ProgressLines(make_console(stderr=True)),
+            interrupt=interrupt,
+            slurm_args=argv,
+            slurm_gpus=slurm_gpus,
+            save=not no_save,
+            runs_dir=runs_dir,
+            json_path=json_file(json_path),
+        )
+
+    kept = asyncio.run(with_signals(fabric_run))
+    run = kept.run
+    say_kept(kept.errors, run, json_path, kept.written)
     assert run.fabric is not None
     render_fabric(console, run.fabric, [h.name for h in selection.hosts])
     if kept.saved:
@@ -188,30 +204,17 @@ def fabric(
     sys.exit(with_bits(fabric_exit_code(run), kept_bits(kept.kept)))
 
 
-async def fabric_with_signals(
-    selection: api.Selection,
-    settings: FabricSettings,
-    accept_new: bool,
-    slurm_args: tuple[str, ...],
-    slurm_gpus: str,
-) -> Run:
-    """Ctrl-C cancels the running round (its ranks are stopped) and skips the rest."""
+T = TypeVar("T")
+
+
+async def with_signals(start: Callable[[asyncio.Event], Awaitable[T]]) -> T:
+    """Ctrl-C (or SIGTERM) cancels the running round (its ranks are stopped) and skips the rest."""
     interrupt = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, interrupt.set)
     loop.add_signal_handler(signal.SIGTERM, interrupt.set)
     try:
-        return await api.fabric_async(
-            selection.hosts,
-            settings,
-            inventory=selection.source,
-            accept_new=accept_new,
-            events=ProgressLines(make_console(stderr=True)),
-            interrupt=interrupt,
-            slurm=selection.slurm,
-            slurm_args=slurm_args,
-            slurm_gpus=slurm_gpus,
-        )
+        return await start(interrupt)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)

@@ -7,12 +7,13 @@ import json
 from pathlib import Path
 
 from fleet import api
+from fleet.api import checking
 from tests.cli.inprocess import GPULESS, LOOPBACK8, invoke, run_document, write_run
 
 BIT_CHECK_FAILED = 32
 
 # How many rules the inference pack has: the messages count them.
-PACK_RULES = len(api.load_checks(["inference"])[0])
+PACK_RULES = len(checking.load_checks(["inference"])[0])
 
 
 def test_gpu_less_host_is_incomplete_not_passed_and_says_why(tmp_path: Path) -> None:
