@@ -20,6 +20,7 @@ from fleet.models import Host
 if TYPE_CHECKING:  # Slurm's modules load only when --slurm is given
     from fleet.inventory.slurm import SlurmCluster, SlurmNode
 
+
 def __getattr__(name: str) -> Any:
     """SlurmNode (the type of Selection.slurm's nodes), loaded with Slurm's modules when asked."""
     if name == "SlurmNode":

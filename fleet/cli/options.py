@@ -32,11 +32,16 @@ def load_run(ref: str | Path, runs_dir: Path | None = None, scope: str | None = 
     return run
 
 
+def run_file(ref: str | Path, runs_dir: Path | None = None, scope: str | None = None) -> Path:
+    """The file of a saved run (api.resolve_run): a run named that does not exist is said now."""
+    return api.resolve_run(ref, runs_dir, scope)
+
+
 def resolve_and_load(
     ref: str | Path, runs_dir: Path | None = None, scope: str | None = None
 ) -> tuple[Path, Run]:
     """The file of a saved run and the run (as load_run): for a command that names the file."""
-    path = api.resolve_run(ref, runs_dir, scope)
+    path = run_file(ref, runs_dir, scope)
     return path, load_run(path)
 
 

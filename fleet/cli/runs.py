@@ -23,6 +23,7 @@ from fleet.cli.options import (
     limit_option,
     load_run,
     run_argument,
+    run_file,
     runs_dir_option,
     scope_option,
     tolerance_option,
@@ -92,7 +93,7 @@ def diff(
         sys.exit(print_fleet_diff(assessment, output_format, json_path, between))
     judging = api.Judging(
         tolerance=tolerance,
-        baseline_run=old,
+        baseline_run=str(run_file(old, runs_dir, scope)),  # OLD first: a missing one is said first
         baseline_file=baseline_file,
         runs_dir=runs_dir,
         scope=scope,

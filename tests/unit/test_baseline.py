@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from fleet import api
-from fleet.api import baselines
 from fleet.analysis.across_runs.measured import Key
 from fleet.analysis.baselines.build import build_baseline
 from fleet.analysis.baselines.judge import BaselineJudgement, HostJudgement
 from fleet.analysis.facts import declared_facts
+from fleet.api import baselines
 from fleet.errors import UsageError
 from fleet.models import HostOutcome, ProbeResult, Run
 from tests.conftest import ROOT
@@ -120,7 +120,9 @@ def test_a_baseline_keeps_each_size_and_mode_each_matrix_variant_per_cohort(
     assert cohort.hosts == ("local",)
 
 
-def test_each_band_is_the_median_and_the_robust_width_of_both_runs(real: baselines.Baseline) -> None:
+def test_each_band_is_the_median_and_the_robust_width_of_both_runs(
+    real: baselines.Baseline,
+) -> None:
     bands = real.cohorts[H200].bands
     graph_8 = bands[Key("allreduce", "", "graph", 8, "latency_us")]
     # 9.20384 and 15.9744: median 12.59, MAD 3.385 → 3 × 1.4826 × 3.385 = 15.06, capped at the
@@ -197,7 +199,9 @@ def test_the_plain_runs_8_b_latency_doubled_is_rejected_naming_host_size_and_ban
     assert result.failure_lines("allreduce") == [
         "graph 8 B latency 12.6 → 18.4 µs (band ≤ 17.2 µs)"
     ]
-    rule = next(r for r in baselines.baseline_results(judgement) if r.rule.id == "baseline-allreduce")
+    rule = next(
+        r for r in baselines.baseline_results(judgement) if r.rule.id == "baseline-allreduce"
+    )
     (verdict,) = rule.verdicts
     assert (verdict.host, verdict.status) == ("local", "fail")
     assert verdict.observed == ["graph 8 B latency 12.6 → 18.4 µs (band ≤ 17.2 µs)"]
@@ -220,7 +224,9 @@ def test_in_a_fleet_one_host_30_percent_slow_fails_by_name_and_its_peers_pass() 
     assert "eager 256 MiB busbw 301 → 232 GB/s (band ≥ 271 GB/s)" in lines
 
 
-def test_a_measurement_the_baseline_has_and_the_run_lacks_is_unknown(real: baselines.Baseline) -> None:
+def test_a_measurement_the_baseline_has_and_the_run_lacks_is_unknown(
+    real: baselines.Baseline,
+) -> None:
     doc = document(PLAIN)
     data = doc["hosts"]["local"]["probes"]["allreduce"]["data"]
     data["results"] = [r for r in data["results"] if r["bytes"] != 256 * MiB]

@@ -131,7 +131,7 @@ def test_check_fails_a_slower_copy_naming_host_size_value_and_band_everywhere(
     assert failure is not None
     assert failure.get("message") == CUT_LINE.replace(" (2× H200)", "")
     # the JSON check document: the same verdict, every measurement beside it
-    document = json.loads(invoke_fleet(tmp_path, *args, "--format", "json").stdout)
+    document = json.loads(invoke_fleet(tmp_path, *args, "--json", "-").stdout)
     assert errors("check", document) == []
     assert f"baseline {baseline}" in document["rules_from"]
     rule = next(r for r in document["rules"] if r["id"] == "baseline-allreduce")
@@ -158,7 +158,7 @@ def test_check_with_a_missing_measurement_is_incomplete_never_passed(
     data["results"] = [r for r in data["results"] if r["bytes"] != 8]
     run = write(tmp_path, "short.json", document)
     done = invoke_fleet(tmp_path, "check", "--details", "--run", str(run), "--baseline", str(baseline),
-                        "--format", "json")  # fmt: skip
+                        "--json", "-")  # fmt: skip
     verdict = next(r for r in json.loads(done.stdout)["rules"] if r["id"] == "baseline-allreduce")
     assert verdict["hosts"]["local"]["verdict"] == "unknown"
     assert (
@@ -228,7 +228,7 @@ def test_diff_judges_measurement_drift_against_the_bands(tmp_path: Path, baselin
     by_tolerance = invoke_fleet(tmp_path, "diff", str(PLAIN), str(new))
     assert "allreduce graph 8 B latency_us" in by_tolerance.stdout  # 74% > 25%
     banded = invoke_fleet(tmp_path, "diff", str(PLAIN), str(new), "--baseline-file",
-                          str(baseline), "--format", "json")  # fmt: skip
+                          str(baseline), "--json", "-")  # fmt: skip
     changes = json.loads(banded.stdout)["changes"]
     # the two known-good runs are their band's two ends: 8 B moved beyond the half-width
     assert {c["fact"] for c in changes if c["kind"] == "measure"} == {

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from fleet import api
 from fleet.api import baselines
 from fleet.models import Run
 from fleet.units.allreduce.linerate import host_line_rate, line_rate

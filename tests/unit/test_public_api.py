@@ -40,17 +40,17 @@ def api_names(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fleet.api"):
-            for alias in node.names:
-                if node.module == "fleet.api" and alias.name != "api":
+            for alias in (a for a in node.names if a.name != "api"):
+                names.add(alias.name)
+                if node.module == "fleet.api":  # a module of fleet.api, or a name of it
                     modules.add(alias.asname or alias.name)
-                if alias.name != "api" and node.module != "fleet.api":
-                    names.add(alias.name)
-                elif node.module == "fleet.api" and alias.name != "api":
-                    names.add(alias.name)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            if node.value.id == "api" or node.value.id in modules:
-                names.add(node.attr)
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and (node.value.id == "api" or node.value.id in modules)
+        ):
+            names.add(node.attr)
     return names
 
 
