@@ -153,7 +153,7 @@ check: click.Command = check_command
 
 
 def check_document(assessment: api.Assessment) -> dict[str, Any]:
-    """The fleet.check/2 document: the report plus which run and rules it judged."""
+    """The fleet.check/3 document: the report plus which run and rules it judged."""
     assert assessment.checks is not None  # fleet check always judges rules
     run = assessment.run
     document = assessment.checks.to_dict()

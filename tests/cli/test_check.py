@@ -57,7 +57,7 @@ def test_json_format_is_a_check_document(tmp_path: Path) -> None:
     done = fleet(tmp_path, "check", "--run", str(saved_variant_run(tmp_path)), "--json", "-")
     assert done.returncode == 32
     document = json.loads(done.stdout)
-    assert document["schema"] == "fleet.check/2"
+    assert document["schema"] == "fleet.check/3"
     assert document["passed"] is False
     arch = next(r for r in document["rules"] if r["id"] == "torch-arch-supported")
     assert arch["hosts"]["sm120"]["verdict"] == "fail"

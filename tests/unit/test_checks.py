@@ -456,7 +456,7 @@ def test_same_failures_on_many_hosts_print_once() -> None:
 
 def test_check_document_is_json() -> None:
     document = evaluate(pack_rules(), variant_fleet()).to_dict()
-    assert document["schema"] == "fleet.check/2"
+    assert document["schema"] == "fleet.check/3"
     assert document["passed"] is False
     assert document["summary"]["failed_error"] == 5
     json.dumps(document)
