@@ -212,4 +212,5 @@ def write_page(
         source=source,
         tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
         baseline=assessment.baseline,
+        findings=assessment.findings,
     )

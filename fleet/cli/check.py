@@ -35,6 +35,7 @@ from fleet.cli.options import (
 from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, write_html
 from fleet.errors import UsageError
 from fleet.exits import EXIT_NOT_KEPT
+from fleet.render.documents import findings_list
 from fleet.render.junit import write_junit
 from fleet.render.terminal.assessment import render_checked
 from fleet.render.terminal.console import make_console
@@ -166,6 +167,7 @@ def check_document(assessment: api.Assessment) -> dict[str, Any]:
     if assessment.baseline is not None:
         result["baseline"] = assessment.baseline.to_dict()
     result["line_rate"] = [rate.to_dict() for rate in assessment.line_rates]
+    result["findings"] = findings_list(assessment.findings)
     return result
 
 
@@ -173,7 +175,9 @@ def _write_junit(assessment: api.Assessment, junit_path: str) -> bool:
     """Write the JUnit XML; False (exit bit 64, like --json) when it cannot be written."""
     assert assessment.checks is not None
     try:
-        write_junit(assessment.checks, Path(junit_path), assessment.run.started)
+        write_junit(
+            assessment.checks, Path(junit_path), assessment.run.started, assessment.findings
+        )
     except OSError as exc:
         click.echo(f"error: cannot write JUnit XML to {junit_path}: {exc.strerror}", err=True)
         return False

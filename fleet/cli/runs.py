@@ -40,6 +40,7 @@ from fleet.render.documents import (
 from fleet.render.terminal.assessment import render_probed
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.diff import drift_view, fleet_diff_view
+from fleet.render.terminal.findings import render_findings
 from fleet.render.terminal.tables import Column, print_table
 
 
@@ -88,12 +89,13 @@ def diff(
     if new is None:
         if limit:
             raise UsageError("--limit narrows the drift of two runs", hint="give OLD and NEW")
-        judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by)
+        judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True)
         assessment = api.assess_run(load_run(old, runs_dir, scope), judging, old)
         sys.exit(print_fleet_diff(assessment, output_format, json_path, between))
     judging = api.Judging(
         tolerance=tolerance,
         baseline_run=str(run_file(old, runs_dir, scope)),  # OLD first: a missing one is said first
+        rules=True,  # the new run's findings lead; the drift's exit bit is 16 alone
         baseline_file=baseline_file,
         runs_dir=runs_dir,
         scope=scope,
@@ -113,10 +115,12 @@ def print_fleet_diff(
     --json FILE could not be written)."""
     result = assessment.diff
     written = json_path is None or write_json(fleet_diff_document(result), json_path)
-    if output_format == "markdown":
-        click.echo(fleet_diff_markdown(result, between), nl=False)
-    elif json_path != "-":  # lists every differing fact, --between or not
-        make_console().print(fleet_diff_view(result, between), crop=False)  # paths stay whole
+    if output_format == "markdown":  # for an issue: what is wrong first
+        click.echo(fleet_diff_markdown(result, between, assessment.findings), nl=False)
+    elif json_path != "-":  # the document lists every differing fact, --between or not
+        console = make_console()
+        render_findings(console, assessment.findings)
+        console.print(fleet_diff_view(result, between), crop=False)  # paths stay whole
     return 0 if written else EXIT_NOT_KEPT
 
 
@@ -124,11 +128,14 @@ def print_drift(assessment: api.Assessment, output_format: str, json_path: str |
     """The drift as `output_format`, its document to --json; the exit code (16: drift found)."""
     drift = assessment.drift
     assert drift is not None  # judging names an earlier run
-    written = json_path is None or write_json(drift_document(drift), json_path)
+    document = None if json_path is None else drift_document(drift, assessment.findings)
+    written = json_path is None or write_json(document, json_path)
     if output_format == "markdown":
-        click.echo(drift_markdown(drift), nl=False)
+        click.echo(drift_markdown(drift, assessment.findings), nl=False)
     elif json_path != "-":
-        make_console().print(drift_view(drift), crop=False)
+        console = make_console()
+        render_findings(console, assessment.findings)
+        console.print(drift_view(drift), crop=False)
     return assessment.exit_code | (0 if written else EXIT_NOT_KEPT)
 
 

@@ -8,8 +8,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from fleet.analysis.across_hosts.findings import CHECK, COHORT, SOFTWARE
-from fleet.analysis.across_hosts.findings import Finding as DiffFinding
+from fleet.analysis.across_hosts.findings import CHECK, COHORT, SOFTWARE, DivergenceFinding
 from fleet.analysis.facts import probe_of
 from fleet.findings.model import DIVERGENCE, RULE, SENTENCE, Finding, NotJudgedLine
 from fleet.models import NOT_REACHED, NOT_USABLE, HostOutcome, Run
@@ -91,14 +90,21 @@ def _probe_failures(outcome: HostOutcome) -> Iterable[Finding]:
 def check_findings(report: CheckReport) -> tuple[list[Finding], list[NotJudgedLine]]:
     """Failed rules as findings (fleet/findings/from_checks.py), each told what it is about so
     that one cause folds into one finding; the rules not judged, one line per cause."""
-    from fleet.findings.from_checks import not_judged_lines, rule_findings
+    from fleet.findings.from_checks import failed_rules, not_judged_lines
 
     topics = {result.rule.id: topic_of(result.rule.needs) for result in report.results}
     found = [
-        dataclasses.replace(f, topic=topics.get(f.kind, ""), weight=RULE)
-        for f in rule_findings(report)
+        dataclasses.replace(f, what=_without_where(f), topic=topics.get(f.kind, ""), weight=RULE)
+        for f in failed_rules(report)
     ]
     return found, not_judged_lines(report)
+
+
+def _without_where(finding: Finding) -> str:
+    """A rule's observed text names the GPU the finding's `where` already names: once is enough."""
+    if finding.where and f"{finding.where}: " in finding.what:
+        return finding.what.replace(f"{finding.where}: ", "", 1)
+    return finding.what
 
 
 def diff_findings(diff: FleetDiff) -> list[Finding]:
@@ -113,7 +119,7 @@ def diff_findings(diff: FleetDiff) -> list[Finding]:
     return found
 
 
-def _from_diff(item: DiffFinding) -> Finding | None:
+def _from_diff(item: DivergenceFinding) -> Finding | None:
     facts = {"facts": list(item.facts[:5]), "count": len(item.facts)}
     if item.rank == CHECK:
         return Finding(
@@ -152,5 +158,5 @@ def _from_diff(item: DiffFinding) -> Finding | None:
     return None
 
 
-def _odd(item: DiffFinding) -> tuple[str, ...]:
+def _odd(item: DivergenceFinding) -> tuple[str, ...]:
     return item.odd_hosts or item.hosts

@@ -36,8 +36,13 @@ def test_saved_run_with_broken_hosts_exits_32_with_fixes_and_junit(tmp_path: Pat
     assert "✗ check failed: p2p-off,slow,sm120 fail 5 error rule(s)" in done.stdout
     assert "5 error failure(s) — " in done.stdout  # the --details summary, by rule
     root = ET.parse(junit).getroot()
-    assert root.get("failures") == "5"
-    assert len(root.findall("testsuite/testcase/failure")) == 5
+    # the findings first (one test case each: the folded answer), then a case per rule and host
+    findings = root.find("testsuite[@name='findings']")
+    assert findings is not None
+    failed_findings = int(findings.get("failures") or 0)
+    assert failed_findings == 3, ET.tostring(findings).decode()  # sm120, p2p-off, slow
+    assert root.get("failures") == str(5 + failed_findings)
+    assert len(root.findall("testsuite/testcase/failure")) == 5 + failed_findings
 
 
 def test_clean_saved_run_exits_0(tmp_path: Path) -> None:

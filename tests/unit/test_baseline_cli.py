@@ -194,7 +194,9 @@ def test_a_bad_baseline_file_stops_check_before_anything_names_its_line_and_the_
     bad = tmp_path / "bad.yaml"
     bad.write_text(text)
     line = text.splitlines().index("band: {k: -1, floor: 0.1}") + 1
-    done = invoke_fleet(tmp_path, "check", "--details", "--run", str(PLAIN), "--baseline-file", str(bad))
+    done = invoke_fleet(
+        tmp_path, "check", "--details", "--run", str(PLAIN), "--baseline-file", str(bad)
+    )
     assert done.returncode == 2
     assert f"error: {bad}:{line}: k: -1 is not a positive number" in done.stderr
     assert "hint: e.g. k: 3.0" in done.stderr

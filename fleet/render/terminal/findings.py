@@ -58,12 +58,15 @@ def heading(findings: Sequence[Finding], some_not_judged: bool = False) -> str:
 def print_finding(console: Console, finding: Finding) -> None:
     hosts = compact_hosts(finding.hosts) if finding.hosts else "fleet"
     where = f" {finding.where}" if finding.where else ""
+    related = len(finding.evidence.get("related") or ())
+    more = f" [dim](+{related} related)[/]" if related else ""
     say(
         console,
-        f"{MARK[finding.severity]} [bold]{escape(hosts)}[/]{escape(where)}: {escape(finding.what)}",
+        f"{MARK[finding.severity]} [bold]{escape(hosts)}[/]{escape(where)}: "
+        f"{escape(finding.what)}{more}",
         4,
     )
-    if finding.action != "none" or finding.fix:
+    if finding.action != "none":  # nothing to do: the line above is all there is to say
         fix = first_sentence(finding.fix)
         say(console, f"    [cyan]→ {finding.action}[/]{': ' + escape(fix) if fix else ''}", 6)
 
