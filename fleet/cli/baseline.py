@@ -97,17 +97,7 @@ def baseline(
             raise UsageError("--show prints a baseline file: give no RUN, -o or --json with it")
         render_baseline(make_console(), load_baseline(show), every)
         return
-    if not runs:
-        raise UsageError(
-            "name the known-good runs to make the baseline from",
-            hint="e.g. fleet baseline previous latest -o baseline.yaml (or --show FILE)",
-        )
-    if not output and not json_path:
-        raise UsageError(
-            "where should the baseline go? -o FILE (YAML) or --json FILE ('-' for stdout)"
-        )
-    if output == "-" and json_path == "-":
-        raise UsageError("-o - and --json - both write to stdout: give one")
+    _check_outputs(runs, output, json_path)
     made = make_baseline(runs, runs_dir, scope, k=k, floor=floor, cohort_by=cohort_by)
     if json_path is not None and not write_json(baseline_document(made), json_path):
         sys.exit(EXIT_NOT_KEPT)
@@ -125,3 +115,18 @@ def baseline(
         f"[green]wrote {written}[/]: {len(made.cohorts)} cohort(s), {measurements} "
         f"measurement(s) from {len(made.runs)} run(s)"
     )
+
+
+def _check_outputs(runs: tuple[str, ...], output: str | None, json_path: str | None) -> None:
+    """Runs to make the baseline from, and one place at least for it to go."""
+    if not runs:
+        raise UsageError(
+            "name the known-good runs to make the baseline from",
+            hint="e.g. fleet baseline previous latest -o baseline.yaml (or --show FILE)",
+        )
+    if not output and not json_path:
+        raise UsageError(
+            "where should the baseline go? -o FILE (YAML) or --json FILE ('-' for stdout)"
+        )
+    if output == "-" and json_path == "-":
+        raise UsageError("-o - and --json - both write to stdout: give one")

@@ -9,6 +9,7 @@ fleet.cli.root loads this module on the first use of `fleet fabric` (FleetGroup.
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -40,7 +41,7 @@ from fleet.render.terminal.console import make_console
 from fleet.render.terminal.fabric import render_fabric
 
 if TYPE_CHECKING:
-    from fleet.api.fabric_runs import GroupResult
+    from fleet.api.fabric_runs import FabricSettings, GroupResult
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "CUDA_", "NVSHMEM_")
 
@@ -142,6 +143,36 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 def fabric(
     inventory_path: str | None,
     limit: str | None,
+    json_path: str | None,
+    runs_dir: Path | None,
+    no_save: bool,
+    accept_new: bool,
+    slurm_target: str | None,
+    slurm_args: str | None,
+    slurm_gpus: str,
+    **options: Any,
+) -> None:
+    """Allreduce between hosts, in pairs and all together; name the slow host or link."""
+    choice = HostChoice.pop_from(options)  # what is left: how the rounds run
+    settings = rounds_settings(**options)  # bad words fail before the inventory is read
+    selection = choice.select(inventory_path, limit, slurm=slurm_target)
+    start = functools.partial(
+        api.fabric_and_keep,
+        selection,
+        settings,
+        accept_new=accept_new,
+        events=ProgressLines(make_console(stderr=True)),
+        slurm_args=srun_options(slurm_args),
+        slurm_gpus=slurm_gpus,
+        save=not no_save,
+        runs_dir=runs_dir,
+        json_path=json_file(json_path),
+    )
+    kept = asyncio.run(with_signals(start))
+    sys.exit(show_fabric(kept, json_path, [h.name for h in selection.hosts]))
+
+
+def rounds_settings(
     backend: str,
     pair_mode: str,
     floor_gbps: float | None,
@@ -153,17 +184,9 @@ def fabric(
     seed: int | None,
     first_port: int | None,
     env_items: tuple[str, ...],
-    json_path: str | None,
-    runs_dir: Path | None,
-    no_save: bool,
-    accept_new: bool,
-    slurm_target: str | None,
-    slurm_args: str | None,
-    slurm_gpus: str,
-    **choice: Any,
-) -> None:
-    """Allreduce between hosts, in pairs and all together; name the slow host or link."""
-    settings = fabric_settings(
+) -> FabricSettings:
+    """The rounds' settings from fabric's options (api.fabric_settings reads --pairs, --sizes)."""
+    return fabric_settings(
         backend=backend,
         pairs=pair_mode,
         full_group=full_group,
@@ -176,45 +199,30 @@ def fabric(
         first_port=first_port,
         env=parse_env(env_items),
     )
-    selection = HostChoice.pop_from(choice).select(inventory_path, limit, slurm=slurm_target)
-    argv = srun_options(slurm_args)
+
+
+def show_fabric(kept: api.KeptRun, json_path: str | None, hosts: list[str]) -> int:
+    """What was kept, the pairs and suspects, where the run was saved; the exit code."""
     console = make_console(stderr=json_path == "-")
-
-    async def fabric_run(interrupt: asyncio.Event) -> api.KeptRun:
-        return await api.fabric_and_keep(
-            selection,
-            settings,
-            accept_new=accept_new,
-            events=ProgressLines(make_console(stderr=True)),
-            interrupt=interrupt,
-            slurm_args=argv,
-            slurm_gpus=slurm_gpus,
-            save=not no_save,
-            runs_dir=runs_dir,
-            json_path=json_file(json_path),
-        )
-
-    kept = asyncio.run(with_signals(fabric_run))
-    run = kept.run
-    say_kept(kept.errors, run, json_path, kept.written)
-    assert run.fabric is not None
-    render_fabric(console, run.fabric, [h.name for h in selection.hosts])
+    say_kept(kept.errors, kept.run, json_path, kept.written)
+    assert kept.run.fabric is not None
+    render_fabric(console, kept.run.fabric, hosts)
     if kept.saved:
         console.print(f"[dim]saved {kept.saved}")
-    sys.exit(with_bits(fabric_exit_code(run), kept_bits(kept.kept)))
+    return with_bits(fabric_exit_code(kept.run), kept_bits(kept.kept))
 
 
 T = TypeVar("T")
 
 
-async def with_signals(start: Callable[[asyncio.Event], Awaitable[T]]) -> T:
+async def with_signals(start: Callable[..., Awaitable[T]]) -> T:
     """Ctrl-C (or SIGTERM) cancels the running round (its ranks are stopped) and skips the rest."""
     interrupt = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, interrupt.set)
     loop.add_signal_handler(signal.SIGTERM, interrupt.set)
     try:
-        return await start(interrupt)
+        return await start(interrupt=interrupt)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)
