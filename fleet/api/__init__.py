@@ -25,6 +25,7 @@ rest is importable from its own module:
     baselines.py    make_baseline, write/load_baseline, judge_baseline, with_baseline, line_rates,
                     baseline_drift (drift judged against a baseline's bands)
     fabric_runs.py  fabric, fabric_async, fabric_and_keep, fabric_settings, parse_pairs, parse_sizes
+    jobs.py         jobs (every NCCL job across a run's hosts, `fleet jobs`), JobsView
 
 Every name here loads its module on first use (PEP 562): `import fleet` and the CLI's start-up
 pay only for what the command at hand needs (`fleet probe` needs no rules engine, analysis or
@@ -39,9 +40,6 @@ from typing import TYPE_CHECKING, Any
 from fleet.version import __version__
 
 if TYPE_CHECKING:
-    from fleet.analysis.across_runs.tolerance import (
-        DEFAULT_TOLERANCE,
-    )
     from fleet.api.assessing import (
         Judging,
         Prepared,
@@ -72,7 +70,6 @@ if TYPE_CHECKING:
     )
     from fleet.api.fabric_runs import (
         fabric,
-        fabric_and_keep,
         fabric_async,
     )
     from fleet.api.hosts import (
@@ -80,6 +77,7 @@ if TYPE_CHECKING:
         hosts_document,
         select_hosts,
     )
+    from fleet.api.jobs import JobsView, jobs
     from fleet.api.probing import (
         ProbeOptions,
         available_probes,
@@ -132,7 +130,8 @@ else:
         "write_report": ("fleet.api.runs", "write_report"),
         "fabric": ("fleet.api.fabric_runs", "fabric"),
         "fabric_async": ("fleet.api.fabric_runs", "fabric_async"),
-        "fabric_and_keep": ("fleet.api.fabric_runs", "fabric_and_keep"),
+        "jobs": ("fleet.api.jobs", "jobs"),
+        "JobsView": ("fleet.api.jobs", "JobsView"),
         "FabricSettings": ("fleet.fabric.run", "FabricSettings"),
         "make_baseline": ("fleet.api.baselines", "make_baseline"),
         "load_baseline": ("fleet.api.baselines", "load_baseline"),
@@ -141,7 +140,6 @@ else:
         "drift": ("fleet.api.comparing", "drift"),
         "FleetDiff": ("fleet.api.comparing", "FleetDiff"),
         "Drift": ("fleet.api.comparing", "Drift"),
-        "DEFAULT_TOLERANCE": ("fleet.analysis.across_runs.tolerance", "DEFAULT_TOLERANCE"),
         "Selection": ("fleet.api.hosts", "Selection"),
         "select_hosts": ("fleet.api.hosts", "select_hosts"),
         "hosts_document": ("fleet.api.hosts", "hosts_document"),
@@ -152,18 +150,23 @@ else:
         if name not in _ON_FIRST_USE:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         module, attribute = _ON_FIRST_USE[name]
-        value = getattr(importlib.import_module(module), attribute)
+        loaded = importlib.import_module(module)
+        value = getattr(loaded, attribute)
         globals()[name] = value
+        # Importing fleet.api.jobs binds `jobs` here to the module; the name is the command's.
+        short = module.rpartition(".")[2]
+        if globals().get(short) is loaded and _ON_FIRST_USE.get(short, ("",))[0] == module:
+            globals()[short] = getattr(loaded, _ON_FIRST_USE[short][1])
         return value
 
 
 __all__ = [
-    "DEFAULT_TOLERANCE",
     "Assessment",
     "CheckReport",
     "Drift",
     "FabricSettings",
     "FleetDiff",
+    "JobsView",
     "Judging",
     "KeptRun",
     "Prepared",
@@ -180,9 +183,9 @@ __all__ = [
     "cross_host_diff",
     "drift",
     "fabric",
-    "fabric_and_keep",
     "fabric_async",
     "hosts_document",
+    "jobs",
     "list_runs",
     "load_baseline",
     "load_run",

@@ -24,6 +24,7 @@ from fleet.api.runs import collection_paused
 from fleet.cli.completion import complete_runs
 from fleet.cli.options import (
     baseline_file_option,
+    fail_on_option,
     format_option,
     json_from_format,
     pack_option,
@@ -90,6 +91,7 @@ def _packs_epilog() -> str:
     is_flag=True,
     help="After the findings, every rule's verdict on every host and why (terminal only).",
 )
+@fail_on_option
 @probe_options
 def check_command(
     request: ProbeRequest,
@@ -102,6 +104,7 @@ def check_command(
     baseline_file: str | None,
     old_baseline: str | None,
     details: bool,
+    fail_on: str | None,
 ) -> None:
     """Pre-flight: probe the hosts (or read --run) and judge them against rules. Exit bit 32 on failure."""
     baseline_file = _baseline_file(baseline_file, old_baseline)
@@ -113,6 +116,7 @@ def check_command(
         rules=True,
         gate=True,
         strict=strict,
+        fail_on=fail_on,
         baseline_file=baseline_file,
         probe_args=inventory_probe_args(request.inventory_path, request.choice.inventory_format),
     )

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from fleet import api
-from fleet.api.fabric_runs import FabricEvents, fabric_settings
+from fleet.api.fabric_runs import FabricEvents, fabric_and_keep, fabric_settings
 from fleet.cli.options import (
     accept_new_option,
     inventory_option,
@@ -157,7 +157,7 @@ def fabric(
     settings = rounds_settings(**options)  # bad words fail before the inventory is read
     selection = choice.select(inventory_path, limit, slurm=slurm_target)
     start = functools.partial(
-        api.fabric_and_keep,
+        fabric_and_keep,
         selection,
         settings,
         accept_new=accept_new,

@@ -88,6 +88,15 @@ PROBE_OPTIONS = together(
         help="Run the allreduce timing probe.",
     ),
     click.option("--quick", is_flag=True, help="Fewer message sizes and iterations."),
+    click.option(
+        "--sample",
+        "sample_s",
+        type=click.FloatRange(0.5, 60),
+        metavar="SECONDS",
+        help="The health probe reads its error counters twice, SECONDS apart, and reports what "
+        "rose and how fast (per hour): NVLink, PCIe replays and AER, InfiniBand ports, ECC, "
+        "clock-event time. Off by default.",
+    ),
     probe_dir_option,
     slurm_options,
     click.option(
@@ -135,6 +144,7 @@ class ProbeRequest:
     slurm_gpus: str
     allreduce_matrix: bool
     gpubench: bool = False
+    sample_s: float | None = None
     choice: HostChoice = dataclasses.field(default_factory=HostChoice)
 
     def console(self) -> Console:
@@ -157,8 +167,24 @@ class ProbeRequest:
             probe_dirs=self.probe_dirs,
             slurm_args=srun_options(self.slurm_args),
             slurm_gpus=self.slurm_gpus,
+            extra_probe_args=health_sample_args(self.sample_s),
             on_key_recorded=_say_key_recorded,
         )
+
+
+# The health probe's own deadline (its TIMEOUT_S) leaves room for a sample this long; a longer
+# one raises the probe's timeout with it.
+HEALTH_SAMPLE_ROOM_S = 15.0
+
+
+def health_sample_args(sample_s: float | None) -> dict[str, dict[str, Any]]:
+    """--sample as the health probe's arguments (none without it)."""
+    if not sample_s:
+        return {}
+    args: dict[str, Any] = {"sample_s": sample_s}
+    if sample_s > HEALTH_SAMPLE_ROOM_S:
+        args["timeout_s"] = sample_s + 2 * HEALTH_SAMPLE_ROOM_S
+    return {"health": args}
 
 
 def _say_key_recorded(line: str) -> None:
@@ -177,7 +203,7 @@ def warm_up(*modules: str) -> None:
                 importlib.import_module(module)
             except Exception:  # noqa: BLE001 - said where the module is used
                 continue
-        gc.freeze()  # these modules too live as long as the command (see execute_probe)
+        gc.freeze()  # these modules too live as long as the command (see probe_and_assess)
 
     threading.Thread(target=load, name="fleet-warm-up", daemon=True).start()
 

@@ -37,6 +37,7 @@ class FleetGroup(click.Group):
         "diff": ("fleet.cli.runs", "diff"),
         "runs": ("fleet.cli.runs", "runs"),
         "show": ("fleet.cli.runs", "show"),
+        "jobs": ("fleet.cli.jobs", "jobs"),
         "check": ("fleet.cli.check", "check"),
         "report": ("fleet.cli.report", "report"),
         "fabric": ("fleet.cli.fabric", "fabric"),

@@ -18,6 +18,7 @@ from fleet.cli.options import (
     cohort_by_option,
     collection_paused,
     document_option,
+    fail_on_option,
     format_option,
     json_from_format,
     limit_option,
@@ -54,6 +55,7 @@ from fleet.render.terminal.tables import Column, print_table
 @format_option(help="How to print the diff (json: the old spelling of --json -).")
 @document_option("the diff or drift document (fleet.diff)")
 @cohort_by_option
+@fail_on_option
 @between_option
 @baseline_file_option(
     "--baseline-file",
@@ -72,6 +74,7 @@ def diff(
     json_path: str | None,
     cohort_by: str | None,
     between: bool,
+    fail_on: str | None,
     baseline_file: str | None,
 ) -> None:
     """Drift between two saved runs (OLD NEW), or the cross-host diff of one run (OLD).
@@ -89,13 +92,14 @@ def diff(
     if new is None:
         if limit:
             raise UsageError("--limit narrows the drift of two runs", hint="give OLD and NEW")
-        judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True)
+        judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True, fail_on=fail_on)
         assessment = api.assess_run(load_run(old, runs_dir, scope), judging, old)
-        sys.exit(print_fleet_diff(assessment, output_format, json_path, between))
+        sys.exit(print_fleet_diff(assessment, output_format, json_path, between))  # 32: --fail-on
     judging = api.Judging(
         tolerance=tolerance,
         baseline_run=str(run_file(old, runs_dir, scope)),  # OLD first: a missing one is said first
         rules=True,  # the new run's findings lead; the drift's exit bit is 16 alone
+        fail_on=fail_on,
         baseline_file=baseline_file,
         runs_dir=runs_dir,
         scope=scope,
@@ -111,8 +115,8 @@ def print_fleet_diff(
     json_path: str | None = None,
     between: bool = False,
 ) -> int:
-    """The run's cross-host diff as `output_format`, its document to --json; the exit code (64:
-    --json FILE could not be written)."""
+    """The run's cross-host diff as `output_format`, its document to --json; the exit code (32:
+    --fail-on; 64: --json FILE could not be written)."""
     result = assessment.diff
     written = json_path is None or write_json(fleet_diff_document(result), json_path)
     if output_format == "markdown":  # for an issue: what is wrong first
@@ -121,7 +125,7 @@ def print_fleet_diff(
         console = make_console()
         render_findings(console, assessment.findings)
         console.print(fleet_diff_view(result, between), crop=False)  # paths stay whole
-    return 0 if written else EXIT_NOT_KEPT
+    return assessment.exit_code | (0 if written else EXIT_NOT_KEPT)
 
 
 def print_drift(assessment: api.Assessment, output_format: str, json_path: str | None) -> int:
@@ -147,6 +151,7 @@ def print_drift(assessment: api.Assessment, output_format: str, json_path: str |
 @format_option(help="How to print the diff (json: the old spelling of --json -).")
 @document_option("the run's cross-host diff document (fleet.diff)")
 @cohort_by_option
+@fail_on_option
 @between_option
 @collection_paused
 def show(
@@ -157,18 +162,19 @@ def show(
     output_format: str,
     json_path: str | None,
     cohort_by: str | None,
+    fail_on: str | None,
     between: bool,
 ) -> None:
     """Render a saved run again (default: the latest)."""
     output_format, json_path = json_from_format(output_format, json_path)
     run = load_run(run_ref, runs_dir, scope)
-    judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True)
+    judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True, fail_on=fail_on)
     assessment = api.assess_run(run, judging, run_ref)
     if output_format != "terminal" or json_path == "-":
         sys.exit(print_fleet_diff(assessment, output_format, json_path, between))
-    code = 0
+    code = assessment.exit_code  # 0, or 32 with --fail-on
     if json_path is not None and not write_json(fleet_diff_document(assessment.diff), json_path):
-        code = EXIT_NOT_KEPT
+        code |= EXIT_NOT_KEPT
     if run.fabric is not None:  # a `fleet fabric` run: its pairs and suspects, not probe tables
         from fleet.render.terminal.fabric import render_fabric
 

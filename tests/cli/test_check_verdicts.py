@@ -121,7 +121,7 @@ def test_strict_says_it_failed_because_of_strict_everywhere(tmp_path: Path) -> N
     args = ("check", "--details", "--run", str(GPULESS), "--strict")
     done = invoke(tmp_path, *args, "--html", str(html), "--junit", str(junit))
     assert done.exit_code == BIT_CHECK_FAILED, done.output
-    assert "✗ check failed (--strict): no error failures, but 34 error-rule" in done.output
+    assert "✗ check failed (--strict): no error failures, but 41 error-rule" in done.output
     assert "which --strict counts as failures" in done.output
     assert "incomplete" not in done.output
     assert "--strict counts error rules not judged" not in done.output  # said in the verdict
@@ -131,7 +131,7 @@ def test_strict_says_it_failed_because_of_strict_everywhere(tmp_path: Path) -> N
     document = json.loads(invoke(tmp_path, *args, "--json", "-").stdout)
     assert (document["outcome"], document["passed"], document["strict"]) == ("failed", False, True)
     suites = junit.read_text()
-    assert 'failures="34"' in suites.split("\n", 2)[1], suites[:300]
+    assert 'failures="41"' in suites.split("\n", 2)[1], suites[:300]
     assert "skipped, a failure with --strict: probe gpu absent" in suites
 
 

@@ -60,9 +60,7 @@ def test_check_gives_its_verdict_naming_the_three_hosts_first(
 def surfaces(tmp_path: Path, run_file: Path) -> dict[str, list[tuple[str, str, str]]]:
     """(hosts, what, action) of each finding, as each surface gives them, in order."""
     junit, page = tmp_path / "check.xml", tmp_path / "page.html"
-    as_json = json.loads(
-        invoke(tmp_path, "check", "--run", str(run_file), "--json", "-").stdout
-    )
+    as_json = json.loads(invoke(tmp_path, "check", "--run", str(run_file), "--json", "-").stdout)
     invoke(tmp_path, "check", "--run", str(run_file), "--junit", str(junit))
     markdown = invoke(tmp_path, "diff", str(run_file), "--format", "markdown").output
     invoke(tmp_path, "report", str(run_file), "-o", str(page))
@@ -157,3 +155,19 @@ def test_the_page_shows_the_findings_first_in_a_real_browser(
     for host in THREE:
         assert host in shown["text"]
     assert "reset-gpu" in shown["text"]
+
+
+def test_fail_on_lets_ci_choose_and_findings_alone_never_change_the_exit_code(
+    tmp_path: Path, run_file: Path
+) -> None:
+    assert invoke(tmp_path, "show", str(run_file)).exit_code == 0
+    assert invoke(tmp_path, "show", str(run_file), "--fail-on", "error").exit_code == 32
+    assert invoke(tmp_path, "diff", str(run_file), "--fail-on", "warning").exit_code == 32
+    healthy = tmp_path / "healthy.json"
+    document = json.loads(run_file.read_text())
+    for name in (SICK, NO_SM120, P2P_OFF):
+        del document["hosts"][name]
+    healthy.write_text(json.dumps(document))
+    # what is left differs only between the cohorts (information): not a failure at error
+    assert invoke(tmp_path, "show", str(healthy), "--fail-on", "error").exit_code == 0
+    assert invoke(tmp_path, "show", str(healthy), "--fail-on", "info").exit_code == 32

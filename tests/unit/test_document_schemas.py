@@ -1,6 +1,6 @@
 """Every `fleet.X/N` id the code writes has its schema in fleet/schemas/, and the documents of
-hosts, live, runs and baseline (`--json`) validate against theirs, made from real inputs: the
-example inventory, the live runs recorded on an H200, saved runs, the real 2×H200 runs."""
+hosts, runs and baseline (`--json`) validate against theirs, made from real inputs: the example
+inventory, saved runs, the real 2×H200 runs (jobs: tests of `fleet jobs`)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,11 @@ from pathlib import Path
 from fleet.api.commands import RUNS_SCHEMA
 from fleet.inventory.document import HOSTS_SCHEMA
 from fleet.schemas import KINDS, schema_for
-from fleet.store import read_run_file
-from fleet.units.live.facts import LIVE_SCHEMA, live_jobs
 from tests.conftest import ROOT
 from tests.helpers import invoke_fleet
 from tests.schema_check import errors
 
 REAL_RUN = ROOT / "tests" / "probes" / "golden" / "real_run"
-LIVE_RUNS = ROOT / "tests" / "probes" / "golden" / "live" / "h200x1"
 DOCUMENT_ID = re.compile(r"[\"']fleet\.([a-z_]+)/(\d+)[\"']")
 SHARED_IDS = {"diff": ("diff", "drift")}  # fleet.diff/N: the cross-host diff and the drift
 
@@ -30,7 +27,7 @@ def test_every_document_id_the_code_writes_has_its_schema() -> None:
         for path in (ROOT / "fleet").rglob("*.py")
         for match in DOCUMENT_ID.finditer(path.read_text())
     }
-    assert written >= {"run", "diff", "check", "baseline", "hosts", "live", "runs"}
+    assert written >= {"run", "diff", "check", "baseline", "hosts", "jobs", "runs"}
     for kind in written:
         for schema in SHARED_IDS.get(kind, (kind,)):
             assert schema in KINDS, f"fleet.{kind}/N is written but has no schema"
@@ -39,7 +36,6 @@ def test_every_document_id_the_code_writes_has_its_schema() -> None:
 
 def test_the_new_schemas_hold_the_ids_the_code_writes() -> None:
     assert schema_for("hosts")["properties"]["schema"]["const"] == HOSTS_SCHEMA
-    assert schema_for("live")["properties"]["schema"]["const"] == LIVE_SCHEMA
     assert schema_for("runs")["properties"]["schema"]["const"] == RUNS_SCHEMA
 
 
@@ -69,15 +65,6 @@ def test_fleet_hosts_json_alone_still_prints_the_document(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert "deprecated: write --json -" in done.stderr
     assert json.loads(done.stdout)["schema"] == HOSTS_SCHEMA
-
-
-def test_the_live_jobs_of_the_recorded_h200_runs_validate() -> None:
-    for name in ("fleet_run_running.json", "fleet_run_stopped.json"):
-        document = json.loads(json.dumps(live_jobs(read_run_file(LIVE_RUNS / name)).as_dict()))
-        assert errors("live", document) == [], name
-    running = live_jobs(read_run_file(LIVE_RUNS / "fleet_run_running.json")).as_dict()
-    assert len(running["jobs"]) == 1
-    assert errors("live", {**running, "healthy": "yes"})
 
 
 def test_fleet_runs_json_validates_with_an_unreadable_run(tmp_path: Path) -> None:

@@ -24,6 +24,13 @@ def test_the_public_api_has_at_most_40_names_and_each_resolves() -> None:
         assert getattr(fleet.api, name) is not None, name
 
 
+def test_a_command_named_like_its_module_stays_the_command() -> None:
+    fleet.api.JobsView  # noqa: B018  # loads fleet.api.jobs, whose name is also a command's
+    assert callable(fleet.api.jobs)
+    assert fleet.api.jobs.__name__ == "jobs"
+    assert fleet.api.jobs.__module__ == "fleet.api.jobs"
+
+
 def test_a_name_left_out_of_the_public_api_is_not_in_it() -> None:
     with pytest.raises(AttributeError, match="make_transports"):
         fleet.api.make_transports  # type: ignore[attr-defined]  # noqa: B018
