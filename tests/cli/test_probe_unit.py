@@ -44,7 +44,7 @@ def test_the_unit_is_in_the_registry(uptime_unit: None) -> None:
     assert units.part("uptime", "facts") is not None
     assert units.part("uptime", "html") is not None
     assert "uptime" in [name for name, _ in units.parts("terminal")]
-    assert units.part("health", "terminal") is None  # a part a unit does not have
+    assert units.part("health", "checks") is None  # a part a unit does not have
 
 
 def test_the_key_fact_and_the_terminal_section_are_shown(probed: tuple[str, Path]) -> None:
