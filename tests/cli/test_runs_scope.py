@@ -124,5 +124,5 @@ def test_a_name_two_inventories_share_is_refused_naming_both(tmp_path: Path) -> 
         assert "names 2 different inventories" in done.stderr
         assert "site-a/inventory.yaml, site-b/inventory.yaml" in done.stderr
     # the path itself is no longer ambiguous
-    shown = invoke(tmp_path, "show", "latest:site-a/inventory.yaml", "--format", "json")
+    shown = invoke(tmp_path, "show", "latest:site-a/inventory.yaml", "--json", "-")
     assert shown.exit_code == 0, shown.output
