@@ -160,7 +160,8 @@ def test_the_real_stopped_job_leads_with_a_finding_naming_its_process_and_gpu(
     run = ROOT / "tests" / "probes" / "golden" / "real_run" / "h200x1_live_stopped_run.json"
     shown = invoke(tmp_path, "show", str(run), columns=80)
     findings = [line for line in shown.stdout.splitlines() if line.startswith("✗ ")]
-    assert findings and findings[0].startswith("✗ local pid 524: pid 524 on GPU-89824593")
+    assert findings
+    assert findings[0].startswith("✗ local pid 524: pid 524 on GPU-89824593")
     assert "→ restart-app" in shown.stdout.split("NCCL jobs")[0]
     jobs = invoke(tmp_path, "jobs", "--run", str(run), columns=80)
     assert "local: pid 524 on GPU-89824593" in " ".join(jobs.stdout.split())
