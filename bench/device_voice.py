@@ -123,7 +123,9 @@ def main() -> int:
     try:
         fleet(out, "health", "probe", "-p", "health", "--runs-dir", "/tmp/fleet-runs")
         if not args.skip_gpubench:
-            fleet(out, "gpubench", "probe", "-p", "gpubench", "--runs-dir", "/tmp/fleet-runs")
+            gpubench = str(args.out / "run_gpubench.json")
+            runs = ("--runs-dir", "/tmp/fleet-runs", "--json", gpubench)
+            fleet(out, "gpubench", "probe", "-p", "gpubench", *runs)
         live_steps(args.out, out)
     finally:
         (args.out / "voice.txt").write_text("\n".join(out) + "\n")

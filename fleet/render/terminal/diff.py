@@ -412,6 +412,8 @@ def fleet_diff_brief(diff: FleetDiff, run_ref: str = "RUN") -> Group:
     diff one line (who, how many facts), and where every fact is listed (`fleet diff`)."""
     parts: list[Any] = [Hanging(Text(), diff_summary(diff), 2)]
     if diff.clean or len(diff.hosts) < 2:
+        if diff.unreported:  # a probe that found nothing to measure says why, one host or many
+            parts.append(unreported_view(diff.unreported))
         return Group(*parts)
     if len(diff.cohorts) > 1:
         parts.append(cohorts_view(diff))
