@@ -116,6 +116,10 @@ def test_the_saved_run_reads_the_same_and_leads_show_with_the_finding(
     named = "✗ gpu-b rank 1 pid 728 GPU 1: NCCL job 0x44d8c595d392cba8: rank 1 on gpu-b: missing"
     assert named in findings
     assert "→ restart-app: restart the job" in findings
+    # the live section of the report: the job in one line, its troubled host first
+    live = shown.stdout.split("NCCL jobs: ")[1].splitlines()
+    assert live[0].endswith("on gpu-a,gpu-b")
+    assert live[1].startswith("  0x44d8c595d392cba8: gpu-b: rank 1 missing")  # trouble first
 
 
 def test_the_html_report_has_the_jobs_section(tmp_path: Path, two_hosts: Path) -> None:

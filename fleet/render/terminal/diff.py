@@ -422,7 +422,8 @@ def fleet_diff_brief(diff: FleetDiff, run_ref: str = "RUN") -> Group:
         parts.append(outliers_view(diff.outliers, diff.tolerance))
     if diff.unreported:
         parts.append(unreported_view(diff.unreported))
-    hint = f"every fact: fleet diff {run_ref} (--between for hardware, --format markdown)"
+    ref = run_ref if len(run_ref) <= 24 else "RUN"  # a long path would take a line of its own
+    hint = f"every fact: fleet diff {ref} (--between: the hardware ones too)"
     parts.append(Hanging(Text("  "), Text(hint, style="dim"), 4))
     return Group(*parts)
 
