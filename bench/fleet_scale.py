@@ -146,7 +146,7 @@ def command_line(command: str, old: Path, new: Path, out: Path) -> list[str]:
     fleet = [sys.executable, "-m", "fleet"]
     return {
         "load": [sys.executable, "-c", "import sys, fleet; fleet.load_run(sys.argv[1])", str(new)],
-        "diff": [*fleet, "diff", str(new), "--format", "json"],
+        "diff": [*fleet, "diff", str(new), "--json", "-"],
         "drift": [*fleet, "diff", str(old), str(new)],
         "show": [*fleet, "show", str(new)],
         "check": [*fleet, "check", "--run", str(new)],

@@ -136,6 +136,29 @@ def check_declarations(source: str, path: str) -> None:
             raise ProbeFileError(f'{at} must be a tuple of file names: ("_helper.py",)')
         if name == "FACTS":
             _check_facts(value, at)
+    if not _defines_collect(source):
+        raise ProbeFileError(
+            f"{path}:1: defines no collect(options); a probe is a module with "
+            "`def collect(options):` returning its data as a dict (probes/README.md)"
+        )
+
+
+def _defines_collect(source: str) -> bool:
+    """Whether the probe defines `collect`: a def, an assignment or an import (the host runner
+    calls it; without one every host would fail with KeyError: 'collect'). Looked for at any
+    depth, so a definition under `if`/`try` counts."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "collect":
+            return True
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "collect" for t in node.targets
+        ):
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+            (a.asname or a.name) == "collect" for a in node.names
+        ):
+            return True
+    return False
 
 
 def _check_facts(value: Any, at: str) -> None:

@@ -151,3 +151,16 @@ def test_jobs_of_the_real_h200_run_validate(tmp_path: Path) -> None:
 def _document(stdout: str) -> dict[str, Any]:
     """The JSON document on stdout (--json -): the tables went to stderr."""
     return json.loads(stdout)  # type: ignore[no-any-return]
+
+
+def test_the_real_stopped_job_leads_with_a_finding_naming_its_process_and_gpu(
+    tmp_path: Path,
+) -> None:
+    """The lent H200: a 1-rank NCCL job SIGSTOPped (bench/device_voice.py's capture)."""
+    run = ROOT / "tests" / "probes" / "golden" / "real_run" / "h200x1_live_stopped_run.json"
+    shown = invoke(tmp_path, "show", str(run), columns=80)
+    findings = [line for line in shown.stdout.splitlines() if line.startswith("✗ ")]
+    assert findings and findings[0].startswith("✗ local pid 524: pid 524 on GPU-89824593")
+    assert "→ restart-app" in shown.stdout.split("NCCL jobs")[0]
+    jobs = invoke(tmp_path, "jobs", "--run", str(run), columns=80)
+    assert "local: pid 524 on GPU-89824593" in " ".join(jobs.stdout.split())

@@ -70,10 +70,10 @@ def test_check_judges_its_rules(tmp_path: Path, probed: tuple[str, Path]) -> Non
     _, run = probed
     done = invoke(
         tmp_path, "check", "--run", str(run), "--rules", str(TOY / "uptime.yaml"),
-        "--format", "json",
+        "--json", "-",
     )  # fmt: skip
     assert done.exit_code == 32, done.output  # an error rule failed
-    rules = {r["id"]: r["hosts"]["here"] for r in json.loads(done.output)["rules"]}
+    rules = {r["id"]: r["hosts"]["here"] for r in json.loads(done.stdout)["rules"]}
     assert rules["uptime-known"]["verdict"] == "pass"
     assert rules["uptime-a-century"]["verdict"] == "fail"
     assert rules["uptime-a-century"]["fix"] == "wait"

@@ -60,9 +60,7 @@ def test_check_gives_its_verdict_naming_the_three_hosts_first(
 def surfaces(tmp_path: Path, run_file: Path) -> dict[str, list[tuple[str, str, str]]]:
     """(hosts, what, action) of each finding, as each surface gives them, in order."""
     junit, page = tmp_path / "check.xml", tmp_path / "page.html"
-    as_json = json.loads(
-        invoke(tmp_path, "check", "--run", str(run_file), "--format", "json").output
-    )
+    as_json = json.loads(invoke(tmp_path, "check", "--run", str(run_file), "--json", "-").stdout)
     invoke(tmp_path, "check", "--run", str(run_file), "--junit", str(junit))
     markdown = invoke(tmp_path, "diff", str(run_file), "--format", "markdown").output
     invoke(tmp_path, "report", str(run_file), "-o", str(page))
