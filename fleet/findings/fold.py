@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from fleet.findings.model import ACTIONS, DIVERGENCE, RULE, SENTENCE, SEVERITIES, Finding
+from fleet.models import FINGERPRINT
 
 
 def fold(findings: Iterable[Finding]) -> list[Finding]:
@@ -148,20 +149,40 @@ def _fold_alike(findings: Iterable[Finding]) -> list[Finding]:
         key = (
             finding.severity,
             finding.kind,
-            finding.what,
+            _own_blanked(finding, finding.what),
             finding.where,
             finding.action,
-            finding.fix,
+            _own_blanked(finding, finding.fix),
         )
         merged.setdefault(key, []).append(finding)
     return [_joined(group) for group in merged.values()]
+
+
+def _own_blanked(finding: Finding, text: str) -> str:
+    """`text` with a host's own name and address as HOST and key fingerprints as `SHA256:…`,
+    for a finding of one host that was not reached (its evidence names its address): an error
+    or hint that names its host (`try: ssh root@10.0.0.7 true`) reads alike on every host."""
+    address = str(finding.evidence.get("address") or "")
+    if not address:
+        return text
+    for own in sorted({address, *finding.hosts[:1]} - {""}, key=len, reverse=True):
+        text = text.replace(own, "HOST")
+    return FINGERPRINT.sub("SHA256:…", text)
 
 
 def _joined(group: list[Finding]) -> Finding:
     if len(group) == 1:
         return group[0]
     hosts = sorted({host for finding in group for host in finding.hosts})
-    return dataclasses.replace(group[0], hosts=tuple(hosts))
+    evidence = {k: v for k, v in group[0].evidence.items() if k != "address"}
+    first = group[0]
+    return dataclasses.replace(
+        first,
+        hosts=tuple(hosts),
+        what=_own_blanked(first, first.what),
+        fix=_own_blanked(first, first.fix),
+        evidence=evidence,
+    )
 
 
 def rank(findings: Iterable[Finding]) -> list[Finding]:

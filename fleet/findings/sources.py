@@ -63,25 +63,21 @@ def host_findings(run: Run) -> list[Finding]:
 
 
 def _not_reached(outcome: HostOutcome) -> Finding:
-    """The host's own error, its name and address blanked (hosts that ended alike fold into
-    one finding), and the hint as the fix, its address blanked the same way."""
-    status, message = outcome.ending()
-    first = message.strip().splitlines()[0] if message.strip() else status
-    hint = REACH_FIX.get(status) or _blanked(outcome, outcome.hint) or "is the host up?"
+    """The host's own error and its hint as the fix, whole (a host key's fingerprint is what the
+    user checks); where hosts ended alike they fold into one finding, their own names, address
+    and fingerprints blanked then (fold.py)."""
+    status = outcome.status
+    message = (outcome.error or "").strip()
+    first = message.splitlines()[0] if message else status
     return Finding(
         severity="error",
         kind=status,
         what=f"not reached ({status}): {first}",
         hosts=(outcome.name,),
         action="check-access",
-        fix=hint,
+        fix=REACH_FIX.get(status) or outcome.hint or "is the host up?",
+        evidence={"address": outcome.address} if outcome.address else {},
     )
-
-
-def _blanked(outcome: HostOutcome, text: str | None) -> str:
-    for own in sorted({outcome.name, outcome.address} - {""}, key=len, reverse=True):
-        text = (text or "").replace(own, "HOST")
-    return text or ""
 
 
 def _probe_failures(outcome: HostOutcome) -> Iterable[Finding]:

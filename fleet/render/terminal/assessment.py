@@ -26,8 +26,11 @@ def render_probed(
 ) -> None:
     """`fleet probe` (and `fleet show`): hosts, findings, the run's detail, then the drift
     against --baseline RUN and a --baseline-file's verdicts."""
-    said = {kind for finding in assessment.findings for kind in (finding.kind,)}
-    render_hosts(console, assessment.run, errors=not said & NOT_REACHED_KINDS)
+    said = {finding.kind for finding in assessment.findings}
+    # hosts not reached: their findings say why, unless a host key is in question (each host's
+    # fingerprint is in the table; the folded finding blanks them)
+    keys = any(kind.startswith("hostkey_") for kind in said)
+    render_hosts(console, assessment.run, errors=keys or not said & NOT_REACHED_KINDS)
     render_findings(console, assessment.findings)  # rules not judged: only fleet check says
     render_detail(
         console,
