@@ -9,12 +9,12 @@ from __future__ import annotations
 import calendar
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import re
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from fleet.errors import StoreError, UsageError
 from fleet.files import ensure_private_dir
 from fleet.models import READABLE_RUN_SCHEMAS, RUN_SCHEMA, Run
 from fleet.redact import mask_secrets, might_hold_secret
+from fleet.rundoc import compact_pieces, payload_digest, read_document, saved_pieces
 
 ALIASES = {"latest": 1, "previous": 2}
 
@@ -43,10 +44,23 @@ def write_private_json(path: Path, document: dict[str, Any], *, exclusive: bool 
     text = json.dumps(document, ensure_ascii=False, default=str)
     if might_hold_secret(text):  # rare: results were masked on the host and on arrival already
         text = json.dumps(mask_secrets(document), ensure_ascii=False, default=str)
+    write_private_text(path, [text], exclusive=exclusive)
+
+
+def write_run_json(path: Path, run: Run) -> None:
+    """`run`'s document as write_private_json writes it (`--json FILE`), written a host at a time
+    (fleet/rundoc.py): a 20,000-host document is never held whole."""
+    write_private_text(path, compact_pieces(run))
+
+
+def write_private_text(path: Path, pieces: Iterable[str], *, exclusive: bool = False) -> None:
+    """Atomically replace `path` with the text of `pieces` and a newline, mode 0600; with
+    `exclusive`, never replace: raise FileExistsError if `path` exists."""
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:
-            handle.write(text + "\n")
+            handle.writelines(pieces)
+            handle.write("\n")
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temp, 0o600)
@@ -75,8 +89,7 @@ def deduplicate_payloads(document: dict[str, Any]) -> dict[str, Any]:
     payloads: dict[str, Any] = {}
     for outcome in document["hosts"].values():
         for probe in outcome["probes"].values():
-            text = json.dumps(probe["data"], sort_keys=True, separators=(",", ":"), default=str)
-            digest = hashlib.sha256(text.encode()).hexdigest()
+            digest = payload_digest(probe["data"])
             payloads.setdefault(digest, probe.pop("data"))
             probe["data_ref"] = digest
     return {**document, "payloads": payloads}
@@ -94,12 +107,11 @@ def expand_payloads(document: dict[str, Any]) -> dict[str, Any]:
 def save_run(run: Run, runs_dir: Path) -> Path:
     try:
         ensure_private_dir(runs_dir)
-        document = deduplicate_payloads(run.to_dict())
         name = run_file_name(run)
         for attempt in range(1, 100):  # two runs started in the same second: both are kept
             path = runs_dir / (name if attempt == 1 else f"{name[:-5]}_{attempt}.json")
             with contextlib.suppress(FileExistsError):
-                write_private_json(path, document, exclusive=True)
+                write_private_text(path, saved_pieces(run), exclusive=True)
                 break
         else:
             raise OSError(errno.EEXIST, "too many runs started in the same second")
@@ -261,8 +273,8 @@ def read_run_file(path: Path) -> Run:
     of any run id this fleet reads (READABLE_RUN_SCHEMAS; a document without `schema` is read
     too). Anything else is a StoreError that names what the file is and what to do."""
     try:
-        with paused():  # millions of new objects and no garbage: fleet.collector
-            document = readable_run(json.loads(path.read_text(encoding="utf-8")), path)
+        with paused(), path.open(encoding="utf-8") as handle:  # paused: fleet.collector
+            document = readable_run(read_document(handle), path)  # payloads shared: rundoc
             return Run.from_dict(expand_payloads(document))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StoreError(

@@ -9,8 +9,8 @@ import dataclasses
 import functools
 import gc
 import importlib
-import json
 import signal
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,6 +40,7 @@ from fleet.errors import FleetError
 from fleet.models import Run
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.progress import ProgressEvents
+from fleet.rundoc import write_indented_run
 
 # The options of every command that probes hosts (probe, check): connection, selection, probes.
 PROBE_OPTIONS = together(
@@ -253,7 +254,7 @@ def say_kept(kept: api.KeptRun, json_path: str | None) -> None:
     """What could not be kept, on stderr; then the run document on stdout for --json -."""
     say_not_kept(kept.errors)
     if json_path == "-":
-        click.echo(json.dumps(kept.run.to_dict(), indent=2))
+        write_indented_run(kept.run, sys.stdout.write)  # a host at a time
 
 
 def say_not_kept(errors: Sequence[FleetError]) -> None:
