@@ -49,7 +49,7 @@ CYCLE = (
     + [("mixed8_loopback.json", f"h0{i}") for i in range(1, 9)]
     + [("loopback8_two_odd.json", f"gpu-0{i}") for i in range(1, 9)]
 )
-REPEATED = [("mixed8_loopback.json", f"h0{i}") for i in range(1, 9)]
+REPEATED = CYCLE
 KINDS = ("unique", "repeated")
 FORMS = ("plain", "saved")
 COMMANDS = ("load", "diff", "drift", "show", "check", "report", "keep")
