@@ -1,28 +1,37 @@
-"""fleet's own commands at the size of the largest clusters (issue 25): 1,000 to 20,000 hosts.
+"""fleet's own commands at the size of the largest clusters (issues 25, 40): 1,000 to 20,000 hosts,
+from a plain `--json` document and from a saved run, on two kinds of data.
 
-    python3 bench/fleet_scale.py                       # 1000 5000 20000 hosts, each command once
-    python3 bench/fleet_scale.py --repeat 2 1000 5000  # any sizes; best CPU of 2 runs
-    python3 bench/fleet_scale.py --keep /tmp/fs 20000  # keep (and reuse) the saved runs there
-    python3 bench/fleet_scale.py --only drift,check    # some commands only
+    python3 bench/fleet_scale.py                       # 1000 5000 20000 hosts, best of 2 runs
+    python3 bench/fleet_scale.py --repeat 1 1000 5000  # any sizes; one run each
+    python3 bench/fleet_scale.py --keep /tmp/fs 20000  # keep (and reuse) the built runs there
+    python3 bench/fleet_scale.py --only drift,check --kinds repeated --forms plain
 
 The hosts are real captured hosts (tests/probes/golden/real_run/): the real 2× H200 run (every
 probe, allreduce included), the 8-host mixed loopback run (2× H200 and 8× RTX PRO 6000 Blackwell,
 one torch without sm_120, one NCCL_P2P_DISABLE=1) and the 8-host loopback run with two odd hosts,
-repeated in a cycle of 20 (4 real H200, 8 mixed, 8 loopback) to N hosts. Each host gets its own
-identity: name, address, hostname, GPU UUIDs and serials, and jittered timings (the host's and
-each probe's elapsed_s, every allreduce row's latency and busbw), so the identity-bearing payloads
-(`system`, `gpu`, `allreduce`) are distinct per host, as on a real fleet, and the rest are shared.
-The two runs (OLD for drift, and RUN) are saved with fleet's own store (fleet/store.py save_run:
-each distinct payload once); RUN differs from OLD by new jitter, a torch upgrade on one host in
-1,000, one host gone and one new.
+in a cycle of 20 (4 real H200, 8 mixed, 8 loopback) to N hosts. Two kinds of data:
+
+- `unique`: each host gets its own identity: hostname, GPU UUIDs and serials, and jittered
+  allreduce timings, so the identity-bearing payloads (`system`, `gpu`, `allreduce`) are distinct
+  per host, as on a real fleet, and the rest are shared.
+- `repeated`: the captured hosts over and over, each payload equal to its source's (a few real
+  hosts repeated); only the name, address and elapsed times are the host's own.
+
+Two runs (OLD for drift, and RUN: RUN differs by new timings, a torch upgrade on one host in
+1,000, one host gone and one new) are kept in both forms: `saved` by fleet's store (fleet/store.py
+save_run: each distinct payload once) and `plain` as `fleet probe --json FILE` writes them (every
+host's payloads in full).
 
 Each command runs in a fresh process (`python -m fleet …`, output to a file as in a pipeline), so
-each has its own peak RSS; the figures are that process's CPU time (user + system, from wait4)
-and its peak RSS (ru_maxrss): the machine is shared, so wall time says as much about the
-neighbours. A child's ru_maxrss also counts the pages of the process it was forked from, so this
-process stays small (it never imports fleet; the runs are built by `--build` in a process of its
-own) and prints the floor: the peak RSS of a bare `python -c pass` started the same way. `load` is `fleet.load_run(RUN)` alone. Target (issue 25): at 20,000 hosts each
-command ≤ 15 s and ≤ 1.5 GB. Needs nothing beyond fleet itself.
+each has its own peak RSS; the figures are its wall seconds, its CPU time (user + system, from
+wait4) and its peak RSS (ru_maxrss): on a shared machine the wall time says as much about the
+neighbours as about fleet. A child's ru_maxrss also counts the pages of the process it was forked
+from, so this process stays small (it never imports fleet; the runs are built by `--build` in a
+process of its own) and prints the floor: the peak RSS of a bare `python -c pass` started the
+same way. `load` is `fleet.load_run(RUN)` alone; `keep` is what `fleet probe --json FILE` and
+`--json -` do once the hosts are done, on the run as a probe holds it (every payload its own
+object): save it, write the file and the indented document to stdout (plain form only). Target
+(issue 40): at 20,000 hosts each command ≤ 15 s and ≤ 1.5 GB. Needs nothing beyond fleet itself.
 """
 
 from __future__ import annotations
