@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fleet.analysis.diff import compare_hosts  # noqa: E402
-from fleet.analysis.drift import compare_runs  # noqa: E402
+from fleet.analysis.across_hosts.diff import compare_hosts  # noqa: E402
+from fleet.analysis.across_runs.drift import compare_runs  # noqa: E402
 from fleet.analysis.facts import declared_facts  # noqa: E402
 from fleet.models import Run  # noqa: E402
 from fleet.store import read_run_file as load_run  # noqa: E402

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from diff_scale import synthetic_document  # noqa: E402
 
-from fleet.analysis.diff import compare_hosts  # noqa: E402
+from fleet.analysis.across_hosts.diff import compare_hosts  # noqa: E402
 from fleet.analysis.facts import declared_facts  # noqa: E402
 from fleet.models import Run  # noqa: E402
 from fleet.render.html.page import Report, write_html  # noqa: E402

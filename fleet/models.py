@@ -10,6 +10,11 @@ from typing import Any, Literal, get_args
 # The run document's id (docs/documents.md: what each version changed; fleet/schemas/run.schema.json
 # its shape). Older ids load as long as fleet can still read them; any other id is refused.
 RUN_SCHEMA = "fleet.run/2"
+# How far a measurement may move before it is different (the diff, drift) or bad (a fabric pair
+# against the median pair): fleet's one default. Here, below every stage, as fabric/ sits under
+# analysis/. gpubench judges a GPU against GPUs of its own model by 10%
+# (fleet/units/gpubench/facts.py DEFAULT_GPU_TOLERANCE): a different quantity, kept as it was.
+DEFAULT_TOLERANCE = 0.25
 READABLE_RUN_SCHEMAS = ("fleet.run/1", RUN_SCHEMA)
 FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/=]+")
 

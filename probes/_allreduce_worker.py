@@ -5,6 +5,10 @@ its text beside the probe's, and the probe starts one `python -c <this text> '<c
 rank. Nothing is written on the host. Rank 0 prints its results as `MARKER {json}` lines on stdout
 (NCCL_DEBUG output shares that stream). The planning functions at the top are pure and tested on
 their own (tests/probes/test_allreduce.py). Stdlib and torch only, Python 3.8+.
+
+Self-contained on purpose: it imports no shipped helper. The ranks run it as `python -c`, a fresh
+interpreter where the runner's in-memory helpers are not importable, and what it shares with the
+probe (the MARKER, the config's keys) arrives in its config argument.
 """
 
 from __future__ import annotations

@@ -82,7 +82,8 @@ if TYPE_CHECKING:  # typing.TypedDict is 3.8+: the runner still starts on 3.6/3.
         """The BUNDLE literal the controller puts above this file (fleet/execution/bundle.py)."""
 
         options: Dict[str, Options]  # probe name -> its options
-        files: Dict[str, Dict[str, str]]  # probe name -> {SHIPS file name: text}
+        modules: Dict[str, str]  # SHIPS file name -> text, once per bundle
+        ships: Dict[str, List[str]]  # probe name -> the SHIPS file names it declared
         paths: Dict[str, str]  # probe name -> its file on the controller, for tracebacks
         deadline_s: float
         parallel: int
@@ -212,6 +213,46 @@ def read_ships(source: str) -> List[str]:
 
 # probe name -> {file name: text}: the SHIPS files of the bundle, handed to each probe in memory
 SHIPPED: Dict[str, Dict[str, str]] = {}
+
+
+class ShippedModules(object):
+    """Makes each shipped helper file (`_name.py`) importable as `_name`, from memory: nothing is
+    written on the host. Installed first on sys.meta_path before any probe forks, so every probe
+    (and its preloader) finds one copy per bundle; run by hand, the probes' folder serves them."""
+
+    def __init__(self, texts: Dict[str, str], folder: str) -> None:
+        self.texts = dict((f[:-3], (f, t)) for f, t in texts.items() if f.endswith(".py"))
+        self.folder = folder
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in self.texts:
+            return None
+        import importlib.util
+
+        return importlib.util.spec_from_loader(fullname, self)  # type: ignore[arg-type]
+
+    def create_module(self, spec: Any) -> None:
+        return None  # the default module object
+
+    def exec_module(self, module: Any) -> None:
+        file_name, text = self.texts[module.__name__]
+        filename = self.folder + "/" + file_name
+        module.__file__ = filename
+        # the source a traceback quotes: the file is on the controller, not here
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        exec(compile(text, filename, "exec"), module.__dict__)
+
+
+def install_shipped(bundle: "Bundle") -> None:
+    """The bundle's helper files: importable by module name, and per probe as `__shipped__`."""
+    modules = bundle.get("modules") or {}
+    for name, file_names in (bundle.get("ships") or {}).items():
+        SHIPPED[name] = dict((f, modules[f]) for f in file_names if f in modules)
+    if modules:
+        any_path = next(iter((bundle.get("paths") or {}).values()), "probes/x.py")
+        sys.meta_path.insert(0, ShippedModules(modules, os.path.dirname(any_path) or "probes"))
+
+
 # probe name -> its file as the controller names it (myprobes/x.py): its code's file name
 PATHS: Dict[str, str] = {}
 
@@ -762,7 +803,7 @@ def clean_sys_path(script_dir: Optional[str] = None) -> None:
 def run_bundle(bundle: Bundle) -> int:
     started = time.monotonic()
     install_deadline(float(bundle.get("deadline_s") or 300))
-    SHIPPED.update(bundle.get("files") or {})
+    install_shipped(bundle)
     PATHS.update(bundle.get("paths") or {})
     emit(
         {
@@ -828,14 +869,16 @@ def bundle_from_directory(directory: str) -> Bundle:
     """By hand: every probe file beside this one, with default options."""
     names = sorted(f[:-3] for f in os.listdir(directory) if f.endswith(".py") and f[0] not in "_.")
     probes: Dict[str, str] = {}
-    files: Dict[str, Dict[str, str]] = {}
+    modules: Dict[str, str] = {}
+    ships: Dict[str, List[str]] = {}
     for name in names:
         with open(os.path.join(directory, name + ".py")) as handle:
             probes[name] = handle.read()
-        for file_name in read_ships(probes[name]):
+        ships[name] = read_ships(probes[name])
+        for file_name in ships[name]:
             with open(os.path.join(directory, file_name)) as handle:
-                files.setdefault(name, {})[file_name] = handle.read()
-    return {"probes": probes, "files": files, "options": {}, "deadline_s": 600}
+                modules[file_name] = handle.read()
+    return {"probes": probes, "modules": modules, "ships": ships, "options": {}, "deadline_s": 600}
 
 
 if __name__ == "__main__":

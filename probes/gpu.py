@@ -19,7 +19,7 @@ FACTS = {
         "visibility.cuda_visible_devices",
         "visibility.slurm_gpus",
     ],
-    # what the machine is: unlike between cohorts by nature (fleet/analysis/findings.py)
+    # what the machine is: unlike between cohorts by nature (fleet/analysis/across_hosts/findings.py)
     "hardware": [
         "gpus",
         "gpus[*].*",

@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+import _ldconfig
+from _nccl_conf import SYSTEM_CONF, USER_CONF, parse_nccl_conf
+
 TIMEOUT_S = 90
+SHIPS = ("_nccl_conf.py", "_ldconfig.py")  # helpers the bundle carries with this probe
 PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_host_runner.py)
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
 FACTS = {"volatile": ["conf_errors", "torch_error"]}
@@ -29,13 +32,10 @@ BINARY_SCAN_MAX_S = 5.0
 BINARY_SCAN_CHUNK = 8 * 1024 * 1024
 
 ENV_PREFIX = "NCCL_"
-SYSTEM_CONF = "/etc/nccl.conf"
-USER_CONF = "~/.nccl.conf"
 LIBNCCL_NAME = re.compile(r"^libnccl\.so(?:\.\d+)*$")
 LIBNCCL_VERSION = re.compile(r"^libnccl\.so\.(\d+\.\d+\.\d+)$")
 # NCCL's VERSION_STRING: "NCCL version 2.27.3+cuda12.9".
 BINARY_VERSION = re.compile(rb"NCCL version (\d+\.\d+\.\d+)(\+cuda[\d.]+)?")
-LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)\s*$")
 
 # Runs in a child `python -c`: importing torch takes seconds and may hang or crash, and the probe
 # must survive both. Drops '' from sys.path first so that probes/torch.py is never imported.
@@ -59,27 +59,9 @@ def nccl_environment(environ: Dict[str, str]) -> Dict[str, str]:
     return {key: value for key, value in sorted(environ.items()) if key.startswith(ENV_PREFIX)}
 
 
-def parse_nccl_conf(text: str) -> Dict[str, str]:
-    """KEY=VALUE lines as NCCL reads them: '#' lines and lines without '=' are skipped."""
-    settings: Dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, value = line.split("=", 1)
-        if key.strip():
-            settings[key.strip()] = value.strip()
-    return settings
-
-
 def parse_ldconfig(text: str) -> List[str]:
     """`ldconfig -p` -> the paths of libnccl.so* entries, in listed order."""
-    paths = []
-    for line in text.splitlines():
-        match = LDCONFIG_LINE.match(line)
-        if match and LIBNCCL_NAME.match(match.group(1)):
-            paths.append(match.group(3))
-    return paths
+    return [path for _, path in _ldconfig.entries_named(text, LIBNCCL_NAME)]
 
 
 def version_from_filename(path: str) -> Optional[str]:
@@ -131,23 +113,8 @@ def conf_file_paths(environ: Dict[str, str]) -> List[Tuple[str, str]]:
 
 def ldconfig_libraries(timeout_s: float) -> List[str]:
     """libnccl paths known to the dynamic linker; [] when ldconfig is absent or fails."""
-    executable = shutil.which("ldconfig") or next(
-        (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.path.isfile(p)), None
-    )
-    if executable is None:
-        return []
-    try:
-        completed = subprocess.run(
-            [executable, "-p"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            timeout=timeout_s,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return parse_ldconfig(completed.stdout.decode("utf-8", "replace"))
+    ran = _ldconfig.run_ldconfig(timeout_s)
+    return [] if ran is None else parse_ldconfig(ran[1])
 
 
 def wheel_libraries() -> List[Tuple[str, Optional[str], str]]:

@@ -16,7 +16,7 @@ FACTS = {
     "sets": ["arch_list"],
     "volatile": ["query_errors", "cuda_visible_devices"],
     # the GPUs as torch sees them: unlike between cohorts by nature (whether torch can run on
-    # them, arch_supported, is not: fleet/analysis/check_grade.py)
+    # them, arch_supported, is not: fleet/analysis/across_hosts/check_grade.py)
     "hardware": [
         "device_count",
         "devices",

@@ -18,7 +18,7 @@ Everything else is a plain fact: any difference between hosts is divergence.
 
 A probe may also declare "hardware": facts that follow from what the machine is (GPU names,
 capabilities, memory, topology cells, per-device lists, CPU count). Between cohorts of unlike
-machines such differences are expected and summarised (fleet/analysis/findings.py); inside a
+machines such differences are expected and summarised (fleet/analysis/across_hosts/findings.py); inside a
 cohort they are divergence like any other fact.
 """
 
@@ -29,14 +29,15 @@ import functools
 import json
 import re
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from fleet.analysis.gpubench import headlines as gpubench_headlines
 from fleet.execution.bundle import available_probes, declared_literal, refuse_broken
 from fleet.models import HostOutcome, ProbeResult, Run
+from fleet.units import part, parts
+from fleet.units import version as units_version
 
 KINDS = ("identity", "volatile", "measure", "sets")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -100,15 +101,20 @@ def _classify(declared: ProbeFacts, match_path: str) -> str:
 UNIVERSAL = ProbeFacts(volatile=("elapsed_s", "*.elapsed_s"))
 
 
-# Results that are not a probe file but sit in a host's probes like one: `fleet fabric` gives each
-# host a `fabric` result (fleet/fabric/run.py host_summary). Its medians are measurements; the
-# per-partner figures and pair counts depend on who was paired with whom, so never divergence.
-BUILTIN_FACTS = {
-    "fabric": ProbeFacts(
-        measure=("busbw_gbps", "latency_us"),
-        volatile=("partners", "partners.*", "pairs_ok", "pairs_bad"),
-    ),
-}
+def builtin_facts() -> dict[str, ProbeFacts]:
+    """Results that are not a probe file but sit in a host's probes like one (`fleet fabric`
+    gives each host a `fabric` result): their units' RESULT_FACTS say what their fields are."""
+    return dict(_builtin_facts(units_version()))
+
+
+@functools.cache
+def _builtin_facts(version: int) -> dict[str, ProbeFacts]:
+    """Per version of the unit table (fleet.units.register changes it)."""
+    return {
+        name: declaration_of(unit.RESULT_FACTS)
+        for name, unit in parts("facts")
+        if hasattr(unit, "RESULT_FACTS")
+    }
 
 
 def declared_facts(
@@ -117,7 +123,7 @@ def declared_facts(
     """Every probe's FACTS declaration (your own too: --probe-dir, $FLEET_PROBE_DIR), read from
     its source without running it. A probe whose file cannot be used declares nothing; when it
     is `needed`, that is a UsageError naming FILE:LINE."""
-    found = dict(BUILTIN_FACTS)
+    found = builtin_facts()
     available = available_probes(extra_dirs)
     wanted = (available[n] for n in needed if n in available)
     refuse_broken(wanted, available, "its FACTS say which of its fields to compare")
@@ -141,8 +147,9 @@ def run_declarations(
             recorded.setdefault(name, declaration_of(raw))
         reported.update(run.probes)
         reported.update(p for outcome in run.hosts.values() for p in outcome.probes)
-    missing = reported - recorded.keys() - BUILTIN_FACTS.keys()
-    found = declared_facts(extra_dirs, needed=missing) if missing else dict(BUILTIN_FACTS)
+    builtin = builtin_facts()
+    missing = reported - recorded.keys() - builtin.keys()
+    found = declared_facts(extra_dirs, needed=missing) if missing else builtin
     found.update(recorded)
     return found
 
@@ -221,11 +228,7 @@ def _walk(
     pattern's `[*]` becomes '.#' too, as fnmatch would read `[*]` as a character class), and
     `where`, the path people read and rules write, probe first: `gpu.gpus[0].name`,
     `imports.results."a.b:C"`. `keys`: the data's own keys down to `value` (FactCache)."""
-    kind = "fact"
-    if match:
-        kind = declared.kind_of(match)
-        if kind == "fact":
-            kind = UNIVERSAL.kind_of(match)
+    kind = _kind(match, declared)
     if kind in ("identity", "volatile", "measure"):
         if facts.skipped is not None:
             facts.skipped.append(keys)
@@ -241,10 +244,36 @@ def _walk(
             key = str(raw)
             child = child_path(where, key)
             _walk(item, f"{match}.{key}" if match else key, child, declared, facts, (*keys, raw))
-    elif isinstance(value, (list, tuple)) and not value:
-        facts.values[length_path(where)] = 0  # the same path an empty list of objects would get
+    elif isinstance(value, (list, tuple)):
+        _walk_list(value, match, where, declared, facts, keys)
+    else:
+        facts.values[where] = hashable(value)
+        _mark_hardware(match, where, declared, facts)
+
+
+def _kind(match: str, declared: ProbeFacts) -> str:
+    """What the probe declares the field at `match` to be; the runner's bookkeeping fields are
+    volatile whatever it says (UNIVERSAL)."""
+    if not match:
+        return "fact"
+    kind = declared.kind_of(match)
+    return UNIVERSAL.kind_of(match) if kind == "fact" else kind
+
+
+def _walk_list(
+    value: Sequence[Any],
+    match: str,
+    where: str,
+    declared: ProbeFacts,
+    facts: HostFacts,
+    keys: tuple[Any, ...],
+) -> None:
+    """A list of objects is its length and each item; an empty list its length 0 (the path an
+    empty list of objects would get); any other list is one value."""
+    if not value:
+        facts.values[length_path(where)] = 0
         _mark_hardware(match, length_path(where), declared, facts)
-    elif isinstance(value, (list, tuple)) and all(isinstance(v, (dict, Mapping)) for v in value):
+    elif all(isinstance(v, (dict, Mapping)) for v in value):
         facts.values[length_path(where)] = len(value)
         _mark_hardware(match, length_path(where), declared, facts)
         for index, item in enumerate(value):
@@ -431,91 +460,17 @@ def flatten(value: Any, prefix: str) -> dict[str, Value]:
 
 # ------------------------------------------------------------------------------- measurements
 
-# Measurements worth comparing across hosts, per probe: name → value. Lower is better unless the
-# name ends in one of HIGHER_IS_BETTER. Headline figures only: the smallest message's latency and
-# the largest message's bus bandwidth per mode, where run-to-run noise is small relative to 25%.
-HIGHER_IS_BETTER = ("busbw_gbps", "algbw_gbps", "_gbps", "_tflops")  # bandwidths, throughputs
-
-
-def allreduce_ends(
-    data: Mapping[str, Any],
-) -> dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]]:
-    """Per mode (eager, graph), its rows at the smallest and at the largest message size: the one
-    rule for "the allreduce's headline numbers", shared by the diff and the check rules."""
-    found: dict[str, list[Mapping[str, Any]]] = {}  # mode → [smallest row, largest row]
-    for row in data.get("results") or []:
-        if not (type(row) is dict or isinstance(row, Mapping)):
-            continue
-        size, mode = row.get("bytes"), row.get("mode")
-        if not isinstance(size, int) or not mode:
-            continue
-        ends = found.get(str(mode))
-        if ends is None:
-            found[str(mode)] = [row, row]
-        elif size < ends[0]["bytes"]:  # strictly: the first of equal rows stays, as min() keeps it
-            ends[0] = row
-        elif size > ends[1]["bytes"]:
-            ends[1] = row
-    return {mode: (found[mode][0], found[mode][1]) for mode in sorted(found)}
-
-
-def allreduce_headlines(data: Mapping[str, Any]) -> dict[str, float]:
-    """The measurements the diff compares within cohorts: latency small, busbw large, per mode."""
-    found: dict[str, float] = {}
-    for mode, (small, large) in allreduce_ends(data).items():
-        if _is_number(small.get("latency_us")):
-            found[f"allreduce {mode} {human_bytes(small['bytes'])} latency_us"] = small[
-                "latency_us"
-            ]
-        if _is_number(large.get("busbw_gbps")):
-            found[f"allreduce {mode} {human_bytes(large['bytes'])} busbw_gbps"] = large[
-                "busbw_gbps"
-            ]
-    return found
-
-
-def allreduce_summary(data: Mapping[str, Any]) -> dict[str, Any] | None:
-    """What check rules read as `_allreduce`: latency per mode at the smallest size, the best
-    busbw at the largest (from allreduce_ends, the same rows the diff compares)."""
-    ends = allreduce_ends(data)
-    if not ends:
-        return None
-    smalls = [small for small, _ in ends.values()]
-    larges = [large for _, large in ends.values()]
-    busbw = [r["busbw_gbps"] for r in larges if _is_number(r.get("busbw_gbps"))]
-    return {
-        "small_bytes": min(r["bytes"] for r in smalls),
-        "small_latency_us": {mode: small.get("latency_us") for mode, (small, _) in ends.items()},
-        "large_bytes": max(r["bytes"] for r in larges),
-        "large_busbw_gbps": max(busbw) if busbw else None,
-    }
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def fabric_headlines(data: Mapping[str, Any]) -> dict[str, float]:
-    """A host's median over its fabric pairs: busbw at the largest size, latency at the smallest."""
-    found: dict[str, float] = {}
-    size = human_bytes(data["large_bytes"]) if isinstance(data.get("large_bytes"), int) else "?"
-    if isinstance(data.get("busbw_gbps"), (int, float)):
-        found[f"fabric {data.get('backend')} {size} busbw_gbps"] = data["busbw_gbps"]
-    if isinstance(data.get("latency_us"), (int, float)):
-        found[f"fabric {data.get('backend')} latency_us"] = data["latency_us"]
-    return found
-
-
-MEASUREMENTS: dict[str, Callable[[Mapping[str, Any]], dict[str, float]]] = {
-    "allreduce": allreduce_headlines,
-    "fabric": fabric_headlines,
-    "gpubench": gpubench_headlines,  # each figure's slowest GPU, the slowest pair
-}
-
 
 def measurements(probe: str, data: Mapping[str, Any]) -> dict[str, float]:
-    extract = MEASUREMENTS.get(probe)
-    return extract(data) if extract else {}
+    """The measurements worth comparing across hosts that `probe` reported (name → value): its
+    unit's `measurements` (fleet/units/PROBE/facts.py); none when it has none."""
+    unit = part(probe, "facts")
+    extract = getattr(unit, "measurements", None)
+    return extract(data) if extract is not None else {}
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def human_bytes(size: int) -> str:
@@ -526,7 +481,22 @@ def human_bytes(size: int) -> str:
 
 
 def higher_is_better(measure: str) -> bool:
-    return measure.endswith(HIGHER_IS_BETTER)
+    """Lower is better (latencies, times) unless the name ends in one of HIGHER_IS_BETTER."""
+    return measure.endswith(higher_is_better_endings())
+
+
+@functools.cache
+def _endings(version: int) -> tuple[str, ...]:
+    """Per version of the unit table (fleet.units.register changes it): asked per measurement."""
+    found = (getattr(unit, "BETTER_HIGHER", ()) for _, unit in parts("facts"))
+    return tuple(dict.fromkeys(ending for endings in found for ending in endings))
+
+
+def higher_is_better_endings() -> tuple[str, ...]:
+    """HIGHER_IS_BETTER: the measurement name endings that are better higher (bandwidths,
+    throughputs), every unit's BETTER_HIGHER together: the one list the diff, drift and the
+    baselines' bands judge by."""
+    return _endings(units_version())
 
 
 def slowness(measure: str, value: float, median: float) -> float:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from fleet.version import __version__
 
 if TYPE_CHECKING:
+    from fleet.api.assessing import Judging, Prepared, assess, prepare, write_page
     from fleet.api.baselines import (
         DEFAULT_FLOOR,
         DEFAULT_K,
@@ -107,10 +108,17 @@ if TYPE_CHECKING:
     from fleet.fabric.blame import DEFAULT_TOLERANCE as DEFAULT_FABRIC_TOLERANCE
     from fleet.fabric.results import GroupResult
     from fleet.fabric.run import FabricEvents, FabricSettings
+    from fleet.findings.assessment import Assessment
     from fleet.inventory.slurm import SlurmNode
 else:
     # name → (module, attribute): loaded on first use (PEP 562), so `import fleet` stays quick
     _ON_FIRST_USE = {
+        "Assessment": ("fleet.findings.assessment", "Assessment"),
+        "Judging": ("fleet.api.assessing", "Judging"),
+        "Prepared": ("fleet.api.assessing", "Prepared"),
+        "assess": ("fleet.api.assessing", "assess"),
+        "prepare": ("fleet.api.assessing", "prepare"),
+        "write_page": ("fleet.api.assessing", "write_page"),
         "INVENTORY_FORMATS": ("fleet.api.hosts", "INVENTORY_FORMATS"),
         "AdhocSettings": ("fleet.api.hosts", "AdhocSettings"),
         "Inventory": ("fleet.api.hosts", "Inventory"),
@@ -168,7 +176,7 @@ else:
         "evaluate": ("fleet.api.checking", "evaluate"),
         "load_checks": ("fleet.api.checking", "load_checks"),
         "packs_folder": ("fleet.api.checking", "packs_folder"),
-        "DEFAULT_TOLERANCE": ("fleet.analysis.tolerance", "DEFAULT_TOLERANCE"),
+        "DEFAULT_TOLERANCE": ("fleet.analysis.across_runs.tolerance", "DEFAULT_TOLERANCE"),
         "Drift": ("fleet.api.comparing", "Drift"),
         "FleetDiff": ("fleet.api.comparing", "FleetDiff"),
         "cross_host_diff": ("fleet.api.comparing", "cross_host_diff"),
@@ -207,6 +215,7 @@ __all__ = [
     "INVENTORY_FORMATS",
     "MATRIX_TIMEOUT_S",
     "AdhocSettings",
+    "Assessment",
     "Baseline",
     "BaselineFileError",
     "BaselineJudgement",
@@ -220,12 +229,15 @@ __all__ = [
     "FleetDiff",
     "GroupResult",
     "Inventory",
+    "Judging",
     "KeptRun",
+    "Prepared",
     "ProbeOptions",
     "Rule",
     "Selection",
     "SlurmNode",
     "__version__",
+    "assess",
     "available_packs",
     "available_probes",
     "baseline_drift",
@@ -256,6 +268,7 @@ __all__ = [
     "packs_folder",
     "parse_pairs",
     "parse_sizes",
+    "prepare",
     "probe",
     "probe_and_keep",
     "probe_and_keep_async",
@@ -269,5 +282,6 @@ __all__ = [
     "transports_for",
     "with_baseline",
     "write_baseline",
+    "write_page",
     "write_report",
 ]

@@ -17,18 +17,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet.analysis.bands import DEFAULT_FLOOR, DEFAULT_K
-from fleet.analysis.baseline import Baseline, place_hosts
-from fleet.analysis.baseline_file import BaselineFileError, baseline_text, parse_baseline
-from fleet.analysis.baseline_judge import FAMILY_TEXT, BaselineJudgement, judge_run
-from fleet.analysis.drift import Drift
+from fleet.analysis.across_runs.bands import DEFAULT_FLOOR, DEFAULT_K
+from fleet.analysis.across_runs.drift import Drift
+from fleet.analysis.baselines.build import Baseline, place_hosts
+from fleet.analysis.baselines.file import BaselineFileError, baseline_text, parse_baseline
+from fleet.analysis.baselines.judge import FAMILY_TEXT, BaselineJudgement, judge_run
 from fleet.analysis.facts import declared_facts
-from fleet.analysis.linerate import CohortLineRate, cohort_line_rates
 from fleet.api.comparing import DEFAULT_TOLERANCE, drift
 from fleet.api.runs import resolve_run
 from fleet.errors import StoreError
 from fleet.models import NOT_REACHED, Run
 from fleet.store import read_run_file
+from fleet.units.allreduce.linerate import CohortLineRate, cohort_line_rates
 from fleet.version import __version__
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def make_baseline(
     `inventory` as for load_run), or Run objects. Per cohort, every measurement's median and band
     (median ± max(floor × median, min(k × 1.4826 × MAD, spread + floor × median)), spread the
     farthest value's distance from the median)."""
-    from fleet.analysis.baseline import build_baseline
+    from fleet.analysis.baselines.build import build_baseline
 
     loaded: list[tuple[str, Run]] = []
     for ref in runs:
@@ -210,7 +210,7 @@ def baseline_drift(
     of the fixed tolerance: it changed when it moved by more than its band's half-width (the
     noise the known-good runs showed); a measurement the baseline has no band for keeps
     `tolerance`."""
-    from fleet.analysis.baseline_drift import judge_drift
+    from fleet.analysis.baselines.drift import judge_drift
 
     every = drift(old, new, 0.0, probe_dirs)  # every measurement that moved at all
     judged = drift(old, new, tolerance, probe_dirs)

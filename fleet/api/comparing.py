@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from fleet.analysis.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
-from fleet.analysis.drift import Drift, compare_runs
+from fleet.analysis.across_hosts.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
+from fleet.analysis.across_runs.drift import Drift, compare_runs
 from fleet.analysis.facts import run_declarations
 from fleet.models import Run
 

@@ -12,9 +12,9 @@ from fleet.errors import InventoryError, UsageError
 from fleet.inventory import Inventory, local_inventory
 from fleet.inventory.adhoc import AdhocSettings, adhoc_inventory
 from fleet.inventory.document import hosts_document
+from fleet.inventory.openssh import OpenSsh
 from fleet.inventory.resolve import check_identity_files, resolve_hosts
 from fleet.inventory.sources import FORMATS, load_any_inventory
-from fleet.inventory.ssh_config import open_ssh_config
 from fleet.models import Host
 
 if TYPE_CHECKING:  # Slurm's modules load only when --slurm is given
@@ -57,18 +57,21 @@ def select_hosts(
     inventory_format: str = "auto",
     adhoc: AdhocSettings | None = None,
     require_files: bool = True,
+    ssh_exec: bool = True,
 ) -> Selection:
     """The hosts to reach, narrowed by `limit` (--limit syntax): those of `inventory` (fleet YAML
     or Ansible), or those the nodeset `hosts` names (-H), or a Slurm target's nodes (`slurm`:
     `partition=NAME`, `nodes=NODESET`, `job=ID`; `adhoc.python` is their interpreter), or else
     this machine. `ssh_config`: a path,
-    "none", or None for ~/.ssh/config when it exists; inventory values win over it. A missing
+    "none", or None for ~/.ssh/config when it exists; inventory values win over it. `ssh_exec`
+    False (or `ssh_exec: false` in the inventory): run no `Match exec` command, refuse the hosts
+    that depend on one. A missing
     local identity_file is an InventoryError (a warning when not `require_files`)."""
     if slurm is not None:
         python = adhoc.python if adhoc else None  # --python: the nodes' interpreter
         return _select_slurm_nodes(slurm, limit, inventory or hosts, python)
     loaded = open_inventory(inventory, hosts, inventory_format, adhoc)
-    config = open_ssh_config(ssh_config)
+    config = OpenSsh.open(ssh_config, run_exec=ssh_exec and loaded.ssh_exec)
     resolved = resolve_hosts(loaded, config)
     chosen = resolved.select(limit)
     if not chosen:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fleet.analysis.tolerance import DEFAULT_TOLERANCE
+from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE
 from fleet.collector import paused as collection_paused
 from fleet.errors import FleetError, StoreError
 from fleet.models import Run
@@ -25,9 +25,9 @@ from fleet.store import resolve_run as _resolve_run
 from fleet.store import save_run as _save_run
 
 if TYPE_CHECKING:
-    from fleet.analysis.baseline_judge import BaselineJudgement
-    from fleet.analysis.diff import FleetDiff
-    from fleet.analysis.drift import Drift
+    from fleet.analysis.across_hosts.diff import FleetDiff
+    from fleet.analysis.across_runs.drift import Drift
+    from fleet.analysis.baselines.judge import BaselineJudgement
     from fleet.checks import CheckReport
 
 __all__ = [

@@ -2,9 +2,10 @@
 built-in packs (`packs/`). Pure: a Run in, a CheckReport out. The language: docs/rules.md.
 
     language   JMESPath with fleet's functions: Expression, compile_expression, truthy
-    model      Rule, RuleVerdict (one rule on one host), RuleResult, CheckReport, NotJudged
+    model      Rule, RuleVerdict (one rule on one host), RuleResult, CheckReport, NotJudged,
+               ACTIONS (the words a rule's `action:` and a finding's action are)
     parser     rules files read and validated (load_rules, parse_rules): RuleFileError at FILE:LINE
-    documents  what a rule reads about one host (host_document)
+    documents  what a rule reads about one host (host_document; units add helpers: HostHelpers)
     sharing    hosts grouped by what they reported, each rule judged once per group (HostDocuments)
     reads      what a rule's JMESPath can see of a host's document
     evaluate   every rule judged on every host; uniform: the cross-host rules
@@ -14,12 +15,12 @@ built-in packs (`packs/`). Pure: a Run in, a CheckReport out. The language: docs
 Import from `fleet.checks`, not from its modules.
 """
 
-from fleet.analysis.facts import allreduce_summary
-from fleet.checks.documents import host_document
+from fleet.checks.documents import HostHelpers, host_document, plain_copy
 from fleet.checks.evaluate import evaluate
 from fleet.checks.fixes import format_value, observed_text, render_fix
 from fleet.checks.language import EvaluationError, Expression, compile_expression, truthy
 from fleet.checks.model import (
+    ACTIONS,
     CHECK_SCHEMA,
     UNJUDGED,
     VERDICTS,
@@ -33,8 +34,10 @@ from fleet.checks.packs import available_packs, pack_path, packs_folder
 from fleet.checks.parser import RuleFileError, check_unique_ids, load_rules, parse_rules
 from fleet.checks.reads import Reads, seen
 from fleet.checks.sharing import HostDocuments
+from fleet.units.allreduce.facts import allreduce_summary
 
 __all__ = [
+    "ACTIONS",
     "CHECK_SCHEMA",
     "UNJUDGED",
     "VERDICTS",
@@ -42,6 +45,7 @@ __all__ = [
     "EvaluationError",
     "Expression",
     "HostDocuments",
+    "HostHelpers",
     "NotJudged",
     "Reads",
     "Rule",
@@ -60,6 +64,7 @@ __all__ = [
     "pack_path",
     "packs_folder",
     "parse_rules",
+    "plain_copy",
     "render_fix",
     "seen",
     "truthy",

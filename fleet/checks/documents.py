@@ -1,64 +1,109 @@
 """What rules read about one host: `{probe: data}` for every probe it ran, plus the helpers
-(names that start with "_"; docs/rules.md lists them)."""
+(names that start with "_"; docs/rules.md lists them). `_status`, `_host` and `_args` are every
+host's; the others come from the probes' units (fleet/units/PROBE/checks.py), in the order of
+fleet.units.UNITS."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from fleet.analysis import gpubench
-from fleet.analysis.allreduce_matrix import configured_variant, matrix_of
-from fleet.analysis.facts import allreduce_summary
-from fleet.analysis.net import nic_gpus
+from fleet.analysis.facts import builtin_facts
 from fleet.models import HostOutcome
+from fleet.units import parts
 
-# Helpers in a host's document: the probe whose success each needs (None: always there).
-HELPERS: Mapping[str, str | None] = {
-    "_status": None,
-    "_host": None,
-    "_args": None,
-    "_allreduce": "allreduce",
-    "_allreduce_configured": "allreduce",
-    "_nic_gpus": "net",
-    "_gpubench": "gpubench",
-}
-# Per-host results that are not probes but read like one: `fleet fabric` runs give `fabric`.
-RESULTS_BESIDE_PROBES = frozenset({"fabric"})
+# The helpers every host's document has, whatever ran (None: no probe needed).
+GENERIC_HELPERS: Mapping[str, str | None] = {"_status": None, "_host": None, "_args": None}
+
+
+def helpers() -> dict[str, str | None]:
+    """Helpers in a host's document: the probe whose success each needs (None: always there)."""
+    found = dict(GENERIC_HELPERS)
+    for _, unit in parts("checks"):
+        found.update(unit.HELPERS)
+    return found
+
+
+def payload_helpers() -> dict[str, tuple[str, ...]]:
+    """Helpers that follow from payloads whose measured fields are masked (the allreduce rows),
+    with the probes they read: their own values key a rule's answer (fleet.checks.sharing)."""
+    found: dict[str, tuple[str, ...]] = {}
+    for _, unit in parts("checks"):
+        found.update(getattr(unit, "PAYLOAD_HELPERS", {}))
+    return found
+
+
+def argument_helpers() -> frozenset[str]:
+    """Helpers that follow from the host's probe arguments too (gpubench's tolerances)."""
+    return frozenset(
+        h for _, unit in parts("checks") for h in getattr(unit, "ARGUMENT_HELPERS", ())
+    )
+
+
+def results_beside_probes() -> frozenset[str]:
+    """Per-host results that are not probes but read like one: `fleet fabric` runs give `fabric`."""
+    return frozenset(builtin_facts())
+
+
+@dataclass
+class HostHelpers:
+    """What a unit's checks part is given to add its helpers to one host's document: the host,
+    its probe arguments, what the unit's `run_context` made of the whole run (None without one),
+    and `kept`, which computes a helper once per payload (fleet.checks.sharing's memo)."""
+
+    outcome: HostOutcome
+    probe_args: Mapping[str, Any] | None
+    context: Any
+    memo: dict[Any, Any] | None
+
+    def ok_data(self, probe: str) -> Any:
+        """The probe's data where it succeeded; None where it did not run or failed."""
+        result = self.outcome.probes.get(probe)
+        return result.data if result is not None and result.status == "ok" else None
+
+    def kept(self, slot: Any, make: Callable[[], Any]) -> Any:
+        if self.memo is None:
+            return make()
+        if slot not in self.memo:
+            self.memo[slot] = make()
+        return self.memo[slot]
+
+
+def run_contexts(outcomes: Mapping[str, HostOutcome]) -> dict[str, Any]:
+    """What each unit holds every host against (gpubench: every GPU of each model in the run),
+    made once per run: the same for every host judged together."""
+    return {
+        probe: unit.run_context(outcomes)
+        for probe, unit in parts("checks")
+        if hasattr(unit, "run_context")
+    }
 
 
 def host_documents(
     outcomes: Mapping[str, HostOutcome], probe_args: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, dict[str, Any]]:
-    """Every host's document; `_gpubench` holds each GPU against its cohort (every GPU of its
-    model in the run) too, so these are made together."""
-    cohort = gpubench_cohort(outcomes)
+    """Every host's document; the run's contexts (run_contexts) are made together with them."""
+    contexts = run_contexts(outcomes)
     return {
-        name: host_document(outcome, probe_args.get(name), cohort)
+        name: host_document(outcome, probe_args.get(name), contexts)
         for name, outcome in outcomes.items()
     }
-
-
-def gpubench_cohort(
-    outcomes: Mapping[str, HostOutcome],
-) -> tuple[Mapping[str, Mapping[str, float]], Mapping[str, int]]:
-    """Every GPU of each model in the run: what `_gpubench` holds each host's GPUs against."""
-    benches = [o.probes["gpubench"].data for o in outcomes.values() if o.probe_ok("gpubench")]
-    return (gpubench.cohort_medians(benches), gpubench.cohort_sizes(benches))
 
 
 def host_document(
     outcome: HostOutcome,
     probe_args: Mapping[str, Any] | None = None,
-    gpubench_cohort: tuple[Mapping[str, Mapping[str, float]], Mapping[str, int]] | None = None,
+    contexts: Mapping[str, Any] | None = None,
     plain: Callable[[Any], Any] | None = None,
     roots: Collection[str] | None = None,
     memo: dict[Any, Any] | None = None,
 ) -> dict[str, Any]:
     """What rules read about one host: `{probe: data}` plus the helpers. fleet.checks.sharing
-    passes how a payload is copied (`plain`: once per payload object for all its hosts), the only
-    keys a rule reads (`roots`: None, all) and where helpers computed from a payload are kept
-    (`memo`, by the payload objects' ids)."""
+    passes the run's contexts (run_contexts), how a payload is copied (`plain`: once per payload
+    object for all its hosts), the only keys a rule reads (`roots`: None, all) and where helpers
+    computed from a payload are kept (`memo`, by the payload objects' ids)."""
     copy = plain or plain_copy
     wanted: Callable[[str], bool] = (lambda _: True) if roots is None else roots.__contains__
     probes = outcome.probes
@@ -69,64 +114,11 @@ def host_document(
         document["_host"] = {"name": outcome.name, "status": outcome.status}
     if wanted("_args"):
         document["_args"] = plain_copy(probe_args or {})
-    allreduce = probes.get("allreduce")
-    if wanted("_allreduce") and allreduce is not None and allreduce.status == "ok":
-        document["_allreduce"] = _kept(
-            memo, ("_allreduce", id(allreduce.data)), lambda: allreduce_summary(allreduce.data)
-        )
-    if wanted("_allreduce_configured"):
-        nccl = probes.get("nccl")
-        slot = ("_allreduce_configured", id(allreduce and allreduce.data), id(nccl and nccl.data))
-        configured = _kept(
-            memo,
-            slot,
-            lambda: configured_variant(matrix_of(outcome), nccl.data.get("env") if nccl else None),
-        )
-        if configured is not None:
-            document["_allreduce_configured"] = configured
-    net = probes.get("net")
-    if wanted("_nic_gpus") and net is not None and net.status == "ok":
-        gpu = probes.get("gpu")
-        gpu_data = gpu.data if gpu is not None and gpu.status == "ok" else None
-        document["_nic_gpus"] = _kept(
-            memo,
-            ("_nic_gpus", id(net.data), id(gpu_data)),
-            lambda: plain_copy(nic_gpus(net.data, gpu_data)),
-        )
-    bench = probes.get("gpubench")
-    if wanted("_gpubench") and bench is not None and bench.status == "ok":
-        # the cohort is the run's, the same for every host judged together
-        document["_gpubench"] = _kept(
-            memo,
-            ("_gpubench", id(bench.data), id(probe_args), id(gpubench_cohort)),
-            lambda: plain_copy(gpubench_summary(bench.data, probe_args, gpubench_cohort)),
-        )
+    for probe, unit in parts("checks"):
+        if any(wanted(helper) for helper in unit.HELPERS):
+            context = (contexts or {}).get(probe)
+            unit.add_helpers(document, HostHelpers(outcome, probe_args, context, memo), wanted)
     return document
-
-
-def gpubench_summary(
-    data: Mapping[str, Any],
-    probe_args: Mapping[str, Any] | None,
-    cohort: tuple[Mapping[str, Mapping[str, float]], Mapping[str, int]] | None,
-) -> dict[str, Any]:
-    """`_gpubench`: tolerances from the host's probe_args (gpubench.tolerance, .pair_tolerance)."""
-    args = (probe_args or {}).get("gpubench") or {}
-    medians, sizes = cohort if cohort is not None else (None, None)
-    return gpubench.summary(
-        data,
-        tolerance=float(args.get("tolerance", gpubench.DEFAULT_TOLERANCE)),
-        pair_tolerance=float(args.get("pair_tolerance", gpubench.DEFAULT_PAIR_TOLERANCE)),
-        cohort=medians,
-        cohort_size=sizes,
-    )
-
-
-def _kept(memo: dict[Any, Any] | None, slot: Any, make: Callable[[], Any]) -> Any:
-    if memo is None:
-        return make()
-    if slot not in memo:
-        memo[slot] = make()
-    return memo[slot]
 
 
 def plain_copy(value: Any) -> Any:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleet.analysis.facts import declared_facts
-from fleet.checks.documents import RESULTS_BESIDE_PROBES
+from fleet.checks.documents import results_beside_probes
 from fleet.checks.fixes import with_fixes
 from fleet.checks.language import EvaluationError, truthy, unanswered
 from fleet.checks.model import CheckReport, Rule, RuleResult, RuleVerdict
@@ -89,7 +89,7 @@ def _precondition(rule: Rule, outcome: HostOutcome, view: RuleView) -> RuleVerdi
     name = outcome.name
     for probe in rule.needs:
         result = outcome.probes.get(probe)
-        if result is None and probe in RESULTS_BESIDE_PROBES:  # another kind of run: no fault
+        if result is None and probe in results_beside_probes():  # another kind of run: no fault
             return RuleVerdict(name, "n/a", reason=f"no {probe} results: run `fleet {probe}`")
         if result is None and probe in OPT_IN_PROBES:  # not asked for: no fault either
             why = f"probe {probe} was not run (opt-in: fleet probe --{probe})"

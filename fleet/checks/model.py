@@ -23,6 +23,20 @@ SEVERITIES = ("error", "warn")
 VERDICTS = ("fail", "unknown", "skipped", "pass", "n/a")
 UNJUDGED = ("unknown", "skipped")
 _STATUS = operator.attrgetter("status")
+# What to do, one word from a fixed set (after GPUd's and NVSentinel's recommended actions, which
+# map NVIDIA's Xid catalog to the same few steps), most disruptive last. `check-access`: the host
+# was not reached (network, credentials, host key), nothing is known about its GPUs.
+ACTIONS = (
+    "none",
+    "fix-config",
+    "check-access",
+    "restart-app",
+    "reset-gpu",
+    "reboot",
+    "drain",
+    "inspect-hw",
+    "contact-vendor",
+)
 RULE_KEYS = (
     "id",
     "description",
@@ -35,6 +49,7 @@ RULE_KEYS = (
     "when",
     "observed",
     "fix",
+    "action",
 )
 EXPRESSION_KEYS = ("check", "uniform", "uniform_keys", "cohort", "expected", "when", "observed")
 # A rules file's rule has exactly one of the first three keys; `baseline` rules are made by fleet
@@ -60,6 +75,8 @@ class Rule:
     observed: Expression | None = None
     needs: tuple[str, ...] = ()  # probes that must have succeeded for the rule to judge a host
     fix_expressions: Mapping[str, Expression] = field(default_factory=dict)
+    # What to do when it fails: one word of ACTIONS (docs/rules.md, "Actions")
+    action: str = "fix-config"
 
     @property
     def kind(self) -> str:

@@ -8,10 +8,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fleet.checks.documents import HELPERS, RESULTS_BESIDE_PROBES
+from fleet.checks.documents import helpers, results_beside_probes
 from fleet.checks.fixes import FIX_OWN, PLACEHOLDER
 from fleet.checks.language import Expression, compile_expression
-from fleet.checks.model import EXPRESSION_KEYS, KINDS, RULE_KEYS, SEVERITIES, Rule
+from fleet.checks.model import ACTIONS, EXPRESSION_KEYS, KINDS, RULE_KEYS, SEVERITIES, Rule
 from fleet.errors import UsageError
 from fleet.yamlfile import Location
 
@@ -50,7 +50,7 @@ def parse_rules(text: str, path: str, probes: Iterable[str]) -> list[Rule]:
     raw_rules = document["rules"]
     if not isinstance(raw_rules, list) or not raw_rules:
         raise where.at(document, "rules").fail("'rules:' must be a non-empty list of rules")
-    names = frozenset(probes) | RESULTS_BESIDE_PROBES
+    names = frozenset(probes) | results_beside_probes()
     rules = [_parse_rule(raw, where.at(document, "rules"), names) for raw in raw_rules]
     check_unique_ids(rules)
     return rules
@@ -99,6 +99,7 @@ def _parse_rule(raw: Any, where: Location, probes: frozenset[str]) -> Rule:
         source=f"{where.path}:{where.line}",
         needs=needs,
         fix_expressions=fix_expressions,
+        action=_action(raw, where),
         **expressions,
     )
 
@@ -134,6 +135,21 @@ def _severity(raw: dict[Any, Any], where: Location) -> str:
     return str(severity)
 
 
+# Rules files written before `action:` existed judge software and settings: fixing them is the
+# default step, whatever the severity.
+DEFAULT_ACTION = "fix-config"
+
+
+def _action(raw: dict[Any, Any], where: Location) -> str:
+    action = raw.get("action", DEFAULT_ACTION)
+    if action not in ACTIONS:
+        raise where.at(raw, "action").fail(
+            f"action {action!r} is not one of: {', '.join(ACTIONS)}",
+            hint="the step a failure calls for, e.g. action: reset-gpu (docs/rules.md)",
+        )
+    return str(action)
+
+
 def _text(raw: dict[Any, Any], key: str, where: Location, required: bool = True) -> str:
     value = raw.get(key)
     if value is None and not required:
@@ -156,14 +172,15 @@ def _expression(
 
 
 def _check_roots(expression: Expression, where: Location, key: str, probes: frozenset[str]) -> None:
-    unknown = sorted(expression.roots() - probes - set(HELPERS) - {"_observed"})
+    known = helpers()
+    unknown = sorted(expression.roots() - probes - set(known) - {"_observed"})
     if unknown:
         raise where.fail(
             f"'{key}:' reads {unknown[0]!r}, which is neither a probe nor a helper",
             context=expression.text,
             hint=f"a probe of your own: pass its folder with --probe-dir DIR (or "
             f"$FLEET_PROBE_DIR); probes: {', '.join(sorted(probes))}; "
-            f"helpers: {', '.join(HELPERS)}",
+            f"helpers: {', '.join(known)}",
         )
 
 
@@ -182,9 +199,10 @@ def _fix_expressions(fix: str, where: Location, probes: frozenset[str]) -> dict[
 
 def _needed_probes(expressions: Iterable[Expression]) -> tuple[str, ...]:
     needs: set[str] = set()
+    known = helpers()
     for expression in expressions:
         for root in expression.roots():
-            probe = HELPERS[root] if root in HELPERS else (None if root.startswith("_") else root)
+            probe = known[root] if root in known else (None if root.startswith("_") else root)
             if probe:
                 needs.add(probe)
     return tuple(sorted(needs))

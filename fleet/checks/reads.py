@@ -19,7 +19,7 @@ here is taken as read whole (the root `()`), so the answer errs only towards jud
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,56 +106,128 @@ def _visit(node: Mapping[str, Any], context: set[Path], reads: Reads) -> set[Pat
     if kind == "field":
         reads.shaped |= context  # a field of something that is not an object is null
         return {(*path, node["value"]) for path in context}
-    if kind in ("current", "identity"):
-        if ROOT in context:
-            reads.whole = True
-        return set(context)
-    if kind == "literal":
-        return set()
-    if kind in ("subexpression", "pipe"):
-        for child in children:
-            context = _visit(child, context, reads)
-        return context
-    if kind == "index_expression":
-        base = _visit(children[0], context, reads)
-        reads.shaped |= base
-        index = children[1]
-        if index.get("type") == "index" and isinstance(index.get("value"), int):
-            step = index["value"] if index["value"] >= 0 else ANY
-            return {(*path, step) for path in base}
-        return base  # a slice: part of the list
-    if kind in ("projection", "value_projection"):
-        items = _items(children[0], context, reads)
-        return _visit(children[1], items, reads)
-    if kind == "filter_projection":
-        items = _items(children[0], context, reads)
-        reads.shaped |= _visit(children[2], items, reads)  # the condition's truth
-        return _visit(children[1], items, reads)
-    if kind == "flatten":
-        base = _visit(children[0], context, reads)
-        reads.shaped |= base | {(*path, ANY) for path in base}
-        return base
-    if kind == "comparator":
-        for child in children:
-            reads.consumed |= _visit(child, context, reads)
-        return set()
-    if kind in ("and_expression", "or_expression"):
-        left = _visit(children[0], context, reads)
-        reads.shaped |= left  # its truth picks the side
-        return left | _visit(children[1], context, reads)
-    if kind == "not_expression":
-        reads.shaped |= _visit(children[0], context, reads)
-        return set()
-    if kind in ("multi_select_list", "multi_select_dict", "key_val_pair"):
-        found: set[Path] = set()
-        for child in children:
-            found |= _visit(child, context, reads)
-        return found
     if kind == "function_expression":
         return _function(node["value"], children, context, reads)
-    reads.consumed.add(ROOT)  # a node this does not know: the whole document
-    reads.whole = True
+    visit = _VISITS.get(kind) if isinstance(kind, str) else None
+    if visit is None:
+        reads.consumed.add(ROOT)  # a node this does not know: the whole document
+        reads.whole = True
+        return set()
+    return visit(node, children, context, reads)
+
+
+Visit = Callable[[Mapping[str, Any], Sequence[Any], set[Path], Reads], set[Path]]
+
+
+def _current(
+    node: Mapping[str, Any], children: Sequence[Any], context: set[Path], reads: Reads
+) -> set[Path]:
+    if ROOT in context:
+        reads.whole = True
+    return set(context)
+
+
+def _literal(
+    node: Mapping[str, Any], children: Sequence[Any], context: set[Path], reads: Reads
+) -> set[Path]:
     return set()
+
+
+def _chain(
+    node: Mapping[str, Any], children: Sequence[Any], context: set[Path], reads: Reads
+) -> set[Path]:
+    for child in children:
+        context = _visit(child, context, reads)
+    return context
+
+
+def _index(
+    node: Mapping[str, Any], children: Sequence[Any], context: set[Path], reads: Reads
+) -> set[Path]:
+    base = _visit(children[0], context, reads)
+    reads.shaped |= base
+    index = children[1]
+    if index.get("type") == "index" and isinstance(index.get("value"), int):
+        step = index["value"] if index["value"] >= 0 else ANY
+        return {(*path, step) for path in base}
+    return base  # a slice: part of the list
+
+
+def _projection(
+    node: Mapping[str, Any], children: Sequence[Any], context: set[Path], reads: Reads
+) -> set[Path]:
+    items = _items(children[0], context, reads)
+    return _visit(children[1], items, reads)
+
+
+def _filter(
+    node: Mapping[str, Any], children: Sequence[Any], context: set[Path], reads: Reads
+) -> set[Path]:
+    items = _items(children[0], context, reads)
+    reads.shaped |= _visit(children[2], items, reads)  # the condition's truth
+    return _visit(children[1], items, reads)
+
+
+def _flatten(
+    node: Mapping[str, Any], children: Sequence[Any], context: set[Path], reads: Reads
+) -> set[Path]:
+    base = _visit(children[0], context, reads)
+    reads.shaped |= base | {(*path, ANY) for path in base}
+    return base
+
+
+def _comparator(
+    node: Mapping[str, Any], children: Sequence[Any], context: set[Path], reads: Reads
+) -> set[Path]:
+    for child in children:
+        reads.consumed |= _visit(child, context, reads)
+    return set()
+
+
+def _and_or(
+    node: Mapping[str, Any], children: Sequence[Any], context: set[Path], reads: Reads
+) -> set[Path]:
+    left = _visit(children[0], context, reads)
+    reads.shaped |= left  # its truth picks the side
+    return left | _visit(children[1], context, reads)
+
+
+def _not(
+    node: Mapping[str, Any], children: Sequence[Any], context: set[Path], reads: Reads
+) -> set[Path]:
+    reads.shaped |= _visit(children[0], context, reads)
+    return set()
+
+
+def _select(
+    node: Mapping[str, Any], children: Sequence[Any], context: set[Path], reads: Reads
+) -> set[Path]:
+    found: set[Path] = set()
+    for child in children:
+        found |= _visit(child, context, reads)
+    return found
+
+
+# What each kind of JMESPath node reads (its parsed form's "type"), fields and functions aside.
+_VISITS: dict[str, Visit] = {
+    "current": _current,
+    "identity": _current,
+    "literal": _literal,
+    "subexpression": _chain,
+    "pipe": _chain,
+    "index_expression": _index,
+    "projection": _projection,
+    "value_projection": _projection,
+    "filter_projection": _filter,
+    "flatten": _flatten,
+    "comparator": _comparator,
+    "and_expression": _and_or,
+    "or_expression": _and_or,
+    "not_expression": _not,
+    "multi_select_list": _select,
+    "multi_select_dict": _select,
+    "key_val_pair": _select,
+}
 
 
 def _items(node: Mapping[str, Any], context: set[Path], reads: Reads) -> set[Path]:
@@ -208,29 +280,42 @@ def _matches(node: Any, path: Path, depth: int, at: Path, out: list[tuple[Path, 
     if depth == len(path):
         out.append((at, node))
         return
-    step = path[depth]
     kind = type(node)
     if kind is dict or (kind is not list and isinstance(node, Mapping)):
-        if step == ANY:
-            for key, value in node.items():
-                _matches(value, path, depth + 1, (*at, key), out)
-        elif type(step) is str:
-            if step in node:
-                _matches(node[step], path, depth + 1, (*at, step), out)
-            elif not all(type(k) is str for k in node):  # JMESPath reads a copy keyed by text
-                for key, value in node.items():
-                    if str(key) == step:
-                        _matches(value, path, depth + 1, (*at, key), out)
+        _matches_mapping(node, path, depth, at, out)
     elif kind is list or isinstance(node, (list, tuple)):
-        if step == ANY and depth + 1 == len(path):  # the items themselves (a shape read)
-            out.extend(((*at, index), value) for index, value in enumerate(node))
-        elif step == ANY and depth + 2 == len(path) and type(path[-1]) is str and path[-1] != ANY:
-            _items_key(node, path, depth, at, out)  # rows' one field: the usual read, made fast
-        elif step == ANY:
-            for index, value in enumerate(node):
-                _matches(value, path, depth + 1, (*at, index), out)
-        elif type(step) is int and step < len(node):
+        _matches_list(node, path, depth, at, out)
+
+
+def _matches_mapping(
+    node: Mapping[Any, Any], path: Path, depth: int, at: Path, out: list[tuple[Path, Any]]
+) -> None:
+    step = path[depth]
+    if step == ANY:
+        for key, value in node.items():
+            _matches(value, path, depth + 1, (*at, key), out)
+    elif type(step) is str:
+        if step in node:
             _matches(node[step], path, depth + 1, (*at, step), out)
+        elif not all(type(k) is str for k in node):  # JMESPath reads a copy keyed by text
+            for key, value in node.items():
+                if str(key) == step:
+                    _matches(value, path, depth + 1, (*at, key), out)
+
+
+def _matches_list(
+    node: Sequence[Any], path: Path, depth: int, at: Path, out: list[tuple[Path, Any]]
+) -> None:
+    step = path[depth]
+    if step == ANY and depth + 1 == len(path):  # the items themselves (a shape read)
+        out.extend(((*at, index), value) for index, value in enumerate(node))
+    elif step == ANY and depth + 2 == len(path) and type(path[-1]) is str and path[-1] != ANY:
+        _items_key(node, path, depth, at, out)  # rows' one field: the usual read, made fast
+    elif step == ANY:
+        for index, value in enumerate(node):
+            _matches(value, path, depth + 1, (*at, index), out)
+    elif type(step) is int and step < len(node):
+        _matches(node[step], path, depth + 1, (*at, step), out)
 
 
 def _items_key(

@@ -20,25 +20,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.analysis.facts import FactCache, Mask, ProbeFacts
-from fleet.checks.documents import HELPERS, gpubench_cohort, host_document, plain_copy
+from fleet.checks.documents import (
+    argument_helpers,
+    helpers,
+    host_document,
+    payload_helpers,
+    plain_copy,
+    run_contexts,
+)
 from fleet.checks.language import EvaluationError, Expression
 from fleet.checks.model import Rule, value_key
 from fleet.checks.reads import ROOT, Reads, seen
 from fleet.models import NOT_REACHED, HostOutcome
 
-# Helpers a rule reads that follow from payloads whose measured fields are masked (the allreduce
-# rows): their own values key the answer (computed once per payload object).
-# `_gpubench` scores measured figures against the run's cohort medians. (`_nic_gpus` is not
-# here: it reads the RDMA devices' names and NUMA nodes and the GPU topology matrix, none of them
-# masked, so it is alike within a group.)
-PAYLOAD_HELPERS = {
-    "_allreduce": ("allreduce",),
-    "_allreduce_configured": ("allreduce", "nccl"),
-    "_gpubench": ("gpubench",),
-}
 NAME = ("name",)
-# Helpers that follow from the host's probe arguments too (gpubench's tolerances).
-ARGUMENT_HELPERS = frozenset({"_gpubench"})
 
 
 def alone(outcome: HostOutcome) -> bool:
@@ -75,7 +70,12 @@ class HostDocuments:
         self.hosts = hosts
         self.probe_args = probe_args
         self.classes = FactCache(declarations, measure=False)
-        self.gpubench_cohort = gpubench_cohort(hosts)
+        self.contexts = run_contexts(hosts)  # what units hold every host against (gpubench)
+        # Helpers a rule reads that follow from payloads whose measured fields are masked (the
+        # allreduce rows): their own values key the answer (computed once per payload object).
+        self.payload_helpers = payload_helpers()
+        self.argument_helpers = argument_helpers()  # … and from the host's probe arguments
+        self.helpers = helpers()
         self.group: dict[str, int] = {}
         self.members: list[list[str]] = []  # per group: its hosts, in the run's order
         self.unreached: dict[str, HostOutcome] = {}  # hosts no rule judges
@@ -137,8 +137,8 @@ class HostDocuments:
         roots = reads.roots() - {"_observed"}  # the check's own `observed:`, read above
         everything = ROOT in roots or reads.whole
         named = everything or ("_host" in roots and reads.under("_host").sees([NAME]))
-        helpers = tuple(sorted(r for r in roots if r in PAYLOAD_HELPERS))
-        probes = {r: reads.under(r) for r in roots if r not in HELPERS and r != ROOT}
+        helpers = tuple(sorted(r for r in roots if r in self.payload_helpers))
+        probes = {r: reads.under(r) for r in roots if r not in self.helpers and r != ROOT}
         keys = None if everything else frozenset(roots | {"_host"})  # _host: {hosts} in a fix
         return RulePlan(probes, named, helpers, keys, {h: reads.under(h) for h in helpers})
 
@@ -168,7 +168,7 @@ class HostDocuments:
         own = {  # by the helper's value, where the payloads it follows from differ in the group
             helper: True
             for helper in plan.helpers
-            if any(probe in varies for probe in PAYLOAD_HELPERS[helper])
+            if any(probe in varies for probe in self.payload_helpers[helper])
         }
         for probe, reads in plan.probes.items():
             mask = masks.get(probe)
@@ -184,9 +184,9 @@ class HostDocuments:
             helper,
             *(
                 (probes[p].status, id(probes[p].data)) if p in probes else None
-                for p in PAYLOAD_HELPERS[helper]
+                for p in self.payload_helpers[helper]
             ),
-            self._args_key(outcome.name) if helper in ARGUMENT_HELPERS else None,
+            self._args_key(outcome.name) if helper in self.argument_helpers else None,
         )
         found = plan.views.get(slot)
         if found is None:
@@ -195,7 +195,7 @@ class HostDocuments:
                 document = host_document(
                     outcome,
                     self.probe_args.get(outcome.name),
-                    self.gpubench_cohort,
+                    self.contexts,
                     roots=(helper,),
                     memo=self._helpers,
                 )
@@ -236,7 +236,7 @@ class HostDocuments:
             document = host_document(
                 self.hosts[name],
                 self.probe_args.get(name),
-                self.gpubench_cohort,
+                self.contexts,
                 plain=self._plain_copy,
                 roots=roots,
                 memo=self._helpers,

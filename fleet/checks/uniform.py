@@ -1,6 +1,6 @@
 """The cross-host rules: `uniform:` (one value the same on every host of a cohort, or the
 `expected:` one) and `uniform_keys:` (each key of an object the same; unset is a value too).
-Where nothing is expected, the cohort's majority is: the one rule of fleet.analysis.majority.
+Where nothing is expected, the cohort's majority is: the one rule of fleet.analysis.across_hosts.majority.
 
 Values are read through a RuleView (fleet.checks.sharing): hosts that answered alike share one
 search and one value object, so the values are keyed (value_key) once per object, not per host,
@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fleet.analysis.majority import rank
+from fleet.analysis.across_hosts.majority import rank
 from fleet.checks.language import EvaluationError, Expression, unanswered
 from fleet.checks.model import Rule, RuleVerdict, value_key
 
@@ -155,7 +155,7 @@ def _majorities(
     values: Mapping[Any, Any], cohorts: Mapping[Any, Any], alike: Alike, keys: _Keys
 ) -> dict[str, tuple[Any, str]]:
     """Per cohort: (the majority value, "") or (None, why) when the hosts are split; the one
-    majority rule of fleet.analysis.majority, which the cross-host diff uses too."""
+    majority rule of fleet.analysis.across_hosts.majority, which the cross-host diff uses too."""
     by_cohort: dict[str, dict[str, int]] = {}
     for key, value in values.items():
         counts = by_cohort.setdefault(keys(cohorts[key]), {})

@@ -1,7 +1,7 @@
 """`fleet fabric`: cross-host allreduce rounds from the controller, to find the bad host or link.
 
-Exit code: 4 some host not reached, 8 some pair failed or summed wrongly, 64 the run was not kept,
-130 interrupted (as `fleet probe`).
+Exit code: 4 some host not reached or unable to run a rank (no torch, no GPU), 8 some group failed
+or summed wrongly (isolate: a suspect named), 64 the run was not kept, 130 interrupted.
 
 fleet.cli.root loads this module on the first use of `fleet fabric` (FleetGroup.LAZY).
 """
@@ -19,7 +19,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from fleet import api
-from fleet.cli.exits import exit_code, kept_bits, with_bits
 from fleet.cli.options import (
     accept_new_option,
     inventory_option,
@@ -34,6 +33,7 @@ from fleet.cli.options import (
 from fleet.cli.probing import json_file, say_kept
 from fleet.cli.selection import HostChoice, selection_options
 from fleet.errors import UsageError
+from fleet.exits import fabric_exit_code, kept_bits, with_bits
 from fleet.models import Run
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.fabric import render_fabric
@@ -49,10 +49,6 @@ class ProgressLines(api.FabricEvents):
 
     def __init__(self, console: Console) -> None:
         self.console = console
-
-    def discovered(self, host: str, reason: str | None) -> None:
-        if reason:
-            self.console.print(f"[yellow]{escape(host)}: {escape(reason)}")
 
     def group_finished(self, result: GroupResult) -> None:
         what = f"{result.busbw_gbps:.3g} GB/s" if result.busbw_gbps is not None else result.error
@@ -94,7 +90,15 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     "pair_mode",
     default="one",
     show_default=True,
-    help="Pair rounds: one (disjoint pairs covering every host), ring, all, random:K.",
+    help="Pair rounds: one (disjoint pairs covering every host), ring, all, random:K, or "
+    "isolate (adaptive: screen groups of about √N, bisect the bad ones, confirm suspects).",
+)
+@click.option(
+    "--expect-busbw",
+    "floor_gbps",
+    type=click.FloatRange(min=0, min_open=True),
+    help="isolate: the busbw (GB/s) a group must reach, e.g. the cohort's baseline band's low "
+    "end (default: this run's median over 1 + tolerance).",
 )
 @click.option(
     "--group/--no-group",
@@ -139,6 +143,7 @@ def fabric(
     limit: str | None,
     backend: str,
     pair_mode: str,
+    floor_gbps: float | None,
     full_group: bool,
     sizes: str | None,
     timeout_s: float,
@@ -165,6 +170,7 @@ def fabric(
         round_timeout_s=timeout_s,
         join_timeout_s=min(join_timeout, timeout_s),
         tolerance=tolerance,
+        floor_gbps=floor_gbps,
         seed=seed,
         first_port=first_port,
         env=parse_env(env_items),
@@ -179,7 +185,7 @@ def fabric(
     render_fabric(console, run.fabric, [h.name for h in selection.hosts])
     if kept.saved:
         console.print(f"[dim]saved {kept.saved}")
-    sys.exit(with_bits(exit_code(run), kept_bits(kept.kept)))
+    sys.exit(with_bits(fabric_exit_code(run), kept_bits(kept.kept)))
 
 
 async def fabric_with_signals(

@@ -8,20 +8,13 @@ import sys
 import click
 
 from fleet import api
-from fleet.cli.exits import EXIT_DRIFT, with_bits
 from fleet.cli.options import (
     baseline_file_option,
     baseline_option,
     cohort_by_option,
     tolerance_option,
 )
-from fleet.cli.probing import (
-    ProbeRequest,
-    emit_html,
-    execute_probe,
-    probe_options,
-    probed_exit_code,
-)
+from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, write_html
 
 
 @click.command()
@@ -43,48 +36,24 @@ def probe(
     baseline_file: str | None,
 ) -> None:
     """Run the probes on every selected host and show where the hosts differ."""
-    scope = request.inventory_path or api.BUILT_IN_LOCAL  # latest/previous: of this inventory
-    old = api.load_run(baseline, request.runs_dir, scope) if baseline else None  # before probing
-    base = api.load_baseline(baseline_file) if baseline_file else None  # a bad one: before too
-    console = request.console()
+    judging = api.Judging(
+        tolerance=tolerance,
+        cohort_by=cohort_by,
+        probe_dirs=request.probe_dirs,
+        rules=True,  # the built-in pack speaks through findings; only fleet check gates on it
+        baseline_run=baseline,
+        baseline_file=baseline_file,
+        runs_dir=request.runs_dir,
+        scope=request.inventory_path or api.BUILT_IN_LOCAL,  # latest/previous: of this inventory
+    )
     # the report's modules load while the hosts work
-    kept = execute_probe(request, warm=("fleet.api.comparing", "fleet.render.terminal.run"))
-    run = kept.run
-    result = api.cross_host_diff(run, tolerance, request.probe_dirs, cohort_by)
-    from fleet.render.terminal.run import render_run  # loaded by warm_up meanwhile
+    assessment, kept = probe_and_assess(
+        request, judging, warm=("fleet.api.comparing", "fleet.render.terminal.assessment")
+    )
+    from fleet.render.terminal.assessment import render_probed  # loaded by warm_up meanwhile
 
-    render_run(console, run, result, str(kept.saved) if kept.saved else None)
-    code = probed_exit_code(kept)
-    drift = None
-    if old is not None:
-        drift = (
-            api.baseline_drift(old, run, base, tolerance, request.probe_dirs)
-            if base is not None
-            else api.drift(old, run, tolerance, request.probe_dirs)
-        )
-        from fleet.render.terminal.diff import drift_view  # only with --baseline: start-up
-
-        console.print(drift_view(drift))
-        code = with_bits(code, EXIT_DRIFT if drift.found else 0)
-    judged = api.judge_baseline(run, base, request.probe_dirs) if base is not None else None
-    verdicts = api.baseline_report(run, judged) if judged is not None else None
-    if verdicts is not None:
-        from fleet.render.terminal.checks import render_report  # the rules engine: on demand
-
-        console.print()
-        render_report(console, verdicts, f"baseline {baseline_file} · {len(run.hosts)} host(s)")
-        code = with_bits(code, EXIT_DRIFT if verdicts.failed else 0)
+    render_probed(request.console(), assessment, str(kept.saved) if kept.saved else None)
     if request.html_path:
-        source = str(kept.saved) if kept.saved else (run.inventory or None)
-        page = emit_html(
-            request.html_path,
-            run,
-            result,
-            code,
-            source,
-            drift=drift,
-            checks=verdicts,
-            baseline=judged,
-        )
-        code = with_bits(code, page)
-    sys.exit(code)
+        source = str(kept.saved) if kept.saved else (assessment.run.inventory or None)
+        assessment = write_html(request.html_path, assessment, source)
+    sys.exit(assessment.exit_code)

@@ -21,7 +21,6 @@ from rich.console import Console
 
 from fleet import api
 from fleet.cli.completion import complete_probes
-from fleet.cli.exits import EXIT_NOT_KEPT, exit_code, kept_bits, with_bits
 from fleet.cli.options import (
     accept_new_option,
     gpubench_option,
@@ -37,7 +36,7 @@ from fleet.cli.options import (
 )
 from fleet.cli.selection import HostChoice, selection_options
 from fleet.errors import FleetError
-from fleet.models import Run
+from fleet.exits import EXIT_NOT_KEPT, exit_code, kept_bits, with_bits
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.progress import ProgressEvents
 from fleet.rundoc import write_indented_run
@@ -262,29 +261,23 @@ def say_not_kept(errors: Sequence[FleetError]) -> None:
         click.echo(error.render(), err=True)  # the run still shows; only keeping it failed
 
 
-def emit_html(
-    path: str,
-    run: Run,
-    diff: api.FleetDiff,
-    code: int,
-    source: str | None,
-    drift: api.Drift | None = None,
-    checks: api.CheckReport | None = None,
-    baseline: api.BaselineJudgement | None = None,
-) -> int:
+def probe_and_assess(
+    request: ProbeRequest, judging: api.Judging, warm: Sequence[str] = ()
+) -> tuple[api.Assessment, api.KeptRun]:
+    """What `fleet probe` and `fleet check` do: read what judging needs (a bad rules or baseline
+    file fails before any host is contacted), probe and keep the run, judge it."""
+    prepared = api.prepare(judging)
+    kept = execute_probe(request, warm)
+    with api.collection_paused():  # judging makes many objects and next to no garbage
+        assessment = api.assess(kept.run, judging, prepared, kept.where, probed_exit_code(kept))
+    return assessment, kept
+
+
+def write_html(path: str, assessment: api.Assessment, source: str | None) -> api.Assessment:
     """--html of probe and check: write the page; exit bit 64 (like --json) when it cannot be."""
     try:
-        api.write_report(
-            run,
-            path,
-            diff=diff,
-            drift=drift,
-            checks=checks,
-            exit_code=code,
-            source=source,
-            baseline=baseline,
-        )
+        api.write_page(assessment, path, source)
     except FleetError as exc:
         say_not_kept([exc])
-        return EXIT_NOT_KEPT
-    return 0
+        return assessment.with_exit_bits(EXIT_NOT_KEPT)
+    return assessment

@@ -1,6 +1,6 @@
 """`fleet report`: one self-contained HTML page for a saved run (api.write_report; the page itself
 is fleet/render/html/page.py). `--html FILE` of probe and check writes the same page
-(fleet.cli.probing.emit_html).
+(fleet.cli.probing.write_html).
 
 fleet.cli.root loads this module on the first use of `fleet report` (FleetGroup.LAZY).
 """
@@ -12,7 +12,6 @@ from pathlib import Path
 import click
 
 from fleet import api
-from fleet.cli.exits import EXIT_CHECK_FAILED, EXIT_DRIFT, exit_code, with_bits
 from fleet.cli.options import (
     baseline_file_option,
     baseline_option,
@@ -24,6 +23,7 @@ from fleet.cli.options import (
     runs_dir_option,
     tolerance_option,
 )
+from fleet.exits import exit_code
 from fleet.models import Run
 
 
@@ -59,33 +59,21 @@ def report(
     """Write one HTML page for a saved run (default: the latest): opens offline, prints, plots."""
     path = api.resolve_run(run_ref, runs_dir)
     run = load_run(path)
-    old = load_run(baseline, runs_dir) if baseline else None
-    base = api.load_baseline(baseline_file) if baseline_file else None
-    checks = api.check(run, packs, rules_files) if packs or rules_files else None
-    judged = api.judge_baseline(run, base) if base is not None else None
-    if judged is not None:
-        checks = api.with_baseline(checks, judged) if checks else api.baseline_report(run, judged)
-    drift = None
-    if old is not None:
-        drift = (
-            api.baseline_drift(old, run, base, tolerance)
-            if base is not None
-            else api.drift(old, run, tolerance)
-        )
-    code = with_bits(exit_code(run), EXIT_DRIFT if drift is not None and drift.found else 0)
-    if checks is not None and checks.failed:
-        code = with_bits(code, EXIT_CHECK_FAILED)
-    target = output or Path(f"fleet-report-{_stamp(run)}.html")
-    written = api.write_report(
-        run,
-        target,
-        drift=drift,
-        checks=checks,
-        exit_code=code,
-        source=str(path),
+    judging = api.Judging(
         tolerance=tolerance,
-        baseline=judged,
+        packs=packs,
+        rules_files=rules_files,
+        rules=bool(packs or rules_files),
+        gate=True,
+        baseline_run=baseline,
+        baseline_file=baseline_file,
+        runs_dir=runs_dir,
     )
+    prepared = api.prepare(judging, run.probes)
+    # the page shows the exit code fleet would give this run: its hosts' bits too
+    assessment = api.assess(run, judging, prepared, str(path), exit_code(run))
+    target = output or Path(f"fleet-report-{_stamp(run)}.html")
+    written = api.write_page(assessment, target, str(path), tolerance)
     click.echo(f"wrote {written} ({written.stat().st_size / 1024:.0f} KiB)")
 
 

@@ -2,7 +2,7 @@
 each command (check, report, fabric and baseline load on first use).
 
 The commands print and exit; what they print comes from fleet.api, the exit codes from
-fleet.cli.exits. A FleetError that stops a command becomes its message, context and hint on
+fleet.exits. A FleetError that stops a command becomes its message, context and hint on
 stderr and its exit code here, and nowhere else.
 """
 

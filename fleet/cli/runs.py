@@ -13,7 +13,6 @@ from rich.text import Text
 
 from fleet import api
 from fleet.cli.completion import complete_runs
-from fleet.cli.exits import EXIT_DRIFT, EXIT_OK
 from fleet.cli.options import (
     baseline_file_option,
     between_option,
@@ -35,9 +34,9 @@ from fleet.render.documents import (
     fleet_diff_markdown,
 )
 from fleet.render.jsontext import write_indented
+from fleet.render.terminal.assessment import render_probed
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.diff import drift_view, fleet_diff_view
-from fleet.render.terminal.run import render_run
 from fleet.render.terminal.tables import Column, print_table
 
 
@@ -79,22 +78,26 @@ def diff(
             "--baseline-file judges drift between two runs: give OLD and NEW",
             hint=f"one run against a baseline: fleet check --run {old} --baseline {baseline_file}",
         )
-    base = api.load_baseline(baseline_file) if baseline_file else None
-    first = load_run(old, runs_dir, scope)
     if new is None:
         if limit:
             raise UsageError("--limit narrows the drift of two runs", hint="give OLD and NEW")
-        result = api.cross_host_diff(first, tolerance, cohort_by=cohort_by)
-        print_fleet_diff(result, output_format, between)
+        judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by)
+        assessment = api.assess(load_run(old, runs_dir, scope), judging, api.Prepared(), old)
+        print_fleet_diff(assessment.diff, output_format, between)
         return
-    second = load_run(new, runs_dir, scope)
-    drift = (
-        api.baseline_drift(first, second, base, tolerance)
-        if base is not None
-        else api.drift(first, second, tolerance, limit=limit)
+    judging = api.Judging(
+        tolerance=tolerance,
+        baseline_run=old,
+        baseline_file=baseline_file,
+        runs_dir=runs_dir,
+        scope=scope,
+        limit=limit,
     )
-    print_drift(drift, output_format)
-    sys.exit(EXIT_DRIFT if drift.found else EXIT_OK)
+    prepared = api.prepare(judging)
+    assessment = api.assess(load_run(new, runs_dir, scope), judging, prepared, new)
+    assert assessment.drift is not None  # judging names an earlier run
+    print_drift(assessment.drift, output_format)
+    sys.exit(assessment.exit_code)
 
 
 def print_fleet_diff(result: api.FleetDiff, output_format: str, between: bool = False) -> None:
@@ -141,16 +144,17 @@ def show(
 ) -> None:
     """Render a saved run again (default: the latest)."""
     run = load_run(run_ref, runs_dir, scope)
-    result = api.cross_host_diff(run, tolerance, cohort_by=cohort_by)
+    judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True)
+    assessment = api.assess(run, judging, api.prepare(judging, run.probes), run_ref)
     if output_format != "terminal":
-        print_fleet_diff(result, output_format, between)
+        print_fleet_diff(assessment.diff, output_format, between)
         return
     if run.fabric is not None:  # a `fleet fabric` run: its pairs and suspects, not probe tables
         from fleet.render.terminal.fabric import render_fabric
 
         render_fabric(make_console(), run.fabric, list(run.hosts))
         return
-    render_run(make_console(), run, result, between=between)
+    render_probed(make_console(), assessment, None, between=between)
 
 
 RUNS_COLUMNS = (

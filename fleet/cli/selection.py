@@ -1,6 +1,6 @@
 """The options that say which hosts a command reaches, shared by every command that takes -i:
 -H NODESET (with --user, --port, --python, --jump, --identity, --known-hosts), --ssh-config,
---inventory-format; and
+--no-ssh-exec, --inventory-format; and
 HostChoice, which hands them to api.select_hosts."""
 
 from __future__ import annotations
@@ -47,6 +47,11 @@ SELECTION_OPTIONS = (
         help="ssh_config to honour (default: ~/.ssh/config if present); inventory values win.",
     ),
     click.option(
+        "--no-ssh-exec",
+        is_flag=True,
+        help="Run no ssh_config `Match exec` command: refuse the hosts whose settings depend on one.",
+    ),
+    click.option(
         "--inventory-format",
         type=click.Choice(api.INVENTORY_FORMATS),
         default="auto",
@@ -63,6 +68,7 @@ NAMES = (
     "identity",
     "known_hosts",
     "ssh_config",
+    "no_ssh_exec",
     "inventory_format",
 )
 
@@ -77,6 +83,7 @@ class HostChoice:
     identity: str | None = None
     known_hosts: str | None = None
     ssh_config: str | None = None
+    no_ssh_exec: bool = False
     inventory_format: str = "auto"
 
     @classmethod
@@ -102,6 +109,7 @@ class HostChoice:
                 self.user, self.port, self.python, self.jump, self.identity, self.known_hosts
             ),
             require_files=require_files,
+            ssh_exec=not self.no_ssh_exec,
         )
         for warning in selection.warnings:
             click.echo(f"warning: {warning}", err=True)

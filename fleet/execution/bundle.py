@@ -331,12 +331,30 @@ class Bundle:
         run is compared as it was, wherever its probes' files are now."""
         return {name: facts_declaration(probe) for name, probe in self.probes.items()}
 
+    def shipped_modules(self) -> dict[str, str]:
+        """Every helper file the chosen probes ship, once each (health and gpubench share
+        _nvidia_smi.py): the runner makes each importable by its module name."""
+        modules: dict[str, str] = {}
+        shipped_by: dict[str, str] = {}
+        for name, probe in self.probes.items():
+            for file_name, text in probe.files.items():
+                if modules.setdefault(file_name, text) != text:
+                    raise ProbeFileError(
+                        f"{probe.path or name}: ships {file_name}, and probe"
+                        f" {shipped_by[file_name]!r} ships a different {file_name}: helper"
+                        " files are one module namespace on the host, so give one of them"
+                        " another name"
+                    )
+                shipped_by.setdefault(file_name, name)
+        return modules
+
     def script(self, options: Mapping[str, Any], deadline_s: float, parallel: int) -> bytes:
         """The whole program for one host: its start-up alarm, a literal BUNDLE, the runner."""
         payload = {
             "probes": {n: p.source for n, p in self.probes.items()},
             "options": {n: dict(options.get(n) or {}) for n in self.probes},
-            "files": {n: dict(p.files) for n, p in self.probes.items() if p.files},
+            "modules": self.shipped_modules(),
+            "ships": {n: sorted(p.files) for n, p in self.probes.items() if p.files},
             "paths": {n: p.path for n, p in self.probes.items() if p.path},
             "deadline_s": deadline_s,
             "parallel": parallel,

@@ -16,19 +16,22 @@ from fleet.errors import UsageError
 Group = tuple[str, ...]
 Round = list[Group]
 PORT_RANGE = (29500, 39999)
-PAIR_MODES = "ring, all, random:K or one (one round of disjoint pairs covering every host)"
+PAIR_MODES = (
+    "ring, all, random:K, one (one round of disjoint pairs covering every host) or isolate"
+    " (adaptive: screen groups, bisect the bad ones, confirm against good hosts)"
+)
 
 
 @dataclass(frozen=True)
 class PairSpec:
-    mode: str  # one | ring | all | random
+    mode: str  # one | ring | all | random | isolate (fleet/fabric/isolate.py plans its rounds)
     rounds: int = 1  # random:K
 
 
 def parse_pairs(text: str) -> PairSpec:
     """`--pairs` → PairSpec; a bad value is a usage error naming the choices."""
     value = text.strip().lower()
-    if value in ("one", "ring", "all"):
+    if value in ("one", "ring", "all", "isolate"):
         return PairSpec(value)
     match = re.fullmatch(r"random:(\d{1,4})", value)
     if match and int(match.group(1)) > 0:

@@ -26,6 +26,8 @@ from fleet.errors import HostError
 from fleet.execution.turn import error_text, take_turn
 from fleet.fabric import launch, plan
 from fleet.fabric.blame import DEFAULT_TOLERANCE, Suspect, blame, median_busbw
+from fleet.fabric.isolate import IsolateSettings, Isolation
+from fleet.fabric.isolating import isolate_rounds, isolate_suspects, suspect_error
 from fleet.fabric.results import GroupResult, HostReport, conclude_group, skipped
 from fleet.models import Host, HostOutcome, HostStatus, ProbeResult
 from fleet.redact import mask_secrets
@@ -37,7 +39,7 @@ DISCOVER_TIMEOUT_S = 30.0  # a host's discovery deadline, past its connect_timeo
 CONTROLLER_SLACK_S = 5.0  # a host's deadline past the round's: the rank program's fires first
 ECHO_GRACE_S = 2.0  # after one host fails, how long its partners get to say what they saw
 PORT_ATTEMPTS = 3
-FABRIC_SCHEMA = "fleet.fabric/1"
+FABRIC_SCHEMA = "fleet.fabric/2"
 
 # Builds a transport that launches exactly these hosts together, one script for all (Slurm: one
 # srun step over their nodes). Given, discovery and every group get their own, closed after.
@@ -54,6 +56,7 @@ class FabricSettings:
     round_timeout_s: float = 120.0
     join_timeout_s: float = 30.0
     tolerance: float = DEFAULT_TOLERANCE
+    floor_gbps: float | None = None  # isolate: the cohort's busbw floor (else this run's median)
     seed: int | None = None
     first_port: int | None = None
     env: Mapping[str, str] = field(default_factory=dict)
@@ -118,6 +121,14 @@ class FabricRounds:
     async def run(self, hosts: Sequence[Host]) -> FabricOutcome:
         by_name = {h.name: h for h in hosts}
         found = await self.discover(hosts)
+        if self.settings.pairs.mode == "isolate":
+            runs, planner = await isolate_rounds(
+                lambda index, groups: self.run_round(index, groups, by_name, found),
+                self.interrupt.is_set,
+                list(found.usable),
+                IsolateSettings(self.settings.tolerance, self.settings.floor_gbps),
+            )
+            return self.conclude(hosts, found, runs, None, planner)
         pairs: list[GroupResult] = []
         ring: GroupResult | None = None
         rounds, full = self.rounds(list(by_name), found)
@@ -376,10 +387,16 @@ class FabricRounds:
         found: Discovery,
         pairs: Sequence[GroupResult],
         ring: GroupResult | None,
+        planner: Isolation | None = None,
     ) -> FabricOutcome:
         unreached = {h: error_text(e) for h, e in found.unreached.items()}
-        suspects = blame(pairs, unreached, self.settings.tolerance)
+        if planner is None:
+            suspects = blame(pairs, unreached, self.settings.tolerance)
+        else:
+            suspects = blame([], unreached) + isolate_suspects(planner, self.settings.tolerance)
         section = build_fabric_section(self.settings, pairs, ring, suspects, found)
+        if planner is not None:
+            section["isolate"] = planner.summary()
         outcomes = {h.name: host_outcome(h, found, pairs, suspects, section) for h in hosts}
         interrupted = self._interrupt is not None and self._interrupt.is_set()
         return FabricOutcome(outcomes, mask_secrets(section), interrupted)
@@ -515,7 +532,9 @@ def host_outcome(
     data["backend"] = section["backend"]
     data["env"] = section["env"].get(host.name, {})
     error = found.unusable.get(host.name)
-    if error is None and data["pairs_bad"]:
+    if section["pair_mode"] == "isolate":  # a host in a bad group may have been cleared since
+        error = error or suspect_error(host.name, section["isolate"]["suspects"])
+    elif error is None and data["pairs_bad"]:
         error = f"{data['pairs_bad']} pair(s) failed or summed wrongly"
     probe_status = "ok" if error is None else "failed"
     result = ProbeResult(probe_status, probe_status == "ok", data, error, 0.0)

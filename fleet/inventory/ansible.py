@@ -6,10 +6,10 @@ Variables are layered as Ansible does: `all`, then each group from the shallowes
 variable whole. Then each connection setting is read as Ansible's ssh connection plugin reads it:
 where two names are set, the later one of its list wins (ansible_ssh_host over ansible_host,
 ansible_ssh_port over ansible_port, ansible_ssh_user, ansible_ssh_private_key_file), and the ssh
-command line it builds is read as ssh reads it (fleet/inventory/ssh_argv.py): ssh_args,
+command line it builds is read as ssh reads it (fleet/inventory/openssh/): ssh_args,
 then `-o Port=` (the port variable), `-o IdentityFile=`, `-o User=`, then ansible_ssh_common_args
 and ansible_ssh_extra_args, the first value of each option winning. So `-o ProxyJump=`, `-J`,
-`-o ProxyCommand=` (fleet/inventory/proxy_command.py), `-o UserKnownHostsFile=`, `-p`, `-l`, `-i`
+`-o ProxyCommand=`, `-o UserKnownHostsFile=`, `-p`, `-l`, `-i`
 and the like are honoured. Whatever else there changes where or how ssh connects and fleet cannot
 do it (`-F`, a bind address, an option ssh does not know, a ProxyCommand that needs a shell, a
 Jinja template) refuses that host, naming file, group or host, and variable: it is kept, listed,
@@ -44,10 +44,7 @@ from fleet.inventory.fleet_yaml import (
     _check_setting,
     host_from_settings,
 )
-from fleet.inventory.proxy_command import ProxyCommandError, command_words
-from fleet.inventory.ssh_argv import parse_ssh_argv
-from fleet.inventory.ssh_config import connection_refusals
-from fleet.inventory.ssh_config_options import SshOptions, percent_expand
+from fleet.inventory.openssh import OpenSsh
 from fleet.models import Host
 from fleet.yamlfile import Location
 
@@ -69,15 +66,6 @@ PYTHON_VARIABLE = "ansible_python_interpreter"
 AUTO_PYTHON = ("auto", "auto_silent", "auto_legacy", "auto_legacy_silent")
 ENV_COMMANDS = ("/usr/bin/env", "/bin/env", "env")
 SSH_EXECUTABLES = ("ssh", "/usr/bin/ssh", "/bin/ssh", "/usr/local/bin/ssh")
-# ssh options (after ssh_argv) → fleet settings
-OPTION_SETTINGS = {
-    "Hostname": "address",
-    "Port": "port",
-    "User": "user",
-    "IdentitiesOnly": "identities_only",
-    "UserKnownHostsFile": "known_hosts",
-    "ConnectTimeout": "connect_timeout",
-}
 
 
 class _Place(Location):
@@ -297,29 +285,11 @@ class _AnsibleHost:
         if chosen:
             destination = str(self.value(chosen))
             self.set("address", destination, self.origin(chosen))
-        segments = self._ssh_command_line()
-        options = parse_ssh_argv(segments, destination)
-        if options.refusals:
-            raise _Refusal("\n".join(options.refusals))
-        for option, setting in OPTION_SETTINGS.items():
-            if option in options.values:
-                value = options.values[option]
-                if option == "Hostname":
-                    value = percent_expand(str(value), {"h": destination}) or str(value)
-                elif option == "UserKnownHostsFile":
-                    value = value[0] if isinstance(value, list) and value else "/dev/null"
-                elif option == "ConnectTimeout" and (not isinstance(value, int) or value <= 0):
-                    continue
-                self.set(setting, value, _origin_of(options.places[option]))
-        if options.identity_files:
-            paths = tuple(os.path.expanduser(p) for p, _ in options.identity_files)
-            self.set("identity_file", paths[0], _origin_of(options.identity_files[0][1]))
-            self.set("identity_files", paths, _origin_of(options.identity_files[0][1]))
-        proxied = self._proxy(options)
-        address = str(self.settings.get("address", self.name))
-        refusals = connection_refusals(options, proxied, address)
-        if refusals:
-            raise _Refusal("\n".join(refusals))
+        found = OpenSsh.command_line(self._ssh_command_line(), destination)
+        if found.refused:
+            raise _Refusal(found.refused)
+        for setting, value, place in found.settings:
+            self.set(setting, value, _origin_of(place))
 
     def _ssh_command_line(self) -> list[tuple[list[str], str]]:
         """The ssh options Ansible's ssh plugin passes (_build_command), in its order."""
@@ -357,29 +327,6 @@ class _AnsibleHost:
         except ValueError as exc:
             raise _Refusal(f"{self.place(variable)} {text!r}: {exc}") from exc
         return words, self.place(variable)
-
-    def _proxy(self, options: SshOptions) -> bool:
-        """Jump or ProxyCommand, as ssh would settle them; True when the host is proxied."""
-        state = options.proxy()
-        jump, command = state.effective_jump, state.effective_command
-        if jump:
-            if "," in jump:
-                raise _Refusal(
-                    f"{state.jump_place}: jump {jump} chains several jump hosts; fleet tunnels "
-                    "through one"
-                )
-            self.set("jump", jump, _origin_of(state.jump_place))
-        elif state.jump == "none":
-            self.set("jump", None, _origin_of(state.jump_place))
-        if command:
-            try:
-                words = command_words(command)
-            except ProxyCommandError as exc:
-                raise _Refusal(f"{state.command_place}: ProxyCommand {command}: {exc}") from exc
-            self.set("proxy_command", words, _origin_of(state.command_place))
-        elif state.command is not None and not jump:
-            self.set("proxy_command", None, _origin_of(state.command_place))
-        return bool(jump or command)
 
     # ---------------------------------------------------------------------------- python
 

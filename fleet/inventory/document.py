@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from fleet.inventory.ssh_config import identity_paths
 from fleet.models import Host
 
 HOSTS_SCHEMA = "fleet.hosts/1"
@@ -103,3 +102,10 @@ def _jump_host(bastion: Host | None) -> dict[str, Any] | None:
         "known_hosts": bastion.known_hosts,
         "origins": {key: bastion.origin(SETTINGS[key]) for key in ("hostname", "port", "user")},
     }
+
+
+def identity_paths(host: Host) -> Sequence[str]:
+    """Every identity file configured for `host`, in order (identity_file: the one offered)."""
+    if host.identity_files:
+        return host.identity_files
+    return (host.identity_file,) if host.identity_file else ()

@@ -30,7 +30,7 @@ SETTINGS = (
     "transport",
     "probe_args",
 )
-TOP_LEVEL = ("defaults", "hosts", "groups", "cohort_by")
+TOP_LEVEL = ("defaults", "hosts", "groups", "cohort_by", "ssh_exec")
 GROUP_KEYS = ("hosts", "vars")
 TRANSPORTS = ("ssh", "local")
 NULLABLE = ("jump", "user", "identity_file")  # `jump: null` on the bastion undoes a default
@@ -54,6 +54,8 @@ class Inventory:
     # a JMESPath over each host's document naming its cohort for the diff (`cohort_by:`, top
     # level); recorded in the run, so a saved run is diffed the same way. None: the default
     cohort_by: str | None = None
+    # `ssh_exec: false` (top level): run no ~/.ssh/config `Match exec` command (as --no-ssh-exec)
+    ssh_exec: bool = True
 
     def select(self, limit: str | None) -> list[Host]:
         """The hosts that `--limit` selects, in inventory order."""
@@ -117,7 +119,24 @@ def parse_inventory(text: str, path: str = "<inventory>") -> Inventory:
     }
     _check_jumps(hosts, where, raw_hosts)
     hosts = {name: _with_jump_host(host, hosts) for name, host in hosts.items()}
-    return Inventory(path=path, hosts=hosts, groups=groups, cohort_by=_cohort_by(document, where))
+    return Inventory(
+        path=path,
+        hosts=hosts,
+        groups=groups,
+        cohort_by=_cohort_by(document, where),
+        ssh_exec=_ssh_exec(document, where),
+    )
+
+
+def _ssh_exec(document: LocatedDict, where: Location) -> bool:
+    """`ssh_exec:` true (the default) or false: whether ~/.ssh/config's Match exec commands run."""
+    value = document.get("ssh_exec", True)
+    if not isinstance(value, bool):
+        raise where.at(document, "ssh_exec").fail(
+            f"ssh_exec must be true or false, not {value!r}",
+            hint="ssh_exec: false runs no Match exec command of ~/.ssh/config",
+        )
+    return value
 
 
 # ------------------------------------------------------------------------------------- structure

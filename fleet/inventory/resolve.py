@@ -10,27 +10,26 @@ from dataclasses import replace
 from fleet.errors import InventoryError
 from fleet.hostsets import compact_hosts
 from fleet.inventory.fleet_yaml import JUMP_RE, Inventory, jump_spec_host
-from fleet.inventory.ssh_config import SshConfig, apply_ssh_config, expand_proxy
+from fleet.inventory.openssh import OpenSsh
 from fleet.models import Host
 
 INHERITED = ("identity_file", "known_hosts", "connect_timeout", "identities_only")
 EXPLICIT_KINDS = ("inventory", "ansible", "cli")
 
 
-def resolve_hosts(inventory: Inventory, config: SshConfig | None) -> Inventory:
+def resolve_hosts(inventory: Inventory, config: OpenSsh | None) -> Inventory:
     """Apply `config` to every SSH host and to the jump hosts they name, fill in ProxyCommand
     tokens, then link each host to its jump host (one Host object per bastion, so the transport
     shares one connection). A host fleet cannot reach as ssh would is kept, `refused`."""
-    hosts = {
-        name: expand_proxy(apply_ssh_config(host, config)) for name, host in inventory.hosts.items()
-    }
+    config = config or OpenSsh()
+    hosts = {name: config.apply(host) for name, host in inventory.hosts.items()}
     bastions: dict[str, Host] = {}
     linked = {name: _link_jump(host, hosts, bastions, config) for name, host in hosts.items()}
     return replace(inventory, hosts=linked)
 
 
 def _link_jump(
-    host: Host, hosts: Mapping[str, Host], bastions: dict[str, Host], config: SshConfig | None
+    host: Host, hosts: Mapping[str, Host], bastions: dict[str, Host], config: OpenSsh
 ) -> Host:
     if not host.jump or host.jump == host.name or host.transport != "ssh":
         return replace(host, jump=None, jump_host=None) if host.jump_host else host
@@ -54,7 +53,7 @@ def _link_jump(
     return replace(host, jump_host=bastion)
 
 
-def _spec_bastion(target: Host, config: SshConfig | None) -> Host:
+def _spec_bastion(target: Host, config: OpenSsh) -> Host:
     """A `[user@]host[:port]` jump spec as a Host: what the spec says, the target's credentials
     where they were written down, and the config's entry for the spec's host name."""
     assert target.jump
@@ -71,7 +70,7 @@ def _spec_bastion(target: Host, config: SshConfig | None) -> Host:
     origins = {k: kind for k in ("user", "port") if match[k]}  # the address: a config alias too
     origins.update({k: target.origin(k) for k in (*INHERITED, "user") if _explicit(target, k)})
     bastion = replace(bastion, identities_only=target.identities_only, origins=origins)
-    return expand_proxy(apply_ssh_config(bastion, config, name=bastion.address))
+    return config.apply(bastion, name=bastion.address)
 
 
 def _explicit(host: Host, setting: str) -> bool:

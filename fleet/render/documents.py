@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from fleet.analysis.diff import (
+from fleet.analysis.across_hosts.diff import (
     CrossCohort,
     Divergence,
     DivergenceGroup,
@@ -23,8 +23,8 @@ from fleet.analysis.diff import (
     group_divergences,
     list_delta,
 )
-from fleet.analysis.drift import Drift
-from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
+from fleet.analysis.across_hosts.findings import CHECK, COHORT, HARDWARE, SOFTWARE
+from fleet.analysis.across_runs.drift import Drift
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.render.grouping import group_across, pair_rows, short, unreported_groups
 

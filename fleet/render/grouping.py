@@ -8,10 +8,10 @@ from __future__ import annotations
 import operator
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fleet.analysis.diff import COLLAPSE_AT, CrossCohort, Pair, Unreported, shape
+from fleet.analysis.across_hosts.diff import COLLAPSE_AT, CrossCohort, Pair, Unreported, shape
 from fleet.hostsets import compact_hosts
 from fleet.models import FINGERPRINT, HostOutcome
 
@@ -103,6 +103,24 @@ def tally(verdicts: Iterable[RuleVerdict]) -> str:
     return " · ".join(f"{status} {counts[status]}" for status in order if status in counts)
 
 
+def check_headline(report: CheckReport) -> tuple[str, str]:
+    """The check's verdict in one line naming the hosts it is about: the first thing `fleet
+    check` says. Worded from the same counts as check_verdict, so the two agree."""
+    outcome, headline, _ = check_verdict(report)
+    errors = report.failures("error")
+    if errors:
+        hosts = compact_hosts(v.host for _, v in errors)
+        rules = len({rule.id for rule, _ in errors})
+        return outcome, f"{headline}: {hosts} fail {rules} error rule(s)"
+    unjudged = report.unjudged("error")
+    if unjudged:
+        hosts = compact_hosts(v.host for _, v in unjudged)
+        return outcome, f"{headline}: {len(unjudged)} error-rule verdict(s) not judged on {hosts}"
+    if outcome == "incomplete":
+        return outcome, f"{headline}: nothing passed"
+    return outcome, f"{headline}: every error rule judged on {len(report.hosts)} host(s)"
+
+
 def check_verdict(report: CheckReport) -> tuple[str, str, str]:
     """The check's verdict as (outcome, headline, detail), worded once for every surface: the
     terminal, the HTML page and the JUnit summary must never disagree (an incomplete check is
@@ -174,3 +192,24 @@ def pair_rows(items: Sequence[CrossCohort], pair: Pair) -> list[tuple[str, str, 
 def pair_value(value: Any) -> str:
     """A cohort's value in a pair listing; `—` where it has no such fact (a device it lacks)."""
     return "—" if value is None else short(value)
+
+
+def skipped_by_reason(skipped: object) -> list[tuple[list[str], str]]:
+    """Hosts left out of a fabric test (the section's `skipped_hosts`), folded: each reason once
+    with its hosts, the host's own name taken out of it (`torch is not importable by python3`),
+    most hosts first."""
+    if not isinstance(skipped, Mapping):
+        return []
+    by_reason: dict[str, list[str]] = {}
+    for host, why in skipped.items():
+        text = str(why or "no reason given").replace(f" on {host}", "").replace(f"{host}: ", "")
+        by_reason.setdefault(text, []).append(str(host))
+    return sorted(((hosts, why) for why, hosts in by_reason.items()), key=lambda x: -len(x[0]))
+
+
+def measured_groups(fabric: object) -> int:
+    """How many groups of a fabric section ran to the end (0: nothing was measured)."""
+    if not isinstance(fabric, Mapping):
+        return 0
+    groups = [*(fabric.get("pairs") or []), *([fabric["ring"]] if fabric.get("ring") else [])]
+    return sum(1 for g in groups if isinstance(g, Mapping) and g.get("status") == "ok")

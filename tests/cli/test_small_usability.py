@@ -25,7 +25,7 @@ def one_host_run(started: str = "2026-11-30T02:00:00.000Z") -> Run:
 
 def test_one_host_is_one_host_not_one_hosts() -> None:
     assert summary_line(one_host_run()).plain.startswith("1 host: 1 ok")
-    from fleet.analysis.diff import compare_hosts
+    from fleet.analysis.across_hosts.diff import compare_hosts
 
     run = one_host_run()
     page = render_html(Report(run, compare_hosts(run.hosts.values(), {})))

@@ -6,7 +6,8 @@ files (for Ansible also the groups and the interpreter), or refuse the host sayi
 it cannot honour (file:line or variable, and the keyword). A silent difference fails.
 
 The expected values are computed here from the tools' own output, independently of fleet's code.
-No corpus file may hold `Match exec` (ssh -G would run its command).
+A corpus file's `Match exec` commands are `true`, `false` or `test …` (joined by &&): ssh -G runs
+them, and so does fleet (once each), and both outcomes are compared.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ SSH_DEFAULT_KEYS = [
     "id_xmss",
     "id_dsa",
 ]
-MATCH_EXEC_RE = re.compile(r"^\s*match\b.*\bexec\b", re.IGNORECASE | re.MULTILINE)
+MATCH_EXEC_RE = re.compile(r'^\s*match\b.*?\bexec\s+("[^"]*"|\S+)', re.IGNORECASE | re.MULTILINE)
+SAFE_EXEC = ("true", "false", "test ")  # what a corpus file's Match exec may run
 PLACE_RE = re.compile(r"[^ ]+:\d+: ")  # a refusal names file:line
 
 
@@ -86,7 +88,9 @@ def test_corpus_is_large_enough_and_says_where_each_file_comes_from() -> None:
         source = (path.parent / "SOURCE").read_text()
         for key in ("repo:", "path:", "commit:", "license:"):
             assert key in source, f"{path.parent}/SOURCE has no {key}"
-        assert not MATCH_EXEC_RE.search(path.read_text(errors="replace")), path
+        for command in MATCH_EXEC_RE.findall(path.read_text(errors="replace")):
+            parts = command.strip('"').split("&&")
+            assert all(p.strip().startswith(SAFE_EXEC) for p in parts), (path, command)
 
 
 # ------------------------------------------------------------------------------------ ssh_config
@@ -238,6 +242,20 @@ def test_ssh_config_corpus_agrees_with_openssh(capsys: pytest.CaptureFixture[str
         print("\n" + tally.summary("ssh_config corpus vs ssh -G"))
     assert tally.compared >= 100
     assert not tally.wrong, tally.summary("ssh_config corpus vs ssh -G")
+
+
+@pytest.mark.skipif(SSH is None, reason="needs OpenSSH's ssh client (ssh -G)")
+@pytest.mark.parametrize(("name", "refused"), [("fleet-match-exec", 0), ("fleet-windows-paths", 1)])
+def test_match_exec_and_windows_paths_are_resolved_as_ssh_does(name: str, refused: int) -> None:
+    """Match exec is run (true and false, negated or not), not refused; of the Windows-style
+    IdentityFiles only `~\\…` is refused (ssh stops at it: no such user)."""
+    path = CORPUS / "ssh_config" / name / "config"
+    tally = Tally(files=1)
+    for alias in ssh_aliases(path):
+        compare_ssh(path, alias, tally)
+    assert not tally.wrong, tally.summary(name)
+    assert sum(tally.refused.values()) == refused, tally.summary(name)
+    assert tally.agreed == len(ssh_aliases(path)) - refused
 
 
 # --------------------------------------------------------------------------------------- Ansible

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import json
 import os
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -17,8 +21,32 @@ PROBES = REPO / "probes"
 STUBS = REPO / "tests" / "fakes" / "stubs"
 
 
+class ProbeHelpers(importlib.abc.MetaPathFinder):
+    """`import _name` in a probe finds probes/_name.py, as the host runner serves the helpers a
+    probe ships (`SHIPS`). Only names with a leading underscore, and only after every other finder:
+    probes/torch.py must never stand in for torch."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        helper = PROBES / f"{fullname}.py"
+        if path is not None or not fullname.startswith("_") or not helper.is_file():
+            return None
+        return importlib.util.spec_from_file_location(fullname, helper)
+
+
+if not any(isinstance(finder, ProbeHelpers) for finder in sys.meta_path):
+    sys.meta_path.append(ProbeHelpers())
+
+
+def load_helper(name: str) -> ModuleType:
+    """A helper a probe ships (`_nvidia_smi`), the module the probe's `import` gets."""
+    return importlib.import_module(name)
+
+
 def load_probe(name: str) -> ModuleType:
-    """The probe's module, loaded from its file the way the runner sees it (not as probes.NAME)."""
+    """The probe's module, loaded from its file the way the runner sees it (not as probes.NAME);
+    its shipped helpers import by their own names (ProbeHelpers)."""
     spec = importlib.util.spec_from_file_location(f"fleet_probe_{name}", PROBES / f"{name}.py")
     assert spec
     assert spec.loader

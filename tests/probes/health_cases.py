@@ -8,12 +8,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.probes.handrun import load_probe
+from tests.probes.handrun import load_helper, load_probe
 from tests.recorded import REAL_RUN as RECORDED_H200X2
 
 Host = dict[str, Any]
 GOLDEN = Path(__file__).parent / "golden" / "health"
 health = load_probe("health")
+# The helpers the probe ships, where its pure parsers live (the same modules the probe imports).
+kernel_logs = load_helper("_kernel_log")
+nvidia_smi = load_helper("_nvidia_smi")
+nvlink = load_helper("_nvlink")
+pcie = load_helper("_pcie")
 CASES = sorted(path.name for path in GOLDEN.iterdir() if (path / "SOURCE.md").is_file())
 KERNEL_LOGS = (
     ("dmesg.txt", "dmesg"),
@@ -32,7 +37,7 @@ def kernel_log(case: str) -> tuple[str | None, str | None, dict[str, str]]:
         found = text(case, name)
         if found is not None:
             if name == "kern.log":
-                found = health.since_last_boot(found)
+                found = kernel_logs.since_last_boot(found)
             return source, found, {}
     return None, None, {}
 
@@ -46,12 +51,12 @@ def host_facts(case: str) -> dict[str, Any]:
     paths = text(case, "sysfs_gpu_paths.txt")
     if paths is not None:
         facts["gpu_bridges"] = {
-            health._short_bus(line.rsplit("/", 1)[-1]): health.bridges_above(line)
+            pcie.short_bus(line.rsplit("/", 1)[-1]): pcie.bridges_above(line)
             for line in paths.split()
         }
     lspci = text(case, "lspci_-vvv.txt")
     if lspci is not None:
-        facts["acs"] = health.parse_lspci_acs(lspci)
+        facts["acs"] = pcie.parse_lspci_acs(lspci)
     return facts
 
 
@@ -73,14 +78,14 @@ def case_data(case: str) -> dict[str, Any]:
 def parsed_files(case: str) -> dict[str, Any]:
     """Each small capture read by the parser for the command it is named after."""
     parsers = {
-        "nvidia-smi_nvlink_-s.txt": health.parse_nvlink_status,
-        "nvidia-smi_nvlink_-e.txt": health.parse_nvlink_errors,
-        "nvidia-smi_query-gpu_health.csv": health.parse_query_health,
-        "dmesg.txt": health.parse_kernel_log,
-        "kern.log": lambda t: health.parse_kernel_log(health.since_last_boot(t)),
+        "nvidia-smi_nvlink_-s.txt": nvlink.parse_nvlink_status,
+        "nvidia-smi_nvlink_-e.txt": nvlink.parse_nvlink_errors,
+        "nvidia-smi_query-gpu_health.csv": nvidia_smi.parse_query_health,
+        "dmesg.txt": kernel_logs.parse_kernel_log,
+        "kern.log": lambda t: kernel_logs.parse_kernel_log(kernel_logs.since_last_boot(t)),
         "proc_driver_nvidia_version.txt": health.parse_module_version,
-        "proc_cmdline.txt": health.parse_cmdline,
-        "lspci_-vvv.txt": health.parse_lspci_acs,
+        "proc_cmdline.txt": pcie.parse_cmdline,
+        "lspci_-vvv.txt": pcie.parse_lspci_acs,
     }
     return {
         name: parse(text(case, name))

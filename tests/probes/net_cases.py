@@ -16,9 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from tests.probes import net_trees
-from tests.probes.handrun import load_probe
+from tests.probes.handrun import load_helper, load_probe
 
 NET = load_probe("net")
+# Its helpers, the same modules the probe imported.
+RDMA = load_helper("_rdma")
+KERNEL = load_helper("_net_kernel")
+PLUGIN = load_helper("_net_plugin")
+SETTINGS = load_helper("_net_settings")
 GOLDEN = net_trees.GOLDEN
 CASES = sorted(net_trees.CASES)
 

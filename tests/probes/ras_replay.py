@@ -13,6 +13,9 @@ command ...`, and the connection closes after the report. `SET FORMAT json` is a
 when the captured report is JSON and refused otherwise (NCCL before 2.28.7 had no SET FORMAT):
 a text capture is served as an older NCCL would, so the client's fallback to text runs.
 
+A capture may carry the text report of the same moment too (`text_report`): a connection that did
+not ask for JSON gets it, as from NCCL 2.28.7 on, where JSON is asked for per connection.
+
 Other behaviours, none of them NCCL output, stand in for what can go wrong:
     silent       accept the connection, never answer (what a SIGSTOPped NCCL process does: the
                  kernel completes the TCP handshake, nobody reads)
@@ -41,6 +44,9 @@ class Capture:
 
     replies: dict[str, str] = field(default_factory=dict)
     report: str = ""
+    # The text report of the same moment (another capture's report), served on a connection that
+    # did not ask `SET FORMAT json`, as NCCL 2.28.7+ does; empty: `report` is served either way.
+    text_report: str = ""
 
     @property
     def is_json(self) -> bool:
@@ -52,7 +58,7 @@ def with_pid(capture: Capture, old: int, new: int) -> Capture:
     nothing else of the captured bytes changes."""
     report = re.sub(rf'("pid": ){old}\b', rf"\g<1>{new}", capture.report)
     report = re.sub(rf"(process ){old}\b", rf"\g<1>{new}", report)
-    return Capture(dict(capture.replies), report)
+    return Capture(dict(capture.replies), report, capture.text_report)
 
 
 def parse_capture(text: str) -> Capture:
@@ -100,6 +106,7 @@ class _Handler(socketserver.BaseRequestHandler):
         sock.settimeout(0.2)
         buffer = b""
         behaviour, capture = self.server.behaviour, self.server.capture
+        asked_json = False
         while not self.server.stopping.is_set():
             try:
                 chunk = sock.recv(4096)
@@ -123,9 +130,11 @@ class _Handler(socketserver.BaseRequestHandler):
                     return
                 reply = reply_to(command, capture)
                 if reply is not None:
+                    asked_json |= command.strip().upper() == "SET FORMAT JSON" and reply == "OK"
                     sock.sendall((reply + "\n").encode())
                     continue
-                report = capture.report.encode()
+                served = capture.text_report if capture.text_report and not asked_json else None
+                report = (served or capture.report).encode()
                 if behaviour == "stall":
                     sock.sendall(report[: len(report) // 2])
                     self.server.stopping.wait()

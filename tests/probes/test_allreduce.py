@@ -18,7 +18,8 @@ import pytest
 from fleet.execution.bundle import build_bundle
 from fleet.transport.launch import LAUNCH_ARGS
 from tests.probes import handrun
-from tests.probes.handrun import load_probe
+from tests.probes.handrun import load_helper, load_probe
+from tests.probes.ships import helpers_imported
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "probes" / "allreduce.py"
@@ -27,6 +28,12 @@ MiB = 1 << 20
 
 
 probe = load_probe("allreduce")
+# Its helpers, the same modules the probe imported.
+CONFIG = load_helper("_allreduce_config")
+ROWS = load_helper("_allreduce_rows")
+RANKS = load_helper("_allreduce_ranks")
+VARIANTS = load_helper("_allreduce_variants")
+MATRIX = load_helper("_allreduce_matrix")
 
 
 def run_by_hand(options=None, pythonpath=None, cwd=None):
@@ -36,17 +43,27 @@ def run_by_hand(options=None, pythonpath=None, cwd=None):
 plan = probe.plan_functions()
 
 
+# ------------------------------------------------------------------ its parts
+def test_ships_its_worker_and_every_helper_it_imports():
+    assert probe.SHIPS[0] == probe.WORKER_FILE == "_allreduce_worker.py"
+    assert set(probe.SHIPS) == helpers_imported("allreduce") | {probe.WORKER_FILE}
+
+
+def test_the_budgets_leave_the_runners_backstop_room():
+    assert CONFIG.MAX_BUDGET_S == probe.TIMEOUT_S - 20
+
+
 # ------------------------------------------------------------------ pure math
 def test_bandwidths_follow_nccl_tests():
-    algbw = probe.algbw_gbps(2_000_000_000, 2.0)
+    algbw = ROWS.algbw_gbps(2_000_000_000, 2.0)
     assert algbw == 1.0
-    assert probe.busbw_gbps(algbw, 2) == 1.0
-    assert probe.busbw_gbps(algbw, 8) == 1.75
-    assert probe.busbw_gbps(algbw, 4) == 1.5
+    assert ROWS.busbw_gbps(algbw, 2) == 1.0
+    assert ROWS.busbw_gbps(algbw, 8) == 1.75
+    assert ROWS.busbw_gbps(algbw, 4) == 1.5
 
 
 def test_size_ladder_full_doubles_from_8_bytes_to_256_mib():
-    sizes = probe.size_ladder(256 * MiB, quick=False)
+    sizes = ROWS.size_ladder(256 * MiB, quick=False)
     assert sizes[0] == 8
     assert sizes[-1] == 256 * MiB
     assert len(sizes) == 26
@@ -54,7 +71,7 @@ def test_size_ladder_full_doubles_from_8_bytes_to_256_mib():
 
 
 def test_size_ladder_quick_is_shorter_and_still_ends_at_max():
-    assert probe.size_ladder(256 * MiB, quick=True) == [
+    assert ROWS.size_ladder(256 * MiB, quick=True) == [
         8,
         64,
         512,
@@ -66,12 +83,12 @@ def test_size_ladder_quick_is_shorter_and_still_ends_at_max():
         128 * MiB,
         256 * MiB,
     ]
-    assert probe.size_ladder(1000, quick=True) == [8, 64, 512, 1000]
-    assert probe.size_ladder(8, quick=False) == [8]
+    assert ROWS.size_ladder(1000, quick=True) == [8, 64, 512, 1000]
+    assert ROWS.size_ladder(8, quick=False) == [8]
 
 
 def test_result_row_computes_bandwidth_from_the_time():
-    row = probe.result_row(
+    row = ROWS.result_row(
         {
             "mode": "graph",
             "bytes": 256 * MiB,
@@ -84,7 +101,7 @@ def test_result_row_computes_bandwidth_from_the_time():
     assert row["latency_us"] == 893.76
     assert row["algbw_gbps"] == pytest.approx(300.35, abs=0.01)  # the H200 reference capture
     assert row["busbw_gbps"] == row["algbw_gbps"]
-    row8 = probe.result_row({"mode": "eager", "bytes": 8, "seconds": 1e-3, "correct": True}, 8)
+    row8 = ROWS.result_row({"mode": "eager", "bytes": 8, "seconds": 1e-3, "correct": True}, 8)
     assert row8["algbw_gbps"] == 8e-6  # significant digits, not decimals: tiny values survive
     assert row8["busbw_gbps"] == pytest.approx(8e-6 * 1.75)
 
@@ -100,7 +117,7 @@ def test_result_row_computes_bandwidth_from_the_time():
     ],
 )
 def test_result_row_rejects_malformed_records(record):
-    assert probe.result_row(record, 2) is None
+    assert ROWS.result_row(record, 2) is None
 
 
 # ------------------------------------------------------------------ planning (runs in the workers)
@@ -187,7 +204,7 @@ def test_multicast_stays_off_in_every_rank_whatever_the_host_or_options_say():
 def test_without_options_the_host_environment_gains_only_the_multicast_policy():
     base = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1", "NCCL_P2P_LEVEL": "NVL"}
     env, refused = probe.worker_environment(base, {})
-    assert env == {**base, **probe.FORCED_ENV}
+    assert env == {**base, **CONFIG.FORCED_ENV}
     assert refused == []
 
 
@@ -208,7 +225,7 @@ def test_reported_environment_is_an_allow_list():
 
 
 def test_rank_environment_names_the_rank_and_no_port():
-    env = probe.rank_environment({"A": "1"}, rank=1, world_size=4)
+    env = RANKS.rank_environment({"A": "1"}, rank=1, world_size=4)
     assert env == {
         "A": "1",
         "RANK": "1",
@@ -261,7 +278,7 @@ def test_a_failed_rank_ends_the_wait_and_names_itself():
 
 
 def test_rank_zero_records_are_picked_out_of_other_output():
-    marker = repr(probe.MARKER)
+    marker = repr(RANKS.MARKER)
     code = (
         f"print('NCCL INFO chatter'); print({marker} + '{{\"mode\": \"eager\"}}'); "
         f"print({marker} + 'not json')"
@@ -318,7 +335,7 @@ def check_rows(data, world_size):
         assert row["mode"] == "eager"
         assert row["correct"] is True
         assert 0 < row["latency_us_min"] <= row["latency_us"] <= row["latency_us_max"]
-        assert row["repetitions"] == probe.EAGER_REPETITIONS
+        assert row["repetitions"] == RANKS.EAGER_REPETITIONS
         assert row["algbw_gbps"] == pytest.approx(
             row["bytes"] / (row["latency_us"] * 1e-6) / 1e9, rel=1e-4
         )
@@ -374,8 +391,10 @@ def test_the_worker_travels_in_the_bundle_and_runs_from_it(tmp_path):
     bundle (the probe's fallback, the file beside it, does not exist there), and nothing is left."""
     pytest.importorskip("torch")
     bundle = build_bundle(["allreduce"])
-    worker = (REPO / "probes" / "_allreduce_worker.py").read_text(encoding="utf-8")
-    assert dict(bundle.probes["allreduce"].files) == {"_allreduce_worker.py": worker}
+    shipped = dict(bundle.probes["allreduce"].files)
+    assert list(shipped) == list(probe.SHIPS)  # the worker and the helpers, as they are here
+    for name, text in shipped.items():
+        assert text == (REPO / "probes" / name).read_text(encoding="utf-8"), name
     options = {"allreduce": {"backend": "gloo", "quick": True, "max_bytes": 64}}
     done = subprocess.run(
         [sys.executable, *LAUNCH_ARGS],
@@ -450,7 +469,7 @@ def test_one_slow_repetition_moves_the_median_not():
 
 
 def test_rows_carry_min_and_max_of_the_repetitions():
-    row = probe.result_row(
+    row = ROWS.result_row(
         {"mode": "eager", "bytes": 8, "seconds": 27e-6, "seconds_min": 25e-6},
         world_size=2,
     )
@@ -459,7 +478,7 @@ def test_rows_carry_min_and_max_of_the_repetitions():
 
 # ------------------------------------------------------------------ the matrix (issue 19)
 READY = "import sys, time\nprint(%r, flush=True)\nsys.stdin.readline()\n" % (
-    probe.MARKER + '{"ready": true}'
+    RANKS.MARKER + '{"ready": true}'
 )
 HANG = READY + "time.sleep(600)\n"  # takes its turn, never ends
 REFUSE = READY + (
@@ -469,6 +488,11 @@ REFUSE = READY + (
 
 def matrix_config(**matrix):
     return probe.parse_options({"backend": "gloo", "quick": True, "matrix": matrix or True})
+
+
+def on_two_ranks(scratch, env=None):
+    """Two ranks meeting in `scratch`; a variant without a source runs the probe's worker."""
+    return MATRIX.Ranks(dict(env or {}), 2, str(scratch), probe.worker_source)
 
 
 def alive(workers):
@@ -503,7 +527,9 @@ def test_bad_matrix_options_name_the_bad_value(matrix, quoted):
 
 
 def test_nccl_variants_are_algo_by_proto_and_never_multicast():
-    variants, absent = probe.nccl_variants(probe.parse_options({"matrix": True}).matrix, (2, 21, 5))
+    variants, absent = VARIANTS.nccl_variants(
+        probe.parse_options({"matrix": True}).matrix, (2, 21, 5)
+    )
     names = [v.name for v in variants]
     assert names[0] == "nccl:default"
     assert variants[0].env == {}
@@ -512,7 +538,9 @@ def test_nccl_variants_are_algo_by_proto_and_never_multicast():
     assert "2.21.5" in absent["nccl:PAT/LL"]
     assert {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"} in [v.env for v in variants]
     assert not [n for n in names if "NVLS" in n]
-    newer, none_absent = probe.nccl_variants(probe.parse_options({"matrix": True}).matrix, (2, 28))
+    newer, none_absent = VARIANTS.nccl_variants(
+        probe.parse_options({"matrix": True}).matrix, (2, 28)
+    )
     assert len(newer) == 16
     assert none_absent == {}
 
@@ -520,7 +548,7 @@ def test_nccl_variants_are_algo_by_proto_and_never_multicast():
 @pytest.mark.torch
 def test_symm_mem_variants_are_the_one_and_two_shot_kernels_never_multimem():
     torch = pytest.importorskip("torch")
-    variants, absent = probe.symm_mem_variants(torch)
+    variants, absent = VARIANTS.symm_mem_variants(torch)
     found = sorted([v.name for v in variants] + list(absent))
     assert found == ["symm_mem:one_shot_all_reduce", "symm_mem:two_shot_all_reduce_"]
     assert all("multimem" not in v.op for v in variants)
@@ -537,7 +565,7 @@ def test_a_symm_mem_kernel_this_torch_lacks_is_absent_with_the_reason(monkeypatc
         symm_mem = type("Namespace", (), {"one_shot_all_reduce": object()})()
 
     torch = type("Torch", (), {"ops": Ops, "__version__": "2.5.0"})
-    variants, absent = probe.symm_mem_variants(torch)
+    variants, absent = VARIANTS.symm_mem_variants(torch)
     assert [v.name for v in variants] == ["symm_mem:one_shot_all_reduce"]
     assert absent == {
         "symm_mem:two_shot_all_reduce_": "torch 2.5.0 has no torch.ops.symm_mem.two_shot_all_reduce_"
@@ -551,12 +579,12 @@ def test_matrix_runs_each_variant_alone_and_records_refusals_and_hangs(tmp_path)
     pytest.importorskip("torch")
     config = matrix_config(budget_s=60, variant_timeout_s=8)
     variants = [
-        probe.Variant("gloo:default", "dist", {}),
-        probe.Variant("refused", "dist", {"NCCL_ALGO": "Tree"}, source=REFUSE),
-        probe.Variant("hangs", "dist", {}, source=HANG),
-        probe.Variant("symm_mem:one_shot_all_reduce", "symm_mem:one_shot_all_reduce", {}),
+        CONFIG.Variant("gloo:default", "dist", {}),
+        CONFIG.Variant("refused", "dist", {"NCCL_ALGO": "Tree"}, source=REFUSE),
+        CONFIG.Variant("hangs", "dist", {}, source=HANG),
+        CONFIG.Variant("symm_mem:one_shot_all_reduce", "symm_mem:one_shot_all_reduce", {}),
     ]
-    results = probe.run_matrix(config, variants, {"PATH": "/usr/bin:/bin"}, 2, str(tmp_path))
+    results = MATRIX.run_matrix(config, variants, on_two_ranks(tmp_path, {"PATH": "/usr/bin:/bin"}))
     good, refused, hangs, symm = (results[v.name] for v in variants)
     assert good["status"] == "ok"
     assert good["error"] is None
@@ -580,8 +608,8 @@ def test_matrix_runs_each_variant_alone_and_records_refusals_and_hangs(tmp_path)
 
 def test_the_budget_stops_the_matrix_honestly(tmp_path):
     config = matrix_config(budget_s=5, variant_timeout_s=3)
-    variants = [probe.Variant(f"hang-{i}", "dist", {}, source=HANG) for i in range(4)]
-    results = probe.run_matrix(config, variants, {}, 2, str(tmp_path))
+    variants = [CONFIG.Variant(f"hang-{i}", "dist", {}, source=HANG) for i in range(4)]
+    results = MATRIX.run_matrix(config, variants, on_two_ranks(tmp_path))
     statuses = [results[v.name]["status"] for v in variants]
     assert statuses == ["timeout", "stopped", "not_run", "not_run"]
     assert results["hang-1"]["error"].startswith("stopped: the matrix's 5s budget ran out")
@@ -590,10 +618,10 @@ def test_the_budget_stops_the_matrix_honestly(tmp_path):
 
 def test_a_killed_variant_leaves_no_rank_behind(tmp_path):
     config = matrix_config(budget_s=10, variant_timeout_s=3)
-    launched = probe.launch(
-        config, probe.Variant("h", "dist", {}, source=HANG), 0, {}, str(tmp_path), 2
+    launched = MATRIX.launch(
+        config, CONFIG.Variant("h", "dist", {}, source=HANG), 0, on_two_ranks(tmp_path)
     )
-    probe.run_variant(launched, config.matrix, time.monotonic() + 10, 2)
+    MATRIX.run_variant(launched, config.matrix, time.monotonic() + 10, 2)
     assert alive(launched.workers) == []
     assert [p.returncode for p in launched.workers.procs] == [-signal.SIGKILL] * 2
 
@@ -601,11 +629,11 @@ def test_a_killed_variant_leaves_no_rank_behind(tmp_path):
 def test_every_rank_of_every_variant_has_multicast_off(tmp_path):
     dump = READY + "import json, os\nprint(%r + json.dumps(dict(os.environ)))\n"
     config = matrix_config(budget_s=20, variant_timeout_s=5)
-    variant = probe.Variant("env", "dist", {"NCCL_ALGO": "Ring"}, source=dump % probe.MARKER)
-    launched = probe.launch(config, variant, 0, {"NCCL_NVLS_ENABLE": "1"}, str(tmp_path), 2)
-    probe.run_variant(launched, config.matrix, time.monotonic() + 20, 2)
+    variant = CONFIG.Variant("env", "dist", {"NCCL_ALGO": "Ring"}, source=dump % RANKS.MARKER)
+    launched = MATRIX.launch(config, variant, 0, on_two_ranks(tmp_path, {"NCCL_NVLS_ENABLE": "1"}))
+    MATRIX.run_variant(launched, config.matrix, time.monotonic() + 20, 2)
     env = launched.workers.records[-1]
-    assert {k: env[k] for k in probe.FORCED_ENV} == probe.FORCED_ENV
+    assert {k: env[k] for k in CONFIG.FORCED_ENV} == CONFIG.FORCED_ENV
     assert env["NCCL_ALGO"] == "Ring"
     assert env["RANK"] == "0"
 
@@ -642,7 +670,7 @@ RECORDED = {
 
 def test_winners_per_mode_and_size_and_each_rows_ratio():
     variants = json.loads(json.dumps(RECORDED))
-    winners = probe.matrix_winners(variants)
+    winners = VARIANTS.matrix_winners(variants)
     assert winners == {
         "eager": {"8 B": "nccl:Ring/LL", "256 MiB": "nccl:default"},
         "graph": {"8 B": "symm_mem:one_shot_all_reduce"},
@@ -656,7 +684,7 @@ def test_winners_per_mode_and_size_and_each_rows_ratio():
 def test_a_tie_goes_to_the_first_name_so_winners_do_not_flap():
     rows = {"mode": "graph", "bytes": 8, "latency_us": 9.0, "correct": True}
     variants = {"nccl:b": {"rows": [dict(rows)]}, "nccl:a": {"rows": [dict(rows)]}}
-    assert probe.matrix_winners(variants) == {"graph": {"8 B": "nccl:a"}}
+    assert VARIANTS.matrix_winners(variants) == {"graph": {"8 B": "nccl:a"}}
 
 
 @pytest.mark.torch

@@ -23,7 +23,12 @@ PROBE_NAMES = sorted(p.stem for p in PROBES.glob("*.py") if not p.name.startswit
 # gpubench worker (one per GPU and one for the pairs) and the fabric rank (sent by
 # fleet/fabric/launch.py). Only a host's python ever runs them.
 HOST_FILES = ["_allreduce_worker", "_fabric_rank", "_gpubench_worker"]
-SHIPPED = [*PROBE_NAMES, "_host_runner", *HOST_FILES]
+# Helpers that probes ship (`SHIPS`) and import by module name (`import _pcie`): the runner serves
+# them on the host, so a probe may import them at module level.
+HELPERS = sorted(
+    p.stem for p in PROBES.glob("_*.py") if p.stem not in ("_host_runner", *HOST_FILES)
+)
+SHIPPED = [*PROBE_NAMES, "_host_runner", *HOST_FILES, *HELPERS]
 
 
 def module_level_imports(tree: ast.Module) -> set[str]:
@@ -39,8 +44,37 @@ def module_level_imports(tree: ast.Module) -> set[str]:
 @pytest.mark.parametrize("name", SHIPPED)
 def test_ships_only_stdlib_imports_at_module_level(name: str) -> None:
     tree = ast.parse((PROBES / f"{name}.py").read_text())
-    foreign = module_level_imports(tree) - set(sys.stdlib_module_names) - {"__future__"}
+    foreign = module_level_imports(tree) - set(sys.stdlib_module_names) - {"__future__", *HELPERS}
     assert not foreign, f"{name}.py imports {foreign} at module level: import them in collect()"
+
+
+def helpers_needed(name: str) -> set[str]:
+    """The helper files a probe imports, and those its helpers import, and so on."""
+    needed: set[str] = set()
+    todo = [name]
+    while todo:
+        tree = ast.parse((PROBES / f"{todo.pop()}.py").read_text())
+        for helper in module_level_imports(tree) & set(HELPERS):
+            if f"{helper}.py" not in needed:
+                needed.add(f"{helper}.py")
+                todo.append(helper)
+    return needed
+
+
+@pytest.mark.parametrize("name", PROBE_NAMES)
+def test_ships_every_helper_it_imports(name: str) -> None:
+    """On a host only the files in SHIPS can be imported: a helper a helper imports too."""
+    tree = ast.parse((PROBES / f"{name}.py").read_text())
+    ships = next(
+        (
+            ast.literal_eval(node.value)
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "SHIPS" for t in node.targets)
+        ),
+        (),
+    )
+    assert helpers_needed(name) <= set(ships), f"{name}.py: SHIPS lacks a helper it imports"
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -66,7 +100,11 @@ def test_runs_by_hand_and_prints_a_result(name: str) -> None:
 # ------------------------------------------------------------------ under a real Python 3.8
 # ast's feature_version checks the grammar only; a real 3.8 also runs the module body, where a
 # `dict[str, Any]` alias or a 3.9+ call at module level fails (TypeError, AttributeError).
-LOAD = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='fleet_host_file')"
+# The file's folder is importable, as the runner makes a probe's shipped helpers importable.
+LOAD = (
+    "import os, runpy, sys; sys.path.append(os.path.dirname(sys.argv[1])); "
+    "runpy.run_path(sys.argv[1], run_name='fleet_host_file')"
+)
 
 
 def is_python_3_8(python: str) -> bool:

@@ -7,6 +7,7 @@ torch, and with the CPU build of torch, the probe reports `absent`."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import sys
@@ -15,11 +16,18 @@ from typing import Any
 
 import pytest
 
-from fleet.analysis import gpubench as scoring
 from fleet.execution.bundle import build_bundle
-from tests.probes.handrun import REPO, STUBS, load_probe, run_by_hand
+from fleet.units.gpubench import facts as scoring
+from tests.probes.handrun import REPO, STUBS, load_helper, load_probe, run_by_hand
 
 probe = load_probe("gpubench")
+# The helpers the probe ships, where its pure parts live (the same modules the probe imports).
+plan = load_helper("_gpubench_plan")
+procs = load_helper("_gpubench_procs")
+results = load_helper("_gpubench_results")
+sampling = load_helper("_gpubench_sampler")
+nvidia_smi = load_helper("_nvidia_smi")
+pcie = load_helper("_pcie")
 worker = probe.plan_functions()
 FAKE_TORCH = STUBS / "torch_gpubench"
 FAKE_SMI_DIR = REPO / "tests" / "fakes" / "gpubench_bin"
@@ -42,7 +50,7 @@ def leftover_workers() -> list[str]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if probe.MARKER.strip().encode() in cmdline:  # in each worker's config
+        if procs.MARKER.strip().encode() in cmdline:  # in each worker's config
             found.append(entry.name)
     return found
 
@@ -82,7 +90,7 @@ def test_bad_options_name_the_bad_value(options: dict[str, Any], quoted: str) ->
 
 @pytest.mark.parametrize("count", range(1, 10))
 def test_round_robin_pairs_every_gpu_once_in_disjoint_rounds(count: int) -> None:
-    rounds = probe.round_robin(count)
+    rounds = plan.round_robin(count)
     pairs = [pair for r in rounds for pair in r]
     assert sorted(pairs) == [(a, b) for a in range(count) for b in range(a + 1, count)]
     for r in rounds:
@@ -92,21 +100,21 @@ def test_round_robin_pairs_every_gpu_once_in_disjoint_rounds(count: int) -> None
 
 
 def test_eight_gpus_make_seven_rounds_of_four_pairs_or_28_alone() -> None:
-    assert [len(r) for r in probe.pair_schedule(8, True)] == [4] * 7
-    assert [len(r) for r in probe.pair_schedule(8, False)] == [1] * 28
+    assert [len(r) for r in plan.pair_schedule(8, True)] == [4] * 7
+    assert [len(r) for r in plan.pair_schedule(8, False)] == [1] * 28
 
 
 def test_one_gpu_plans_no_pair_phases() -> None:
     config = probe.parse_options({})
-    assert not [p for p in probe.plan_phases(config, 1) if p.startswith("pairs:")]
-    assert probe.plan_phases(config, 2)[-3:] == list(probe.PAIR_PHASES)
+    assert not [p for p in plan.plan_phases(config, 1) if p.startswith("pairs:")]
+    assert plan.plan_phases(config, 2)[-3:] == list(plan.PAIR_PHASES)
 
 
 def test_phase_budget_is_the_measure_time_until_the_budget_runs_short() -> None:
-    assert probe.phase_budget(100.0, [3.0, 1.0, 2.0], 0.25) == pytest.approx(0.75)
+    assert plan.phase_budget(100.0, [3.0, 1.0, 2.0], 0.25) == pytest.approx(0.75)
     # 2 s left for 9 units of work and set-up: the first phase (3 of them) gets a third of 2 s
-    assert probe.phase_budget(2.0, [3.0, 1.0, 2.0], 0.25) == pytest.approx(2.0 * 3 / 9)
-    assert probe.phase_budget(0.0, [3.0], 0.25) == 0.0
+    assert plan.phase_budget(2.0, [3.0, 1.0, 2.0], 0.25) == pytest.approx(2.0 * 3 / 9)
+    assert plan.phase_budget(0.0, [3.0], 0.25) == 0.0
 
 
 # ------------------------------------------------------------------------------ nvidia-smi
@@ -122,7 +130,7 @@ def test_smi_rows_are_parsed_and_na_is_null() -> None:
         SMI_LINE
         + "\n1, GPU-x, 00000000:19:00.0, [N/A], 5, 16, 16, [N/A], 1980, 1980, 40, [N/A], 5, 0\n"
     )
-    rows = probe.parse_smi_rows(text + "garbage line\n")
+    rows = nvidia_smi.parse_sample_rows(text + "garbage line\n")
     assert len(rows) == 2
     assert rows[0]["pcie_gen"] == 4
     assert rows[0]["pcie_gen_max"] == 5
@@ -144,7 +152,7 @@ def test_smi_rows_are_parsed_and_na_is_null() -> None:
     ],
 )
 def test_clock_event_reasons_decode(mask: str, names: list[str] | None) -> None:
-    assert probe.decode_clock_events(mask) == names
+    assert nvidia_smi.decode_clock_event_reasons(mask) == names
 
 
 def test_torch_and_nvidia_smi_name_the_same_gpu_by_uuid_or_bus() -> None:
@@ -153,22 +161,22 @@ def test_torch_and_nvidia_smi_name_the_same_gpu_by_uuid_or_bus() -> None:
         {"index": 1, "uuid": "GPU-bb-02", "pci_bus_id": "00000000:2A:00.0"},
     ]
     by_uuid = {0: {"uuid": "BB-02", "pci": None}}  # torch spells it without GPU-
-    assert probe.match_rows(by_uuid, rows) == {0: rows[1]}
+    assert results.match_rows(by_uuid, rows) == {0: rows[1]}
     by_bus = {0: {"uuid": None, "pci": [0, 0x2A, 0]}, 1: {"uuid": None, "pci": [0, 0x18, 0]}}
-    assert probe.match_rows(by_bus, rows) == {0: rows[1], 1: rows[0]}
+    assert results.match_rows(by_bus, rows) == {0: rows[1], 1: rows[0]}
     unknown = {0: {"cuda_index": 0}, 1: {"cuda_index": 1}}  # old torch: PCI order, same count
-    assert probe.match_rows(unknown, rows) == {0: rows[0], 1: rows[1]}
-    assert probe.match_rows({0: {"cuda_index": 0}}, rows) == {}  # CUDA_VISIBLE_DEVICES subset
+    assert results.match_rows(unknown, rows) == {0: rows[0], 1: rows[1]}
+    assert results.match_rows({0: {"cuda_index": 0}}, rows) == {}  # CUDA_VISIBLE_DEVICES subset
 
 
 def test_bus_ids_compare_across_spellings() -> None:
-    assert probe.bus_key("00000000:18:00.0") == probe.bus_key("0000:18:00.0") == (0, 0x18, 0)
-    assert probe.bus_key([0, 24, 0]) == (0, 24, 0)
-    assert probe.bus_key("nonsense") is None
+    assert pcie.bus_key("00000000:18:00.0") == pcie.bus_key("0000:18:00.0") == (0, 0x18, 0)
+    assert pcie.bus_key([0, 24, 0]) == (0, 24, 0)
+    assert pcie.bus_key("nonsense") is None
 
 
 def test_cpulist() -> None:
-    assert probe.parse_cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+    assert pcie.parse_cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
 
 
 # ------------------------------------------------------------------------------ under load
@@ -191,7 +199,7 @@ WINDOWS = [("matmul:bfloat16", 1.0, 2.0), ("h2d", 2.0, 3.0)]
 
 def test_a_link_that_saves_power_between_bursts_but_reaches_max_under_host_copies_is_fine() -> None:
     samples = [(0.5, [row(gen=1)]), (1.5, [row(gen=2)]), (2.5, [row(gen=5)])]
-    load = probe.load_summary(samples, WINDOWS, 0)
+    load = sampling.load_summary(samples, WINDOWS, 0)
     assert load["pcie_below_max"] is False
     assert load["pcie_read_during"] == "host copies"
     assert load["samples"] == 2  # the idle sample before the load does not count
@@ -199,43 +207,43 @@ def test_a_link_that_saves_power_between_bursts_but_reaches_max_under_host_copie
 
 def test_a_link_trained_down_never_reaches_max() -> None:
     samples = [(1.5, [row(gen=4)]), (2.5, [row(gen=4)])]
-    load = probe.load_summary(samples, WINDOWS, 0)
+    load = sampling.load_summary(samples, WINDOWS, 0)
     assert load["pcie_below_max"] is True
     assert (load["pcie_gen"], load["pcie_gen_max"]) == (4, 5)
-    narrow = probe.load_summary([(2.5, [row(width=8)])], WINDOWS, 0)
+    narrow = sampling.load_summary([(2.5, [row(width=8)])], WINDOWS, 0)
     assert narrow["pcie_below_max"] is True
 
 
 def test_hw_slowdown_under_load_is_a_throttle_sw_power_cap_is_not() -> None:
-    calm = probe.load_summary([(1.5, [row(reasons=["sw_power_cap"])])], WINDOWS, 0)
+    calm = sampling.load_summary([(1.5, [row(reasons=["sw_power_cap"])])], WINDOWS, 0)
     assert calm["hw_throttle"] is False
     hot = [(1.5, [row(reasons=["hw_thermal_slowdown"])]), (2.5, [row()])]
-    load = probe.load_summary(hot, WINDOWS, 0)
+    load = sampling.load_summary(hot, WINDOWS, 0)
     assert load["hw_throttle"] is True
     assert load["hw_throttle_samples"] == 1
     assert load["clock_events"] == ["hw_thermal_slowdown", "sw_power_cap"]
 
 
 def test_readings_not_taken_are_null_never_fine() -> None:
-    assert probe.load_summary([], WINDOWS, 0)["pcie_below_max"] is None
-    assert probe.load_summary([(1.5, [row()])], WINDOWS, None)["hw_throttle"] is None
-    unread = probe.load_summary([(1.5, [row(gen=None, reasons=[])])], WINDOWS, 0)
+    assert sampling.load_summary([], WINDOWS, 0)["pcie_below_max"] is None
+    assert sampling.load_summary([(1.5, [row()])], WINDOWS, None)["hw_throttle"] is None
+    unread = sampling.load_summary([(1.5, [row(gen=None, reasons=[])])], WINDOWS, 0)
     assert unread["pcie_below_max"] is None
     no_reasons = dict(row(), clock_events=None)
-    assert probe.load_summary([(1.5, [no_reasons])], WINDOWS, 0)["hw_throttle"] is None
+    assert sampling.load_summary([(1.5, [no_reasons])], WINDOWS, 0)["hw_throttle"] is None
 
 
 def test_the_sampler_falls_back_to_the_pre_r535_field(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLEET_FAKE_GPUBENCH", json.dumps({"gpus": 1, "legacy_reasons": True}))
-    sampler = probe.Sampler(str(FAKE_SMI_DIR / "nvidia-smi"), 0.05)
+    sampler = sampling.Sampler(str(FAKE_SMI_DIR / "nvidia-smi"), 0.05)
     rows = sampler.query()
     assert rows is not None
     assert rows[0]["clock_events"] == ["sw_power_cap"]
-    assert sampler.reasons_field == probe.LEGACY_REASONS_FIELD
+    assert sampler.reasons_field == nvidia_smi.LEGACY_REASONS_FIELD
     sampler.start()
     sampler.stop()
     assert sampler.error is None
-    assert probe.Sampler(None, 0.2).record()["available"] is False
+    assert sampling.Sampler(None, 0.2).record()["available"] is False
 
 
 # ------------------------------------------------------------------------------ the worker
@@ -279,11 +287,34 @@ def test_fp8_needs_capability_8_9_and_scaled_mm() -> None:
     assert "_scaled_mm" in worker["fp8_problem"](Torch, (9, 0))
 
 
-def test_the_worker_travels_in_the_bundle() -> None:
+def test_the_worker_and_the_helpers_travel_in_the_bundle() -> None:
     bundle = build_bundle(["gpubench"])
     files = bundle.probes["gpubench"].files
-    assert set(files) == {"_gpubench_worker.py"}
-    assert files["_gpubench_worker.py"] == (REPO / "probes" / "_gpubench_worker.py").read_text()
+    assert set(files) == set(probe.SHIPS)
+    assert {"_gpubench_worker.py", "_nvidia_smi.py", "_pcie.py", "_host_io.py"} <= set(files)
+    for name, text in files.items():
+        assert text == (REPO / "probes" / name).read_text()
+
+
+def test_the_worker_imports_no_helper() -> None:
+    """It runs as `python -c <its text>` in a child process, where shipped helpers are not
+    importable: only the standard library (and torch, inside its functions)."""
+    tree = ast.parse((REPO / "probes" / "_gpubench_worker.py").read_text())
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not {name for name in imported if name.startswith("_") and name != "__future__"}
+
+
+def test_health_and_gpubench_ship_one_nvidia_smi_helper() -> None:
+    bundle = build_bundle(["health", "gpubench"])
+    shipped = bundle.shipped_modules()
+    assert shipped["_nvidia_smi.py"] == (REPO / "probes" / "_nvidia_smi.py").read_text()
+    assert bundle.script({}, 60.0, 1).count(b"nvmlClocksEventReason") == 1
 
 
 # ------------------------------------------------------------------------------ whole runs (fake GPUs)

@@ -13,7 +13,18 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REMOTE_PYTHON
-from tests.probes.health_cases import CASES, GOLDEN, case_data, expected, health, parsed_files
+from tests.probes.health_cases import (
+    CASES,
+    GOLDEN,
+    case_data,
+    expected,
+    health,
+    kernel_logs,
+    nvidia_smi,
+    nvlink,
+    parsed_files,
+    pcie,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_BIN = REPO / "tests" / "fakes" / "bin"
@@ -243,9 +254,9 @@ def test_acs_on_the_bridges_above_pcie_gpus() -> None:
     ],
 )
 def test_clock_event_mask(mask: str | None, names: list[str] | None) -> None:
-    assert health.decode_clock_event_reasons(mask) == names
+    assert nvidia_smi.decode_clock_event_reasons(mask) == names
     if names is not None and not any(n.startswith("unknown") for n in names):
-        assert health.encode_clock_event_reasons(names) == mask
+        assert nvidia_smi.encode_clock_event_reasons(names) == mask
 
 
 def test_nvlink_errors_with_indented_counters() -> None:
@@ -256,7 +267,7 @@ def test_nvlink_errors_with_indented_counters() -> None:
         "\t\t Link recovery successful events: 2\n\t\t Effective BER: 1.2e-15\n"
         "\t Link 1:\n\t\t Replay Errors: 0\n\t\t Link recovery failed events: 1\n"
     )
-    parsed = health.parse_nvlink_errors(text)
+    parsed = nvlink.parse_nvlink_errors(text)
     assert parsed["0"]["links"]["0"] == {
         "replay_errors": 0,
         "crc_errors": 7,
@@ -264,10 +275,10 @@ def test_nvlink_errors_with_indented_counters() -> None:
         "effective_ber": "1.2e-15",
     }
     gpu = {"index": 0, "uuid": "GPU-a"}
-    status = health.parse_nvlink_status(
+    status = nvlink.parse_nvlink_status(
         "GPU 0: x (UUID: GPU-a)\n\t Link 0: 26.562 GB/s\n\t Link 1: <inactive>\n"
     )
-    summary = health._nvlink_for_gpu(gpu, status, parsed)
+    summary = nvlink.nvlink_for_gpu(gpu, status, parsed)
     assert summary["down"] == [1]
     assert summary["error_totals"] == {
         "crc_errors": 7,
@@ -278,15 +289,15 @@ def test_nvlink_errors_with_indented_counters() -> None:
 
 
 def test_gpu_without_links_has_no_nvlink() -> None:
-    status = health.parse_nvlink_status("GPU 0: NVIDIA RTX PRO 6000 (UUID: GPU-b)\n")
-    assert health._nvlink_for_gpu({"index": 0, "uuid": "GPU-b"}, status, None) is None
+    status = nvlink.parse_nvlink_status("GPU 0: NVIDIA RTX PRO 6000 (UUID: GPU-b)\n")
+    assert nvlink.nvlink_for_gpu({"index": 0, "uuid": "GPU-b"}, status, None) is None
 
 
 def test_lspci_as_a_user_is_not_readable() -> None:
     text = "00:01.1 PCI bridge: Intel Corporation Device 1234\n\tCapabilities: <access denied>\n"
-    readings = health.parse_lspci_acs(text)
+    readings = pcie.parse_lspci_acs(text)
     assert readings == {"0000:00:01.1": {"acs_ctl": None, "readable": False}}
-    acs = health.acs_summary({"0000:00:01.1": ["GPU0 (00000000:01:00.0)"]}, readings)
+    acs = pcie.acs_summary({"0000:00:01.1": ["GPU0 (00000000:01:00.0)"]}, readings)
     assert acs["readable"] is False
     assert acs["why"] == "not readable: needs root (0000:00:01.1)"
     assert acs["bridges"][0]["enabled"] is None
@@ -298,18 +309,18 @@ def test_acs_from_config_space() -> None:
     config[0x100:0x104] = (0x0001 | (1 << 16) | (0x140 << 20)).to_bytes(4, "little")
     config[0x140:0x144] = (0x000D | (1 << 16)).to_bytes(4, "little")
     config[0x146:0x148] = (0x001D).to_bytes(2, "little")
-    assert health.parse_acs_config(bytes(config)) == {
+    assert pcie.parse_acs_config(bytes(config)) == {
         "readable": True,
         "acs_ctl": "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-",
     }
-    assert health.parse_acs_config(bytes(config[:64])) == {"readable": False, "acs_ctl": None}
-    assert health.parse_acs_config(bytes(4096)) == {"readable": True, "acs_ctl": None}
+    assert pcie.parse_acs_config(bytes(config[:64])) == {"readable": False, "acs_ctl": None}
+    assert pcie.parse_acs_config(bytes(4096)) == {"readable": True, "acs_ctl": None}
 
 
 def test_bridges_above_a_gpu() -> None:
     path = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:03:00.0"
-    assert health.bridges_above(path) == ["0000:00:01.0", "0000:01:00.0", "0000:02:08.0"]
-    assert health.bridges_above("/sys/devices/pci0000:00/0000:00:06.0") == []
+    assert pcie.bridges_above(path) == ["0000:00:01.0", "0000:01:00.0", "0000:02:08.0"]
+    assert pcie.bridges_above("/sys/devices/pci0000:00/0000:00:06.0") == []
 
 
 @pytest.mark.parametrize(
@@ -326,7 +337,7 @@ def test_bridges_above_a_gpu() -> None:
     ],
 )
 def test_iommu_mode(cmdline: str, groups: int | None, types: list[str], mode: str | None) -> None:
-    assert health.iommu_mode(health.parse_cmdline(cmdline), groups, types) == mode
+    assert pcie.iommu_mode(pcie.parse_cmdline(cmdline), groups, types) == mode
 
 
 def test_driver_version_mismatch_from_nvidia_smi_error() -> None:
@@ -349,7 +360,7 @@ def test_journal_and_kern_log_since_boot() -> None:
         "Dec  2 08:00:00 h kernel: Linux version 6.8.0 (build@host)\n"
         "Dec  2 08:05:00 h kernel: NVRM: Xid (PCI:0000:07:00): 13, Graphics Exception\n"
     )
-    log = health.parse_kernel_log(health.since_last_boot(text))
+    log = kernel_logs.parse_kernel_log(kernel_logs.since_last_boot(text))
     assert [(e["xid"], e["time"]) for e in log["xids"]] == [(13, "Dec  2 08:05:00")]
 
 
@@ -358,7 +369,7 @@ def test_sxid_and_mig_xid_lines() -> None:
         "[ 12.5] nvidia-nvswitch3: SXid (PCI:0000:86:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error\n"
         "[ 13.1] NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No\n"
     )
-    log = health.parse_kernel_log(
+    log = kernel_logs.parse_kernel_log(
         text, [{"pci_bus_id": "00000000:01:00.0", "gpu": "GPU0 (00000000:01:00.0)"}]
     )
     assert log["sxids"][0]["sxid"] == 12028
@@ -370,7 +381,7 @@ def test_sxid_and_mig_xid_lines() -> None:
 
 def test_unreadable_kernel_log_is_said_as_a_fact() -> None:
     tried = {"dmesg": "dmesg: read kernel buffer failed: Operation not permitted (exit code 1)"}
-    log = health.kernel_log_result(None, None, tried, [])
+    log = kernel_logs.kernel_log_result(None, None, tried, [])
     assert log["readable"] is False
     assert log["why"] == "not readable: needs root or CAP_SYSLOG"
     assert log["xids"] is None

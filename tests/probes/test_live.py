@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import os
 import signal
@@ -25,6 +26,11 @@ from tests.probes.handrun import REPO, load_probe, run_by_hand
 from tests.probes.ras_replay import Capture, load_capture, replay_server
 
 live = load_probe("live")
+# Its helpers (probes/_*.py), importable by name once the probe is loaded, as on a host.
+procfs, elf, reports, client, job = (
+    sys.modules[name]
+    for name in ("_procfs", "_elf", "_ras_reports", "_ras_client", "_job_problems")
+)
 GOLDEN = Path(__file__).parent / "golden" / "live"
 PROC_CASES = sorted(p.name for p in (GOLDEN / "proc").iterdir() if p.is_dir())
 RAS_CASES = sorted(p.name for p in (GOLDEN / "ras").iterdir() if p.is_dir())
@@ -44,7 +50,7 @@ def settings(**changes: Any) -> dict[str, float]:
 def ask(server: Any, **changes: Any) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     transcript: list[tuple[str, str]] = []
     address = ("127.0.0.1", server.server_address[1])
-    return live.ras_query(socket.AF_INET, address, settings(**changes), transcript), transcript
+    return client.ras_query(socket.AF_INET, address, settings(**changes), transcript), transcript
 
 
 # ---------------------------------------------------------------- golden /proc and RAS captures
@@ -54,14 +60,14 @@ def ask(server: Any, **changes: Any) -> tuple[dict[str, Any], list[tuple[str, st
 def test_proc_golden(case: str) -> None:
     folder = GOLDEN / "proc" / case
     expected = json.loads((folder / "expected.json").read_text())
-    environ = live.parse_environ((folder / "environ").read_bytes())
-    args = live.parse_cmdline((folder / "cmdline").read_bytes())
-    assert live.parse_maps((folder / "maps").read_text()) == expected["libraries"]
-    assert live.allowed_environment(environ) == expected["environment"]
-    assert live.mask_cmdline(args, live.secret_values(environ)) == expected["cmdline"]
-    assert live.parse_status((folder / "status").read_text()) == expected["status"]
+    environ = procfs.parse_environ((folder / "environ").read_bytes())
+    args = procfs.parse_cmdline((folder / "cmdline").read_bytes())
+    assert procfs.parse_maps((folder / "maps").read_text()) == expected["libraries"]
+    assert procfs.allowed_environment(environ) == expected["environment"]
+    assert procfs.mask_cmdline(args, procfs.secret_values(environ)) == expected["cmdline"]
+    assert procfs.parse_status((folder / "status").read_text()) == expected["status"]
     names = (folder / "thread_names.txt").read_text().splitlines()
-    assert live.thread_kinds(names) == expected["thread_kinds"]
+    assert procfs.thread_kinds(names) == expected["thread_kinds"]
     assert (folder / "SOURCE.md").is_file()
 
 
@@ -88,14 +94,14 @@ def test_ras_golden(case: str) -> None:
     if expected["report"] is None:
         assert not recorded.report.strip()
     elif recorded.is_json:
-        assert live.parse_json_report(recorded.report) == expected["report"]
+        assert reports.parse_json_report(recorded.report) == expected["report"]
     else:
-        assert live.parse_text_report(recorded.report) == expected["report"]
+        assert reports.parse_text_report(recorded.report) == expected["report"]
     assert (folder / "SOURCE.md").is_file()
 
 
 def test_two_rank_json_report() -> None:
-    report = live.parse_json_report(capture("h200x2_2rank_json").report)
+    report = reports.parse_json_report(capture("h200x2_2rank_json").report)
     (comm,) = report["communicators"]
     assert report["nccl_version"] == "2.28.9"
     assert comm["hash"] == "0x44d8c595d392cba8"
@@ -110,7 +116,7 @@ def test_two_rank_json_report() -> None:
 
 
 def test_two_rank_text_report() -> None:
-    report = live.parse_text_report(capture("h200x2_2rank_text").report)
+    report = reports.parse_text_report(capture("h200x2_2rank_text").report)
     assert report["complete"]
     assert report["nccl_version"] == "2.28.9"
     assert report["job"] == {
@@ -184,7 +190,7 @@ TIMEOUT
 
 
 def test_text_report_blocks_name_ranks_and_processes() -> None:
-    report = live.parse_text_report(BUILT_TEXT_REPORT)
+    report = reports.parse_text_report(BUILT_TEXT_REPORT)
     assert report["collection_time_s"] == 2.004
     assert report["groups"][0]["errors"] == "INCOMPLETE,ERROR,MISMATCH"
     kinds = [(b["kind"], b["comm"]) for b in report["errors"] + report["warnings"]]
@@ -202,7 +208,7 @@ def test_text_report_blocks_name_ranks_and_processes() -> None:
         730,
         "reported Remote process error",
     )
-    found = live.problems([], [], [report], [])
+    found = job.problems([], [], [report], [])
     assert found["missing_ranks"] == [
         "job: pid 728 on 192.0.2.3 (no RAS answer)",
         "comm 0x44d8c595d392cba rank 1: pid 728 on 192.0.2.3, GPU 1 (no RAS answer)",
@@ -217,7 +223,7 @@ def test_text_report_blocks_name_ranks_and_processes() -> None:
 
 def test_partial_text_report_is_not_complete() -> None:
     cut = BUILT_TEXT_REPORT.split("Errors")[0]
-    assert not live.parse_text_report(cut)["complete"]
+    assert not reports.parse_text_report(cut)["complete"]
 
 
 # ---------------------------------------------------------------- derived JSON: what goes wrong
@@ -227,7 +233,7 @@ def derived_json(change: Any) -> dict[str, Any]:
     """The real 2-rank report with one thing changed (`change` edits the parsed document)."""
     document = json.loads(capture("h200x2_2rank_json").report)
     change(document["communicators"][0])
-    return live.parse_json_report(json.dumps(document))
+    return reports.parse_json_report(json.dumps(document))
 
 
 def test_counts_that_differ_name_the_ranks_behind() -> None:
@@ -238,7 +244,7 @@ def test_counts_that_differ_name_the_ranks_behind() -> None:
     assert comm["counts_differ"]
     assert comm["count_ranges"] == {"AllReduce": [1140, 1145]}
     assert comm["lagging_ranks"] == [1]
-    assert live.problems([], [comm], [], [])["count_mismatches"] == [
+    assert job.problems([], [comm], [], [])["count_mismatches"] == [
         "comm 0x44d8c595d392cba8 AllReduce: ranks at 1140..1145 (behind: rank 1)"
     ]
 
@@ -254,7 +260,7 @@ def test_async_error_and_missing_rank() -> None:
 
     (comm,) = derived_json(broken)["communicators"]
     assert comm["async_error_ranks"][0]["error"] == "remote error"
-    found = live.problems([], [comm], [], [])
+    found = job.problems([], [comm], [], [])
     assert found["missing_ranks"] == [
         "comm 0x44d8c595d392cba8 rank 1: pid 728 on 192.0.2.2, GPU 1 (unresponsive)"
     ]
@@ -275,7 +281,7 @@ def test_in_progress_is_not_an_error_and_statuses_combine() -> None:
 
 def test_not_nccl_json_is_refused() -> None:
     with pytest.raises(ValueError, match="communicators"):
-        live.parse_json_report('{"hello": 1}')
+        reports.parse_json_report('{"hello": 1}')
 
 
 # ---------------------------------------------------------------- what is judged, what is not
@@ -309,14 +315,14 @@ def outcome(report: dict[str, Any] | None, listening: bool = True) -> dict[str, 
 
 
 def test_a_process_named_by_ras_is_judged() -> None:
-    report = live.parse_json_report(capture("h200x1_1rank_json").report)
+    report = reports.parse_json_report(capture("h200x1_1rank_json").report)
     outcomes = [outcome(report)]
     processes = [process(468)]
-    live.join_ranks(processes, live.merge_communicators(outcomes), ["192.0.2.2"])
+    job.join_ranks(processes, job.merge_communicators(outcomes), ["192.0.2.2"])
     assert processes[0]["ranks"] == [{"comm": "0x228b0cacd66f2b5f", "rank": 0, "cuda_dev": 0}]
-    uncovered = live.uncovered_processes(processes, outcomes)
+    uncovered = job.uncovered_processes(processes, outcomes)
     assert uncovered == []
-    assert live.problems(processes, report["communicators"], [], uncovered) == {
+    assert job.problems(processes, report["communicators"], [], uncovered) == {
         "missing_ranks": [],
         "async_errors": [],
         "count_mismatches": [],
@@ -334,10 +340,10 @@ def test_the_stopped_h200_job_is_a_missing_rank_and_the_rest_unknown() -> None:
     stopped = {**stopped, "ras_listener": "127.0.0.1:28028"}
     outcomes = recorded["ras"]
     assert outcomes[0]["attempts"][0]["listening"] is True
-    uncovered = live.uncovered_processes([stopped], outcomes)
+    uncovered = job.uncovered_processes([stopped], outcomes)
     assert uncovered[0].startswith("RAS at localhost:28028: connected, but no answer")
     assert uncovered[1].endswith("no RAS answer names it")
-    found = live.problems([stopped], [], [], uncovered)
+    found = job.problems([stopped], [], [], uncovered)
     assert found["missing_ranks"][0].startswith(
         "pid 468 (/opt/torch/.venv/bin/python3 -c import os"
     )
@@ -347,31 +353,31 @@ def test_the_stopped_h200_job_is_a_missing_rank_and_the_rest_unknown() -> None:
 
 
 def test_a_silent_endpoint_leaves_everything_unknown() -> None:
-    uncovered = live.uncovered_processes([], [outcome(None)])
+    uncovered = job.uncovered_processes([], [outcome(None)])
     assert uncovered
-    assert live.problems([], [], [], uncovered)["missing_ranks"] is None
+    assert job.problems([], [], [], uncovered)["missing_ranks"] is None
 
 
 def test_nothing_listening_and_no_nccl_process_is_judged_empty() -> None:
     refused = outcome(None, listening=False)
-    assert live.uncovered_processes([], [refused]) == []
-    assert live.problems([], [], [], [])["missing_ranks"] == []
+    assert job.uncovered_processes([], [refused]) == []
+    assert job.problems([], [], [], [])["missing_ranks"] == []
 
 
 def test_a_process_that_only_loaded_libnccl_is_not_waited_for() -> None:
     frontend = process(900, ras_listener=None, listening=[])
-    assert live.uncovered_processes([frontend], [outcome(None, listening=False)]) == []
+    assert job.uncovered_processes([frontend], [outcome(None, listening=False)]) == []
 
 
 def test_ras_disabled_with_a_gpu_is_uncovered() -> None:
     disabled = process(901, ras_endpoint=None, ras_listener=None, gpus=[{"uuid": "GPU-1"}])
-    (line,) = live.uncovered_processes([disabled], [])
+    (line,) = job.uncovered_processes([disabled], [])
     assert line.endswith("RAS disabled (NCCL_RAS_ENABLE=0)")
 
 
 def test_a_complete_text_report_covers_its_endpoint() -> None:
-    text = live.parse_text_report(capture("h200x1_1rank_text").report)
-    assert live.uncovered_processes([process(468)], [outcome(text)]) == []
+    text = reports.parse_text_report(capture("h200x1_1rank_text").report)
+    assert job.uncovered_processes([process(468)], [outcome(text)]) == []
 
 
 # ---------------------------------------------------------------- the RAS client, replayed
@@ -382,7 +388,7 @@ def test_json_exchange_replayed(case: str) -> None:
     with replay_server(capture(case)) as server:
         result, _ = ask(server)
     assert (result["answered"], result["format"], result["error"]) == (True, "json", None)
-    assert result["report"] == live.parse_json_report(capture(case).report)
+    assert result["report"] == reports.parse_json_report(capture(case).report)
 
 
 def test_text_fallback_when_json_is_refused() -> None:
@@ -401,7 +407,7 @@ def test_own_captures_replay_byte_for_byte(case: str, options: dict[str, float])
     with replay_server(capture(case)) as server:
         _, transcript = ask(server, collective_timeout_s=2, **options)
     recorded = (GOLDEN / "ras" / case / "exchange.txt").read_text()
-    assert live.render_transcript(transcript) == recorded
+    assert client.render_transcript(transcript) == recorded
 
 
 def test_a_silent_server_costs_the_read_timeout() -> None:
@@ -430,7 +436,7 @@ def test_garbage_is_not_an_nccl_server() -> None:
 
 
 def test_a_report_that_stalls_is_cut_at_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(live, "RAS_EXTRA_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(client, "RAS_EXTRA_TIMEOUT_S", 0.2)
     with replay_server(capture("h200x1_1rank_json"), behaviour="stall") as server:
         started = time.monotonic()
         result, _ = ask(server, collective_timeout_s=1, read_timeout_s=0.3)
@@ -444,18 +450,18 @@ def test_nothing_listening() -> None:
     with socket.socket() as placeholder:
         placeholder.bind(("127.0.0.1", 0))
         port = placeholder.getsockname()[1]
-    found = live.query_endpoint(f"127.0.0.1:{port}", [], settings(), time.monotonic() + 5)
+    found = client.query_endpoint(f"127.0.0.1:{port}", [], settings(), time.monotonic() + 5)
     assert not found["answered"]
     assert found["attempts"][0]["listening"] is False
     assert found["error"] == "connection refused: nothing listens there"
 
 
 def test_localhost_means_both_loopbacks() -> None:
-    assert [family for family, _ in live.resolve("localhost", 28028)] == [
+    assert [family for family, _ in client.resolve("localhost", 28028)] == [
         socket.AF_INET,
         socket.AF_INET6,
     ]
-    assert live.resolve("::1", 28030) == [(socket.AF_INET6, ("::1", 28030, 0, 0))]
+    assert client.resolve("::1", 28030) == [(socket.AF_INET6, ("::1", 28030, 0, 0))]
 
 
 def test_several_listeners_get_several_connections_within_the_budget() -> None:
@@ -464,7 +470,7 @@ def test_several_listeners_get_several_connections_within_the_budget() -> None:
         endpoint = f"127.0.0.1:{server.server_address[1]}"
         listeners = [process(1), process(2)]
         started = time.monotonic()
-        found = live.query_endpoint(
+        found = client.query_endpoint(
             endpoint, listeners, settings(read_timeout_s=0.2), started + 0.7
         )
     assert 2 <= len(found["attempts"]) <= 5
@@ -477,7 +483,7 @@ def test_one_answer_naming_every_live_listener_is_enough() -> None:
     with replay_server(capture("h200x2_2rank_json")) as server:
         endpoint = f"127.0.0.1:{server.server_address[1]}"
         listeners = [process(report_pid), process(728), process(999, state="T")]
-        found = live.query_endpoint(endpoint, listeners, settings(), time.monotonic() + 5)
+        found = client.query_endpoint(endpoint, listeners, settings(), time.monotonic() + 5)
     assert found["answered"]
     assert len(found["attempts"]) == 1
 
@@ -493,12 +499,12 @@ def test_one_answer_naming_every_live_listener_is_enough() -> None:
     ],
 )
 def test_parse_endpoint(text: str, endpoint: tuple[str, int]) -> None:
-    assert live.parse_endpoint(text) == endpoint
+    assert client.parse_endpoint(text) == endpoint
 
 
 def test_parse_endpoint_refuses_a_bad_port() -> None:
     with pytest.raises(ValueError, match="not a port"):
-        live.parse_endpoint("host:http")
+        client.parse_endpoint("host:http")
 
 
 # ---------------------------------------------------------------- library identity (ELF)
@@ -510,15 +516,15 @@ def read_from(data: bytes) -> Any:
 
 def test_elf_layout_reads_build_id_and_rodata() -> None:
     data = build_elf(build_id=bytes(range(20)))
-    layout = live.elf_layout(read_from(data))
+    layout = elf.elf_layout(read_from(data))
     assert layout["build_id"] == bytes(range(20)).hex()
     assert layout["error"] is None
     offset, size = layout["rodata"]
-    assert live.nccl_version_in(data[offset : offset + size]) == "2.99.1+cuda12.9"
+    assert elf.nccl_version_in(data[offset : offset + size]) == "2.99.1+cuda12.9"
 
 
 def test_elf_layout_without_sections_uses_the_note_segment() -> None:
-    layout = live.elf_layout(read_from(build_elf(sections=False)))
+    layout = elf.elf_layout(read_from(build_elf(sections=False)))
     assert layout["build_id"] == bytes(range(20)).hex()
     assert layout["rodata"] is None
 
@@ -531,7 +537,7 @@ def test_elf_layout_without_sections_uses_the_note_segment() -> None:
     ],
 )
 def test_elf_layout_refuses_what_is_not_elf64(data: bytes, error: str) -> None:
-    assert live.elf_layout(read_from(data))["error"] == error
+    assert elf.elf_layout(read_from(data))["error"] == error
 
 
 def mapped(path: Path, deleted: bool = False, inode: int | None = None) -> dict[str, Any]:
@@ -547,7 +553,7 @@ def mapped(path: Path, deleted: bool = False, inode: int | None = None) -> dict[
 def test_library_version_from_rodata_reads_little(tmp_path: Path) -> None:
     library = tmp_path / "libnccl.so.2"
     library.write_bytes(build_elf(padding=4 * 1024 * 1024))  # 4 MiB the reader must not read
-    libraries = live.Libraries(str(tmp_path / "proc"))
+    libraries = elf.Libraries(str(tmp_path / "proc"))
     found = libraries.describe(1, "nccl", mapped(library))
     assert (found["version"], found["version_string"]) == ("2.99.1", "2.99.1+cuda12.9")
     assert found["read_from"] == "path"
@@ -559,17 +565,17 @@ def test_library_version_from_rodata_reads_little(tmp_path: Path) -> None:
 
 
 def test_library_version_without_sections_scans_the_file(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(live, "FALLBACK_SCAN_CHUNK", 64)  # the string straddles chunks
+    monkeypatch.setattr(elf, "FALLBACK_SCAN_CHUNK", 64)  # the string straddles chunks
     library = tmp_path / "libnccl.so.2"
     library.write_bytes(build_elf(sections=False))
-    found = live.Libraries(str(tmp_path / "proc")).describe(1, "nccl", mapped(library))
+    found = elf.Libraries(str(tmp_path / "proc")).describe(1, "nccl", mapped(library))
     assert found["version_string"] == "2.99.1+cuda12.9"
 
 
 def test_a_deleted_or_replaced_library_is_not_read_as_the_mapped_one(tmp_path: Path) -> None:
     library = tmp_path / "libnccl.so.2"
     library.write_bytes(build_elf())
-    libraries = live.Libraries(str(tmp_path / "proc"))
+    libraries = elf.Libraries(str(tmp_path / "proc"))
     gone = libraries.describe(1, "nccl", mapped(library, deleted=True))
     assert gone["version_string"] is None
     assert "deleted since it was mapped" in gone["error"]
@@ -579,9 +585,9 @@ def test_a_deleted_or_replaced_library_is_not_read_as_the_mapped_one(tmp_path: P
 
 
 def test_cuda_versions_come_from_file_names() -> None:
-    assert live.version_from_name("/usr/lib/libcuda.so.580.159.04") == "580.159.04"
-    assert live.version_from_name("/x/nvidia/cu13/lib/libcudart.so.13") is None
-    assert live.version_from_name("/x/libnccl.so.2.28.9") == "2.28.9"
+    assert elf.version_from_name("/usr/lib/libcuda.so.580.159.04") == "580.159.04"
+    assert elf.version_from_name("/x/nvidia/cu13/lib/libcudart.so.13") is None
+    assert elf.version_from_name("/x/libnccl.so.2.28.9") == "2.28.9"
 
 
 # ---------------------------------------------------------------- small parsers
@@ -600,10 +606,10 @@ def test_mask_cmdline() -> None:
         "-x",
         "s3cretvalue",
     ]
-    assert live.mask_cmdline(args, ["s3cretvalue"]) == (
+    assert procfs.mask_cmdline(args, ["s3cretvalue"]) == (
         "vllm serve m --api-key *** --token=*** --port 8000 -x ***"
     )
-    assert live.mask_cmdline(["python3", "-c", "x" * 5000]).endswith("…")
+    assert procfs.mask_cmdline(["python3", "-c", "x" * 5000]).endswith("…")
 
 
 def test_allowed_environment() -> None:
@@ -614,17 +620,17 @@ def test_allowed_environment() -> None:
         "HF_TOKEN": CANARY,
         "PATH": "/bin",
     }
-    assert live.allowed_environment(environ) == {
+    assert procfs.allowed_environment(environ) == {
         "CUDA_VISIBLE_DEVICES": "0,1",
         "NCCL_DEBUG": "INFO",
         "NCCL_IB_PASSWORD": "***",
     }
-    assert live.secret_values(environ) == [CANARY, "hunter2hunter2"]
+    assert procfs.secret_values(environ) == [CANARY, "hunter2hunter2"]
 
 
 def test_parse_status_in_a_container() -> None:
     text = "Name:\tvllm\nState:\tT (stopped)\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\nNSpid:\t91234\t17\n"
-    assert live.parse_status(text) == {
+    assert procfs.parse_status(text) == {
         "name": "vllm",
         "state": "T",
         "ppid": 1,
@@ -649,14 +655,14 @@ def test_parse_compute_apps() -> None:
 
 def test_proc_net_golden() -> None:
     net = GOLDEN / "proc_net" / "local"
-    tcp = live.parse_net_tcp((net / "tcp").read_text())
+    tcp = procfs.parse_net_tcp((net / "tcp").read_text())
     assert {(e["address"], e["port"]) for e in tcp} == {("127.0.0.1", 28028), ("0.0.0.0", 2024)}
-    (tcp6,) = live.parse_net_tcp((net / "tcp6").read_text())
+    (tcp6,) = procfs.parse_net_tcp((net / "tcp6").read_text())
     assert (tcp6["address"], tcp6["port"]) == ("::1", 28030)
-    assert "192.0.2.2" in live.parse_fib_trie((net / "fib_trie").read_text())
-    assert "::1" in live.parse_if_inet6((net / "if_inet6").read_text())
-    assert not live.hidepid_from_mountinfo((net / "mountinfo_proc_line").read_text())
-    assert live.hidepid_from_mountinfo((net / "mountinfo_hidepid_line").read_text())
+    assert "192.0.2.2" in procfs.parse_fib_trie((net / "fib_trie").read_text())
+    assert "::1" in procfs.parse_if_inet6((net / "if_inet6").read_text())
+    assert not procfs.hidepid_from_mountinfo((net / "mountinfo_proc_line").read_text())
+    assert procfs.hidepid_from_mountinfo((net / "mountinfo_hidepid_line").read_text())
     assert (net / "SOURCE.md").is_file()
 
 
@@ -695,15 +701,15 @@ def test_scan_finds_candidates_says_what_it_could_not_read(tmp_path: Path, monke
             12: {},
         },
     )
-    real_read = live.read_bytes
+    real_read = procfs.read_bytes
 
     def closed(path: str, limit: int = -1) -> bytes:
         if path == f"{proc}/12/maps":
             raise PermissionError(13, "Permission denied")
         return real_read(path, limit)
 
-    monkeypatch.setattr(live, "read_bytes", closed)
-    scan = live.Scan(str(proc))
+    monkeypatch.setattr(procfs, "read_bytes", closed)
+    scan = procfs.Scan(str(proc))
     scan.run()
     assert sorted(scan.candidates) == [10]
     assert scan.unreadable == {12: "PermissionError"}
@@ -715,11 +721,11 @@ def test_scan_knows_the_runners_own_processes(tmp_path: Path) -> None:
         tmp_path / "proc",
         {100: {"ppid": 1}, 101: {"ppid": 100}, 102: {"ppid": 101}, 200: {"ppid": 1}},
     )
-    scan = live.Scan(str(proc), own_root=100)
+    scan = procfs.Scan(str(proc), own_root=100)
     assert scan.is_own(102)
     assert scan.is_own(100)
     assert not scan.is_own(200)
-    assert not live.Scan(str(proc)).is_own(102)
+    assert not procfs.Scan(str(proc)).is_own(102)
 
 
 # ---------------------------------------------------------------- by hand, beside stand-ins
@@ -867,7 +873,8 @@ def test_fleets_own_processes_are_not_jobs(
     tmp_path: Path, monkeypatch, standin_library: Path
 ) -> None:
     """Under the runner, probes preloaded with torch map libnccl: the live probe skips them."""
-    from tests.runner.conftest import run_probes
+    from fleet.execution.bundle import build_bundle
+    from tests.runner.conftest import make_bundle, run_bundle
 
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     (tmp_path / "fleet_test_nccl.py").write_text(
@@ -882,7 +889,10 @@ def test_fleets_own_processes_are_not_jobs(
     )
     # Two probes share a preload (one alone is forked the ordinary way): a fork server that
     # imported the module, and the two probes it forked, all map the stand-in libnccl.
-    outcome = run_probes({"holder": holder, "holder2": holder, "live": source})["local"]
+    bundle = make_bundle({"holder": holder, "holder2": holder, "live": source})
+    helpers = build_bundle(["live"]).probes["live"].files  # the live probe's SHIPS, as shipped
+    probes = dict(bundle.probes, live=dataclasses.replace(bundle.probes["live"], files=helpers))
+    outcome = run_bundle(dataclasses.replace(bundle, probes=probes))["local"]
     data = outcome.probes["live"].data
     assert outcome.probes["live"].status == "ok", outcome.probes["live"].error
     assert data["excluded_own"] >= 2  # the probes forked from the fork server (and it, if alive)

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from probes import nccl
 from tests.conftest import REMOTE_PYTHON
+from tests.probes.handrun import load_probe
+from tests.probes.ships import helpers_imported
 
+nccl = load_probe("nccl")
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "nccl"
 PROBE = REPO / "probes" / "nccl.py"
@@ -31,6 +33,12 @@ def test_golden_case(case: str) -> None:
     }
     assert parsed == expected["files"]
     assert (folder / "SOURCE.md").is_file()
+
+
+def test_ships_every_helper_it_imports() -> None:
+    """On a host a helper is importable only when SHIPS lists it; nccl.conf is read by the one
+    parser the net probe uses too."""
+    assert set(nccl.SHIPS) == helpers_imported("nccl") == {"_nccl_conf.py", "_ldconfig.py"}
 
 
 def test_environment_keeps_only_nccl_variables() -> None:

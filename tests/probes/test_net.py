@@ -16,12 +16,17 @@ from tests.probes.handrun import run_by_hand
 from tests.probes.net_cases import (
     CASES,
     GOLDEN,
+    KERNEL,
     NET,
+    PLUGIN,
+    RDMA,
+    SETTINGS,
     case_data,
     case_root,
     copy_case,
     probe_tree,
 )
+from tests.probes.ships import helpers_imported
 
 # ---------------------------------------------------------------- the golden trees
 
@@ -417,6 +422,14 @@ def test_plugins_in_the_python_environment_s_nvidia_packages(tmp_path: Path) -> 
     ]
 
 
+# ---------------------------------------------------------------- its parts
+
+
+def test_ships_every_helper_it_imports() -> None:
+    """On a host a helper is importable only when SHIPS lists it (those helpers import too)."""
+    assert set(NET.SHIPS) == helpers_imported("net")
+
+
 # ---------------------------------------------------------------- pure parsers
 
 
@@ -425,7 +438,7 @@ def test_plugins_in_the_python_environment_s_nvidia_packages(tmp_path: Path) -> 
     [("4: ACTIVE", "ACTIVE"), ("5: LinkUp", "LinkUp"), ("2: Polling", "Polling"), ("", None)],
 )
 def test_parse_port_state(text: str, expected: str | None) -> None:
-    assert NET.parse_port_state(text) == expected
+    assert RDMA.parse_port_state(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -439,20 +452,20 @@ def test_parse_port_state(text: str, expected: str | None) -> None:
     ],
 )
 def test_parse_rate(text: str | None, expected: float | None) -> None:
-    assert NET.parse_rate_gbps(text) == expected
+    assert RDMA.parse_rate_gbps(text) == expected
 
 
 def test_gid_helpers() -> None:
-    assert NET.parse_gid_type("IB/RoCE v1") == "RoCE v1"
-    assert NET.parse_gid_type("RoCE v2") == "RoCE v2"
-    assert NET.parse_gid_type(None) is None
+    assert RDMA.parse_gid_type("IB/RoCE v1") == "RoCE v1"
+    assert RDMA.parse_gid_type("RoCE v2") == "RoCE v2"
+    assert RDMA.parse_gid_type(None) is None
     gid = "0000:0000:0000:0000:0000:ffff:ac13:003c"
-    assert (NET.gid_family(gid), NET.ipv4_of(gid)) == ("ipv4", "172.19.0.60")
-    assert NET.gid_family("fe80:0000:0000:0000:0e42:a1ff:fe5d:4db8") == "ipv6-link-local"
+    assert (RDMA.gid_family(gid), RDMA.ipv4_of(gid)) == ("ipv4", "172.19.0.60")
+    assert RDMA.gid_family("fe80:0000:0000:0000:0e42:a1ff:fe5d:4db8") == "ipv6-link-local"
 
 
 def test_parse_name_list() -> None:
-    assert NET.parse_name_list("^=mlx5_0:1,mlx5_3") == {
+    assert SETTINGS.parse_name_list("^=mlx5_0:1,mlx5_3") == {
         "exclude": True,
         "exact": True,
         "entries": [{"name": "mlx5_0", "port": 1}, {"name": "mlx5_3", "port": None}],
@@ -461,14 +474,14 @@ def test_parse_name_list() -> None:
 
 def test_small_parsers() -> None:
     modules = "nvidia_peermem 16384 0 - Live 0x0000000000000000\nmlx5_ib 516096 0 - Loading 0x0\n"
-    assert NET.parse_proc_modules(modules) == {"nvidia_peermem": "Live", "mlx5_ib": "Loading"}
-    assert NET.parse_kernel_release("6.8.0-1015-nvidia") == (6, 8)
-    assert NET.parse_nvidia_flavour("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64") == (
-        "open"
-    )
-    assert NET.parse_nvidia_flavour(None) is None
-    assert NET.plugin_names_tried(None) == ["libnccl-net.so"]
-    assert NET.plugin_names_tried("libnccl-net-gib.so,aws") == [
+    assert KERNEL.parse_proc_modules(modules) == {"nvidia_peermem": "Live", "mlx5_ib": "Loading"}
+    assert KERNEL.parse_kernel_release("6.8.0-1015-nvidia") == (6, 8)
+    assert KERNEL.parse_nvidia_flavour(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64"
+    ) == ("open")
+    assert KERNEL.parse_nvidia_flavour(None) is None
+    assert PLUGIN.plugin_names_tried(None) == ["libnccl-net.so"]
+    assert PLUGIN.plugin_names_tried("libnccl-net-gib.so,aws") == [
         "libnccl-net-gib.so",
         "aws",
         "libnccl-net-aws.so",
@@ -476,10 +489,10 @@ def test_small_parsers() -> None:
 
 
 def test_gpudirect_needs_peermem_or_dma_buf() -> None:
-    loaded = {name: {"loaded": name == "nvidia_peermem"} for name in NET.MODULES}
-    none = {name: {"loaded": False} for name in NET.MODULES}
-    unknown = {name: {"loaded": None} for name in NET.MODULES}
-    judge = NET.gpudirect_rdma
+    loaded = {name: {"loaded": name == "nvidia_peermem"} for name in KERNEL.MODULES}
+    none = {name: {"loaded": False} for name in KERNEL.MODULES}
+    unknown = {name: {"loaded": None} for name in KERNEL.MODULES}
+    judge = KERNEL.gpudirect_rdma
     assert judge(loaded, True, (5, 4), "proprietary")["via"] == "nvidia_peermem"
     assert judge(none, True, (5, 15), "open")["via"] == "dma-buf"
     old = judge(none, True, (5, 4), "open")

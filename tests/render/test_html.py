@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.analysis.diff import compare_hosts
-from fleet.analysis.drift import compare_runs
+from fleet.analysis.across_hosts.diff import compare_hosts
+from fleet.analysis.across_runs.drift import compare_runs
 from fleet.analysis.facts import declared_facts
 from fleet.checks import evaluate, load_rules, pack_path
 from fleet.execution.bundle import available_probes

@@ -6,11 +6,11 @@ import copy
 import json
 from typing import Any
 
-from fleet.analysis.diff import compare_hosts
+from fleet.analysis.across_hosts.diff import compare_hosts
 from fleet.analysis.facts import declared_facts
 from fleet.models import Run
-from fleet.render.html.health import health_section
 from fleet.render.html.page import Report, render_html
+from fleet.units.health.html import health_section
 from tests.conftest import ROOT
 
 REAL_H200X1 = ROOT / "tests" / "probes" / "golden" / "real_run" / "h200x1_health_run.json"

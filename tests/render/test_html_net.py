@@ -7,11 +7,11 @@ import copy
 import json
 from typing import Any
 
-from fleet.analysis.diff import compare_hosts
+from fleet.analysis.across_hosts.diff import compare_hosts
 from fleet.analysis.facts import declared_facts
 from fleet.models import Run
-from fleet.render.html.net import net_section
 from fleet.render.html.page import Report, render_html
+from fleet.units.net.html import net_section
 from tests.probes.net_cases import GOLDEN, case_data
 
 REAL_RUN = GOLDEN / "h200_real" / "run_net.json"

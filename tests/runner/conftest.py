@@ -30,7 +30,17 @@ def run_probes(
     interrupt_after_s: float | None = None,
     **settings: object,
 ) -> dict[str, HostOutcome]:
-    bundle = make_bundle(probes)
+    return run_bundle(make_bundle(probes), hosts, transports, interrupt_after_s, **settings)
+
+
+def run_bundle(
+    bundle: Bundle,
+    hosts: list[Host] | None = None,
+    transports: Mapping[str, Transport] | None = None,
+    interrupt_after_s: float | None = None,
+    **settings: object,
+) -> dict[str, HostOutcome]:
+    """Run a bundle of your making through the real runner and local transport."""
 
     async def main() -> dict[str, HostOutcome]:
         interrupt = asyncio.Event()

@@ -10,21 +10,21 @@ from typing import Any
 
 from rich.console import Console
 
-from fleet.analysis.allreduce_matrix import cohort_matrices, configured_variant
-from fleet.analysis.diff import compare_hosts
-from fleet.analysis.drift import compare_runs
+from fleet.analysis.across_hosts.diff import compare_hosts
+from fleet.analysis.across_runs.drift import compare_runs
 from fleet.analysis.facts import declared_facts
 from fleet.api import ProbeOptions, build_probe_bundle, probe_args_from
 from fleet.checks import evaluate
-from fleet.render.terminal.run import allreduce_matrix_table
 from fleet.store import read_run_file
+from fleet.units.allreduce.matrix import cohort_matrices, configured_variant
+from fleet.units.allreduce.terminal import allreduce_matrix_table
 from tests.conftest import ROOT
 from tests.helpers import invoke_fleet
-from tests.probes.handrun import load_probe
+from tests.probes.handrun import load_helper
 from tests.recorded import data, make_run, real_host
 from tests.unit.helpers import pack_rules, verdict
 
-probe = load_probe("allreduce")
+matrix_variants = load_helper("_allreduce_variants")  # the probe's own winners logic
 MiB = 1 << 20
 Host = dict[str, Any]
 
@@ -67,7 +67,7 @@ def with_matrix(host: Host, tree_graph_fails: bool = True, ring_ll_8b: float = 2
             "failed", {"NCCL_ALGO": "CollnetDirect", "NCCL_PROTO": "LL"}, [], ["failed"]
         ),
     }
-    winners = probe.matrix_winners(variants)
+    winners = matrix_variants.matrix_winners(variants)
     data(host, "allreduce")["matrix"] = {
         "sizes": [8, 256 * MiB],
         "winners": winners,

@@ -16,8 +16,8 @@ import pytest
 
 from fleet.cli import main
 from fleet.inventory.ansible import parse_ansible_export
+from fleet.inventory.openssh import OpenSsh
 from fleet.inventory.resolve import resolve_hosts
-from fleet.inventory.ssh_config import SshConfig
 from fleet.models import Host
 from tests.helpers import cli_runner, invoke_fleet
 
@@ -37,7 +37,7 @@ def export(hostvars: dict[str, dict[str, Any]], **groups: dict[str, Any]) -> dic
     }
 
 
-def hosts_of(document: dict[str, Any], config: SshConfig | None = None) -> dict[str, Host]:
+def hosts_of(document: dict[str, Any], config: OpenSsh | None = None) -> dict[str, Host]:
     return dict(resolve_hosts(parse_ansible_export(document, "hosts.ini"), config).hosts)
 
 
@@ -140,7 +140,7 @@ def test_an_ansible_host_meets_ssh_config_under_the_name_ansible_gives_ssh(
 ) -> None:
     path = tmp_path / "ssh_config"
     path.write_text("Host 10.0.0.*\n    ProxyJump gw\n    User cfg\nHost db\n    Port 9\n")
-    host = hosts_of(export({"db": {"ansible_host": "10.0.0.7"}}), SshConfig((path,)))["db"]
+    host = hosts_of(export({"db": {"ansible_host": "10.0.0.7"}}), OpenSsh((path,)))["db"]
     assert (host.jump, host.user, host.port) == ("gw", "cfg", 22)
 
 

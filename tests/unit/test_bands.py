@@ -1,4 +1,4 @@
-"""Band arithmetic (fleet/analysis/bands.py): median ± max(floor × median, min(k × 1.4826 × MAD,
+"""Band arithmetic (fleet/analysis/across_runs/bands.py): median ± max(floor × median, min(k × 1.4826 × MAD,
 spread + floor × median)), spread the farthest value's distance from the median; judged on the
 worse side only."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.analysis.bands import Band, limit, make_band, significant, worse_than
+from fleet.analysis.across_runs.bands import Band, limit, make_band, significant, worse_than
 
 
 def test_the_band_is_the_median_plus_or_minus_k_scaled_mads() -> None:

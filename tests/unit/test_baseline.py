@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from fleet import api
-from fleet.analysis.baseline import build_baseline
-from fleet.analysis.baseline_judge import BaselineJudgement, HostJudgement
+from fleet.analysis.across_runs.measured import Key
+from fleet.analysis.baselines.build import build_baseline
+from fleet.analysis.baselines.judge import BaselineJudgement, HostJudgement
 from fleet.analysis.facts import declared_facts
-from fleet.analysis.measured import Key
 from fleet.errors import UsageError
 from fleet.models import HostOutcome, ProbeResult, Run
 from tests.conftest import ROOT

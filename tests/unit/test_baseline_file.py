@@ -12,8 +12,8 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from fleet import api
-from fleet.analysis.baseline import build_baseline
-from fleet.analysis.baseline_file import BaselineFileError, baseline_text, parse_baseline
+from fleet.analysis.baselines.build import build_baseline
+from fleet.analysis.baselines.file import BaselineFileError, baseline_text, parse_baseline
 from fleet.analysis.facts import declared_facts
 from fleet.models import Run
 from fleet.schemas import schema_for

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fleet.analysis.diff import compare_hosts
+from fleet.analysis.across_hosts.diff import compare_hosts
 from fleet.analysis.facts import declared_facts
 from fleet.checks import CheckReport, evaluate, load_rules, pack_path
 from fleet.execution.bundle import available_probes
@@ -21,6 +21,9 @@ from tests.probes.health_cases import (
     health,
     host_facts,
     kernel_log,
+    kernel_logs,
+    nvidia_smi,
+    pcie,
     real_host,
     text,
 )
@@ -199,7 +202,7 @@ def test_bad_xids_in_public_kernel_logs_fail(case: str, expected: list[str]) -> 
 
 def test_xid_of_a_gpu_in_the_list_is_named_by_the_gpu() -> None:
     data = h200_with_log("xid48_64_kernlog_gpuoperator1146")
-    data["kernel_log"] = health.kernel_log_result(
+    data["kernel_log"] = kernel_logs.kernel_log_result(
         "dmesg",
         "[ 219.47] NVRM: Xid (PCI:0000:00:07): 48, pid=1, An uncorrectable double bit error\n",
         {},
@@ -236,7 +239,7 @@ def test_acs_on_a_pcie_p2p_host_fails_with_the_setpci_fix() -> None:
 
 def test_acs_not_readable_is_unknown_not_pass() -> None:
     data = case_data("acs_enabled_nccl523_2079")
-    data["acs"] = health.acs_summary(
+    data["acs"] = pcie.acs_summary(
         {"0000:40:01.1": ["GPU0 (00000000:41:00.0)"]},
         {"0000:40:01.1": {"readable": False, "acs_ctl": None}},
     )
@@ -290,9 +293,9 @@ def test_unreadable_fields_make_rules_unknown_never_pass() -> None:
     gpu = data["gpus"][0]
     gpu["ecc"]["volatile"]["uncorrected"] = None
     gpu["remapped_rows"]["pending"] = None
-    gpu["clock_events"] = health._clock_summary(None, None)
+    gpu["clock_events"] = nvidia_smi.clock_summary(None, None)
     gpu["pcie"]["width_max"] = None
-    data["kernel_log"] = health.kernel_log_result(
+    data["kernel_log"] = kernel_logs.kernel_log_result(
         None, None, {"dmesg": "Operation not permitted"}, []
     )
     data["driver"]["versions_match"] = None

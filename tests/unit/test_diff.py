@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from fleet.analysis.diff import DivergenceGroup, compare_hosts, group_divergences, list_delta
+from fleet.analysis.across_hosts.diff import (
+    DivergenceGroup,
+    compare_hosts,
+    group_divergences,
+    list_delta,
+)
 from fleet.analysis.facts import ProbeFacts, declared_facts, flatten
 from fleet.models import HostOutcome, ProbeResult
 from tests.unit.helpers import allreduce, gpu, host

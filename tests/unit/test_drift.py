@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fleet.analysis.drift import compare_runs
+from fleet.analysis.across_runs.drift import compare_runs
 from fleet.analysis.facts import declared_facts
 from fleet.models import Run
 from tests.unit.helpers import allreduce, gpu, host

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from fleet.analysis.diff import compare_hosts
-from fleet.analysis.drift import compare_runs
+from fleet.analysis.across_hosts.diff import compare_hosts
+from fleet.analysis.across_runs.drift import compare_runs
 from fleet.analysis.facts import declared_facts
 from fleet.checks import evaluate, load_rules, pack_path
 from fleet.errors import UsageError

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from fleet.analysis.diff import FleetDiff, compare_hosts
+from fleet.analysis.across_hosts.diff import FleetDiff, compare_hosts
+from fleet.analysis.across_hosts.findings import CHECK, COHORT, HARDWARE, SOFTWARE
 from fleet.analysis.facts import declared_facts
-from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
 from fleet.errors import UsageError
 from fleet.models import Run
 from fleet.render.documents import fleet_diff_document, fleet_diff_markdown

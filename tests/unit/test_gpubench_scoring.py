@@ -1,4 +1,4 @@
-"""gpubench's scoring (fleet/analysis/gpubench.py) and datasheets (gpu_datasheets.py) on plain
+"""gpubench's scoring (fleet/units/gpubench/facts.py) and datasheets (gpu_datasheets.py) on plain
 data, and the inference pack's gpubench-* rules: a slow GPU, a slow pair, a PCIe link down and a
 HW throttle under load fail and are named by index, UUID and bus id; what was not measured is
 unknown, never a pass; one GPU has no pair to judge; a run without gpubench is n/a."""
@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from fleet.analysis import gpubench
 from fleet.analysis.facts import higher_is_better, measurements
-from fleet.analysis.gpu_datasheets import datasheet_for, pcie_gbps
 from fleet.checks import evaluate
 from fleet.models import Run
+from fleet.units.gpubench import facts as gpubench
+from fleet.units.gpubench.datasheets import datasheet_for, pcie_gbps
 from tests.conftest import ROOT
 from tests.unit.helpers import host, pack_rules
 

@@ -13,18 +13,18 @@ from fleet.errors import InventoryError, UsageError
 from fleet.inventory import parse_inventory, select_names
 from fleet.inventory.adhoc import AdhocSettings, adhoc_inventory
 from fleet.inventory.ansible import parse_ansible_export
+from fleet.inventory.openssh import OpenSsh
 from fleet.inventory.resolve import resolve_hosts
 from fleet.inventory.sources import sniff_text
-from fleet.inventory.ssh_config import SshConfig
 from fleet.models import Host
 from fleet.transport.ssh import ssh_command
 from tests.helpers import cli_runner
 
 
-def config_file(tmp_path: Path, text: str) -> SshConfig:
+def config_file(tmp_path: Path, text: str) -> OpenSsh:
     path = tmp_path / "ssh_config"
     path.write_text(text)
-    return SshConfig((path,))
+    return OpenSsh((path,))
 
 
 CONFIG = """\

@@ -1,4 +1,4 @@
-"""The hardware's expected band without a baseline (fleet/analysis/linerate.py): bus bandwidth as a
+"""The hardware's expected band without a baseline (fleet/units/allreduce/linerate.py): bus bandwidth as a
 share of the line rate (NVLink generation × links, PCIe generation × lanes), with what NCCL chose."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from fleet import api
-from fleet.analysis.linerate import host_line_rate, line_rate
 from fleet.models import Run
+from fleet.units.allreduce.linerate import host_line_rate, line_rate
 from tests.conftest import ROOT
 
 GOLDEN = ROOT / "tests" / "probes" / "golden"

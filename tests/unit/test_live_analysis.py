@@ -1,4 +1,4 @@
-"""fleet/analysis/live.py on plain data: the live probe's ranks joined across hosts into jobs.
+"""fleet/units/live/facts.py on plain data: the live probe's ranks joined across hosts into jobs.
 
 The two-host fleets are built from the real 2-rank NCCL 2.28.9 RAS report
 (tests/probes/golden/live/ras/h200x2_2rank_json), its ranks put on two hosts, with one thing
@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from typing import Any
 
 import pytest
 
-from fleet.analysis.live import LIVE_SCHEMA, live_jobs
 from fleet.models import Run
+from fleet.units.live.facts import LIVE_SCHEMA, live_jobs
 from tests.conftest import ROOT
 from tests.probes.ras_replay import load_capture
 
@@ -29,8 +30,9 @@ def two_rank_view() -> dict[str, Any]:
     """The real report's communicator as the probe gives it (parsed), rank 1 moved to gpu-b."""
     from tests.probes.handrun import load_probe
 
+    load_probe("live")  # its helpers, importable by name as on a host
     report = load_capture(GOLDEN / "ras" / "h200x2_2rank_json" / "exchange.txt").report
-    (comm,) = load_probe("live").parse_json_report(report)["communicators"]
+    (comm,) = sys.modules["_ras_reports"].parse_json_report(report)["communicators"]
     comm["ranks"][1]["host"] = ADDRESSES["gpu-b"]
     return dict(comm)
 

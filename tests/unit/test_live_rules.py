@@ -115,3 +115,63 @@ def test_a_live_probe_that_failed_skips_its_rules() -> None:
     document = recorded_running()
     document["hosts"]["local"]["probes"]["live"].update(status="failed", ok=False, error="boom")
     assert {status for status, _ in verdicts(document).values()} == {"skipped"}
+
+
+def probed_against(served: Any) -> dict[str, Any]:
+    """The live probe's data, its collect() run here with a RAS replay as one more endpoint."""
+    from tests.probes.handrun import load_probe
+    from tests.probes.ras_replay import replay_server
+
+    fast = {"ras_read_timeout_s": 0.5, "ras_connect_timeout_s": 0.5, "ras_collective_timeout_s": 1}
+    with replay_server(served) as server:
+        endpoint = f"127.0.0.1:{server.server_address[1]}"
+        result = load_probe("live").collect({**fast, "ras_endpoints": [endpoint]})
+    data: dict[str, Any] = result["data"]
+    return data
+
+
+def test_a_report_garbage_in_both_formats_makes_the_live_rules_unknown_never_pass() -> None:
+    """No NCCL process of this user is seen here, yet a RAS server answered the handshake and then
+    nothing readable, in JSON or in text: every live rule is unknown, naming why."""
+    from tests.probes.ras_replay import Capture, load_capture
+
+    handshake = load_capture(GOLDEN.parent / "ras" / "nccl2289_missing_rank_json" / "exchange.txt")
+    document = recorded_running()
+    live_of(document).clear()
+    live_of(document).update(probed_against(Capture(dict(handshake.replies), "{ garbage\n")))
+    assert live_of(document)["processes"] == []
+    found = verdicts(document)
+    for rule in RULES:
+        status, observed = found[rule]
+        assert status == "unknown"
+        (why,) = observed
+        assert "no readable report (JSON: Expecting property name" in why
+        assert "text: not NCCL's text report" in why
+
+
+def test_the_replayed_2289_missing_rank_fails_its_rule() -> None:
+    from tests.probes.ras_replay import load_capture
+
+    served = load_capture(GOLDEN.parent / "ras" / "nccl2289_missing_rank_json" / "exchange.txt")
+    document = recorded_running()
+    live_of(document).update(probed_against(served))
+    assert verdicts(document)["live-no-missing-ranks"] == (
+        "fail",
+        ["comm 0x44d8c595d392cba8 rank 1: pid 728 on 192.0.2.2, GPU 1 (unresponsive)"],
+    )
+
+
+def test_a_host_whose_ras_was_unreadable_is_unknown_even_with_no_process_seen() -> None:
+    document = recorded_running()
+    why = ["RAS at localhost:28028: no readable report (JSON: …; text: …)"]
+    live_of(document).update(
+        processes=[],
+        communicators=[],
+        ras_readable=False,
+        ras_error=why[0],
+        problems={"missing_ranks": None, "async_errors": None, "count_mismatches": None},
+    )
+    live_of(document)["problems"]["uncovered"] = why
+    assert {rule: verdicts(document)[rule] for rule in RULES} == {
+        rule: ("unknown", why) for rule in RULES
+    }

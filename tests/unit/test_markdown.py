@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from fleet.analysis.diff import compare_hosts
-from fleet.analysis.drift import compare_runs
+from fleet.analysis.across_hosts.diff import compare_hosts
+from fleet.analysis.across_runs.drift import compare_runs
 from fleet.analysis.facts import declared_facts
 from fleet.models import Run
 from fleet.render.documents import drift_markdown, fleet_diff_markdown, md_code, md_text

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from fleet.analysis.diff import compare_hosts
+from fleet.analysis.across_hosts.diff import compare_hosts
 from fleet.analysis.facts import declared_facts
-from fleet.analysis.net import nic_gpus
 from fleet.checks import CheckReport, evaluate, host_document, load_rules, pack_path
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
+from fleet.units.net.facts import nic_gpus
 from tests.probes.net_cases import (
     GOLDEN,
     NET,

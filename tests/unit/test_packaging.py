@@ -54,3 +54,18 @@ def test_wheel_ships_probes_as_fleet_probes_not_top_level(tmp_path: Path) -> Non
     assert "fleet/_probes/gpu.py" in names
     assert "fleet/checks/packs/inference.yaml" in names
     assert {f"fleet/schemas/{kind}.schema.json" for kind in KINDS} <= set(names)
+
+
+def test_every_package_of_fleet_is_listed_for_the_wheel() -> None:
+    """pyproject.toml lists fleet's packages by name (probes/ ships as fleet._probes): a new
+    sub-package left out of the list would be missing from every installed copy."""
+    import re
+
+    block = re.search(r"(?ms)^packages = \[(.*?)^\]", (ROOT / "pyproject.toml").read_text())
+    assert block is not None
+    listed = set(re.findall(r'"([a-z_.]+)"', block.group(1)))
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in (ROOT / "fleet").rglob("__init__.py")
+    }
+    assert found - listed == set()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fleet.analysis.diff import compare_hosts
+from fleet.analysis.across_hosts.diff import compare_hosts
 from fleet.analysis.facts import declared_facts
 from fleet.models import Run
 from tests.conftest import ROOT

@@ -8,8 +8,8 @@ import json
 import pytest
 from rich.console import Console
 
-from fleet.analysis.diff import compare_hosts
-from fleet.analysis.drift import compare_runs
+from fleet.analysis.across_hosts.diff import compare_hosts
+from fleet.analysis.across_runs.drift import compare_runs
 from fleet.analysis.facts import declared_facts
 from fleet.models import Run
 from fleet.render.documents import (

@@ -107,7 +107,7 @@ def test_the_ids_in_the_schemas_are_the_ids_the_code_writes() -> None:
     assert schema_for("check")["properties"]["schema"]["const"] == constant(
         "fleet.checks", "CHECK_SCHEMA"
     )
-    assert schema_for("fabric")["properties"]["schema"]["const"] == constant(
+    assert schema_for("fabric")["properties"]["schema"]["enum"][0] == constant(
         "fleet.fabric", "FABRIC_SCHEMA"
     )
 
@@ -350,7 +350,9 @@ def test_a_broken_run_envelope_fails(name: str, document: Any) -> None:
 
 def test_broken_diff_drift_and_check_documents_fail(tmp_path: Path) -> None:
     diff = json.loads(invoke_fleet(tmp_path, "diff", str(LOOPBACK8), "--format", "json").stdout)
-    assert errors("diff", {**diff, "schema": "fleet.analysis.diff/1"})  # the id that slipped
+    assert errors(
+        "diff", {**diff, "schema": "fleet.analysis.across_hosts.diff/1"}
+    )  # the id that slipped
     assert errors("diff", {**diff, "values": [{"fact": "x"}]})
     check = json.loads(
         invoke_fleet(tmp_path, "check", "--run", str(LOOPBACK8), "--format", "json").stdout

@@ -9,7 +9,7 @@ from typing import Any
 import jmespath
 from rich.console import Console
 
-from fleet.analysis.diff import Divergence, compare_hosts
+from fleet.analysis.across_hosts.diff import Divergence, compare_hosts
 from fleet.analysis.facts import declared_facts, hashable
 from fleet.checks import evaluate, host_document, parse_rules
 from fleet.execution.bundle import available_probes

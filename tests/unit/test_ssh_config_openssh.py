@@ -1,5 +1,5 @@
-"""~/.ssh/config read as OpenSSH 9 reads it (fleet/inventory/ssh_config_reader.py) and applied to
-fleet's hosts (fleet/inventory/ssh_config.py): end-of-line comments, first value wins, Host / Match
+"""~/.ssh/config read as OpenSSH 9 reads it (fleet/inventory/openssh/) and applied to
+fleet's hosts (fleet/inventory/openssh/): end-of-line comments, first value wins, Host / Match
 / Include, ProxyJump against ProxyCommand, ProxyCommand as an argv, and what refuses a host.
 The corpus test (tests/corpus) checks the same against the real `ssh -G`."""
 
@@ -15,21 +15,23 @@ import pytest
 from fleet.errors import InventoryError
 from fleet.inventory import parse_inventory
 from fleet.inventory.adhoc import AdhocSettings, adhoc_inventory
-from fleet.inventory.proxy_command import ProxyCommandError, command_words
+from fleet.inventory.openssh import OpenSsh
+from fleet.inventory.openssh._lexer import argv_split
+from fleet.inventory.openssh._proxy_command import ProxyCommandError, command_words
 from fleet.inventory.resolve import refuse_hosts, resolve_hosts
-from fleet.inventory.ssh_config import SshConfig
-from fleet.inventory.ssh_config_lexer import argv_split
 from fleet.models import Host
 from fleet.transport.ssh import ssh_command
 from tests.conftest import ROOT
 from tests.helpers import invoke_fleet
 
 
-def resolved(tmp_path: Path, text: str, names: str, **given: object) -> dict[str, Host]:
+def resolved(
+    tmp_path: Path, text: str, names: str, run_exec: bool = True, **given: object
+) -> dict[str, Host]:
     path = tmp_path / "ssh_config"
     path.write_text(text)
     inventory = adhoc_inventory(names, AdhocSettings(**given))  # type: ignore[arg-type]
-    return dict(resolve_hosts(inventory, SshConfig((path,))).hosts)
+    return dict(resolve_hosts(inventory, OpenSsh((path,), run_exec=run_exec)).hosts)
 
 
 # ------------------------------------------------------------------------------- item 1: syntax
@@ -84,23 +86,33 @@ def test_a_line_ssh_rejects_is_an_error_naming_it(tmp_path: Path, text: str, fra
     assert fragment in caught.value.message
 
 
-PARSER = (
-    "ssh_config_lexer",
-    "ssh_config_options",
-    "ssh_config_match",
-    "ssh_config_reader",
-    "ssh_argv",
-)
+PACKAGE = ROOT / "fleet" / "inventory" / "openssh"
+PARSER = ("_lexer", "_options", "_match", "_reader")
+
+
+def _fleet_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    return {m for m in modules if m and m.startswith("fleet")}
 
 
 @pytest.mark.parametrize("name", PARSER)
 def test_the_parser_does_not_import_the_module_that_applies_it(name: str) -> None:
-    """ssh_config.py and ansible.py import the parser's modules, never the other way (no circle):
+    """_apply.py and _argv.py import the parser's modules, never the other way (no circle):
     the parser imports nothing of fleet but its own modules."""
-    source = (ROOT / "fleet" / "inventory" / f"{name}.py").read_text()
-    modules = {n.module for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)}
-    fleet = {m for m in modules if m and m.startswith("fleet")}
-    assert fleet <= {f"fleet.inventory.{other}" for other in PARSER}
+    imported = _fleet_imports(PACKAGE / f"{name}.py")
+    assert imported <= {f"fleet.inventory.openssh.{other}" for other in PARSER}
+
+
+def test_the_rest_of_fleet_calls_the_package_only_through_its_entry_point() -> None:
+    """One entry point: `OpenSsh`; the package's modules are private to it."""
+    import fleet.inventory.openssh as package
+
+    assert package.__all__ == ["OpenSsh"]
+    for path in (ROOT / "fleet").rglob("*.py"):
+        if PACKAGE not in path.parents:
+            private = {m for m in _fleet_imports(path) if m.startswith(package.__name__ + ".")}
+            assert not private, f"{path} imports {private}"
 
 
 # ------------------------------------------------------------------------- matching, as ssh does
@@ -151,16 +163,19 @@ def test_include_reads_files_relative_to_dot_ssh_scoped_to_them(
     assert hosts["other"].address == "fallback"
 
 
-def test_match_exec_refuses_only_the_hosts_whose_settings_it_decides(tmp_path: Path) -> None:
+def test_match_exec_not_run_refuses_only_the_hosts_whose_settings_it_decides(
+    tmp_path: Path,
+) -> None:
     hosts = resolved(
         tmp_path,
         'Match host *.corp exec "vpn-is-up"\n    ProxyJump gw\n'
         'Match host *.lab exec "true"\n    SetEnv X=1\n',  # sets nothing fleet reads
         "a.corp,b.lab,home",
+        run_exec=False,
     )
     refused = hosts["a.corp"].refused
     assert refused is not None
-    assert "ssh_config:1: Match exec 'vpn-is-up' is not evaluated by fleet" in refused
+    assert "ssh_config:1: Match exec 'vpn-is-up' is not run: fleet runs no command" in refused
     assert "that block sets ProxyJump at" in refused
     assert hosts["b.lab"].refused is None
     assert hosts["home"].refused is None
@@ -254,7 +269,7 @@ def test_the_inventory_proxy_comes_first_as_ssh_command_line_does(tmp_path: Path
     path = tmp_path / "ssh_config"
     path.write_text("Host *\n    ProxyCommand nc %h %p\n")
     inventory = parse_inventory("hosts:\n  a: {jump: 'u@b:22'}\n  c: {jump: null}\n", "i.yaml")
-    hosts = resolve_hosts(inventory, SshConfig((path,))).hosts
+    hosts = resolve_hosts(inventory, OpenSsh((path,))).hosts
     assert (hosts["a"].jump, hosts["a"].proxy_command) == ("u@b:22", None)
     assert hosts["c"].proxy_command == ("nc", "c", "22")  # `jump: null` is `ProxyJump none`
 

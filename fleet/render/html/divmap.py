@@ -1,7 +1,7 @@
 """The divergence map of the HTML report: the findings, most serious first, then what they rest on
 as a heatmap of facts × hosts, the hosts in cohort columns.
 
-Each cohort (fleet/analysis/cohorts.py) heads its own columns; inside it, hosts are grouped by how
+Each cohort (fleet/analysis/across_hosts/cohorts.py) heads its own columns; inside it, hosts are grouped by how
 they answer every fact shown (one column per distinct answer, the biggest group first), so 1,000
 hosts with two odd ones make a few columns, not 1,000. A cell is the cohort's value (`=`), a value
 unlike the rest of its cohort (`≠`), a whole cohort's value unlike the rest of the fleet (`◇`,
@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from fleet.analysis.diff import (
+from fleet.analysis.across_hosts.diff import (
     Cohort,
     CrossCohort,
     Divergence,
@@ -26,8 +26,8 @@ from fleet.analysis.diff import (
     group_divergences,
     list_delta,
 )
-from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
-from fleet.analysis.majority import rank
+from fleet.analysis.across_hosts.findings import CHECK, COHORT, HARDWARE, SOFTWARE
+from fleet.analysis.across_hosts.majority import rank
 from fleet.hostsets import compact_hosts
 from fleet.render.grouping import pair_rows, short
 from fleet.render.html.markup import clip, esc, folded, hosts_label, row, table

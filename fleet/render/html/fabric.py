@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from fleet.render.grouping import measured_groups, skipped_by_reason
 from fleet.render.html.markup import clip, esc, hosts_label, row, table
 
 MAX_MATRIX_HOSTS = 48  # a host × host matrix up to here; beyond, the pairs that are not fine
@@ -25,11 +26,16 @@ def fabric_section(fabric: object) -> str:
         return f'<p class="note">a fabric section that is not a mapping: {esc(clip(repr(fabric), 400))}</p>'
     pairs = [p for p in _list(fabric.get("pairs")) if isinstance(p, Mapping)]
     slow_below = _slow_below(fabric)
+    if not measured_groups(fabric):
+        verdict = '<p class="bad">nothing measured: no group ran to the end</p>'
+    else:
+        verdict = _suspects(fabric.get("suspects"))
+    isolate = fabric.get("isolate")
     return "".join(
         [
             _summary(fabric),
-            _suspects(fabric.get("suspects")),
-            _pair_view(pairs, slow_below),
+            verdict,
+            _isolate(isolate) if isinstance(isolate, Mapping) else _pair_view(pairs, slow_below),
             _ring(fabric.get("ring")),
             _skipped(fabric.get("skipped_hosts")),
         ]
@@ -175,8 +181,46 @@ def _ring(ring: object) -> str:
 def _skipped(skipped: object) -> str:
     if not isinstance(skipped, Mapping) or not skipped:
         return ""
-    by_reason: dict[str, list[str]] = {}
-    for host, why in skipped.items():
-        by_reason.setdefault(plain_text(why), []).append(str(host))
-    rows = [row([hosts_label(h), esc(clip(why, 400))], " ".join(h)) for why, h in by_reason.items()]
+    folded = skipped_by_reason(skipped)
+    rows = [row([hosts_label(h), esc(clip(why, 400))], " ".join(h)) for h, why in folded]
     return f"<h3>hosts left out of the fabric test</h3>{table(['hosts', 'why'], rows)}"
+
+
+def _isolate(isolate: Mapping[str, Any]) -> str:
+    """--pairs isolate: its cost beside --pairs all's, and each suspect's evidence."""
+    every = isolate.get("pairs_all") if isinstance(isolate.get("pairs_all"), Mapping) else {}
+    assert isinstance(every, Mapping)
+    cost = (
+        f"isolate: {plain_text(isolate.get('rounds'))} rounds, "
+        f"{plain_text(isolate.get('group_runs'))} group runs over "
+        f"{plain_text(isolate.get('hosts'))} hosts; --pairs all: "
+        f"{plain_text(every.get('rounds'))} rounds, {plain_text(every.get('group_runs'))} pairs"
+    )
+    parts = [f'<p class="dim">{esc(cost)}</p>']
+    for suspect in _list(isolate.get("suspects")) + _list(isolate.get("cleared")):
+        if isinstance(suspect, Mapping) and isinstance(suspect.get("hosts"), list):
+            parts.append(_evidence(suspect))
+    return "".join(parts)
+
+
+def _evidence(suspect: Mapping[str, Any]) -> str:
+    rows = []
+    for run in _list(suspect.get("evidence")):
+        if not isinstance(run, Mapping):
+            continue
+        hosts = [str(h) for h in _list(run.get("hosts"))]
+        cells = [
+            esc(plain_text(run.get("round"))),
+            esc(plain_text(run.get("purpose"))),
+            hosts_label(hosts),
+            esc(plain_text(run.get("busbw_gbps"))),
+            esc(plain_text(run.get("expected_gbps"))),
+            esc(clip(plain_text(run.get("why") or "fine"), 300)),
+        ]
+        rows.append(row(cells, " ".join(hosts)))
+    head = f"{plain_text(suspect.get('kind'))} {' ↔ '.join(map(str, suspect['hosts']))}"
+    headers = ["round", "purpose", "group", "busbw GB/s", "expected ≥", "verdict"]
+    return (
+        f"<h3>{esc(head)}</h3><p>{esc(clip(plain_text(suspect.get('reason', '')), 600))}</p>"
+        + table(headers, rows)
+    )

@@ -17,26 +17,24 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from fleet.analysis.baseline_judge import BaselineJudgement
-from fleet.analysis.diff import FleetDiff
-from fleet.analysis.drift import Drift
+from fleet.analysis.across_hosts.diff import FleetDiff
+from fleet.analysis.across_runs.drift import Drift
+from fleet.analysis.baselines.judge import BaselineJudgement
 from fleet.checks import CheckReport
 from fleet.errors import ReportError
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import HostOutcome, Run
 from fleet.render.grouping import check_verdict, ended_alike
-from fleet.render.html.curves import curves_section
 from fleet.render.html.divmap import divergence_map, name_lists
 from fleet.render.html.fabric import fabric_section
-from fleet.render.html.health import has_health, health_section
 from fleet.render.html.markup import chip, esc, hosts_label, row, section, table
-from fleet.render.html.net import has_net, net_section
 from fleet.render.html.sections import (
     checks_section,
     drift_section,
     drilldown_section,
     unreported_section,
 )
+from fleet.units import parts
 
 # What each bit of fleet's exit code means (README, "Exit codes").
 EXIT_BITS = (
@@ -164,11 +162,7 @@ def _present(report: Report) -> list[tuple[str, str]]:
     found = [("hosts", "hosts"), ("divergence", "divergence")]
     if report.diff.sets:
         found.append(("names", "name lists"))
-    found.append(("allreduce", "allreduce"))
-    if has_health(report.run.hosts.values()):
-        found.append(("health", "GPU health"))
-    if has_net(report.run.hosts.values()):
-        found.append(("network", "network"))
+    found += [(unit.ANCHOR, unit.NAV) for _, unit in parts("html") if unit.shown(report)]
     if report.checks is not None:
         found.append(("checks", "checks"))
     if report.drift is not None:
@@ -202,39 +196,31 @@ def _sections(report: Report) -> list[str]:
     run, diff = report.run, report.diff
     unreached = {u.host for u in diff.unreported if u.probe is None}
     compared = [h for h in diff.hosts if h not in unreached]
-    parts = [
+    sections = [
         section("hosts", "hosts by outcome", _hosts(list(run.hosts.values())),
                 "hosts that ended alike share a row; trouble first"),
         section("divergence", "divergence map", divergence_map(diff, compared),
                 "each divergent fact against the host groups that answer it alike"),
     ]  # fmt: skip
     if diff.sets:
-        parts.append(section("names", "name lists, item by item", name_lists(diff)))
-    judged = report.baseline
-    bands = {h.host: h.cohort for h in judged.hosts if h.cohort} if judged else None
-    curves = curves_section(run.hosts, diff, bands)
-    parts.append(section("allreduce", "allreduce per cohort", curves or '<p class="dim">no allreduce data in this run</p>',
-                         "latency and bus bandwidth against message size, log axes; one line per host"))  # fmt: skip
-    health = health_section(list(run.hosts.values()))
-    if health is not None:
-        parts.append(section("health", "GPU health", health))
-    network = net_section(list(run.hosts.values()))
-    if network is not None:
-        parts.append(section("network", "network", network,
-                             "each RDMA port's state and rate, the NCCL net plugin, GPUDirect RDMA"))  # fmt: skip
+        sections.append(section("names", "name lists, item by item", name_lists(diff)))
+    for _, unit in parts("html"):  # each probe's own section (fleet/units/PROBE/html.py)
+        body = unit.body(report)
+        if body is not None:
+            sections.append(section(unit.ANCHOR, unit.TITLE, body, unit.INTRO))
     if report.checks is not None:
-        parts.append(section("checks", "check verdicts", checks_section(report.checks)))
+        sections.append(section("checks", "check verdicts", checks_section(report.checks)))
     if report.drift is not None:
-        parts.append(section("drift", "drift against the baseline", drift_section(report.drift)))
+        sections.append(section("drift", "drift against the baseline", drift_section(report.drift)))
     if report.fabric is not None:
-        parts.append(section("fabric", "fabric", fabric_section(report.fabric)))
+        sections.append(section("fabric", "fabric", fabric_section(report.fabric)))
     if diff.unreported:
-        parts.append(section("not-compared", "not compared", unreported_section(diff.unreported),
-                             "hosts not reached, and probes that did not report, with why"))  # fmt: skip
+        sections.append(section("not-compared", "not compared", unreported_section(diff.unreported),
+                                "hosts not reached, and probes that did not report, with why"))  # fmt: skip
     first = [*diff.odd_hosts, *(o.name for o in run.hosts.values() if o.status != "ok")]
-    parts.append(section("host-details", "per host", drilldown_section(list(run.hosts.values()), first),
-                         "each host's probes, errors and raw data (folded)"))  # fmt: skip
-    return parts
+    sections.append(section("host-details", "per host", drilldown_section(list(run.hosts.values()), first),
+                            "each host's probes, errors and raw data (folded)"))  # fmt: skip
+    return sections
 
 
 def _hosts(outcomes: list[HostOutcome]) -> str:

@@ -7,8 +7,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleet.analysis.diff import Unreported
-from fleet.analysis.drift import Drift
+from fleet.analysis.across_hosts.diff import Unreported
+from fleet.analysis.across_runs.drift import Drift
 from fleet.checks import CheckReport, Rule, RuleResult, RuleVerdict, format_value, observed_text
 from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome

@@ -10,7 +10,6 @@ from collections.abc import Mapping
 
 from rich.console import Console
 from rich.markup import escape
-from rich.text import Text
 
 from fleet.checks import (
     CheckReport,
@@ -24,7 +23,7 @@ from fleet.checks import (
 from fleet.hostsets import compact_hosts
 from fleet.render.grouping import check_verdict, grouped_verdicts, tally
 from fleet.render.terminal.baseline import print_measurement_failures
-from fleet.render.terminal.wrap import Hanging
+from fleet.render.terminal.wrap import say
 
 MARK = {
     "fail": "[bold red]✗ fail[/]",
@@ -50,14 +49,6 @@ def render_report(console: Console, report: CheckReport, title: str = "") -> Non
     console.print()
     for line in summary_lines(report):
         say(console, line, 6 if line.startswith("    ") else 2)
-
-
-def say(console: Console, markup: str, indent: int) -> None:
-    """A line of markup wrapped between words, continuation lines indented by `indent`: a fix,
-    a reason or a path never runs on at column 0, and a word is never broken."""
-    text = Text.from_markup(markup)
-    lead = len(text.plain) - len(text.plain.lstrip(" "))
-    console.print(Hanging(text[:lead], text[lead:], indent), crop=False)
 
 
 def render_rule(console: Console, result: RuleResult) -> None:
@@ -131,3 +122,12 @@ def _cause_line(cause: NotJudged, rule_count: int, described: Mapping[str, str])
         f"    [yellow]{cause.status}[/] {escape(rules)} on {escape(compact_hosts(cause.hosts))}: "
         f"{escape(cause.reason)}"
     )
+
+
+def tally_line(report: CheckReport) -> str:
+    """Every (rule, host) verdict counted on one line, under the findings."""
+    counts = report.counts()
+    warnings = len(report.failures("warn"))
+    order = ("fail", "pass", "unknown", "skipped", "n/a")
+    said = " · ".join(f"{counts[s]} {s}" for s in order if counts.get(s))
+    return f"[dim]verdicts (rule × host): {said or 'none'}; {warnings} warning(s)[/]"

@@ -1,5 +1,5 @@
 """Terminal views of a cross-host diff and of drift between runs (rich). Summary and cohorts
-first, then the findings most serious first (fleet/analysis/findings.py): check-grade, inside each
+first, then the findings most serious first (fleet/analysis/across_hosts/findings.py): check-grade, inside each
 cohort, software between cohorts, hardware between cohorts as one line per pair. Plain indented
 text wrapped between words, so it reads at 80 columns as well as at 200."""
 
@@ -12,8 +12,8 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
-from fleet.analysis.cohorts import DEFAULT_COHORT_BY
-from fleet.analysis.diff import (
+from fleet.analysis.across_hosts.cohorts import DEFAULT_COHORT_BY
+from fleet.analysis.across_hosts.diff import (
     CrossCohort,
     Divergence,
     DivergenceGroup,
@@ -25,8 +25,8 @@ from fleet.analysis.diff import (
     group_divergences,
     list_delta,
 )
-from fleet.analysis.drift import Change, Drift
-from fleet.analysis.findings import CHECK, COHORT, HARDWARE, SOFTWARE
+from fleet.analysis.across_hosts.findings import CHECK, COHORT, HARDWARE, SOFTWARE
+from fleet.analysis.across_runs.drift import Change, Drift
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.render.grouping import group_across, pair_rows, short, unreported_groups
 from fleet.render.terminal.wrap import KEEP, Hanging, keep, keep_all

@@ -11,13 +11,20 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from fleet.hostsets import compact_hosts
+from fleet.render.grouping import measured_groups, skipped_by_reason
+
 MATRIX_MAX_HOSTS = 16
 STATUS_STYLE = {"ok": "green", "failed": "red", "timeout": "red", "skipped": "yellow"}
 
 
 def fabric_view(section: Mapping[str, Any], host_names: Sequence[str]) -> RenderableType:
+    if section.get("pair_mode") == "isolate":
+        return isolate_view(section)
     pairs = list(section.get("pairs") or [])
     parts: list[RenderableType] = [headline(section)]
+    if not measured_groups(section):
+        return Group(*parts, *left_out(section), nothing_measured(section))
     if len(host_names) <= MATRIX_MAX_HOSTS:
         limit = (section.get("median_busbw_gbps") or 0) / (
             1 + float(section.get("tolerance") or 0.25)
@@ -26,9 +33,25 @@ def fabric_view(section: Mapping[str, Any], host_names: Sequence[str]) -> Render
     else:
         parts.append(distribution(pairs))
     parts.append(ring_line(section.get("ring")))
-    parts += trouble_lines(pairs)
+    parts += trouble_lines(pairs, section.get("skipped_hosts") or {})
+    parts += left_out(section)
     parts += suspect_lines(section.get("suspects") or [])
     return Group(*parts)
+
+
+def left_out(section: Mapping[str, Any]) -> list[Text]:
+    """The hosts that took no part, each reason once with its hosts folded."""
+    return [
+        Text(f"could not run on {compact_hosts(hosts)} ({len(hosts)}): {why}", "yellow")
+        for hosts, why in skipped_by_reason(section.get("skipped_hosts"))
+    ]
+
+
+def nothing_measured(section: Mapping[str, Any]) -> Text:
+    """Never read as healthy: no group ran to the end, so nothing is known of the fabric."""
+    suspects = section.get("suspects") or []
+    named = f"; {len(suspects)} host(s) not reached" if suspects else ""
+    return Text(f"nothing measured: no group ran to the end{named}", "bold red")
 
 
 def headline(section: Mapping[str, Any]) -> Text:
@@ -95,14 +118,18 @@ def ring_line(ring: Mapping[str, Any] | None) -> Text:
     return text
 
 
-def trouble_lines(pairs: Sequence[Mapping[str, Any]]) -> list[Text]:
+def trouble_lines(
+    pairs: Sequence[Mapping[str, Any]], left: Mapping[str, Any] | None = None
+) -> list[Text]:
+    """Groups that failed, or were skipped for a reason not already said by `left_out`."""
+    said = set(left or {})
     return [
         Text(
             f"  {' ↔ '.join(p['hosts'])}  {p['status']}: {p.get('error')}",
             STATUS_STYLE.get(p["status"], "red"),
         )
         for p in pairs
-        if p["status"] != "ok"
+        if p["status"] != "ok" and not (p["status"] == "skipped" and set(p["hosts"]) & said)
     ]
 
 
@@ -126,3 +153,59 @@ def human(size: int) -> str:
 
 def render_fabric(console: Console, section: Mapping[str, Any], names: Sequence[str]) -> None:
     console.print(fabric_view(section, names))
+
+
+# ------------------------------------------------------------------------------ --pairs isolate
+
+
+def isolate_view(section: Mapping[str, Any]) -> RenderableType:
+    """The adaptive search: what it cost against `--pairs all`, each suspect with its evidence,
+    what it cleared as noise, the hosts left out."""
+    isolate = section.get("isolate") or {}
+    parts: list[RenderableType] = [headline(section), cost_line(isolate)]
+    parts += left_out(section)
+    if not measured_groups(section):
+        return Group(*parts, nothing_measured(section))
+    parts += trouble_lines([p for p in section.get("pairs") or [] if p["status"] != "ok"], {})
+    suspects = isolate.get("suspects") or []
+    unreached = [s for s in section.get("suspects") or [] if s["reason"].startswith("not reached")]
+    if not suspects and not unreached:
+        parts.append(Text("no suspect: every group within tolerance of the expected", "green"))
+    parts += suspect_lines(unreached) if unreached else []
+    for suspect in suspects:
+        parts += evidence_lines(suspect)
+    for cleared in isolate.get("cleared") or []:
+        parts.append(Text(f"cleared {' ↔ '.join(cleared['hosts'])}: {cleared['reason']}", "dim"))
+    return Group(*parts)
+
+
+def cost_line(isolate: Mapping[str, Any]) -> Text:
+    every = isolate.get("pairs_all") or {}
+    return Text(
+        f"isolate: {isolate.get('rounds', 0)} rounds, {isolate.get('group_runs', 0)} group runs "
+        f"over {isolate.get('hosts', 0)} hosts (--pairs all: {every.get('rounds', 0):,} rounds, "
+        f"{every.get('group_runs', 0):,} pairs); {isolate.get('links_tested', 0):,} links tested"
+    )
+
+
+def evidence_lines(suspect: Mapping[str, Any]) -> list[Text]:
+    lines = [
+        Text(
+            f"suspect {suspect['kind']} {' ↔ '.join(suspect['hosts'])}: {suspect['reason']}",
+            "bold red",
+        )
+    ]
+    for run in suspect.get("evidence") or []:
+        busbw, expected = run.get("busbw_gbps"), run.get("expected_gbps")
+        measured = "no result" if busbw is None else f"{busbw:.3g} GB/s"
+        versus = "" if expected is None else f" vs ≥ {expected:.3g} expected"
+        hosts = run["hosts"]
+        names = " ↔ ".join(hosts) if len(hosts) <= 4 else f"{compact_hosts(hosts)} ({len(hosts)})"
+        lines.append(
+            Text(
+                f"    round {run['round']} {run['purpose']:7} {names}: {measured}{versus}"
+                + (f" — {run['why']}" if run.get("why") and busbw is None else ""),
+                "red" if run.get("bad") else "green",
+            )
+        )
+    return lines

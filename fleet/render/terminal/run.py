@@ -10,13 +10,11 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from fleet.analysis.allreduce_matrix import CohortMatrix, cohort_matrices, size_order
-from fleet.analysis.diff import FleetDiff
+from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, HostOutcome, Run
 from fleet.render.grouping import ended_alike, short
 from fleet.render.terminal.diff import fleet_diff_view
-from fleet.render.terminal.gpubench import gpubench_view
 from fleet.render.terminal.tables import (
     COLUMN_OVERHEAD,
     Column,
@@ -25,31 +23,17 @@ from fleet.render.terminal.tables import (
     print_left_out,
 )
 from fleet.render.terminal.wrap import Hanging
+from fleet.units import parts
+from fleet.units.keyfacts import KeyFact
 
 STATUS_STYLE = {"ok": "green", "partial": "yellow", "interrupted": "magenta", "unavailable": "dim"}
 MAX_HOST_COLUMNS = 6
-SYMMETRIC_MEMORY_SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
 
-# The facts an operator looks at first: (label, paths into the probes' data). Shown joined by " / ";
-# a missing fact prints as "—". Paths are key tuples because keys such as import specs hold dots.
-KEY_FACTS: tuple[tuple[str, tuple[tuple[str | int, ...], ...]], ...] = (
-    ("OS", (("system", "os"),)),
-    ("kernel", (("system", "kernel"),)),
-    ("CPUs / memory GiB", (("system", "cpu_count"), ("system", "memory_gib"))),
-    ("python", (("system", "python", "version"),)),
-    ("torch (installed)", (("packages", "packages", "torch"),)),
-    ("GPU driver / CUDA", (("gpu", "driver_version"), ("gpu", "cuda_driver_version"))),
-    ("GPUs", (("gpu", "gpu_count"), ("gpu", "gpus", 0, "name"))),
-    ("compute capability", (("gpu", "gpus", 0, "compute_capability"),)),
-    ("interconnect", (("gpu", "interconnect"),)),
-    ("torch / CUDA", (("torch", "version"), ("torch", "cuda"))),
-    ("torch arch list", (("torch", "arch_list"),)),
-    ("GPU0 arch supported", (("torch", "devices", 0, "arch_supported"),)),
-    ("SymmetricMemory", (("imports", "results", SYMMETRIC_MEMORY_SPEC, "resolved"),)),
-    ("NCCL (torch / libraries)", (("nccl", "torch_nccl_version"), ("nccl", "libraries"))),
-    ("NCCL_* set", (("nccl", "env"),)),
-    ("allreduce busbw max GB/s", (("allreduce", "results"),)),
-)
+
+def key_facts() -> list[KeyFact]:
+    """The facts an operator looks at first: every unit's KEY_FACTS rows (fleet/units/keyfacts.py),
+    in the order of fleet.units.UNITS."""
+    return [row for _, unit in parts("facts") for row in getattr(unit, "KEY_FACTS", ())]
 
 
 def status_style(status: str) -> str:
@@ -68,6 +52,12 @@ def render_run(
     between: bool = False,
 ) -> None:
     """Titles are lines of their own (a table's title is padded to its width)."""
+    render_hosts(console, run)
+    render_detail(console, run, diff, saved_to, between)
+
+
+def render_hosts(console: Console, run: Run) -> None:
+    """How each host ended, hosts that ended alike on one row."""
     console.print(Text("hosts", style="italic"))
     table, left_out = fitted_table(STATUS_COLUMNS, status_rows(run.hosts.values()), console.width)
     console.print(table)
@@ -75,6 +65,16 @@ def render_run(
         left_out.remove(ERROR_HEADER)
         console.print(failure_notes(run.hosts.values()), crop=False)
     print_left_out(console, left_out)
+
+
+def render_detail(
+    console: Console,
+    run: Run,
+    diff: FleetDiff,
+    saved_to: str | None = None,
+    between: bool = False,
+) -> None:
+    """What the hosts reported: key facts, failed probes, the probes' own views, divergence."""
     facts = key_facts_table(run.hosts.values(), console.width)
     if facts is not None:
         console.print(Text("key facts", style="italic"))
@@ -83,12 +83,10 @@ def render_run(
     if failed_probes:
         console.print(Text("failed probes", style="italic"))
         console.print(failed_probes)
-    matrix = allreduce_matrix_table(run, diff)
-    if matrix is not None:
-        console.print(matrix)
-    bench = gpubench_view(run)
-    if bench is not None:
-        console.print(bench)
+    for _, unit in parts("terminal"):  # each probe's own section (fleet/units/PROBE/terminal.py)
+        shown = unit.view(run, diff)
+        if shown is not None:
+            console.print(shown)
     console.print(
         fleet_diff_view(diff, between), crop=False
     )  # a fact path longer than a line stays whole
@@ -174,7 +172,7 @@ def key_facts_table(outcomes: Iterable[HostOutcome], width: int = 1000) -> Table
     reporting = [o for o in outcomes if o.probes]
     if not reporting:
         return None
-    every = [(label, _fact_texts(reporting, paths)) for label, paths in KEY_FACTS]
+    every = [(label, _fact_texts(reporting, paths)) for label, paths in key_facts()]
     rows = [(label, cells) for label, cells in every if any(c != "—" for c in cells)]
     names = [o.name for o in reporting]
     per_host = len(reporting) <= MAX_HOST_COLUMNS and _fits(names, rows, width)
@@ -284,45 +282,6 @@ def probe_failures(outcomes: Iterable[HostOutcome]) -> Table | None:
             Text("\n".join(tail), style="dim"),
         )
     return table
-
-
-def allreduce_matrix_table(run: Run, diff: FleetDiff) -> Table | None:
-    """Per cohort: the winning allreduce per size band and mode, and which variants failed where."""
-    cohorts = [(c.name, [run.hosts[h] for h in c.hosts if h in run.hosts]) for c in diff.cohorts]
-    summaries = cohort_matrices(cohorts)
-    if not summaries:
-        return None
-    table = Table(title="allreduce matrix", title_justify="left", expand=False)
-    for column in ("cohort", "winner eager", "winner graph", "failed (hosts)"):
-        table.add_column(column, overflow="fold")
-    for summary in summaries:
-        hosts = f"{summary.cohort} ({summary.hosts})"
-        if summary.stopped_early:
-            hosts += f"\n{summary.stopped_early} stopped early"
-        cells = [_winner_bands(summary, mode) for mode in ("eager", "graph")]
-        table.add_row(hosts, *cells, _matrix_failures(summary))
-    return table
-
-
-def _winner_bands(summary: CohortMatrix, mode: str) -> str:
-    """Consecutive sizes with the same winner(s) fold into one band: '8 B–64 KiB Ring/LL'."""
-    by_size = summary.winners.get(mode) or {}
-    bands: list[tuple[str, str, str]] = []
-    for size in sorted(by_size, key=size_order):
-        who = ", ".join(f"{v}" if n == summary.hosts else f"{v} ×{n}" for v, n in by_size[size][:2])
-        if bands and bands[-1][2] == who:
-            bands[-1] = (bands[-1][0], size, who)
-        else:
-            bands.append((size, size, who))
-    lines = [f"{a}–{b} {who}" if a != b else f"{a} {who}" for a, b, who in bands]
-    return "\n".join(lines) or "—"
-
-
-def _matrix_failures(summary: CohortMatrix) -> str:
-    by_variant: dict[str, list[str]] = {}
-    for variant, where, hosts in summary.failures:
-        by_variant.setdefault(variant, []).append(f"{where} ({hosts})")
-    return "\n".join(f"{v}: {', '.join(w)}" for v, w in by_variant.items()) or "none"
 
 
 def summary_line(run: Run) -> Text:

@@ -68,3 +68,11 @@ def _whole(line: Text) -> Text:
     plain.overflow = "ignore"
     plain.spans = list(line.spans)
     return plain
+
+
+def say(console: Console, markup: str, indent: int) -> None:
+    """A line of markup wrapped between words, continuation lines indented by `indent`: a fix,
+    a reason or a path never runs on at column 0, and a word is never broken."""
+    text = Text.from_markup(markup)
+    lead = len(text.plain) - len(text.plain.lstrip(" "))
+    console.print(Hanging(text[:lead], text[lead:], indent), crop=False)

@@ -1,0 +1,215 @@
+"""Everything fleet says about one run, made in one place: the cross-host diff, the drift against
+an earlier run, the verdicts of rules and of a baseline file, line rates, the findings, and the
+exit bits. `fleet probe`, `fleet check`, `fleet show`, `fleet diff` and `fleet report` each make
+one Assessment and render it; every surface (terminal, JSON, Markdown, JUnit, HTML) reads the
+same one, so they cannot disagree.
+
+Inputs that can be wrong (rules files, a baseline file, the saved run to drift against) are read
+by `prepare`, before any host is contacted; `assess` then judges the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE
+from fleet.api.comparing import cross_host_diff, drift
+from fleet.api.runs import load_run, resolve_run
+from fleet.exits import EXIT_CHECK_FAILED, EXIT_DRIFT
+from fleet.findings.assessment import Assessment
+from fleet.findings.fold import fold
+from fleet.findings.model import Finding, NotJudgedLine
+from fleet.models import Run
+
+if TYPE_CHECKING:
+    from fleet.analysis.across_hosts.diff import FleetDiff
+    from fleet.analysis.across_runs.drift import Drift
+    from fleet.analysis.baselines.build import Baseline
+    from fleet.analysis.baselines.judge import BaselineJudgement
+    from fleet.checks import CheckReport, Rule
+    from fleet.units.allreduce.linerate import CohortLineRate
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What a run is judged by. `baseline_run` is a saved run to report drift against
+    (`--baseline RUN`); `baseline_file` a file of bands (`--baseline-file FILE`). `rules`: judge
+    with rules at all; `gate`: a failed error rule sets exit bit 32 (fleet check), or only says
+    so as findings (fleet probe)."""
+
+    tolerance: float = DEFAULT_TOLERANCE
+    cohort_by: str | None = None
+    probe_dirs: tuple[str, ...] = ()
+    packs: tuple[str, ...] = ()
+    rules_files: tuple[str, ...] = ()
+    rules: bool = False
+    gate: bool = False
+    strict: bool = False
+    baseline_run: str | None = None
+    baseline_file: str | None = None
+    runs_dir: Path | None = None
+    scope: str | None = None  # latest/previous: among this inventory's runs
+    limit: str | None = None  # drift: only these hosts
+    probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What `prepare` read before probing: the rules (and where from), the baseline file, the
+    earlier run. A bad one has raised by now, naming itself."""
+
+    rules: Sequence[Rule] = ()
+    sources: tuple[str, ...] = ()
+    baseline: Baseline | None = None
+    old: Run | None = None
+
+
+def prepare(judging: Judging, run_probes: Sequence[str] = ()) -> Prepared:
+    """Read the rules, the baseline file and the earlier run: each can be wrong, and is said so
+    before any host is contacted. `run_probes`: the probes of a saved run being judged (a rule
+    may read a probe of yours that it ran)."""
+    rules: Sequence[Rule] = ()
+    sources: tuple[str, ...] = ()
+    if judging.rules:
+        from fleet.api.checking import load_checks
+
+        loaded, named = load_checks(
+            judging.packs, judging.rules_files, judging.probe_dirs, run_probes
+        )
+        rules, sources = loaded, tuple(named)
+    baseline = None
+    if judging.baseline_file:
+        from fleet.api.baselines import load_baseline
+
+        baseline = load_baseline(judging.baseline_file)
+    old = None
+    if judging.baseline_run:
+        old = load_run(resolve_run(judging.baseline_run, judging.runs_dir, judging.scope))
+    return Prepared(rules, sources, baseline, old)
+
+
+def assess(
+    run: Run, judging: Judging, prepared: Prepared, where: str, probed_code: int = 0
+) -> Assessment:
+    """Judge `run` by `judging` with what `prepare` read. `probed_code`: the bits of probing
+    it now (none for a saved run)."""
+    diff = cross_host_diff(run, judging.tolerance, judging.probe_dirs, judging.cohort_by)
+    judged = _judged_baseline(run, judging, prepared)
+    checks = _checks(run, judging, prepared, judged)
+    moved = _drift(run, judging, prepared)
+    sources = prepared.sources + ((f"baseline {judging.baseline_file}",) if judged else ())
+    findings, not_judged = _findings(run, diff, checks)
+    assessment = Assessment(
+        run=run,
+        where=where,
+        diff=diff,
+        findings=findings,
+        not_judged=not_judged,
+        drift=moved,
+        checks=checks,
+        baseline=judged,
+        baseline_verdicts=_baseline_verdicts(run, judged),
+        gated=judging.gate,
+        line_rates=_line_rates(run, judging),
+        sources=sources,
+        exit_code=probed_code,
+    )
+    return assessment.with_exit_bits(_judged_bits(assessment, judging))
+
+
+def _judged_baseline(run: Run, judging: Judging, prepared: Prepared) -> BaselineJudgement | None:
+    if prepared.baseline is None:
+        return None
+    from fleet.api.baselines import judge_baseline
+
+    return judge_baseline(run, prepared.baseline, judging.probe_dirs)
+
+
+def _baseline_verdicts(run: Run, judged: BaselineJudgement | None) -> CheckReport | None:
+    if judged is None:
+        return None
+    from fleet.api.baselines import baseline_report
+
+    return baseline_report(run, judged)
+
+
+def _checks(
+    run: Run, judging: Judging, prepared: Prepared, judged: BaselineJudgement | None
+) -> CheckReport | None:
+    """The rules' verdicts, the baseline file's beside them (its rules baseline-allreduce, …)."""
+    if not judging.rules:
+        return _baseline_verdicts(run, judged)
+    from fleet.api.baselines import with_baseline
+    from fleet.api.checking import evaluate
+
+    report = evaluate(prepared.rules, run, judging.probe_args, judging.strict)
+    return with_baseline(report, judged) if judged is not None else report
+
+
+def _drift(run: Run, judging: Judging, prepared: Prepared) -> Drift | None:
+    """Against the earlier run; with a baseline file, measurements judged by its bands."""
+    if prepared.old is None:
+        return None
+    if prepared.baseline is not None:
+        from fleet.api.baselines import baseline_drift
+
+        return baseline_drift(
+            prepared.old, run, prepared.baseline, judging.tolerance, judging.probe_dirs
+        )
+    return drift(prepared.old, run, judging.tolerance, judging.probe_dirs, judging.limit)
+
+
+def _line_rates(run: Run, judging: Judging) -> tuple[CohortLineRate, ...]:
+    if not judging.rules:
+        return ()
+    from fleet.api.baselines import line_rates
+
+    return tuple(line_rates(run, judging.probe_dirs))
+
+
+def _findings(
+    run: Run, diff: FleetDiff, checks: CheckReport | None
+) -> tuple[tuple[Finding, ...], tuple[NotJudgedLine, ...]]:
+    """Every source's findings, folded and ranked (fleet/findings/)."""
+    from fleet.findings.sources import check_findings, diff_findings, host_findings
+
+    rule_findings, not_judged = check_findings(checks) if checks is not None else ([], [])
+    found = [*host_findings(run), *rule_findings, *diff_findings(diff)]
+    return tuple(fold(found)), tuple(not_judged)
+
+
+def _judged_bits(assessment: Assessment, judging: Judging) -> int:
+    """16 for drift found, or a measurement outside its baseline band; 32 for a failed check
+    when the command gates on rules (fleet check), never for findings alone (fleet probe)."""
+    bits = 0
+    if assessment.drift is not None and assessment.drift.found:
+        bits |= EXIT_DRIFT
+    checks = assessment.checks
+    if checks is not None and judging.gate and checks.fails(judging.strict):
+        bits |= EXIT_CHECK_FAILED
+    outside_band = assessment.baseline_verdicts
+    if not judging.gate and outside_band is not None and outside_band.failed:
+        bits |= EXIT_DRIFT  # fleet probe --baseline-file: a measurement outside its band
+    return bits
+
+
+def write_page(
+    assessment: Assessment, path: str | Path, source: str | None, tolerance: float | None = None
+) -> Path:
+    """The HTML report of an assessment (`fleet report`, and --html of probe and check)."""
+    from fleet.api.runs import write_report
+
+    return write_report(
+        assessment.run,
+        path,
+        diff=assessment.diff,
+        drift=assessment.drift,
+        checks=assessment.shown_verdicts,
+        exit_code=assessment.exit_code,
+        source=source,
+        tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
+        baseline=assessment.baseline,
+    )

@@ -1,0 +1,68 @@
+"""An assessment on the terminal, the answer first (issue 38): how the hosts ended, then the
+findings (what is wrong, where, what to do), then the detail. `fleet probe` and `fleet show` add
+the run's key facts and divergence, the drift against --baseline RUN and a baseline file's
+verdicts; `fleet check` the verdict, the findings, a tally and what was not judged — every rule
+and host with --details."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.markup import escape
+
+from fleet.render.grouping import check_headline
+from fleet.render.terminal.findings import render_findings
+from fleet.render.terminal.run import render_detail, render_hosts
+from fleet.render.terminal.wrap import say
+
+if TYPE_CHECKING:
+    from fleet.findings.assessment import Assessment
+
+
+def render_probed(
+    console: Console, assessment: Assessment, saved: str | None, between: bool = False
+) -> None:
+    """`fleet probe` (and `fleet show`): hosts, findings, the run's detail, then the drift
+    against --baseline RUN and a --baseline-file's verdicts."""
+    render_hosts(console, assessment.run)
+    render_findings(console, assessment.findings)  # rules not judged: only fleet check says
+    render_detail(console, assessment.run, assessment.diff, saved, between=between)
+    if assessment.drift is not None:
+        from fleet.render.terminal.diff import drift_view  # only with --baseline: start-up
+
+        console.print(drift_view(assessment.drift))
+    if assessment.baseline_verdicts is not None:
+        from fleet.render.terminal.checks import render_report  # the rules engine: on demand
+
+        console.print()
+        named = [s for s in assessment.sources if s.startswith("baseline ")]
+        title = f"{' · '.join(named)} · {len(assessment.run.hosts)} host(s)"
+        render_report(console, assessment.baseline_verdicts, title)
+
+
+def render_checked(console: Console, assessment: Assessment, details: bool = False) -> None:
+    """`fleet check`: the verdict and what was judged, the findings, the tally of verdicts; with
+    `details`, every rule's verdict and why (the view before findings led)."""
+    from fleet.render.terminal.baseline import render_line_rates
+    from fleet.render.terminal.checks import render_report, tally_line
+
+    report = assessment.checks
+    if report is None:
+        return
+    run = assessment.run
+    outcome, headline = check_headline(report)
+    say(console, f"{VERDICT_MARK[outcome]} {escape(headline)}[/]", 2)
+    judged = f"{', '.join(assessment.sources)} · {len(run.hosts)} host(s) · run {assessment.where}"
+    say(console, f"  [dim]{escape(judged)}[/]", 4)
+    render_findings(console, assessment.findings, assessment.not_judged)
+    say(console, tally_line(report), 2)
+    render_line_rates(console, list(assessment.line_rates))
+    if details:
+        console.print()
+        render_report(console, report, f"fleet check · {judged}")
+    else:
+        console.print("[dim]every rule and host: --details (or --format json)[/]")
+
+
+VERDICT_MARK = {"failed": "[bold red]✗", "incomplete": "[bold yellow]?", "passed": "[bold green]✓"}

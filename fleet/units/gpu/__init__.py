@@ -1,0 +1,1 @@
+"""The gpu probe's unit: its key facts (driver, CUDA, GPUs, compute capability, interconnect)."""

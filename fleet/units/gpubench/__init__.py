@@ -1,0 +1,1 @@
+"""The gpubench probe's unit: scores and datasheets, `_gpubench`, its terminal view."""

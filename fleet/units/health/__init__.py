@@ -1,0 +1,1 @@
+"""The health probe's unit: the HTML page's GPU health section."""

@@ -1,0 +1,1 @@
+"""The imports probe's unit: its key fact (whether SymmetricMemory imports)."""

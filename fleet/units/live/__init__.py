@@ -1,0 +1,1 @@
+"""The live probe's unit: its ranks joined across hosts into jobs."""

@@ -1,0 +1,1 @@
+"""The nccl probe's unit: its key facts (NCCL versions, NCCL_* set)."""

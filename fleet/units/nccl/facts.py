@@ -1,0 +1,10 @@
+"""The nccl probe's facts as the reports show them."""
+
+from __future__ import annotations
+
+from fleet.units.keyfacts import KeyFact
+
+KEY_FACTS: tuple[KeyFact, ...] = (
+    ("NCCL (torch / libraries)", (("nccl", "torch_nccl_version"), ("nccl", "libraries"))),
+    ("NCCL_* set", (("nccl", "env"),)),
+)

@@ -1,0 +1,1 @@
+"""The packages probe's unit: its key fact (the torch installed)."""

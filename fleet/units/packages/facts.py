@@ -1,0 +1,7 @@
+"""The packages probe's facts as the reports show them."""
+
+from __future__ import annotations
+
+from fleet.units.keyfacts import KeyFact
+
+KEY_FACTS: tuple[KeyFact, ...] = (("torch (installed)", (("packages", "packages", "torch"),)),)

@@ -1,0 +1,1 @@
+"""The torch probe's unit: its key facts (torch, CUDA, arch list, GPU0 arch supported)."""

@@ -1,0 +1,63 @@
+"""Whether this host can run the allreduce probe at all: torch importable, torch.distributed with
+the backend, and for NCCL at least two CUDA GPUs. Imports torch; runs no CUDA work.
+
+Not a probe (the leading underscore): shipped with the allreduce probe (its `SHIPS`), stdlib
+only, Python 3.8, importable by name on the host.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+from _allreduce_config import Config
+
+
+def describe_error(exc: BaseException) -> str:
+    return ("%s: %s" % (type(exc).__name__, exc))[:500]
+
+
+def readiness(config: Config) -> Tuple[Optional[str], Dict[str, Any]]:
+    """(why the benchmark cannot run or None, facts learnt); imports torch, runs no CUDA work."""
+    try:
+        import torch
+    except (Exception, SystemExit) as exc:
+        return "torch not importable: " + describe_error(exc), {}
+    facts: Dict[str, Any] = {"torch_version": str(getattr(torch, "__version__", None))}
+    if config.backend == "nccl":
+        reason = _gpu_problem(torch, config, facts)
+        if reason:
+            return reason, facts
+    return _distributed_problem(torch, config.backend), facts
+
+
+def _distributed_problem(torch: Any, backend: str) -> Optional[str]:
+    try:
+        import torch.distributed as dist
+    except (Exception, SystemExit) as exc:
+        return "torch.distributed not importable: " + describe_error(exc)
+    if not callable(getattr(dist, "init_process_group", None)):
+        return "torch.distributed has no init_process_group (torch %s is incomplete or a stub)" % (
+            getattr(torch, "__version__", "?"),
+        )
+    check = getattr(dist, "is_%s_available" % backend, None)
+    try:
+        available = bool(dist.is_available() and check is not None and check())
+    except Exception as exc:
+        return "torch.distributed %s check failed: %s" % (backend, describe_error(exc))
+    return None if available else "torch.distributed backend %s is not available" % backend
+
+
+def _gpu_problem(torch: Any, config: Config, facts: Dict[str, Any]) -> Optional[str]:
+    try:
+        available = bool(torch.cuda.is_available())
+        count = int(torch.cuda.device_count()) if available else 0
+    except Exception as exc:
+        return "CUDA query failed: " + describe_error(exc)
+    facts["device_count"] = count
+    if not available:
+        return "CUDA not available (torch %s); backend gloo runs on CPU" % facts["torch_version"]
+    if count < 2:
+        return "only %d GPU: an allreduce needs 2 or more" % count
+    if config.world_size is not None and config.world_size > count:
+        return "world_size %d is more than the %d GPUs" % (config.world_size, count)
+    return None

@@ -1,0 +1,93 @@
+"""A probe of your own with a unit (issue 37): the toy `uptime` probe (tests/toy/probes/uptime.py,
+passed with --probe-dir) and its unit (tests/toy/uptime_unit/: a key fact, a rule helper, a
+terminal and an HTML section), registered with fleet.units.register: shown in the terminal and
+on the HTML page, and judged by `fleet check` with its rules file (tests/toy/uptime.yaml)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fleet import units
+from tests.cli.inprocess import invoke
+from tests.conftest import ROOT
+
+TOY = ROOT / "tests" / "toy"
+
+
+@pytest.fixture
+def uptime_unit() -> Iterator[None]:
+    units.register("uptime", "tests.toy.uptime_unit")
+    yield
+    units.unregister("uptime")
+
+
+@pytest.fixture
+def probed(tmp_path: Path, uptime_unit: None) -> tuple[str, Path]:
+    """`fleet probe` of this machine with the uptime probe: its terminal output, its run file."""
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text(f"hosts:\n  here: {{transport: local, python: {sys.executable}}}\n")
+    run = tmp_path / "run.json"
+    done = invoke(
+        tmp_path, "probe", "-i", str(inventory), "--probe-dir", str(TOY / "probes"),
+        "-p", "system,uptime", "--json", str(run),
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    return done.output, run
+
+
+def test_the_unit_is_in_the_registry(uptime_unit: None) -> None:
+    assert units.part("uptime", "facts") is not None
+    assert units.part("uptime", "html") is not None
+    assert "uptime" in [name for name, _ in units.parts("terminal")]
+    assert units.part("health", "terminal") is None  # a part a unit does not have
+
+
+def test_the_key_fact_and_the_terminal_section_are_shown(probed: tuple[str, Path]) -> None:
+    output, run = probed
+    uptime = json.loads(run.read_text())["hosts"]["here"]["probes"]["uptime"]["data"]["uptime_s"]
+    assert "uptime s" in output  # the unit's key fact row …
+    assert str(uptime) in output  # … with the host's value
+    assert "uptime: 1 host(s), longest up here" in output  # the unit's terminal section
+
+
+def test_the_html_section_is_on_the_page(tmp_path: Path, probed: tuple[str, Path]) -> None:
+    _, run = probed
+    page = tmp_path / "page.html"
+    done = invoke(tmp_path, "report", str(run), "-o", str(page))
+    assert done.exit_code == 0, done.output
+    html = page.read_text()
+    assert '<a href="#uptime">uptime</a>' in html  # in the page's navigation
+    assert '<section id="uptime"><h2>uptime</h2>' in html
+    assert "how long each host has been up" in html
+
+
+def test_check_judges_its_rules(tmp_path: Path, probed: tuple[str, Path]) -> None:
+    _, run = probed
+    done = invoke(
+        tmp_path, "check", "--run", str(run), "--rules", str(TOY / "uptime.yaml"),
+        "--format", "json",
+    )  # fmt: skip
+    assert done.exit_code == 32, done.output  # an error rule failed
+    rules = {r["id"]: r["hosts"]["here"] for r in json.loads(done.output)["rules"]}
+    assert rules["uptime-known"]["verdict"] == "pass"
+    assert rules["uptime-a-century"]["verdict"] == "fail"
+    assert rules["uptime-a-century"]["fix"] == "wait"
+
+
+def test_without_its_unit_the_probe_still_runs_but_shows_nothing_of_its_own(
+    tmp_path: Path,
+) -> None:
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text(f"hosts:\n  here: {{transport: local, python: {sys.executable}}}\n")
+    done = invoke(
+        tmp_path, "probe", "-i", str(inventory), "--probe-dir", str(TOY / "probes"),
+        "-p", "system,uptime",
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert "uptime s" not in done.output
+    assert "longest up" not in done.output

@@ -1,0 +1,73 @@
+"""The probes' units (fleet/units/, docs/layers.md): each part has what the layer that reads it
+asks for, and the one table gives them out lazily, in its order."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet import units
+from fleet.analysis.facts import builtin_facts, higher_is_better, measurements
+
+ASKED_FOR = {
+    "checks": ("HELPERS", "add_helpers"),
+    "terminal": ("view",),
+    "html": ("ANCHOR", "NAV", "TITLE", "INTRO", "shown", "body"),
+}
+
+
+@pytest.mark.parametrize("role", sorted(ASKED_FOR))
+def test_each_part_has_what_its_layer_reads(role: str) -> None:
+    missing = [
+        f"{probe}.{role} lacks {name}"
+        for probe, part in units.parts(role)
+        for name in ASKED_FOR[role]
+        if not hasattr(part, name)
+    ]
+    assert missing == []
+
+
+def test_key_facts_are_label_and_paths_starting_at_their_own_probe() -> None:
+    for probe, facts in units.parts("facts"):
+        for label, paths in getattr(facts, "KEY_FACTS", ()):
+            assert label
+            assert paths
+            assert all(path[0] == probe for path in paths), (probe, label)
+
+
+def test_helpers_are_underscored_and_named_once() -> None:
+    names = [h for _, part in units.parts("checks") for h in part.HELPERS]
+    assert all(name.startswith("_") for name in names)
+    assert len(names) == len(set(names))
+
+
+def test_parts_come_in_the_table_order_and_only_where_they_exist() -> None:
+    assert [probe for probe, _ in units.parts("html")] == ["allreduce", "health", "net"]
+    assert [probe for probe, _ in units.parts("terminal")] == ["allreduce", "gpubench"]
+    assert units.part("dir", "facts") is None  # a probe without a unit
+    assert units.part("health", "checks") is None  # a unit without that part
+    with pytest.raises(ValueError, match="unknown unit part"):
+        units.part("gpu", "render")
+
+
+def test_one_higher_is_better_rule_for_every_measurement() -> None:
+    assert higher_is_better("allreduce eager 256 MiB busbw_gbps")
+    assert higher_is_better("gpubench slowest GPU bf16_tflops")
+    assert higher_is_better("fabric nccl 256 MiB busbw_gbps")
+    assert not higher_is_better("allreduce graph 8 B latency_us")
+
+
+def test_results_beside_probes_and_their_measurements_come_from_units() -> None:
+    assert builtin_facts()["fabric"].measure == ("busbw_gbps", "latency_us")
+    data = {"backend": "nccl", "large_bytes": 1 << 28, "busbw_gbps": 40.0, "latency_us": 20.0}
+    assert measurements("fabric", data) == {
+        "fabric nccl 256 MiB busbw_gbps": 40.0,
+        "fabric nccl latency_us": 20.0,
+    }
+    assert measurements("system", {"cpu_count": 8}) == {}
+
+
+def test_a_probe_keeps_its_one_unit() -> None:
+    with pytest.raises(ValueError, match="already has a unit"):
+        units.register("gpu", "somewhere.else")
+    units.register("gpu", "fleet.units.gpu")  # the same again: nothing changes
+    assert units.UNITS["gpu"] == "fleet.units.gpu"
