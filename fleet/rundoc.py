@@ -5,7 +5,9 @@ is decoded host by host from a buffer of about a megabyte, and each probe payloa
 its content as soon as its host is read: hosts that reported equal payloads hold one object, as
 a saved run's do (fleet/store.py stores each distinct payload once), so both forms cost the same
 in every command, and neither the document's text nor a second copy of its payloads is ever held
-whole. A payload's content is its canonical text (sorted keys, compact), the saved form's too.
+whole. Payloads are told apart by their text as written (its SHA256): fleet writes a payload's
+keys in the order its host sent them, sorted, so equal payloads are equal text in a document
+fleet wrote (a payload written otherwise is still read right, only not shared).
 
 Writing: the compact document (`--json FILE`, a saved run) and the indented one (`--json -`) are
 made a host at a time, the same text as one json.dumps of the whole document, never held whole.
@@ -89,7 +91,8 @@ class _Text:
         try:
             DECODER.raw_decode(self.buffer, self.at)
         except json.JSONDecodeError as wrong:
-            raise ValueError(f"{wrong.msg} at character {self.dropped + wrong.pos}") from exc
+            what = wrong.msg.removesuffix(" at")  # "Invalid control character at"
+            raise ValueError(f"{what} at character {self.dropped + wrong.pos}") from exc
         raise ValueError(f"not a run document at character {self.where()}") from exc
 
     def where(self) -> int:
@@ -148,7 +151,7 @@ class Payloads:
     member down to its probes' results, each result's "data" decoded from its span of the text,
     and a span seen before (its SHA256) gives the object decoded the first time. fleet writes a
     payload's keys in the order the host sent them, sorted (probes/_host_runner.py), so equal
-    payloads are equal text; the saved form keys them by that content too."""
+    payloads are equal text (the saved form keys them by their text with keys sorted)."""
 
     def __init__(self) -> None:
         self.seen: dict[bytes, Any] = {}
@@ -200,7 +203,7 @@ class Payloads:
                 return found, at
 
 
-KEY = re.compile(r'"([^"\\]*)"[ \t\n\r]*:[ \t\n\r]*')
+KEY = re.compile(r'"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')  # as json reads it: no controls
 NEXT = re.compile(r"[ \t\n\r]*([,}])[ \t\n\r]*")
 
 
