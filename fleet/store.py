@@ -166,7 +166,7 @@ SHOWN_CANDIDATES = 10  # an ambiguous prefix: the newest runs it matches, named
 def _resolve_alias(alias: str, runs_dir: Path, inventory: str | None) -> Path:
     runs = list_runs(runs_dir)
     if inventory:
-        runs = [p for p in runs if inventory_matches(run_inventory(p), inventory)]
+        runs = _runs_of_inventory(runs, inventory, runs_dir)
     back = ALIASES[alias]
     if len(runs) < back:
         scope = f" of inventory {inventory}" if inventory else ""
@@ -175,6 +175,43 @@ def _resolve_alias(alias: str, runs_dir: Path, inventory: str | None) -> Path:
             hint="run `fleet probe` first, or pass --runs-dir (`fleet runs` lists them)",
         )
     return runs[-back]
+
+
+def _runs_of_inventory(runs: list[Path], wanted: str, runs_dir: Path) -> list[Path]:
+    """The runs of inventory `wanted`. Those recorded with `wanted` itself (the same string, or
+    the same file) come first; a file name or stem that two different inventories share is
+    refused, naming both, rather than one of them picked."""
+    recorded = {path: run_inventory(path) for path in runs}
+    matching = [p for p in runs if inventory_matches(recorded[p], wanted)]
+    exact = [p for p in matching if _same_inventory(recorded[p], wanted)]
+    if exact:
+        return exact
+    named = {_inventory_key(recorded[p]): recorded[p] for p in matching}
+    if len(named) > 1:
+        raise StoreError(
+            f"{wanted!r} names {len(named)} different inventories in {runs_dir}",
+            context=", ".join(sorted(str(name) for name in named.values())),
+            hint="give the inventory's path, e.g. latest:PATH (or -i PATH)",
+        )
+    return matching
+
+
+def _inventory_key(stored: str | None) -> str:
+    if stored is None or stored == BUILT_IN_LOCAL:
+        return str(stored)
+    return str(Path(stored).expanduser().resolve())
+
+
+def _same_inventory(stored: str | None, wanted: str) -> bool:
+    """`wanted` is the recorded inventory itself: the same string, or a file that is it."""
+    if stored == wanted:
+        return True
+    path = Path(wanted).expanduser()
+    return (
+        stored not in (None, BUILT_IN_LOCAL)
+        and path.is_file()
+        and _inventory_key(stored) == str(path.resolve())
+    )
 
 
 BUILT_IN_LOCAL = "<built-in local inventory>"

@@ -49,7 +49,7 @@ def _counter_name(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_")
 
 
-def _is_error_counter(name: str) -> bool:
+def is_error_counter(name: str) -> bool:
     """Counters that mean a fault when non-zero: errors of any kind and failed recoveries (not
     packet or byte counts, successful recoveries, or error rates)."""
     if name.endswith("_ber") or "successful" in name:
@@ -93,7 +93,7 @@ def _error_totals(counters: Dict[str, Any]) -> Tuple[Dict[str, int], List[str]]:
     with_errors: List[str] = []
     for link in sorted(counters["links"], key=int):
         for name, value in sorted(counters["links"][link].items()):
-            if isinstance(value, int) and _is_error_counter(name):
+            if isinstance(value, int) and is_error_counter(name):
                 totals[name] = totals.get(name, 0) + value
                 if value:
                     with_errors.append("link %s %s=%d" % (link, name, value))

@@ -9,8 +9,10 @@ import shutil
 import subprocess
 import time
 import xml.etree.ElementTree as ET
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+import _fabric_manager
+import _health_sample
 import _host_io
 import _kernel_log
 import _pcie
@@ -24,8 +26,13 @@ TIMEOUT_S = 30
 # from its twins there is the news. Readings that move with load are volatile: temperatures, power
 # draw, the current SM clock and PCIe generation (both drop at idle), which clock-event reasons
 # are active right now (idle comes and goes), the throttle counters, and the log lines' times.
+# The sample (--sample SECONDS: counters read twice) is volatile: its changes and rates are
+# readings of that moment, judged by the rules, never compared between hosts. Bus ids are per
+# slot (identity); which GPUs are missing from nvidia-smi, the fabric manager's state, are facts.
 FACTS = {
     "identity": [
+        "pci_bus.gpus",
+        "fabric_manager.nvswitch_bus_ids",
         "gpus[*].uuid",
         "gpus[*].pci_bus_id",
         "gpus[*].gpu",
@@ -57,10 +64,14 @@ FACTS = {
         "kernel_log.sxids[*].uptime_s",
         "kernel_log.sxids[*].text",
         "kernel_log.tried",
+        "sample",
+        "sample.*",
+        "fabric_manager.service_why",
         "command_errors",
         "timings_s",
         "timings_s.*",
     ],
+    "hardware": ["pci_bus.gpu_count", "interconnect", "fabric_manager.nvswitches"],
 }
 
 # The helpers this probe imports, shipped beside it (the runner serves them by module name).
@@ -71,18 +82,23 @@ SHIPS = (
     "_kernel_log.py",
     "_pcie.py",
     "_host_io.py",
+    "_health_sample.py",
+    "_fabric_manager.py",
 )
 
 COMMAND_TIMEOUT_S = 10.0
 XML_ARGS = ("-q", "-x")
 NVLINK_STATUS_ARGS = ("nvlink", "-s")
 NVLINK_ERRORS_ARGS = ("nvlink", "-e")
+ROOT = "/"
 PROC_VERSION = "/proc/driver/nvidia/version"
 PROC_CMDLINE = "/proc/cmdline"
 SYS_MODULES = "/sys/module"
 MODULE_VERSION = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)")
 NVML_LIB_VERSION = re.compile(r"NVML library version:\s*(\d+(?:\.\d+)+)")
 EXCERPT = 200
+SMI_SOURCE = "nvidia-smi -q -x"  # the sources of the sample's reads (_health_sample.SOURCES)
+NVLINK_SOURCE = "nvidia-smi nvlink -e"
 Outcomes = Dict[Tuple[str, ...], Tuple[Optional[int], str, str]]  # as _host_io.finish says
 
 
@@ -154,12 +170,18 @@ def build_data(
         gpu["nvlink"] = nvlink_for_gpu(gpu, status, counters)
     module = parse_module_version(module_text)
     source, log_text, tried = kernel_log
+    scan = host.get("pci_scan")
     return {
         "nvidia_smi_error": smi_error,
         "driver_version": smi["driver_version"],
         "cuda_version": smi["cuda_version"],
         "gpu_count": len(gpus),
         "gpus_on_pci_bus": host.get("pci_gpus"),
+        "pci_bus": pci_bus(scan, gpus),
+        "interconnect": interconnect(gpus, status),
+        "fabric_manager": host.get("fabric_manager")
+        or _fabric_manager.fabric_manager(scan["nvswitches"] if scan else None, None, None),
+        "sample": None,
         "gpus": gpus,
         "kernel_module": module,
         "driver": driver_versions(smi["driver_version"], module, smi_error),
@@ -173,6 +195,28 @@ def build_data(
         },
         "command_errors": errors,
     }
+
+
+def pci_bus(scan: Optional[Mapping[str, List[str]]], gpus: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The NVIDIA GPUs on the PCI bus against those nvidia-smi lists, by bus id: a GPU that fell
+    off the bus, or that the driver failed to bring up, is on the bus and not in nvidia-smi's
+    list. None where the bus could not be read."""
+    if scan is None:
+        return {"gpus": None, "gpu_count": None, "missing_from_nvidia_smi": None}
+    listed = set(_pcie.bus_key(gpu.get("pci_bus_id")) for gpu in gpus)
+    return {
+        "gpus": list(scan["gpus"]),
+        "gpu_count": len(scan["gpus"]),
+        "missing_from_nvidia_smi": [b for b in scan["gpus"] if _pcie.bus_key(b) not in listed],
+    }
+
+
+def interconnect(gpus: List[Dict[str, Any]], status: Any) -> Optional[str]:
+    """nvlink where a GPU has NVLinks, pcie where none has (`nvlink -s` lists no link: the NVLink
+    rules do not apply), None where `nvlink -s` was not read or there is no GPU."""
+    if status is None or not gpus:
+        return None
+    return "nvlink" if any(gpu.get("nvlink") for gpu in gpus) else "pcie"
 
 
 def _smi_facts(
@@ -236,6 +280,7 @@ def _host_facts(deadline: float) -> Dict[str, Any]:
     unique = sorted(set(b for bridges in gpu_bridges.values() for b in bridges))
     facts.update(
         pci_gpus=len(pci),
+        pci_scan=_health_sample.scan_pci(ROOT),
         gpu_bridges=gpu_bridges,
         acs=_pcie.acs_readings(unique, deadline) if unique else {},
         cmdline=_host_io.read(PROC_CMDLINE),
@@ -259,6 +304,13 @@ class _Gathered(object):
                 for args in (XML_ARGS, NVLINK_STATUS_ARGS, NVLINK_ERRORS_ARGS)
             }
         self.host = _host_facts(deadline)
+        # The sample's first read: sysfs counters now, beside the commands just started.
+        scan = self.host["pci_scan"]
+        self.read_at = time.monotonic()
+        self.counters = _health_sample.read_sysfs(ROOT, scan["aer_devices"] if scan else None)
+        self.host["fabric_manager"] = _fabric_manager.read_fabric_manager(
+            ROOT, scan["nvswitches"] if scan else None
+        )
         self.module_text: Optional[str] = _host_io.read(PROC_VERSION)
         self.timings: Dict[str, float] = {}
         self.results: Outcomes = {}
@@ -269,6 +321,17 @@ class _Gathered(object):
         self.timings["kernel log"] = round(time.monotonic() - started, 3)
         self.errors: Dict[str, str] = {}
 
+    def first_read(
+        self, gpus: List[Dict[str, Any]], nvlink_args: Tuple[str, ...]
+    ) -> _health_sample.Reads:
+        """The sample's first read: the sysfs counters and those of the commands' outputs."""
+        reads = dict(self.counters)
+        reads[SMI_SOURCE] = _health_sample.smi_counters(gpus)
+        rc, out, _err = self.results.get(nvlink_args, (None, "", ""))
+        parsed = parse_nvlink_errors(out) if rc == 0 else None
+        reads[NVLINK_SOURCE] = _health_sample.nvlink_counters(gpus, parsed)
+        return reads
+
     def output(self, args: Tuple[str, ...]) -> Optional[str]:
         """A command's stdout, or None (and why in `errors`) when it failed."""
         rc, out, err = self.results[args]
@@ -276,6 +339,52 @@ class _Gathered(object):
             return out
         self.errors["nvidia-smi " + " ".join(args)] = _host_io.why(rc, out, err)
         return None
+
+
+class _ReadAgain(object):
+    """The sample's second read: the same commands and files as the first, started at once."""
+
+    def __init__(
+        self, smi: str, scan: Optional[Dict[str, Any]], gpus: List[Dict[str, Any]], timeout_s: float
+    ) -> None:
+        self.smi = smi
+        self.aer_devices = scan["aer_devices"] if scan else None
+        self.gpus = gpus
+        self.timeout_s = timeout_s
+
+    def __call__(self) -> Tuple[_health_sample.Reads, float]:
+        procs = {args: _host_io.start([self.smi, *args]) for args in (XML_ARGS, NVLINK_ERRORS_ARGS)}
+        read_at = time.monotonic()
+        reads = _health_sample.read_sysfs(ROOT, self.aer_devices)
+        rc, out, _err = _host_io.finish(procs[XML_ARGS], read_at + self.timeout_s)
+        reads[SMI_SOURCE] = _smi_counters_of(out) if rc == 0 else None
+        rc, out, _err = _host_io.finish(procs[NVLINK_ERRORS_ARGS], read_at + self.timeout_s)
+        parsed = parse_nvlink_errors(out) if rc == 0 else None
+        reads[NVLINK_SOURCE] = _health_sample.nvlink_counters(self.gpus, parsed)
+        return reads, read_at
+
+
+def _smi_counters_of(xml_text: str) -> Optional[_health_sample.Snapshot]:
+    try:
+        return _health_sample.smi_counters(parse_smi_xml(xml_text)["gpus"])
+    except ET.ParseError:
+        return None
+
+
+def sample(
+    first: _health_sample.Reads,
+    read_again: Callable[[], Tuple[_health_sample.Reads, float]],
+    seconds: float,
+    first_at: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Dict[str, Any]:
+    """The counters read `seconds` after the first read (at `first_at`), compared. The tests give
+    their own `read_again`, `sleep` and `clock`: two reads from fixtures, no waiting."""
+    sleep(max(0.0, first_at + seconds - clock()))
+    second, second_at = read_again()
+    compared: Dict[str, Any] = _health_sample.compare(first, second, second_at - first_at)
+    return compared
 
 
 def _query_fallback(smi: str, xml_text: Optional[str], timeout_s: float) -> Optional[str]:
@@ -326,6 +435,11 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
     )
     data["nvidia_smi"] = smi
     data["command_errors"].update(got.errors)
+    if options.get("sample_s"):
+        first = got.first_read(data["gpus"], NVLINK_ERRORS_ARGS)
+        again = _ReadAgain(smi, got.host["pci_scan"], data["gpus"], timeout_s)
+        data["sample"] = sample(first, again, float(options["sample_s"]), got.read_at)
+        got.timings["sample"] = round(time.monotonic() - started, 3)
     got.timings["total"] = round(time.monotonic() - started, 3)
     data["timings_s"] = got.timings
     return _verdict(data, smi_error, got.host.get("pci_gpus"))

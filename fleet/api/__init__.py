@@ -19,6 +19,7 @@ Nothing here prints or exits; the `fleet` command (fleet.cli) is these functions
     baselines.py    make_baseline, write/load_baseline, judge_baseline, with_baseline, line_rates,
                     baseline_drift (drift judged against a baseline's bands)
     fabric_runs.py  fabric, fabric_async, parse_pairs, parse_sizes
+    jobs.py         jobs (every NCCL job across a run's hosts, `fleet jobs`), JobsView
 
 Every name here loads its module on first use (PEP 562): `import fleet` and the CLI's start-up
 pay only for what the command at hand needs (`fleet probe` needs no rules engine, analysis or
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
         select_hosts,
         slurm_argv,
     )
+    from fleet.api.jobs import JobsView, jobs
     from fleet.api.probing import (
         DEFAULT_CONCURRENCY,
         DEFAULT_TIMEOUT_S,
@@ -128,6 +130,8 @@ else:
         "open_inventory": ("fleet.api.hosts", "open_inventory"),
         "select_hosts": ("fleet.api.hosts", "select_hosts"),
         "slurm_argv": ("fleet.api.hosts", "slurm_argv"),
+        "JobsView": ("fleet.api.jobs", "JobsView"),
+        "jobs": ("fleet.api.jobs", "jobs"),
         "DEFAULT_CONCURRENCY": ("fleet.api.probing", "DEFAULT_CONCURRENCY"),
         "DEFAULT_TIMEOUT_S": ("fleet.api.probing", "DEFAULT_TIMEOUT_S"),
         "MATRIX_TIMEOUT_S": ("fleet.api.probing", "MATRIX_TIMEOUT_S"),
@@ -229,6 +233,7 @@ __all__ = [
     "FleetDiff",
     "GroupResult",
     "Inventory",
+    "JobsView",
     "Judging",
     "KeptRun",
     "Prepared",
@@ -255,6 +260,7 @@ __all__ = [
     "fabric_async",
     "hosts_document",
     "inventory_probe_args",
+    "jobs",
     "judge_baseline",
     "keep_run",
     "line_rates",

@@ -21,7 +21,7 @@ from fleet.api.runs import load_run, resolve_run
 from fleet.exits import EXIT_CHECK_FAILED, EXIT_DRIFT
 from fleet.findings.assessment import Assessment
 from fleet.findings.fold import fold
-from fleet.findings.model import Finding, NotJudgedLine
+from fleet.findings.model import SEVERITIES, Finding, NotJudgedLine
 from fleet.models import Run
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ class Judging:
     runs_dir: Path | None = None
     scope: str | None = None  # latest/previous: among this inventory's runs
     limit: str | None = None  # drift: only these hosts
+    fail_on: str | None = None  # --fail-on: a finding at least this severe sets exit bit 32
     probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
@@ -174,10 +175,10 @@ def _findings(
     run: Run, diff: FleetDiff, checks: CheckReport | None
 ) -> tuple[tuple[Finding, ...], tuple[NotJudgedLine, ...]]:
     """Every source's findings, folded and ranked (fleet/findings/)."""
-    from fleet.findings.sources import check_findings, diff_findings, host_findings
+    from fleet.findings.sources import check_findings, diff_findings, host_findings, jobs_findings
 
     rule_findings, not_judged = check_findings(checks) if checks is not None else ([], [])
-    found = [*host_findings(run), *rule_findings, *diff_findings(diff)]
+    found = [*host_findings(run), *jobs_findings(run), *rule_findings, *diff_findings(diff)]
     return tuple(fold(found)), tuple(not_judged)
 
 
@@ -190,10 +191,17 @@ def _judged_bits(assessment: Assessment, judging: Judging) -> int:
     checks = assessment.checks
     if checks is not None and judging.gate and checks.fails(judging.strict):
         bits |= EXIT_CHECK_FAILED
+    if judging.fail_on is not None and _any_at_least(assessment.findings, judging.fail_on):
+        bits |= EXIT_CHECK_FAILED
     outside_band = assessment.baseline_verdicts
     if not judging.gate and outside_band is not None and outside_band.failed:
         bits |= EXIT_DRIFT  # fleet probe --baseline-file: a measurement outside its band
     return bits
+
+
+def _any_at_least(findings: Sequence[Finding], severity: str) -> bool:
+    worst = SEVERITIES.index(severity)
+    return any(SEVERITIES.index(finding.severity) <= worst for finding in findings)
 
 
 def write_page(
@@ -212,4 +220,5 @@ def write_page(
         source=source,
         tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
         baseline=assessment.baseline,
+        findings=assessment.findings,
     )

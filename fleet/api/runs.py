@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from fleet.analysis.across_runs.drift import Drift
     from fleet.analysis.baselines.judge import BaselineJudgement
     from fleet.checks import CheckReport
+    from fleet.findings.model import Finding
 
 __all__ = [
     "BUILT_IN_LOCAL",
@@ -146,6 +147,7 @@ def write_report(
     tolerance: float = DEFAULT_TOLERANCE,
     probe_dirs: Sequence[str | Path] = (),
     baseline: BaselineJudgement | None = None,
+    findings: Sequence[Finding] = (),
 ) -> Path:
     """Write the one-page HTML report of `run` (its cross-host diff, computed here with
     `tolerance` and `probe_dirs` when not given; the drift, verdicts, exit code and source
@@ -166,5 +168,6 @@ def write_report(
         exit_code=exit_code,
         source=source,
         baseline=baseline,
+        findings=findings,
     )
     return write_html(page, Path(path))

@@ -17,7 +17,7 @@ from typing import Any
 
 from fleet.checks.language import Expression
 
-CHECK_SCHEMA = "fleet.check/2"
+CHECK_SCHEMA = "fleet.check/3"
 SEVERITIES = ("error", "warn")
 # Worst first: a rule's overall verdict is the worst of its hosts'.
 VERDICTS = ("fail", "unknown", "skipped", "pass", "n/a")

@@ -20,10 +20,17 @@ import click
 
 from fleet import api
 from fleet.cli.completion import complete_runs
-from fleet.cli.options import baseline_file_option, format_option, pack_option, rules_option
+from fleet.cli.options import (
+    baseline_file_option,
+    fail_on_option,
+    format_option,
+    pack_option,
+    rules_option,
+)
 from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, write_html
 from fleet.errors import UsageError
 from fleet.exits import EXIT_NOT_KEPT
+from fleet.render.documents import findings_list
 from fleet.render.jsontext import dumps_indented
 from fleet.render.junit import write_junit
 from fleet.render.terminal.assessment import render_checked
@@ -58,7 +65,7 @@ def _packs_epilog() -> str:
     "--junit", "junit_path", help="Write JUnit XML here: one test case per rule and host."
 )
 @format_option(
-    ("terminal", "json"), "terminal verdicts, or a fleet.check/2 JSON document on stdout."
+    ("terminal", "json"), "terminal verdicts, or a fleet.check/3 JSON document on stdout."
 )
 @click.option(
     "--strict",
@@ -76,6 +83,7 @@ def _packs_epilog() -> str:
     is_flag=True,
     help="After the findings, every rule's verdict on every host and why (terminal only).",
 )
+@fail_on_option
 @probe_options
 def check_command(
     request: ProbeRequest,
@@ -87,6 +95,7 @@ def check_command(
     strict: bool,
     baseline_file: str | None,
     details: bool,
+    fail_on: str | None,
 ) -> None:
     """Pre-flight: probe the hosts (or read --run) and judge them against rules. Exit bit 32 on failure."""
     if output_format == "json" and request.json_path == "-":
@@ -98,6 +107,7 @@ def check_command(
         rules=True,
         gate=True,
         strict=strict,
+        fail_on=fail_on,
         baseline_file=baseline_file,
         probe_args=api.inventory_probe_args(
             request.inventory_path, request.choice.inventory_format
@@ -137,7 +147,7 @@ def judge_saved_run(request: ProbeRequest, run_ref: str, judging: api.Judging) -
 
 
 def check_document(assessment: api.Assessment) -> dict[str, Any]:
-    """The fleet.check/2 document: the report plus which run and rules it judged."""
+    """The fleet.check/3 document: the report plus which run and rules it judged."""
     assert assessment.checks is not None  # fleet check always judges rules
     run = assessment.run
     document = assessment.checks.to_dict()
@@ -150,6 +160,7 @@ def check_document(assessment: api.Assessment) -> dict[str, Any]:
     if assessment.baseline is not None:
         result["baseline"] = assessment.baseline.to_dict()
     result["line_rate"] = [rate.to_dict() for rate in assessment.line_rates]
+    result["findings"] = findings_list(assessment.findings)
     return result
 
 
@@ -157,7 +168,9 @@ def _write_junit(assessment: api.Assessment, junit_path: str) -> bool:
     """Write the JUnit XML; False (exit bit 64, like --json) when it cannot be written."""
     assert assessment.checks is not None
     try:
-        write_junit(assessment.checks, Path(junit_path), assessment.run.started)
+        write_junit(
+            assessment.checks, Path(junit_path), assessment.run.started, assessment.findings
+        )
     except OSError as exc:
         click.echo(f"error: cannot write JUnit XML to {junit_path}: {exc.strerror}", err=True)
         return False

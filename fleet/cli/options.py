@@ -219,3 +219,10 @@ between_option = click.option(
     is_flag=True,
     help="Also list the hardware facts that differ between cohorts (summarised by default).",
 )
+
+fail_on_option = click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning", "info"]),
+    help="Also set exit bit 32 when a finding at least this severe is said (CI's choice; "
+    "default: findings never change the exit code of probe, show or diff).",
+)

@@ -12,6 +12,7 @@ from fleet.cli.options import (
     baseline_file_option,
     baseline_option,
     cohort_by_option,
+    fail_on_option,
     tolerance_option,
 )
 from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, write_html
@@ -21,6 +22,7 @@ from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, wri
 @probe_options
 @tolerance_option()
 @cohort_by_option
+@fail_on_option
 @baseline_option("Also report drift against this saved run (latest, previous, a path or id).")
 @baseline_file_option(
     "--baseline-file",
@@ -34,12 +36,14 @@ def probe(
     cohort_by: str | None,
     baseline: str | None,
     baseline_file: str | None,
+    fail_on: str | None,
 ) -> None:
     """Run the probes on every selected host and show where the hosts differ."""
     judging = api.Judging(
         tolerance=tolerance,
         cohort_by=cohort_by,
         probe_dirs=request.probe_dirs,
+        fail_on=fail_on,
         rules=True,  # the built-in pack speaks through findings; only fleet check gates on it
         baseline_run=baseline,
         baseline_file=baseline_file,

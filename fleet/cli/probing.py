@@ -87,6 +87,15 @@ PROBE_OPTIONS = together(
         help="Run the allreduce timing probe.",
     ),
     click.option("--quick", is_flag=True, help="Fewer message sizes and iterations."),
+    click.option(
+        "--sample",
+        "sample_s",
+        type=click.FloatRange(0.5, 60),
+        metavar="SECONDS",
+        help="The health probe reads its error counters twice, SECONDS apart, and reports what "
+        "rose and how fast (per hour): NVLink, PCIe replays and AER, InfiniBand ports, ECC, "
+        "clock-event time. Off by default.",
+    ),
     probe_dir_option,
     slurm_options,
     click.option(
@@ -134,6 +143,7 @@ class ProbeRequest:
     slurm_gpus: str
     allreduce_matrix: bool
     gpubench: bool = False
+    sample_s: float | None = None
     choice: HostChoice = dataclasses.field(default_factory=HostChoice)
 
     def console(self) -> Console:
@@ -156,8 +166,24 @@ class ProbeRequest:
             probe_dirs=self.probe_dirs,
             slurm_args=api.slurm_argv(self.slurm_args),
             slurm_gpus=self.slurm_gpus,
+            extra_probe_args=health_sample_args(self.sample_s),
             on_key_recorded=_say_key_recorded,
         )
+
+
+# The health probe's own deadline (its TIMEOUT_S) leaves room for a sample this long; a longer
+# one raises the probe's timeout with it.
+HEALTH_SAMPLE_ROOM_S = 15.0
+
+
+def health_sample_args(sample_s: float | None) -> dict[str, dict[str, Any]]:
+    """--sample as the health probe's arguments (none without it)."""
+    if not sample_s:
+        return {}
+    args: dict[str, Any] = {"sample_s": sample_s}
+    if sample_s > HEALTH_SAMPLE_ROOM_S:
+        args["timeout_s"] = sample_s + 2 * HEALTH_SAMPLE_ROOM_S
+    return {"health": args}
 
 
 def _say_key_recorded(line: str) -> None:

@@ -63,8 +63,8 @@ def report(
         tolerance=tolerance,
         packs=packs,
         rules_files=rules_files,
-        rules=bool(packs or rules_files),
-        gate=True,
+        rules=True,  # the findings: the built-in pack when none is named
+        gate=bool(packs or rules_files),  # their verdicts shown, and their exit bit
         baseline_run=baseline,
         baseline_file=baseline_file,
         runs_dir=runs_dir,

@@ -37,6 +37,7 @@ class FleetGroup(click.Group):
         "diff": ("fleet.cli.runs", "diff"),
         "runs": ("fleet.cli.runs", "runs"),
         "show": ("fleet.cli.runs", "show"),
+        "jobs": ("fleet.cli.jobs", "jobs"),
         "check": ("fleet.cli.check", "check"),
         "report": ("fleet.cli.report", "report"),
         "fabric": ("fleet.cli.fabric", "fabric"),
@@ -66,10 +67,19 @@ class FleetGroup(click.Group):
             ctx.exit(exc.exit_code)
 
 
+class StderrNow(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to sys.stderr as it is when a line is logged, not as it was when --debug was first
+    given: fleet called twice in one process (the Python API, the tests) logs where it runs."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.setStream(sys.stderr)
+        super().emit(record)
+
+
 def enable_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     """--debug: log fleet's steps and print each failed host's exception chain on stderr."""
     if value and not log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = StderrNow(sys.stderr)
         handler.setFormatter(logging.Formatter("debug: %(name)s: %(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.DEBUG)

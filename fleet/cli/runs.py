@@ -18,6 +18,7 @@ from fleet.cli.options import (
     between_option,
     cohort_by_option,
     collection_paused,
+    fail_on_option,
     format_option,
     limit_option,
     load_run,
@@ -37,6 +38,7 @@ from fleet.render.jsontext import write_indented
 from fleet.render.terminal.assessment import render_probed
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.diff import drift_view, fleet_diff_view
+from fleet.render.terminal.findings import render_findings
 from fleet.render.terminal.tables import Column, print_table
 
 
@@ -49,6 +51,7 @@ from fleet.render.terminal.tables import Column, print_table
 @tolerance_option()
 @format_option()
 @cohort_by_option
+@fail_on_option
 @between_option
 @baseline_file_option(
     "--baseline-file",
@@ -66,6 +69,7 @@ def diff(
     output_format: str,
     cohort_by: str | None,
     between: bool,
+    fail_on: str | None,
     baseline_file: str | None,
 ) -> None:
     """Drift between two saved runs (OLD NEW), or the cross-host diff of one run (OLD).
@@ -81,12 +85,15 @@ def diff(
     if new is None:
         if limit:
             raise UsageError("--limit narrows the drift of two runs", hint="give OLD and NEW")
-        judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by)
-        assessment = api.assess(load_run(old, runs_dir, scope), judging, api.Prepared(), old)
-        print_fleet_diff(assessment.diff, output_format, between)
-        return
+        run = load_run(old, runs_dir, scope)
+        judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True, fail_on=fail_on)
+        assessment = api.assess(run, judging, api.prepare(judging, run.probes), old)
+        print_fleet_diff(assessment, output_format, between)
+        sys.exit(assessment.exit_code)  # 0, or 32 with --fail-on
     judging = api.Judging(
         tolerance=tolerance,
+        rules=True,  # the new run's findings lead; the drift's exit bit is 16 alone
+        fail_on=fail_on,
         baseline_run=old,
         baseline_file=baseline_file,
         runs_dir=runs_dir,
@@ -95,18 +102,20 @@ def diff(
     )
     prepared = api.prepare(judging)
     assessment = api.assess(load_run(new, runs_dir, scope), judging, prepared, new)
-    assert assessment.drift is not None  # judging names an earlier run
-    print_drift(assessment.drift, output_format)
+    print_drift(assessment, output_format)
     sys.exit(assessment.exit_code)
 
 
-def print_fleet_diff(result: api.FleetDiff, output_format: str, between: bool = False) -> None:
+def print_fleet_diff(assessment: api.Assessment, output_format: str, between: bool = False) -> None:
+    result = assessment.diff
     if output_format == "json":  # lists every differing fact, --between or not
         echo_json(fleet_diff_document(result))
-    elif output_format == "markdown":
-        click.echo(fleet_diff_markdown(result, between), nl=False)
+    elif output_format == "markdown":  # for an issue: what is wrong first
+        click.echo(fleet_diff_markdown(result, between, assessment.findings), nl=False)
     else:
-        make_console().print(fleet_diff_view(result, between), crop=False)  # paths stay whole
+        console = make_console()
+        render_findings(console, assessment.findings)
+        console.print(fleet_diff_view(result, between), crop=False)  # paths stay whole
 
 
 def echo_json(document: Any) -> None:
@@ -115,13 +124,17 @@ def echo_json(document: Any) -> None:
     sys.stdout.flush()
 
 
-def print_drift(drift: api.Drift, output_format: str) -> None:
+def print_drift(assessment: api.Assessment, output_format: str) -> None:
+    drift = assessment.drift
+    assert drift is not None  # judged against an earlier run
     if output_format == "json":
-        echo_json(drift_document(drift))
+        echo_json(drift_document(drift, assessment.findings))
     elif output_format == "markdown":
-        click.echo(drift_markdown(drift), nl=False)
+        click.echo(drift_markdown(drift, assessment.findings), nl=False)
     else:
-        make_console().print(drift_view(drift), crop=False)
+        console = make_console()
+        render_findings(console, assessment.findings)
+        console.print(drift_view(drift), crop=False)
 
 
 @click.command()
@@ -131,6 +144,7 @@ def print_drift(drift: api.Drift, output_format: str) -> None:
 @tolerance_option()
 @format_option()
 @cohort_by_option
+@fail_on_option
 @between_option
 @collection_paused
 def show(
@@ -140,21 +154,22 @@ def show(
     tolerance: float,
     output_format: str,
     cohort_by: str | None,
+    fail_on: str | None,
     between: bool,
 ) -> None:
     """Render a saved run again (default: the latest)."""
     run = load_run(run_ref, runs_dir, scope)
-    judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True)
+    judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True, fail_on=fail_on)
     assessment = api.assess(run, judging, api.prepare(judging, run.probes), run_ref)
     if output_format != "terminal":
-        print_fleet_diff(assessment.diff, output_format, between)
-        return
-    if run.fabric is not None:  # a `fleet fabric` run: its pairs and suspects, not probe tables
+        print_fleet_diff(assessment, output_format, between)
+    elif run.fabric is not None:  # a `fleet fabric` run: its pairs and suspects, not probe tables
         from fleet.render.terminal.fabric import render_fabric
 
         render_fabric(make_console(), run.fabric, list(run.hosts))
-        return
-    render_probed(make_console(), assessment, None, between=between)
+    else:
+        render_probed(make_console(), assessment, None, between=between)
+    sys.exit(assessment.exit_code)  # 0, or 32 with --fail-on
 
 
 RUNS_COLUMNS = (

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -26,6 +27,7 @@ from fleet.execution.protocol import StreamDecoder, Verdict, build_outcome, conc
 from fleet.execution.turn import error_text, take_turn
 from fleet.models import Host, HostOutcome
 from fleet.transport.base import DEFAULT_OUTPUT_LIMIT, Transport
+from fleet.transport.launch import start_up_alarm
 
 log = logging.getLogger(__name__)
 
@@ -148,10 +150,11 @@ class FanOut:
             limit_bytes=self.settings.output_limit, expected=frozenset(self.bundle.probes)
         )
         self._decoders[host.name] = decoder
+        script = self._script_for(host)
         turn = await take_turn(
             self.transports[host.transport],
             host,
-            self._script_for(host),
+            script,
             self._sink(host, decoder),
             self.settings.timeout_s,
             slot=lambda deadline: self._handshake_slot(host, deadline),
@@ -167,7 +170,10 @@ class FanOut:
                 python=host.python,
                 timed_out=turn.timed_out,
                 timeout_s=self.settings.timeout_s,
+                start_up_s=start_up_alarm(script),
             )
+            if turn.result is not None and turn.result.note and not verdict.hint:
+                verdict = dataclasses.replace(verdict, hint=turn.result.note)
         return build_outcome(host.name, host.address, decoder, verdict, self._elapsed(host))
 
     @contextlib.asynccontextmanager

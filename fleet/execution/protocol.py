@@ -14,6 +14,7 @@ from typing import Any
 from fleet.models import HostOutcome, HostStatus, ProbeResult
 from fleet.redact import mask_secrets, might_hold_secret
 from fleet.transport.base import DEFAULT_OUTPUT_LIMIT, ExecResult
+from fleet.transport.launch import LAUNCH_GRACE_S
 
 __all__ = ["ExecResult", "StreamDecoder", "Verdict", "build_outcome", "conclude"]
 
@@ -130,8 +131,10 @@ def conclude(
     timed_out: bool = False,
     interrupted: bool = False,
     timeout_s: float = 0.0,
+    start_up_s: float | None = None,
 ) -> Verdict:
-    """The host's one status, from what arrived and how the remote process ended."""
+    """The host's one status, from what arrived and how the remote process ended. `start_up_s`:
+    the script's start-up alarm, the host-side deadline a hung interpreter is ended by."""
     missing = [p for p in expected if p not in decoder.probes]
     if interrupted:
         return Verdict("interrupted", f"interrupted with {len(missing)} probe(s) unfinished")
@@ -142,7 +145,7 @@ def conclude(
             "run fewer probes (--probes) or find the probe that floods its result",
         )
     if decoder.hello is None and (timed_out or _stopped_by_start_up_alarm(result)):
-        return _never_started(python, timeout_s)
+        return _never_started(python, _start_up_deadline(result, timeout_s, start_up_s))
     if timed_out or decoder.deadline_pending is not None:
         pending = decoder.deadline_pending or missing
         return Verdict(
@@ -189,6 +192,18 @@ def _stopped_by_start_up_alarm(result: ExecResult | None) -> bool:
         result.exit_signal in ("SIGALRM", "SIGTERM", "SIGKILL")
         or result.exit_status == TIMEOUT_EXIT
     )
+
+
+def _start_up_deadline(
+    result: ExecResult | None, timeout_s: float, start_up_s: float | None
+) -> float:
+    """The deadline that ended an interpreter that never said hello, as it applied: the
+    script's alarm (SIGALRM), the host-side `timeout` LAUNCH_GRACE_S after it (TERM, KILL, exit
+    124), else the controller's own --timeout."""
+    if start_up_s is None or not _stopped_by_start_up_alarm(result):
+        return timeout_s
+    assert result is not None  # stopped by the alarm: the process ended
+    return start_up_s if result.exit_signal == "SIGALRM" else start_up_s + LAUNCH_GRACE_S
 
 
 def _never_started(python: str, timeout_s: float) -> Verdict:

@@ -1,11 +1,14 @@
 """Fold findings that share a cause into one, and rank them: most severe first, then the most
 disruptive action, then the most hosts. Linear in findings: dictionary passes only.
 
-Two folds, in order:
+Three folds, in order:
   1. by cause on one host set: findings about the same topic on the same hosts (a torch build
-     without sm_120, and the four rules it fails, and the 11 facts it changes) become one, said
-     by the finding that says it best (`weight`), the others counted as related;
-  2. by text across hosts: findings that read alike on different hosts become one over all of
+     without sm_120, the four rules it fails, the 11 facts it changes) become one, said by the
+     finding that says it best (`weight`, then the most disruptive action, then the shortest),
+     the others named as related; the fix is the first rule's (rules say how);
+  2. divergence that a finding of its topic explains: two H200 hosts split on 11 health facts
+     because one GPU has a pending row remap is that finding, not a second one;
+  3. by text across hosts: findings that read alike on different hosts become one over all of
      them (a row remap pending on 40 hosts is one line).
 """
 
@@ -14,11 +17,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from fleet.findings.model import ACTIONS, RULE, SEVERITIES, Finding
+from fleet.findings.model import ACTIONS, DIVERGENCE, RULE, SEVERITIES, Finding
 
 
 def fold(findings: Iterable[Finding]) -> list[Finding]:
-    return rank(_fold_alike(_fold_causes(findings)))
+    return rank(_fold_alike(_absorb_divergence(_fold_causes(findings))))
 
 
 def _fold_causes(findings: Iterable[Finding]) -> list[Finding]:
@@ -32,23 +35,76 @@ def _fold_causes(findings: Iterable[Finding]) -> list[Finding]:
     return alone + [_one_cause(group) for group in groups.values()]
 
 
+def _says_best(finding: Finding) -> tuple[int, int, int, int]:
+    return (
+        SEVERITIES.index(finding.severity),
+        finding.weight,
+        -ACTIONS.index(finding.action),
+        len(finding.what),
+    )
+
+
 def _one_cause(group: list[Finding]) -> Finding:
     if len(group) == 1:
         return group[0]
-    ordered = sorted(group, key=lambda f: (SEVERITIES.index(f.severity), f.weight))
-    best = ordered[0]
-    related = [f.kind for f in ordered[1:]]
+    best = min(group, key=_says_best)
+    related = list(dict.fromkeys(f.kind for f in group if f is not best))
     wheres = sorted({f.where for f in group if f.where})
-    # a rule's fix says how (install this build); the diff's only that the hosts differ
-    fix = next((f.fix for f in ordered if f.weight == RULE and f.fix), best.fix)
-    return dataclasses.replace(
+    # a rule's fix says how (install this build); the diff's only that the hosts differ. The
+    # first rule as the pack orders them: its first rules are its most basic.
+    fix = next((f.fix for f in group if f.weight == RULE and f.fix), best.fix)
+    return _with_related(
         best,
-        what=f"{best.what} (and {len(related)} related)",
-        fix=fix,
+        related,
         action=max((f.action for f in group), key=ACTIONS.index),
+        fix=fix,
         where=", ".join(wheres),
-        evidence={**best.evidence, "related": related},
     )
+
+
+def _with_related(
+    finding: Finding,
+    related: list[str],
+    action: str | None = None,
+    fix: str | None = None,
+    where: str | None = None,
+) -> Finding:
+    """`finding` naming `related` kinds too (its evidence's `related`: the surfaces say how many,
+    JSON which), and any of action, fix and where replaced."""
+    known = list(finding.evidence.get("related") or [])
+    every = known + [kind for kind in related if kind not in known]
+    return dataclasses.replace(
+        finding,
+        evidence={**finding.evidence, "related": every} if every else finding.evidence,
+        action=finding.action if action is None else action,
+        fix=finding.fix if fix is None else fix,
+        where=finding.where if where is None else where,
+    )
+
+
+def _absorb_divergence(findings: list[Finding]) -> list[Finding]:
+    """Drop divergence that a finding of the same topic, on some of its hosts, accounts for."""
+    explained: dict[str, list[int]] = {}
+    for index, finding in enumerate(findings):
+        if finding.weight != DIVERGENCE and finding.topic:
+            explained.setdefault(finding.topic, []).append(index)
+    kept = list(findings)
+    dropped: set[int] = set()
+    for index, finding in enumerate(findings):
+        if finding.weight != DIVERGENCE or not finding.topic:
+            continue
+        cause = next(
+            (
+                i
+                for i in explained.get(finding.topic, ())
+                if set(findings[i].hosts) <= set(finding.hosts)
+            ),
+            None,
+        )
+        if cause is not None:
+            kept[cause] = _with_related(kept[cause], [finding.kind])
+            dropped.add(index)
+    return [finding for index, finding in enumerate(kept) if index not in dropped]
 
 
 def _fold_alike(findings: Iterable[Finding]) -> list[Finding]:

@@ -46,12 +46,13 @@ MAX_WHAT = 400  # characters of observed text in `what`; the evidence keeps the 
 
 def rule_findings(report: CheckReport) -> list[Finding]:
     """One finding per failed rule and what it saw, over the hosts that saw it, ranked."""
-    return fold(finding for result in report.results for finding in _result_findings(result))
+    return fold(failed_rules(report))
 
 
-def check_findings(report: CheckReport) -> tuple[list[Finding], list[NotJudgedLine]]:
-    """Both at once: what fleet/findings/sources.py's check source gives."""
-    return rule_findings(report), not_judged_lines(report)
+def failed_rules(report: CheckReport) -> list[Finding]:
+    """One finding per failed rule and what it saw, in the pack's order, not folded: the
+    assessment folds them with every other source's (fleet/findings/sources.py)."""
+    return [finding for result in report.results for finding in _result_findings(result)]
 
 
 def not_judged_lines(report: CheckReport) -> list[NotJudgedLine]:
@@ -68,7 +69,9 @@ def not_judged_lines(report: CheckReport) -> list[NotJudgedLine]:
             probes.append(probe.group(1))
             rules.update(dict.fromkeys(unjudged.rules))
             continue
-        cause = f"{unjudged.status}: {unjudged.reason}" if unjudged.reason else unjudged.status
+        # a host not reached is a finding of its own, with its error: said once, there
+        reason = NOT_REACHED.sub(r"\1 (its finding says why)", unjudged.reason)
+        cause = f"{unjudged.status}: {reason}" if reason else unjudged.status
         rules, hosts = merged.setdefault(cause, ({}, {}))
         rules.update(dict.fromkeys(unjudged.rules))
         hosts.update(dict.fromkeys(unjudged.hosts))
@@ -80,6 +83,7 @@ def not_judged_lines(report: CheckReport) -> list[NotJudgedLine]:
 
 
 NOT_RUN = re.compile(r"^probe (\S+) was not run$")
+NOT_REACHED = re.compile(r"^(host [a-z_]+): .*$", re.DOTALL)
 
 
 def _result_findings(result: RuleResult) -> Iterator[Finding]:
@@ -109,14 +113,16 @@ def _finding(rule: Rule, verdict: RuleVerdict, hosts: tuple[str, ...]) -> Findin
 
 
 def _what(rule: Rule, verdict: RuleVerdict, lines: Sequence[str]) -> str:
-    """One line: what the rule wants, and what this host had instead."""
-    wanted = rule.description or rule.id
-    seen = "; ".join(lines) if lines else "no value"
+    """One line: the rule that failed and what this host had (the rule's description says what
+    it wants, which reads as the opposite of what is wrong; the evidence is what is wrong)."""
+    if not lines:
+        return f"{rule.id}: {rule.description or 'failed'}"
+    seen = "; ".join(lines)
     if verdict.expected is not None:
         seen = f"{seen}, expected {_text(verdict.expected)}"
     if len(seen) > MAX_WHAT:
         seen = seen[: MAX_WHAT - 1].rstrip() + "…"
-    return f"{wanted}: not met ({seen})"
+    return f"{rule.id}: {seen}"
 
 
 def _action(rule: Rule, lines: Sequence[str]) -> str:

@@ -1,6 +1,7 @@
 """Where findings come from: hosts that could not be reached or whose probes failed, failed rules
-(fleet/findings/from_checks.py), and the cross-host diff's divergence inside a cohort. Each source
-is linear in what it reads; fold.py folds and ranks their union."""
+(fleet/findings/from_checks.py), the cross-host diff's divergence inside a cohort, and the NCCL
+jobs joined across hosts (`fleet jobs`). Each source is linear in what it reads; fold.py folds and
+ranks their union."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from fleet.analysis.across_hosts.findings import CHECK, COHORT, SOFTWARE
-from fleet.analysis.across_hosts.findings import Finding as DiffFinding
+from fleet.analysis.across_hosts.findings import CHECK, COHORT, SOFTWARE, DivergenceFinding
 from fleet.analysis.facts import probe_of
 from fleet.findings.model import DIVERGENCE, RULE, SENTENCE, Finding, NotJudgedLine
 from fleet.models import NOT_REACHED, NOT_USABLE, HostOutcome, Run
@@ -17,6 +17,7 @@ from fleet.models import NOT_REACHED, NOT_USABLE, HostOutcome, Run
 if TYPE_CHECKING:
     from fleet.analysis.across_hosts.diff import FleetDiff
     from fleet.checks import CheckReport
+    from fleet.units.live.facts import Job
 
 REACH_FIX = {
     "hostkey_unknown": "check the fingerprint, then run again with --accept-new",
@@ -91,14 +92,21 @@ def _probe_failures(outcome: HostOutcome) -> Iterable[Finding]:
 def check_findings(report: CheckReport) -> tuple[list[Finding], list[NotJudgedLine]]:
     """Failed rules as findings (fleet/findings/from_checks.py), each told what it is about so
     that one cause folds into one finding; the rules not judged, one line per cause."""
-    from fleet.findings.from_checks import not_judged_lines, rule_findings
+    from fleet.findings.from_checks import failed_rules, not_judged_lines
 
     topics = {result.rule.id: topic_of(result.rule.needs) for result in report.results}
     found = [
-        dataclasses.replace(f, topic=topics.get(f.kind, ""), weight=RULE)
-        for f in rule_findings(report)
+        dataclasses.replace(f, what=_without_where(f), topic=topics.get(f.kind, ""), weight=RULE)
+        for f in failed_rules(report)
     ]
     return found, not_judged_lines(report)
+
+
+def _without_where(finding: Finding) -> str:
+    """A rule's observed text names the GPU the finding's `where` already names: once is enough."""
+    if finding.where and f"{finding.where}: " in finding.what:
+        return finding.what.replace(f"{finding.where}: ", "", 1)
+    return finding.what
 
 
 def diff_findings(diff: FleetDiff) -> list[Finding]:
@@ -113,7 +121,7 @@ def diff_findings(diff: FleetDiff) -> list[Finding]:
     return found
 
 
-def _from_diff(item: DiffFinding) -> Finding | None:
+def _from_diff(item: DivergenceFinding) -> Finding | None:
     facts = {"facts": list(item.facts[:5]), "count": len(item.facts)}
     if item.rank == CHECK:
         return Finding(
@@ -152,5 +160,77 @@ def _from_diff(item: DiffFinding) -> Finding | None:
     return None
 
 
-def _odd(item: DiffFinding) -> tuple[str, ...]:
+def _odd(item: DivergenceFinding) -> tuple[str, ...]:
     return item.odd_hosts or item.hosts
+
+
+# ------------------------------------------------------------------------------- NCCL jobs
+
+JOB_FIX = "restart the job (its other ranks wait on this one); fleet jobs shows every rank"
+
+
+def jobs_findings(run: Run) -> list[Finding]:
+    """The NCCL jobs of `run` (fleet/units/live/facts.py): a dead, stopped or missing rank on
+    its host (error, restart-app), a job whose ranks mapped different libnccl builds (error,
+    fix-config), two jobs sharing one RAS port (warning). Nothing when no host ran `live`."""
+    if "live" not in run.probes and not any("live" in o.probes for o in run.hosts.values()):
+        return []
+    from fleet.units.live.facts import live_jobs
+
+    report = live_jobs(run)
+    found: list[Finding] = []
+    for job in report.jobs:
+        found += _rank_findings(job)
+        if len(job.libraries) > 1:
+            found.append(_mixed_builds(job))
+    for line in report.findings:  # a stopped NCCL process that no RAS answer names
+        host, _, what = line.partition(": ")
+        found.append(_job_finding("error", what, (host,), "restart-app", JOB_FIX))
+    for host, ports in report.shared_ras_ports.items():
+        fix = "give each job its own port: NCCL_RAS_ADDR=127.0.0.1:PORT"
+        found += [_job_finding("warning", line, (host,), "fix-config", fix) for line in ports]
+    return found
+
+
+def _rank_findings(job: Job) -> Iterable[Finding]:
+    """One finding per rank that is stopped or missing, every reason said (a stopped process is
+    also a rank RAS finds unresponsive)."""
+    from fleet.units.live.facts import rank_troubles, rank_where
+
+    reasons: dict[int, list[str]] = {}
+    ranks = {}
+    for rank, kind, why in rank_troubles(job):
+        if kind in ("stopped", "missing"):
+            reasons.setdefault(rank.rank, []).append(why)
+            ranks[rank.rank] = rank
+    for number, whys in reasons.items():
+        rank = ranks[number]
+        host = rank.host or "?"
+        yield _job_finding(
+            "error",
+            f"NCCL job {job.comm}: rank {number} on {host}: {'; '.join(whys)}",
+            (host,) if rank.host else job.reported_by,
+            "restart-app",
+            JOB_FIX,
+            where=rank_where(rank),
+        )
+
+
+def _mixed_builds(job: Job) -> Finding:
+    versions = ", ".join(job.nccl_versions) or "?"
+    return _job_finding(
+        "error",
+        f"NCCL job {job.comm}: its ranks mapped {len(job.libraries)} libnccl builds "
+        f"(NCCL {versions}); RAS peers of different versions refuse each other",
+        job.hosts,
+        "fix-config",
+        "give every host of the job the same NCCL (fleet jobs names each rank's libnccl)",
+    )
+
+
+def _job_finding(
+    severity: str, what: str, hosts: tuple[str, ...], action: str, fix: str, where: str = ""
+) -> Finding:
+    return Finding(
+        severity, "job", what, hosts, action, fix, where=where, topic="live", weight=SENTENCE
+    )

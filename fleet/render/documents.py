@@ -16,8 +16,8 @@ from typing import Any
 from fleet.analysis.across_hosts.diff import (
     CrossCohort,
     Divergence,
+    DivergenceFinding,
     DivergenceGroup,
-    Finding,
     FleetDiff,
     SetDivergence,
     group_divergences,
@@ -25,10 +25,11 @@ from fleet.analysis.across_hosts.diff import (
 )
 from fleet.analysis.across_hosts.findings import CHECK, COHORT, HARDWARE, SOFTWARE
 from fleet.analysis.across_runs.drift import Drift
+from fleet.findings.model import Finding
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.render.grouping import group_across, pair_rows, short, unreported_groups
 
-DIFF_SCHEMA = "fleet.diff/2"
+DIFF_SCHEMA = "fleet.diff/3"
 DRIFT_SCHEMA = DIFF_SCHEMA  # told apart by "kind": "drift"
 BETWEEN_HINT = "`fleet diff RUN --between` lists them"
 
@@ -62,7 +63,8 @@ def fleet_diff_document(diff: FleetDiff) -> dict[str, Any]:
     return document
 
 
-def drift_document(drift: Drift) -> dict[str, Any]:
+def drift_document(drift: Drift, findings: Sequence[Finding] = ()) -> dict[str, Any]:
+    """The drift, and the new run's findings (fleet.diff/3)."""
     document = {
         "schema": DRIFT_SCHEMA,
         "kind": "drift",
@@ -70,7 +72,38 @@ def drift_document(drift: Drift) -> dict[str, Any]:
         "changed_hosts": list(drift.changed_hosts),
     }
     document.update(_plain(drift))
+    document["findings"] = findings_list(findings)
     return document
+
+
+def findings_list(findings: Sequence[Finding]) -> list[dict[str, Any]]:
+    """The `findings` of the run, check and drift documents (findings.schema.json)."""
+    return [finding.to_dict() for finding in findings]
+
+
+def findings_markdown(findings: Sequence[Finding]) -> list[str]:
+    """The findings as a Markdown list, most severe first: who, what, and what to do."""
+    lines = ["## fleet: findings, most severe first", ""]
+    if not findings:
+        return [*lines, "No findings: nothing wrong that fleet can see.", ""]
+    for finding in findings:
+        where = f" {md_code(finding.where)}" if finding.where else ""
+        hosts = md_text(compact_hosts(finding.hosts)) if finding.hosts else "fleet"
+        line = f"- **{finding.severity}** {hosts}{where}: {md_text(finding.what)}"
+        if finding.action != "none":
+            line += f" — action `{finding.action}`: {md_text(first_sentence(finding.fix))}"
+        lines.append(line)
+    return [*lines, ""]
+
+
+def first_sentence(text: str, most: int = 200) -> str:
+    """A fix's first sentence (or its first `most` characters, cut at a word)."""
+    text = " ".join(text.split())
+    first = SENTENCE_END.split(text, maxsplit=1)[0]
+    return first if len(first) <= most else first[:most].rsplit(" ", 1)[0] + " …"
+
+
+SENTENCE_END = re.compile(r"(?<=[a-z0-9)][.])\s")
 
 
 # Markdown: every text that goes into a table cell or a list item is escaped here, so a value that
@@ -94,11 +127,14 @@ def md_code(value: object) -> str:
     return f"{fence}{escaped}{fence}"
 
 
-def fleet_diff_markdown(diff: FleetDiff, between: bool = False) -> str:
+def fleet_diff_markdown(
+    diff: FleetDiff, between: bool = False, findings: Sequence[Finding] | None = None
+) -> str:
     """The findings most serious first, then a table per cohort of what differs inside it, a
     table of the software that differs between cohorts, and the hardware per pair of cohorts
-    (`between`: a table of its facts per pair)."""
-    lines = ["## fleet: cross-host divergence", ""]
+    (`between`: a table of its facts per pair). `findings`: the run's, said first."""
+    lines = findings_markdown(findings) if findings is not None else []
+    lines += ["## fleet: cross-host divergence", ""]
     if diff.clean:
         lines.append("No divergence: every compared fact is the same on every host.")
     else:
@@ -108,7 +144,7 @@ def fleet_diff_markdown(diff: FleetDiff, between: bool = False) -> str:
         hosts = count_hosts(len(diff.hosts))
         lines.append(f"{hosts}{cohorts}; odd: **{odd}**; {facts} fact(s) differ")
         lines += _markdown_cohorts(diff)
-        lines += ["", "### Findings, most serious first", ""]
+        lines += ["", "### Divergence, most serious first", ""]
         lines += [_markdown_finding(n, f) for n, f in enumerate(diff.findings, 1)]
         lines += _markdown_in_cohorts(diff)
         lines += _markdown_across(diff, between)
@@ -140,7 +176,7 @@ def _markdown_cohorts(diff: FleetDiff) -> list[str]:
 GRADE = {CHECK: "check", COHORT: "in cohort", SOFTWARE: "software", HARDWARE: "hardware"}
 
 
-def _markdown_finding(number: int, finding: Finding) -> str:
+def _markdown_finding(number: int, finding: DivergenceFinding) -> str:
     named = finding.hosts if finding.rank in (CHECK, COHORT) else ()  # the others name cohorts
     hosts = f" · {md_text(compact_hosts(named))}" if named else ""
     title = md_text(finding.title)
@@ -234,8 +270,9 @@ def _markdown_set_row(item: SetDivergence) -> str:
     return f"| {md_code(item.fact)} | (names) | {'; '.join(missing + extra + split)} |"
 
 
-def drift_markdown(drift: Drift) -> str:
-    lines = [f"## fleet: drift from {drift.old_started} to {drift.new_started}", ""]
+def drift_markdown(drift: Drift, findings: Sequence[Finding] | None = None) -> str:
+    lines = findings_markdown(findings) if findings is not None else []
+    lines += [f"## fleet: drift from {drift.old_started} to {drift.new_started}", ""]
     lines += [f"> **warning:** {md_text(note)}" for note in drift.unlike]
     if drift.left_out:
         lines += ["", md_text(drift.left_out_note)]

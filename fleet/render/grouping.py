@@ -105,52 +105,55 @@ def tally(verdicts: Iterable[RuleVerdict]) -> str:
 
 def check_headline(report: CheckReport) -> tuple[str, str]:
     """The check's verdict in one line naming the hosts it is about: the first thing `fleet
-    check` says. Worded from the same counts as check_verdict, so the two agree."""
-    outcome, headline, _ = check_verdict(report)
+    check` says, and the start of check_verdict's detail (the page and JUnit say the same)."""
+    outcome, headline, detail = check_verdict(report)
+    return outcome, f"{headline}: {detail.split(';')[0]}"
+
+
+def _verdict_summary(report: CheckReport) -> str:
+    """Who fails (or goes unjudged), in a few words: the clause every surface starts with."""
     errors = report.failures("error")
     if errors:
-        hosts = compact_hosts(v.host for _, v in errors)
         rules = len({rule.id for rule, _ in errors})
-        return outcome, f"{headline}: {hosts} fail {rules} error rule(s)"
+        return f"{compact_hosts(v.host for _, v in errors)} fail {rules} error rule(s)"
     unjudged = report.unjudged("error")
     if unjudged:
         hosts = compact_hosts(v.host for _, v in unjudged)
-        return outcome, f"{headline}: {len(unjudged)} error-rule verdict(s) not judged on {hosts}"
-    if outcome == "incomplete":
-        return outcome, f"{headline}: nothing passed"
-    return outcome, f"{headline}: every error rule judged on {len(report.hosts)} host(s)"
+        return f"no error failures, but {len(unjudged)} error-rule verdict(s) not judged on {hosts}"
+    if report.outcome == "incomplete":
+        return "no error failures, but nothing passed"
+    return "every error rule judged, none failed"
 
 
 def check_verdict(report: CheckReport) -> tuple[str, str, str]:
     """The check's verdict as (outcome, headline, detail), worded once for every surface: the
     terminal, the HTML page and the JUnit summary must never disagree (an incomplete check is
-    never shown green anywhere)."""
+    never shown green anywhere). The detail starts with who fails, then the failures by rule,
+    then the tally."""
     warnings = len(report.failures("warn"))
     counts = report.counts()
     rest = (
         f"{warnings} warning(s); {counts['pass']} pass, {counts['unknown']} unknown, "
         f"{counts['skipped']} skipped (rule × host)"
     )
+    summary = _verdict_summary(report)
     errors = report.failures("error")
     if errors:
         hosts_by_rule: dict[str, list[str]] = {}
         for rule, verdict in errors:
             hosts_by_rule.setdefault(rule.id, []).append(verdict.host)
         where = "; ".join(f"{r} on {compact_hosts(h)}" for r, h in hosts_by_rule.items())
-        return "failed", "check failed", f"{len(errors)} error failure(s) — {where}; {rest}"
+        detail = f"{summary}; {len(errors)} error failure(s) — {where}; {rest}"
+        return "failed", "check failed", detail
     if report.failed_strictly:
-        unjudged = len(report.unjudged("error"))
         return (
             "failed",
             "check failed (--strict)",
-            f"no error failures, but {unjudged} error-rule verdict(s) not judged, which --strict "
-            f"counts as failures; {rest}",
+            f"{summary}, which --strict counts as failures; {rest}",
         )
     if report.outcome == "incomplete":
-        unjudged = len(report.unjudged("error"))
-        what = f"{unjudged} error-rule verdict(s) not judged" if unjudged else "nothing passed"
-        return "incomplete", "check incomplete", f"no error failures, but {what}; {rest}"
-    return "passed", "check passed", f"every error rule judged, none failed; {rest}"
+        return "incomplete", "check incomplete", f"{summary}; {rest}"
+    return "passed", "check passed", f"{summary}; {rest}"
 
 
 def group_across(items: Iterable[CrossCohort]) -> list[tuple[str, CrossCohort, int]]:

@@ -1,4 +1,6 @@
-"""JUnit XML for CI: one test suite per rule, one test case per rule and host.
+"""JUnit XML for CI: first a `findings` suite, one test case per finding (what is wrong, where,
+what to do: the same ranked list as every other surface; errors and warnings fail, information
+passes); then one test suite per rule, one test case per rule and host.
 
 fail → <failure type="error|warn"> (the fix in its text); unknown, skipped, n/a → <skipped>, but
 unknown and skipped verdicts of error rules fail with --strict, as the check does;
@@ -9,6 +11,7 @@ error-severity failures only), so a warning shows as a failed test without faili
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from pathlib import Path
 
 from fleet.checks import (
@@ -19,16 +22,41 @@ from fleet.checks import (
     format_value,
     observed_text,
 )
+from fleet.findings.model import Finding
+from fleet.hostsets import compact_hosts
 
 SUITES_NAME = "fleet check"
 
 
-def junit_tree(report: CheckReport, timestamp: str = "") -> ET.ElementTree:
+def junit_tree(
+    report: CheckReport, timestamp: str = "", findings: Sequence[Finding] = ()
+) -> ET.ElementTree:
     root = ET.Element("testsuites", name=SUITES_NAME)
+    root.append(_findings_suite(findings, timestamp))
     for result in report.results:
         root.append(_suite(result, timestamp, report.strict))
     _count(root, root.findall("testsuite"))
     return ET.ElementTree(root)
+
+
+def _findings_suite(findings: Sequence[Finding], timestamp: str) -> ET.Element:
+    suite = ET.Element("testsuite", name="findings")
+    if timestamp:
+        suite.set("timestamp", timestamp)
+    for finding in findings:
+        hosts = compact_hosts(finding.hosts) if finding.hosts else "fleet"
+        case = ET.SubElement(
+            suite, "testcase", classname=f"fleet.findings.{finding.kind}", name=hosts, time="0"
+        )
+        where = f" {finding.where}" if finding.where else ""
+        message = f"{hosts}{where}: {finding.what}"
+        if finding.severity == "info":
+            ET.SubElement(case, "system-out").text = message
+            continue
+        failure = ET.SubElement(case, "failure", type=finding.severity, message=message)
+        failure.text = f"action: {finding.action}\n{finding.fix}"
+    _count(suite, suite.findall("testcase"))
+    return suite
 
 
 def _suite(result: RuleResult, timestamp: str, strict: bool = False) -> ET.Element:
@@ -120,7 +148,9 @@ def _count(element: ET.Element, children: list[ET.Element]) -> None:
     element.set("skipped", str(skipped))
 
 
-def write_junit(report: CheckReport, path: Path, timestamp: str = "") -> None:
-    tree = junit_tree(report, timestamp)
+def write_junit(
+    report: CheckReport, path: Path, timestamp: str = "", findings: Sequence[Finding] = ()
+) -> None:
+    tree = junit_tree(report, timestamp, findings)
     ET.indent(tree)
     tree.write(path, encoding="utf-8", xml_declaration=True)

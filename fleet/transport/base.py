@@ -28,6 +28,7 @@ class ExecResult:
     exit_status: int | None
     exit_signal: str | None = None
     stderr_tail: str = ""
+    note: str | None = None  # for the host's hint when nothing else is said (the local transport)
 
 
 # Receives stdout chunks as they arrive; returns False to stop reading (the output cap was hit).

@@ -1,11 +1,22 @@
-"""Runs a script in a local subprocess: `fleet probe` (or `fleet fabric`) on this machine, no SSH."""
+"""Runs a script in a local subprocess: `fleet probe` (or `fleet fabric`) on this machine, no SSH.
+
+"This machine" is the user's machine, not fleet's own environment: an interpreter given by name
+(`python: python3`) is found on PATH as the user's shell outside fleet's virtual environment
+would find it (the venv's bin, $VIRTUAL_ENV/bin or sys.prefix/bin, left out of PATH), and it runs
+with that PATH and without VIRTUAL_ENV. When fleet's venv holds the only such interpreter, it is
+used, and the host's hint says that it is fleet's own environment."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
+import shutil
 import signal
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from fleet.errors import NoPythonError
 from fleet.models import Host
@@ -33,6 +44,45 @@ class LocalTransport:
         return None
 
 
+@dataclass(frozen=True)
+class UserPython:
+    """The interpreter to start, the environment to start it in, and a note for the host's hint
+    (None, unless it is fleet's own environment)."""
+
+    path: str
+    environ: Mapping[str, str]
+    note: str | None = None
+
+
+def fleets_own_bins(environ: Mapping[str, str]) -> set[str]:
+    """The bin folders of the virtual environment fleet runs in (activated or not)."""
+    prefixes = [environ.get("VIRTUAL_ENV", "")]
+    if sys.prefix != sys.base_prefix:
+        prefixes.append(sys.prefix)
+    return {os.path.realpath(os.path.join(p, "bin")) for p in prefixes if p}
+
+
+def user_python(python: str, environ: Mapping[str, str] = os.environ) -> UserPython:
+    """`python` as a user's shell outside fleet's venv finds it (see the module's doc)."""
+    own = fleets_own_bins(environ)
+    folders = environ.get("PATH", os.defpath).split(os.pathsep)
+    outside = os.pathsep.join(f for f in folders if os.path.realpath(f or ".") not in own)
+    clean = {k: v for k, v in environ.items() if k != "VIRTUAL_ENV"} | {"PATH": outside}
+    if os.sep in python or not own:  # a path is the user's own word
+        return UserPython(os.path.expanduser(python), environ)
+    found = shutil.which(python, path=outside)
+    if found:
+        return UserPython(found, clean)
+    mine = shutil.which(python, path=os.pathsep.join(folders))
+    if mine is None:
+        return UserPython(python, clean)  # not found: exit 127, said as no_python
+    note = (
+        f"{python} is fleet's own virtual environment ({mine}): no other {python} is on PATH; "
+        "set python: to the interpreter whose packages you mean to probe"
+    )
+    return UserPython(mine, environ, note)
+
+
 class LocalSession:
     def __init__(self, host: Host) -> None:
         self.host = host
@@ -41,7 +91,8 @@ class LocalSession:
         return None  # run() stops its process on every exit path
 
     async def run(self, script: bytes, sink: OutputSink) -> ExecResult:
-        python = os.path.expanduser(self.host.python)  # noqa: ASYNC240 (no I/O: reads $HOME only)
+        chosen = user_python(self.host.python)
+        python = chosen.path
         try:
             # the launch wrapper too: a shim that hangs here is ended by its own deadline even
             # if this controller is killed before it can stop it
@@ -51,6 +102,7 @@ class LocalSession:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
+                env=dict(chosen.environ),
             )
         except (FileNotFoundError, PermissionError) as exc:  # no /bin/sh: a missing python is 127
             raise NoPythonError(
@@ -58,9 +110,10 @@ class LocalSession:
                 hint="set python: in the inventory to a Python 3.8+ interpreter",
             ) from exc
         try:
-            return await self._talk(process, script, sink)
+            result = await self._talk(process, script, sink)
         finally:
             await _stop(process)
+        return dataclasses.replace(result, note=chosen.note) if chosen.note else result
 
     async def _talk(
         self, process: asyncio.subprocess.Process, script: bytes, sink: OutputSink

@@ -22,15 +22,27 @@ def saved_variant_run(tmp_path: Path) -> Path:
 def test_saved_run_with_broken_hosts_exits_32_with_fixes_and_junit(tmp_path: Path) -> None:
     junit = tmp_path / "check.xml"
     done = fleet(
-        tmp_path, "check", "--run", str(saved_variant_run(tmp_path)), "--junit", str(junit)
+        tmp_path,
+        "check",
+        "--details",
+        "--run",
+        str(saved_variant_run(tmp_path)),
+        "--junit",
+        str(junit),
     )
     assert done.returncode == 32, done.stderr
     assert "fix: torch 2.7.0+cu126 has no kernels for compute capability 12.0" in done.stdout
     assert "fix: NCCL_P2P_DISABLE=1 on an NVLink host" in done.stdout
-    assert "✗ check failed: 5 error failure(s)" in done.stdout
+    assert "✗ check failed: p2p-off,slow,sm120 fail 5 error rule(s)" in done.stdout
+    assert "5 error failure(s) — " in done.stdout  # the --details summary, by rule
     root = ET.parse(junit).getroot()
-    assert root.get("failures") == "5"
-    assert len(root.findall("testsuite/testcase/failure")) == 5
+    # the findings first (one test case each: the folded answer), then a case per rule and host
+    findings = root.find("testsuite[@name='findings']")
+    assert findings is not None
+    failed_findings = int(findings.get("failures") or 0)
+    assert failed_findings == 3, ET.tostring(findings).decode()  # sm120, p2p-off, slow
+    assert root.get("failures") == str(5 + failed_findings)
+    assert len(root.findall("testsuite/testcase/failure")) == 5 + failed_findings
 
 
 def test_clean_saved_run_exits_0(tmp_path: Path) -> None:
@@ -40,10 +52,9 @@ def test_clean_saved_run_exits_0(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     # The recording predates the live and net probes: their rules are the only ones not judged.
     assert "? check incomplete: no error failures" in done.stdout
-    not_judged = done.stdout.split("not judged:")[1].split("--strict")[0]
+    not_judged = done.stdout.split("not judged:")[1].split("verdicts (rule")[0]
     assert " ".join(not_judged.split()) == (
-        "skipped 8 rules on local: probe net was not run"
-        " skipped 4 rules on local: probe live was not run"
+        "12 rules on local (skipped: probes net, live were not run)"
     )
 
 
@@ -51,7 +62,7 @@ def test_json_format_is_a_check_document(tmp_path: Path) -> None:
     done = fleet(tmp_path, "check", "--run", str(saved_variant_run(tmp_path)), "--format", "json")
     assert done.returncode == 32
     document = json.loads(done.stdout)
-    assert document["schema"] == "fleet.check/2"
+    assert document["schema"] == "fleet.check/3"
     assert document["passed"] is False
     arch = next(r for r in document["rules"] if r["id"] == "torch-arch-supported")
     assert arch["hosts"]["sm120"]["verdict"] == "fail"
@@ -61,7 +72,7 @@ def test_json_format_is_a_check_document(tmp_path: Path) -> None:
 def test_warnings_alone_do_not_set_bit_32(tmp_path: Path) -> None:
     rules = tmp_path / "warn.yaml"
     rules.write_text('rules:\n  - {id: w, severity: warn, check: "`false`", fix: "just so"}\n')
-    done = fleet(tmp_path, "check", "--run", str(REAL_RUN), "--rules", str(rules))
+    done = fleet(tmp_path, "check", "--details", "--run", str(REAL_RUN), "--rules", str(rules))
     assert done.returncode == 0, done.stdout
     assert "! warn w" in done.stdout
     assert "fix: just so" in done.stdout
@@ -71,17 +82,17 @@ def test_bad_rules_file_exits_2_before_probing(tmp_path: Path) -> None:
     rules = tmp_path / "bad.yaml"
     rules.write_text("rules:\n  - id: a\n    check: torhc.version\n    fix: f\n")
     inventory = local_inventory(tmp_path, here={"transport": "local", "python": sys.executable})
-    done = fleet(tmp_path, "check", "-i", inventory, "--rules", str(rules))
+    done = fleet(tmp_path, "check", "--details", "-i", inventory, "--rules", str(rules))
     assert done.returncode == 2
     assert f"{rules}:3: rule 'a': 'check:' reads 'torhc'" in done.stderr
     assert not (tmp_path / "state").exists()  # nothing probed, nothing saved
 
 
 def test_unknown_pack_and_missing_run_exit_2(tmp_path: Path) -> None:
-    done = fleet(tmp_path, "check", "--run", str(REAL_RUN), "--pack", "training")
+    done = fleet(tmp_path, "check", "--details", "--run", str(REAL_RUN), "--pack", "training")
     assert done.returncode == 2
     assert "packs: inference" in done.stderr
-    done = fleet(tmp_path, "check", "--run", "latest")
+    done = fleet(tmp_path, "check", "--details", "--run", "latest")
     assert done.returncode == 2
     assert "no latest run" in done.stderr
 
@@ -95,12 +106,14 @@ def test_probing_check_saves_the_run_and_judges_it(tmp_path: Path) -> None:
         ' observed: system.cpu_count, fix: "only {observed} CPUs"}\n'
     )
     inventory = local_inventory(tmp_path, here={"transport": "local", "python": sys.executable})
-    done = fleet(tmp_path, "check", "-i", inventory, "-p", "system", "--rules", str(rules))
+    done = fleet(
+        tmp_path, "check", "--details", "-i", inventory, "-p", "system", "--rules", str(rules)
+    )
     assert done.returncode == 32, done.stdout + done.stderr
     assert "✓ pass has-cpus" in done.stdout
     assert "fix: only " in done.stdout
     saved = list((tmp_path / "state" / "fleet" / "runs").glob("*.json"))
     assert len(saved) == 1
-    again = fleet(tmp_path, "check", "--run", "latest", "--rules", str(rules))
+    again = fleet(tmp_path, "check", "--details", "--run", "latest", "--rules", str(rules))
     assert again.returncode == 32
     assert "✗ fail many-cpus" in again.stdout

@@ -52,7 +52,7 @@ def test_probe_and_check_on_simulated_gpus_name_the_slow_gpu(
     )
     result = run_document(out)["hosts"]["local"]["probes"]["gpubench"]
     assert result["status"] == "ok"
-    checked = invoke(tmp_path, "check", "--run", str(out), "--pack", "inference")
+    checked = invoke(tmp_path, "check", "--details", "--run", str(out), "--pack", "inference")
     assert checked.exit_code & 32
     text = " ".join(checked.output.split())
     assert "✗ fail gpubench-gpu-vs-host-best" in text

@@ -79,7 +79,7 @@ def test_a_rule_may_read_a_probe_from_probe_dir(tmp_path: Path, probe_dir: Path)
         "    fix: raise the application clocks\n"
     )
     done = invoke_fleet(
-        tmp_path, "check", "-i", inventory(tmp_path), "--probe-dir", str(probe_dir),
+        tmp_path, "check", "--details", "-i", inventory(tmp_path), "--probe-dir", str(probe_dir),
         "-p", "gpu_clocks", "--rules", str(rules), "--no-save",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr

@@ -112,3 +112,17 @@ def test_baseline_latest_is_the_latest_run_of_the_inventory_probed(tmp_path: Pat
     done = invoke(tmp_path, "probe", "-i", str(inventory), "-p", "system", "--baseline", "latest")
     assert done.exit_code == 2, done.output
     assert f"no latest run of inventory {inventory}" in done.stderr
+
+
+def test_a_name_two_inventories_share_is_refused_naming_both(tmp_path: Path) -> None:
+    loopback = run_document(LOOPBACK8)
+    save(tmp_path, loopback, "2026-11-30T01:00:00.000Z", inventory="site-a/inventory.yaml")
+    save(tmp_path, loopback, "2026-11-30T02:00:00.000Z", inventory="site-b/inventory.yaml")
+    for ref in ("latest:inventory.yaml", "latest:inventory"):
+        done = invoke(tmp_path, "show", ref)
+        assert done.exit_code == 2, done.output
+        assert "names 2 different inventories" in done.stderr
+        assert "site-a/inventory.yaml, site-b/inventory.yaml" in done.stderr
+    # the path itself is no longer ambiguous
+    shown = invoke(tmp_path, "show", "latest:site-a/inventory.yaml", "--format", "json")
+    assert shown.exit_code == 0, shown.output

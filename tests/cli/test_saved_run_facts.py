@@ -99,7 +99,7 @@ def test_report_reads_the_declaration_from_the_run(site: Path) -> None:
 
 def test_check_run_reads_a_probe_the_run_carries(site: Path) -> None:
     (site / "rules.yaml").write_text(RULES)
-    done = invoke_fleet(site, "check", "--run", "latest", "--rules", "rules.yaml")
+    done = invoke_fleet(site, "check", "--details", "--run", "latest", "--rules", "rules.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "✓ pass clocks-high" in done.stdout
 
@@ -107,7 +107,9 @@ def test_check_run_reads_a_probe_the_run_carries(site: Path) -> None:
 def test_a_rule_reading_an_unknown_probe_suggests_probe_dir(tmp_path: Path) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES)
-    done = invoke_fleet(tmp_path, "check", "--rules", str(rules), "--no-save", "-p", "system")
+    done = invoke_fleet(
+        tmp_path, "check", "--details", "--rules", str(rules), "--no-save", "-p", "system"
+    )
     assert done.returncode == 2
     assert "'gpu_clocks'" in done.stderr
     assert "--probe-dir" in done.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.fabric.conftest import NetnsFleet
-from tests.fabric.test_fabric_netns import TOLERANCE, assert_nothing_left, fabric, measured
+from tests.fabric.netns_helpers import TOLERANCE, assert_nothing_left, fabric, measured
 
 pytestmark = [pytest.mark.faults, pytest.mark.torch, pytest.mark.slow]
 

@@ -76,7 +76,7 @@ def test_json_lists_every_differing_fact_tagged(mixed: tuple[Path, FleetResult])
     done = saved_diff(tmp_path, "--format", "json")
     assert done.returncode == 0, done.stderr
     document: dict[str, Any] = json.loads(done.stdout)
-    assert document["schema"] == "fleet.diff/2"
+    assert document["schema"] == "fleet.diff/3"
     facts = [*document["values"], *document["sets"]]
     assert len(facts) > 200  # every differing fact, hardware ones too
     cohorts = {c["name"] for c in document["cohorts"]}

@@ -57,7 +57,28 @@ def host_facts(case: str) -> dict[str, Any]:
     lspci = text(case, "lspci_-vvv.txt")
     if lspci is not None:
         facts["acs"] = pcie.parse_lspci_acs(lspci)
+    devices = text(case, "sysfs_pci_devices.txt")
+    if devices is not None:
+        facts["pci_scan"] = pci_scan(devices)
     return facts
+
+
+def pci_scan(listing: str) -> dict[str, list[str]]:
+    """_health_sample.scan_pci's answer from a capture's `sysfs_pci_devices.txt` lines
+    (`/sys/bus/pci/devices/BDF VENDOR CLASS PATH SIZE`)."""
+    found: dict[str, list[str]] = {"gpus": [], "nvswitches": [], "aer_devices": []}
+    for line in listing.splitlines():
+        fields = line.split()
+        if len(fields) < 3 or not fields[0].startswith("/sys/bus/pci/devices/"):
+            continue
+        bus_id, vendor, klass = fields[0].rsplit("/", 1)[1], fields[1], fields[2]
+        if vendor == "0x10de" and klass.startswith(("0x0300", "0x0302")):
+            found["gpus"].append(bus_id)
+            found["aer_devices"].append(bus_id)
+        elif vendor == "0x10de" and klass.startswith("0x0680"):
+            found["nvswitches"].append(bus_id)
+            found["aer_devices"].append(bus_id)
+    return found
 
 
 def case_data(case: str) -> dict[str, Any]:

@@ -99,11 +99,13 @@ def test_fleet_baseline_usage_errors(tmp_path: Path, args: tuple[str, ...], mess
 def test_check_passes_a_real_run_and_prints_bus_bandwidth_as_share_of_line_rate(
     tmp_path: Path, baseline: Path
 ) -> None:
-    done = invoke_fleet(tmp_path, "check", "--run", str(MATRIX), "--baseline", str(baseline))
+    done = invoke_fleet(
+        tmp_path, "check", "--details", "--run", str(MATRIX), "--baseline", str(baseline)
+    )
     assert done.returncode & EXIT_CHECK_FAILED == 0, done.stdout
     assert "✓ pass baseline-allreduce error" in done.stdout
     assert "✓ pass baseline-allreduce-matrix error" in done.stdout
-    plain = invoke_fleet(tmp_path, "check", "--run", str(PLAIN))  # no baseline at all
+    plain = invoke_fleet(tmp_path, "check", "--details", "--run", str(PLAIN))  # no baseline at all
     assert "line rate 450 GB/s per direction (NVLink 4 × 18 links × 25 GB/s)" in plain.stdout
     assert "eager 256 MiB: 67% of line rate, 301 GB/s" in plain.stdout
 
@@ -113,13 +115,16 @@ def test_check_fails_a_slower_copy_naming_host_size_value_and_band_everywhere(
 ) -> None:
     run = cut_run(tmp_path)
     junit, html = tmp_path / "check.xml", tmp_path / "report.html"
-    args = ("check", "--run", str(run), "--baseline", str(baseline))
+    args = ("check", "--details", "--run", str(run), "--baseline", str(baseline))
     done = invoke_fleet(tmp_path, *args, "--junit", str(junit), "--html", str(html))
     assert done.returncode & EXIT_CHECK_FAILED, done.stdout
     assert "✗ fail baseline-allreduce error" in done.stdout
     assert CUT_LINE in done.stdout
     assert "versions: torch 2.11.0+cu130 · CUDA 13.0 · NCCL 2.28.9" in done.stdout
-    assert "check failed: 1 error failure(s) — baseline-allreduce on local" in done.stdout
+    assert (
+        "check failed: local fail 1 error rule(s); 1 error failure(s) — baseline-allreduce on local"
+        in done.stdout
+    )
     # JUnit: the same line, one test case per rule and host
     suite = next(s for s in ET.parse(junit).getroot() if s.get("name") == "baseline-allreduce")
     failure = suite.find("testcase/failure")
@@ -152,7 +157,7 @@ def test_check_with_a_missing_measurement_is_incomplete_never_passed(
     data = document["hosts"]["local"]["probes"]["allreduce"]["data"]
     data["results"] = [r for r in data["results"] if r["bytes"] != 8]
     run = write(tmp_path, "short.json", document)
-    done = invoke_fleet(tmp_path, "check", "--run", str(run), "--baseline", str(baseline),
+    done = invoke_fleet(tmp_path, "check", "--details", "--run", str(run), "--baseline", str(baseline),
                         "--format", "json")  # fmt: skip
     verdict = next(r for r in json.loads(done.stdout)["rules"] if r["id"] == "baseline-allreduce")
     assert verdict["hosts"]["local"]["verdict"] == "unknown"
@@ -160,7 +165,7 @@ def test_check_with_a_missing_measurement_is_incomplete_never_passed(
         "the run lacks 2 of the baseline's 52 allreduce measurement(s): eager 8 B latency"
         in (verdict["hosts"]["local"]["reason"])
     )
-    strict = invoke_fleet(tmp_path, "check", "--run", str(run), "--baseline", str(baseline),
+    strict = invoke_fleet(tmp_path, "check", "--details", "--run", str(run), "--baseline", str(baseline),
                           "--strict")  # fmt: skip
     assert strict.returncode & EXIT_CHECK_FAILED
 
@@ -172,7 +177,9 @@ def test_check_says_when_the_baseline_does_not_know_the_cohort(
     for gpu in document["hosts"]["local"]["probes"]["gpu"]["data"]["gpus"]:
         gpu["name"] = "NVIDIA B200"
     run = write(tmp_path, "b200.json", document)
-    done = invoke_fleet(tmp_path, "check", "--run", str(run), "--baseline", str(baseline))
+    done = invoke_fleet(
+        tmp_path, "check", "--details", "--run", str(run), "--baseline", str(baseline)
+    )
     said = " ".join(done.stdout.split())  # the reason is said once, under `not judged:`
     assert (
         f"on local: cohort 2× NVIDIA B200 · nvlink is not in the "
@@ -187,11 +194,13 @@ def test_a_bad_baseline_file_stops_check_before_anything_names_its_line_and_the_
     bad = tmp_path / "bad.yaml"
     bad.write_text(text)
     line = text.splitlines().index("band: {k: -1, floor: 0.1}") + 1
-    done = invoke_fleet(tmp_path, "check", "--run", str(PLAIN), "--baseline", str(bad))
+    done = invoke_fleet(tmp_path, "check", "--details", "--run", str(PLAIN), "--baseline", str(bad))
     assert done.returncode == 2
     assert f"error: {bad}:{line}: k: -1 is not a positive number" in done.stderr
     assert "hint: e.g. k: 3.0" in done.stderr
-    missing = invoke_fleet(tmp_path, "check", "--run", str(PLAIN), "--baseline", "no.yaml")
+    missing = invoke_fleet(
+        tmp_path, "check", "--details", "--run", str(PLAIN), "--baseline", "no.yaml"
+    )
     assert "baseline file no.yaml does not exist" in missing.stderr
     assert "fleet baseline RUN [RUN…] -o FILE" in missing.stderr
 

@@ -42,6 +42,16 @@ HEALTH_RULES = (
     "health-pcie-width",
     "health-acs-off-for-pcie-p2p",
     "health-iommu-not-translating-for-pcie-p2p",
+    # step two (tests/probes/test_health_sample.py): counters that rise, what should be there
+    "health-ib-link-downed",
+    "health-ib-symbol-errors",
+    "health-nvlink-errors-rising",
+    "health-aer-correctable-rising",
+    "health-ecc-uncorrected-rising",
+    "health-hw-slowdown-time-rising",
+    "health-gpus-on-bus-listed",
+    "health-fabric-manager-running",
+    "health-same-gpu-firmware",
 )
 Host = dict[str, Any]
 

@@ -442,7 +442,7 @@ def test_terminal_view_shows_failing_hosts_observed_values_and_fixes() -> None:
     assert "sm120: observed 12.0" in text
     assert "fix: NCCL_P2P_DISABLE=1 on an NVLink host" in text
     assert "✓ pass same-torch" in text
-    assert "✗ check failed: 5 error failure(s)" in text
+    assert "✗ check failed: p2p-off,slow,sm120 fail 5 error rule(s); 5 error failure(s) — " in text
 
 
 def test_same_failures_on_many_hosts_print_once() -> None:
@@ -456,7 +456,7 @@ def test_same_failures_on_many_hosts_print_once() -> None:
 
 def test_check_document_is_json() -> None:
     document = evaluate(pack_rules(), variant_fleet()).to_dict()
-    assert document["schema"] == "fleet.check/2"
+    assert document["schema"] == "fleet.check/3"
     assert document["passed"] is False
     assert document["summary"]["failed_error"] == 5
     json.dumps(document)

@@ -23,7 +23,7 @@ from fleet.render.html.fabric import fabric_section
 from fleet.render.terminal.fabric import fabric_view
 from fleet.transport.base import ExecResult, OutputSink
 from tests.schema_check import errors
-from tests.unit.test_fabric_rounds import RankTransport, hosts, line, rank_config
+from tests.unit.fabric_helpers import RankTransport, hosts, line, rank_config
 
 NAMES = [f"n{i:02d}" for i in range(16)]
 

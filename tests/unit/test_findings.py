@@ -270,7 +270,9 @@ def test_markdown_has_a_table_per_cohort_and_no_by_device_rows() -> None:
     assert ["torch.devices[*].arch_supported", "True", "False: h05 (8 devices alike)"] in rows
     assert ["gpu.driver_version", "580.65.06", "580.159.04"] in rows  # software between cohorts
     assert all(len(row) == 3 for row in rows), rows
-    findings = markdown[markdown.index("### Findings") : markdown.index("### In cohort")]
+    findings = markdown[
+        markdown.index("### Divergence, most serious first") : markdown.index("### In cohort")
+    ]
     numbered = [line for line in findings.splitlines() if line[:1].isdigit()]
     assert [line.split(" · ")[0] for line in numbered] == [
         "1. **check**",
@@ -285,7 +287,7 @@ def test_markdown_has_a_table_per_cohort_and_no_by_device_rows() -> None:
 
 def test_json_document_keeps_every_fact_tagged_and_the_findings() -> None:
     document = json.loads(json.dumps(fleet_diff_document(diff_of(mixed8())), default=str))
-    assert document["schema"] == "fleet.diff/2"
+    assert document["schema"] == "fleet.diff/3"
     assert document["odd_hosts"] == ["h05", "h07"]
     assert [c["label"] for c in document["cohorts"]] == ["8× RTX PRO 6000 Blackwell", "2× H200"]
     assert len(document["values"]) + len(document["sets"]) == 230

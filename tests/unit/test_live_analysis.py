@@ -287,3 +287,58 @@ def test_as_dict_is_json() -> None:
     assert document["schema"] == LIVE_SCHEMA
     assert document["healthy"] is True
     assert json.loads(json.dumps(document))["jobs"][0]["ranks"][1]["host"] == "gpu-b"
+
+
+# ------------------------------------------------------------------------------- as findings
+
+
+def test_findings_name_a_stopped_rank_on_its_host_once() -> None:
+    from fleet.findings.sources import jobs_findings
+
+    view = two_rank_view()
+    gone = view["ranks"].pop(1)
+    view["missing_ranks"] = [
+        {k: gone[k] for k in ("rank", "host", "pid", "cuda_dev", "nvml_dev")}
+        | {"status": {"unresponsive": True, "considered_dead": False}}
+    ]
+    (finding,) = jobs_findings(healthy_pair(view, b_process=nccl_process(728, state="T")))
+    assert (finding.severity, finding.action, finding.hosts) == ("error", "restart-app", ("gpu-b",))
+    assert finding.where == "rank 1 pid 728 GPU 1"
+    assert finding.what == (
+        "NCCL job 0x44d8c595d392cba8: rank 1 on gpu-b: its process is stopped; missing, unresponsive"
+    )
+
+
+def test_findings_of_mixed_builds_and_a_shared_ras_port() -> None:
+    from fleet.findings.sources import jobs_findings
+
+    other = nccl_process(728, build="1111111111111111111111111111111111111111", version="2.30.4")
+    run = healthy_pair(b_process=other)
+    document = run.to_dict()
+    shared = "RAS at 127.0.0.1:28028 is shared by 2 jobs (pids 727; 900)"
+    document["hosts"]["gpu-a"]["probes"]["live"]["data"]["problems"]["shared_ras_ports"] = [shared]
+    builds, port = jobs_findings(Run.from_dict(document))
+    assert (builds.severity, builds.action, builds.hosts) == (
+        "error",
+        "fix-config",
+        ("gpu-a", "gpu-b"),
+    )
+    assert "2 libnccl builds (NCCL 2.28.9, 2.30.4)" in builds.what
+    assert (port.severity, port.hosts, port.what) == ("warning", ("gpu-a",), shared)
+
+
+def test_no_findings_without_the_live_probe() -> None:
+    from fleet.findings.sources import jobs_findings
+
+    assert jobs_findings(fleet(**{"gpu-a": None})) == []
+    assert jobs_findings(healthy_pair()) == []
+
+
+def test_the_html_section_lists_every_rank_and_what_is_wrong() -> None:
+    from fleet.units.live.html import jobs_section
+
+    view = two_rank_view()
+    view["ranks"][1]["collective_counts"]["AllReduce"] = 1140
+    markup = jobs_section(live_jobs(healthy_pair(view)))
+    assert markup.count("<tr data-key=") == 2
+    assert "gpu-b: rank 1 of 0x44d8c595d392cba8: behind in AllReduce: 1140 of 1145" in markup

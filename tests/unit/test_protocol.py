@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from fleet.execution.protocol import ExecResult, StreamDecoder, conclude
 
 
@@ -129,6 +131,25 @@ def test_start_up_alarm_without_hello_is_timeout_not_no_python() -> None:
     verdict = conclude_from(b"", ExecResult(None, "SIGALRM"), ["a"], timeout_s=30)
     assert verdict.status == "timeout"
     assert "did not start" in (verdict.error or "")
+
+
+@pytest.mark.parametrize(
+    ("result", "said"),
+    [
+        (ExecResult(None, "SIGALRM"), "within 7 s"),  # the script's own alarm
+        (ExecResult(124), "within 9 s"),  # the host-side `timeout`, LAUNCH_GRACE_S later
+        (ExecResult(None, "SIGKILL"), "within 9 s"),
+        (None, "within 12 s"),  # the controller's --timeout
+    ],
+)
+def test_a_hung_interpreter_is_said_with_the_deadline_that_ended_it(
+    result: ExecResult | None, said: str
+) -> None:
+    verdict = conclude_from(
+        b"", result, ["a"], timeout_s=12, start_up_s=7, timed_out=result is None
+    )
+    assert verdict.status == "timeout"
+    assert f"python3 did not start the probes {said}" == verdict.error
 
 
 def test_remote_deadline_is_timeout_naming_pending_probes() -> None:

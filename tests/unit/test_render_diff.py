@@ -71,7 +71,7 @@ def test_terminal_view_reads_at_80_and_200_columns(width: int) -> None:
 def test_json_and_markdown_forms() -> None:
     diff = compare_hosts(recorded().hosts.values(), declared_facts())
     document = json.loads(json.dumps(fleet_diff_document(diff)))
-    assert document["schema"] == "fleet.diff/2"
+    assert document["schema"] == "fleet.diff/3"
     assert document["odd_hosts"] == [
         "gpu-07",
         "gpu-08",

@@ -19,8 +19,9 @@ from fleet.findings.model import ACTIONS, Finding
 from fleet.findings.xid_catalog import XIDS, actions_in_text, most_disruptive, xid_action
 from fleet.models import Run
 from tests.conftest import ROOT
-from tests.probes.health_cases import case_data, health, host_facts, text
+from tests.probes.health_cases import case_data, health, text
 from tests.probes.health_cases import real_host as host_with_health
+from tests.scenarios.sick_fleet import ecc_host_health
 
 REAL_RUN = ROOT / "tests" / "probes" / "golden" / "real_run" / "h200x2_run.json"
 GPUBENCH_RUN = ROOT / "tests" / "probes" / "golden" / "real_run" / "h200x1_gpubench_run.json"
@@ -37,37 +38,6 @@ def judge(**hosts: Host) -> CheckReport:
     document = json.loads(REAL_RUN.read_text())
     document["hosts"] = hosts
     return evaluate(pack(), Run.from_dict(document))
-
-
-def kernel_log_line(case: str, xid: int, bus: str) -> str:
-    """The real line of Xid `xid` in `case`'s dmesg, said of the GPU at `bus`."""
-    line = next(line for line in text(case, "dmesg.txt").splitlines() if f"): {xid}, " in line)
-    start, end = line.index("(PCI:") + len("(PCI:"), line.index("): ")
-    return line[:start] + bus + line[end:]
-
-
-def ecc_host_health() -> dict[str, Any]:
-    """The issue's sick H200: the real pair's nvidia-smi XML with GPU1's remap pending (public
-    capture remap_pending_gpud80), one uncorrected DRAM ECC error on it (volatile and
-    aggregate), and the real Xid 94 and Xid 63 lines of two public logs said of GPU1's bus."""
-    case = "remap_pending_gpud80"
-    xml = text(case, "nvidia-smi_-q_-x.xml")
-    head, gpu1 = xml.split('<gpu id="00000000:00:07.0">')
-    gpu1 = gpu1.replace("<dram_uncorrectable>0<", "<dram_uncorrectable>1<")
-    log = "\n".join(
-        [
-            kernel_log_line("xid43_31_94_akash244", 94, "0000:00:07"),
-            kernel_log_line("xid63_remap_pending_stas00", 63, "0000:00:07"),
-        ]
-    )
-    return health.build_data(  # type: ignore[no-any-return]
-        head + '<gpu id="00000000:00:07.0">' + gpu1,
-        text("h200x2", "nvidia-smi_nvlink_-s.txt"),
-        None,
-        text("h200x2", "proc_driver_nvidia_version.txt"),
-        ("dmesg", log + "\n", {}),
-        host_facts(case),
-    )
 
 
 def healthy() -> Host:
@@ -210,7 +180,7 @@ def test_unjudged_rules_are_not_findings_but_one_line_per_cause() -> None:
 def test_every_pack_rule_names_its_action() -> None:
     raw = (Path(pack_path("inference"))).read_text()
     rules = pack()
-    assert raw.count("\n    action: ") == len(rules) == 53
+    assert raw.count("\n    action: ") == len(rules) == 62
     assert {r.action for r in rules} <= set(ACTIONS)
     by_id = {r.id: r.action for r in rules}
     assert by_id["same-torch"] == "fix-config"

@@ -30,7 +30,7 @@ DOC = ROOT / "docs" / "rules.md"
 LOOPBACK8 = ROOT / "tests" / "probes" / "golden" / "real_run" / "loopback8_two_odd.json"
 FENCE = re.compile(r"^```(?P<info>[^`]*)$")
 MARKER = re.compile(r"^<!--\s*(?P<marker>[\w-]+)\s*-->$")
-WIDTH = 200  # the terminal the outputs were printed on: wide enough not to wrap them
+WIDTH = 240  # the terminal the outputs were printed on: wide enough not to wrap them
 RULES_FILE = "rules.yaml"  # the name errors give the example files
 
 

@@ -98,13 +98,13 @@ def test_the_ids_in_the_schemas_are_the_ids_the_code_writes() -> None:
     run = schema_for("run")["properties"]["schema"]["enum"]
     assert run[0] == RUN_SCHEMA
     assert set(run) == set(READABLE_RUN_SCHEMAS)  # what validates is what loads
-    assert schema_for("diff")["properties"]["schema"]["const"] == constant(
+    assert schema_for("diff")["properties"]["schema"]["enum"][0] == constant(
         "fleet.render", "DIFF_SCHEMA"
     )
-    assert schema_for("drift")["properties"]["schema"]["const"] == constant(
+    assert schema_for("drift")["properties"]["schema"]["enum"][0] == constant(
         "fleet.render", "DIFF_SCHEMA"
     )
-    assert schema_for("check")["properties"]["schema"]["const"] == constant(
+    assert schema_for("check")["properties"]["schema"]["enum"][0] == constant(
         "fleet.checks", "CHECK_SCHEMA"
     )
     assert schema_for("fabric")["properties"]["schema"]["enum"][0] == constant(

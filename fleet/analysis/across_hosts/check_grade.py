@@ -24,7 +24,7 @@ from typing import Any
 
 from fleet.analysis.across_hosts.cohort_split import Splitter
 from fleet.analysis.across_hosts.divergence import Divergence, SetDivergence
-from fleet.analysis.across_hosts.findings import CHECK, CrossCohort, Finding, fact_names
+from fleet.analysis.across_hosts.findings import CHECK, CrossCohort, DivergenceFinding, fact_names
 from fleet.analysis.facts import HostFacts, Value
 from fleet.hostsets import compact_hosts
 
@@ -54,7 +54,9 @@ class CheckGrade:
 
     def arch_findings(
         self, inside: list[tuple[str, Divergence | SetDivergence]], crosses: list[CrossCohort]
-    ) -> tuple[list[Finding], list[tuple[str, Divergence | SetDivergence]], list[CrossCohort]]:
+    ) -> tuple[
+        list[DivergenceFinding], list[tuple[str, Divergence | SetDivergence]], list[CrossCohort]
+    ]:
         """Hosts whose torch has no kernels for their GPUs, by cohort, torch and missing sm_XY."""
         splitter = self.splitter
         bad: dict[tuple[str, Any, tuple[str, ...]], list[str]] = defaultdict(list)
@@ -94,7 +96,7 @@ class CheckGrade:
                 f"({self.labels[cohort]})"
             )
             findings.append(
-                Finding("arch", CHECK, title, tuple(sorted(bad_hosts)), cohort, facts,
+                DivergenceFinding("arch", CHECK, title, tuple(sorted(bad_hosts)), cohort, facts,
                         tuple(values), tuple(names), tuple(across))
             )  # fmt: skip
         return findings, _without(inside, covered), [x for x in crosses if x not in covered_across]
@@ -104,7 +106,9 @@ class CheckGrade:
         inside: list[tuple[str, Divergence | SetDivergence]],
         crosses: list[CrossCohort],
         kind: str,
-    ) -> tuple[list[Finding], list[tuple[str, Divergence | SetDivergence]], list[CrossCohort]]:
+    ) -> tuple[
+        list[DivergenceFinding], list[tuple[str, Divergence | SetDivergence]], list[CrossCohort]
+    ]:
         """NCCL transport settings (one finding per cohort and hosts, every key together) or
         import resolutions (one per spec)."""
         pattern = NCCL_TRANSPORT if kind == "nccl" else IMPORT_RESOLVED
@@ -124,7 +128,9 @@ class CheckGrade:
                 else self.import_title(items[0], cohort)
             )
             findings.append(
-                Finding(kind, CHECK, title, who, cohort, fact_names(items, [], []), tuple(items))
+                DivergenceFinding(
+                    kind, CHECK, title, who, cohort, fact_names(items, [], []), tuple(items)
+                )
             )
         across = [x for x in crosses if pattern.match(x.fact) and x.software]
         together: dict[tuple[Any, ...], list[CrossCohort]] = defaultdict(list)
@@ -134,7 +140,7 @@ class CheckGrade:
             title = self.across_title(items_across, kind)
             hosts = self.splitter.minority_hosts(items_across[0])
             findings.append(
-                Finding(kind, CHECK, title, hosts, None, fact_names([], [], items_across),
+                DivergenceFinding(kind, CHECK, title, hosts, None, fact_names([], [], items_across),
                         across=tuple(items_across))
             )  # fmt: skip
         return findings, _without(inside, mine), [x for x in crosses if x not in across]

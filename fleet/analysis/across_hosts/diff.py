@@ -41,7 +41,7 @@ from fleet.analysis.across_hosts.divergence import SetDivergence as SetDivergenc
 from fleet.analysis.across_hosts.divergence import divergence_of, set_divergence_of
 from fleet.analysis.across_hosts.findings import CHECK, COHORT
 from fleet.analysis.across_hosts.findings import CrossCohort as CrossCohort
-from fleet.analysis.across_hosts.findings import Finding as Finding
+from fleet.analysis.across_hosts.findings import DivergenceFinding as DivergenceFinding
 from fleet.analysis.across_hosts.ranking import analyse
 from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE as DEFAULT_TOLERANCE
 from fleet.analysis.facts import (
@@ -89,7 +89,7 @@ class FleetDiff:
     outliers: tuple[Outlier, ...]
     unreported: tuple[Unreported, ...]
     tolerance: float
-    findings: tuple[Finding, ...] = ()
+    findings: tuple[DivergenceFinding, ...] = ()
     cohort_by: str | None = None  # the JMESPath that made the cohorts; None: the default key
 
     @property
@@ -100,11 +100,11 @@ class FleetDiff:
         odd |= {o.host for o in self.outliers}
         return tuple(sorted(odd))
 
-    def ranked(self, *ranks: int) -> tuple[Finding, ...]:
+    def ranked(self, *ranks: int) -> tuple[DivergenceFinding, ...]:
         return tuple(f for f in self.findings if f.rank in ranks)
 
     @property
-    def in_cohorts(self) -> tuple[Finding, ...]:
+    def in_cohorts(self) -> tuple[DivergenceFinding, ...]:
         """Check-grade findings and divergence inside cohorts (ranks 1 and 2)."""
         return self.ranked(CHECK, COHORT)
 

@@ -63,7 +63,7 @@ class CrossCohort:
 
 
 @dataclass(frozen=True)
-class Finding:
+class DivergenceFinding:
     """One thing to read: what (`title`, one line), where (`cohort`, None across cohorts) and
     on which hosts; `facts` the differing facts it accounts for, with their values restricted
     to the cohort (`values`, `sets`) or compared between cohorts (`across`)."""
@@ -97,7 +97,7 @@ class Finding:
 class Analysis:
     values: tuple[Divergence, ...]  # the run's differing values, tagged
     sets: tuple[SetDivergence, ...]
-    findings: tuple[Finding, ...]
+    findings: tuple[DivergenceFinding, ...]
 
 
 def fact_names(

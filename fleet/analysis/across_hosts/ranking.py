@@ -29,7 +29,7 @@ from fleet.analysis.across_hosts.findings import (
     SOFTWARE,
     Analysis,
     CrossCohort,
-    Finding,
+    DivergenceFinding,
     fact_names,
 )
 
@@ -72,8 +72,8 @@ class FindingBuilder:
         inside: list[tuple[str, Divergence | SetDivergence]],
         crosses: list[CrossCohort],
         arch_differs: bool,
-    ) -> list[Finding]:
-        findings: list[Finding] = []
+    ) -> list[DivergenceFinding]:
+        findings: list[DivergenceFinding] = []
         if arch_differs:
             arch, inside, crosses = self.check_grade.arch_findings(inside, crosses)
             findings += arch
@@ -85,7 +85,7 @@ class FindingBuilder:
         findings += self.hardware_findings(crosses)
         return sorted(findings, key=self._order)
 
-    def _order(self, finding: Finding) -> tuple[Any, ...]:
+    def _order(self, finding: DivergenceFinding) -> tuple[Any, ...]:
         kind = KIND_ORDER.index(finding.kind) if finding.kind in KIND_ORDER else 0
         where = self.splitter.order.get(finding.cohort or "", -1)
         return (finding.rank, kind, where, -len(finding.hosts), finding.facts)
@@ -94,7 +94,7 @@ class FindingBuilder:
 
     def cohort_findings(
         self, inside: list[tuple[str, Divergence | SetDivergence]]
-    ) -> list[Finding]:
+    ) -> list[DivergenceFinding]:
         """The other in-cohort divergences, those setting the same hosts apart together."""
         alike: dict[tuple[str, tuple[str, ...], bool], list[Divergence | SetDivergence]] = (
             defaultdict(list)
@@ -114,12 +114,12 @@ class FindingBuilder:
             values = sorted((i for i in items if isinstance(i, Divergence)), key=lambda i: i.fact)
             names = sorted((i for i in items if isinstance(i, SetDivergence)), key=lambda i: i.fact)
             findings.append(
-                Finding("cohort", COHORT, title, hosts, cohort, fact_names(values, names, []),
+                DivergenceFinding("cohort", COHORT, title, hosts, cohort, fact_names(values, names, []),
                         tuple(values), tuple(names))
             )  # fmt: skip
         return findings
 
-    def software_findings(self, crosses: list[CrossCohort]) -> list[Finding]:
+    def software_findings(self, crosses: list[CrossCohort]) -> list[DivergenceFinding]:
         """Software and API facts that differ between cohorts, those splitting them alike together."""
         alike: dict[tuple[tuple[str, ...], ...], list[CrossCohort]] = defaultdict(list)
         for cross in crosses:
@@ -130,12 +130,12 @@ class FindingBuilder:
             title = f"{len(items)} software fact(s) differ between {joined(names)}"
             hosts = self.splitter.minority_hosts(items[0])
             findings.append(
-                Finding("software", SOFTWARE, title, hosts, None, fact_names([], [], items),
+                DivergenceFinding("software", SOFTWARE, title, hosts, None, fact_names([], [], items),
                         across=tuple(sorted(items, key=lambda x: x.fact)))
             )  # fmt: skip
         return findings
 
-    def hardware_findings(self, crosses: list[CrossCohort]) -> list[Finding]:
+    def hardware_findings(self, crosses: list[CrossCohort]) -> list[DivergenceFinding]:
         """One per pair of cohorts: how many hardware facts differ between them."""
         by_pair: dict[Pair, list[CrossCohort]] = defaultdict(list)
         for cross in crosses:
@@ -146,7 +146,7 @@ class FindingBuilder:
             first, second = (self.labels[c] for c in pair)
             title = f"{first} vs {second}: {len(items)} hardware fact(s) differ, as expected"
             findings.append(
-                Finding("hardware", HARDWARE, title, (), None, fact_names([], [], items),
+                DivergenceFinding("hardware", HARDWARE, title, (), None, fact_names([], [], items),
                         across=tuple(sorted(items, key=lambda x: x.fact)), pair=pair)
             )  # fmt: skip
         order = self.splitter.order

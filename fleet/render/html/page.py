@@ -22,11 +22,13 @@ from fleet.analysis.across_runs.drift import Drift
 from fleet.analysis.baselines.judge import BaselineJudgement
 from fleet.checks import CheckReport
 from fleet.errors import ReportError
+from fleet.findings.model import Finding
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import HostOutcome, Run
 from fleet.render.grouping import check_verdict, ended_alike
 from fleet.render.html.divmap import divergence_map, name_lists
 from fleet.render.html.fabric import fabric_section
+from fleet.render.html.findings import findings_section
 from fleet.render.html.markup import chip, esc, hosts_label, row, section, table
 from fleet.render.html.sections import (
     checks_section,
@@ -59,6 +61,7 @@ class Report:
     exit_code: int | None = None
     source: str | None = None  # where the run came from (a file, a saved run)
     baseline: BaselineJudgement | None = None  # its bands drawn behind the curves
+    findings: Sequence[Finding] = ()  # what is wrong, where, what to do: the page's first section
 
 
 def exit_meaning(code: int) -> str:
@@ -159,7 +162,7 @@ def _verdict(report: Report, diff: FleetDiff) -> str:
 
 def _present(report: Report) -> list[tuple[str, str]]:
     """(anchor, title) of the sections this page has, in order."""
-    found = [("hosts", "hosts"), ("divergence", "divergence")]
+    found = [("findings", "findings"), ("hosts", "hosts"), ("divergence", "divergence")]
     if report.diff.sets:
         found.append(("names", "name lists"))
     found += [(unit.ANCHOR, unit.NAV) for _, unit in parts("html") if unit.shown(report)]
@@ -197,6 +200,8 @@ def _sections(report: Report) -> list[str]:
     unreached = {u.host for u in diff.unreported if u.probe is None}
     compared = [h for h in diff.hosts if h not in unreached]
     sections = [
+        section("findings", "findings", findings_section(report.findings),
+                "what is wrong, where, and what to do, most severe first"),
         section("hosts", "hosts by outcome", _hosts(list(run.hosts.values())),
                 "hosts that ended alike share a row; trouble first"),
         section("divergence", "divergence map", divergence_map(diff, compared),
@@ -281,6 +286,7 @@ dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:
 dt{color:var(--dim)}dd{margin:0}
 .dim{color:var(--dim)}.note{color:var(--warn)}.ok{color:var(--ok)}.error{color:var(--bad);margin:4px 0}
 .hint{color:var(--dim)}.intro{color:var(--dim);margin-top:0}
+.findings .sev-error{color:var(--bad);font-weight:600}.findings .sev-warning{color:var(--warn)}
 .verdict{margin:4px 0;font-size:15px}.verdict.odd b{color:var(--warn)}.verdict.bad b{color:var(--bad)}
 .chip{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;border:1px solid currentColor}
 .chip.ok{color:var(--ok)}.chip.bad{color:var(--bad);font-weight:600}.chip.warn{color:var(--warn)}

@@ -27,7 +27,15 @@ def render_probed(
     against --baseline RUN and a --baseline-file's verdicts."""
     render_hosts(console, assessment.run)
     render_findings(console, assessment.findings)  # rules not judged: only fleet check says
-    render_detail(console, assessment.run, assessment.diff, saved, between=between)
+    render_detail(
+        console,
+        assessment.run,
+        assessment.diff,
+        saved,
+        between=between,
+        brief=not between,
+        run_ref=assessment.where if saved is None else saved,
+    )
     if assessment.drift is not None:
         from fleet.render.terminal.diff import drift_view  # only with --baseline: start-up
 
@@ -53,10 +61,12 @@ def render_checked(console: Console, assessment: Assessment, details: bool = Fal
     run = assessment.run
     outcome, headline = check_headline(report)
     say(console, f"{VERDICT_MARK[outcome]} {escape(headline)}[/]", 2)
+    render_findings(
+        console, assessment.findings, assessment.not_judged, rule_count=len(report.results)
+    )
     judged = f"{', '.join(assessment.sources)} · {len(run.hosts)} host(s) · run {assessment.where}"
-    say(console, f"  [dim]{escape(judged)}[/]", 4)
-    render_findings(console, assessment.findings, assessment.not_judged)
     say(console, tally_line(report), 2)
+    say(console, f"[dim]judged: {escape(judged)}[/]", 4)
     render_line_rates(console, list(assessment.line_rates))
     if details:
         console.print()

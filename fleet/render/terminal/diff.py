@@ -16,8 +16,8 @@ from fleet.analysis.across_hosts.cohorts import DEFAULT_COHORT_BY
 from fleet.analysis.across_hosts.diff import (
     CrossCohort,
     Divergence,
+    DivergenceFinding,
     DivergenceGroup,
-    Finding,
     FleetDiff,
     Outlier,
     SetDivergence,
@@ -127,7 +127,7 @@ def findings_view(diff: FleetDiff, between: bool = False) -> list[Any]:
     return parts
 
 
-def _check_line(finding: Finding, labels: dict[str, str]) -> Hanging:
+def _check_line(finding: DivergenceFinding, labels: dict[str, str]) -> Hanging:
     hosts = hosts_text(finding.hosts)
     head = Text("  ")
     head.append("✗ ", style="bold red")
@@ -142,7 +142,7 @@ def _kept(title: str, labels: dict[str, str]) -> str:
     return keep_all(title, [label.replace(KEEP, " ") for label in labels.values()])
 
 
-def _cohort_finding(finding: Finding, cohort_hosts: tuple[str, ...]) -> list[Any]:
+def _cohort_finding(finding: DivergenceFinding, cohort_hosts: tuple[str, ...]) -> list[Any]:
     odd = finding.odd_hosts
     head = Text("  ")
     head.append(hosts_text(finding.hosts), style="bold yellow")
@@ -240,7 +240,7 @@ def host_deltas(item: SetDivergence) -> dict[str, tuple[str, ...]]:
     return {h: (*missing.get(h, ()), *extra.get(h, ())) for h in item.differing_hosts}
 
 
-def _software_finding(finding: Finding, labels: dict[str, str]) -> list[Any]:
+def _software_finding(finding: DivergenceFinding, labels: dict[str, str]) -> list[Any]:
     lines: list[Any] = [Hanging(Text("  "), Text(_kept(finding.title, labels)), 4)]
     shown = group_across(finding.across)
     for entry in shown[:MAX_ACROSS]:
@@ -251,7 +251,9 @@ def _software_finding(finding: Finding, labels: dict[str, str]) -> list[Any]:
     return lines
 
 
-def _hardware_finding(finding: Finding, labels: dict[str, str], between: bool) -> list[Any]:
+def _hardware_finding(
+    finding: DivergenceFinding, labels: dict[str, str], between: bool
+) -> list[Any]:
     title = _kept(finding.title, labels)
     if not between or finding.pair is None:
         body = Text(title + ": ")
@@ -402,3 +404,29 @@ def change_line(change: Change) -> Text:
         text.append(f"  {short(change.old)} → {short(change.new)}", style="yellow")
     text.append(f"  {hosts_text(change.hosts)}")
     return text
+
+
+def fleet_diff_brief(diff: FleetDiff, run_ref: str = "RUN") -> Group:
+    """The divergence in a few lines, for `fleet probe` and `fleet show`, where the findings
+    above have said what is wrong: the summary, the cohorts on one line each, per finding of the
+    diff one line (who, how many facts), and where every fact is listed (`fleet diff`)."""
+    parts: list[Any] = [Hanging(Text(), diff_summary(diff), 2)]
+    if diff.clean or len(diff.hosts) < 2:
+        return Group(*parts)
+    if len(diff.cohorts) > 1:
+        parts.append(cohorts_view(diff))
+    for finding in diff.findings:
+        if finding.rank != CHECK:  # check-grade: the findings above say it, with the fix
+            parts.append(Hanging(Text("  "), Text(_brief_line(finding)), 4))
+    if diff.outliers:
+        parts.append(outliers_view(diff.outliers, diff.tolerance))
+    if diff.unreported:
+        parts.append(unreported_view(diff.unreported))
+    hint = f"every fact: fleet diff {run_ref} (--between for hardware, --format markdown)"
+    parts.append(Hanging(Text("  "), Text(hint, style="dim"), 4))
+    return Group(*parts)
+
+
+def _brief_line(finding: DivergenceFinding) -> str:
+    hosts = finding.odd_hosts or (finding.hosts if finding.rank == COHORT else ())
+    return f"{hosts_text(hosts)}: {finding.title}" if hosts else finding.title

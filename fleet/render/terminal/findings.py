@@ -31,9 +31,10 @@ def render_findings(
     findings: Sequence[Finding],
     not_judged: Sequence[NotJudgedLine] = (),
     limit: int = MAX_SHOWN,
+    rule_count: int = 0,
 ) -> None:
     """The findings block: a heading that counts them, each finding, then what was not judged."""
-    console.print(Text.from_markup(heading(findings)))
+    console.print(Text.from_markup(heading(findings, bool(not_judged))))
     for finding in findings[:limit]:
         print_finding(console, finding)
     if len(findings) > limit:
@@ -41,10 +42,12 @@ def render_findings(
         said = ", ".join(f"{n} {severity}" for severity, n in rest.items())
         console.print(f"  … {len(findings) - limit} more ({said}): --format json lists them all")
     for line in not_judged:
-        say(console, f"  [yellow]not judged[/]: {escape(_not_judged_text(line))}", 4)
+        say(console, f"  [yellow]not judged[/]: {escape(_not_judged_text(line, rule_count))}", 4)
 
 
-def heading(findings: Sequence[Finding]) -> str:
+def heading(findings: Sequence[Finding], some_not_judged: bool = False) -> str:
+    if not findings and some_not_judged:
+        return "[bold]no findings[/] in what was judged"
     if not findings:
         return "[bold green]✓ no findings[/]: nothing wrong that fleet can see"
     counts = Counter(f.severity for f in findings)
@@ -55,12 +58,15 @@ def heading(findings: Sequence[Finding]) -> str:
 def print_finding(console: Console, finding: Finding) -> None:
     hosts = compact_hosts(finding.hosts) if finding.hosts else "fleet"
     where = f" {finding.where}" if finding.where else ""
+    related = len(finding.evidence.get("related") or ())
+    more = f" [dim](+{related} related)[/]" if related else ""
     say(
         console,
-        f"{MARK[finding.severity]} [bold]{escape(hosts)}[/]{escape(where)}: {escape(finding.what)}",
+        f"{MARK[finding.severity]} [bold]{escape(hosts)}[/]{escape(where)}: "
+        f"{escape(finding.what)}{more}",
         4,
     )
-    if finding.action != "none" or finding.fix:
+    if finding.action != "none":  # nothing to do: the line above is all there is to say
         fix = first_sentence(finding.fix)
         say(console, f"    [cyan]→ {finding.action}[/]{': ' + escape(fix) if fix else ''}", 6)
 
@@ -74,6 +80,8 @@ def first_sentence(text: str) -> str:
     return first[:MAX_FIX_CHARS].rsplit(" ", 1)[0] + " …"
 
 
-def _not_judged_text(line: NotJudgedLine) -> str:
+def _not_judged_text(line: NotJudgedLine, rule_count: int) -> str:
     rules = line.rules[0] if len(line.rules) == 1 else f"{len(line.rules)} rules"
+    if len(line.rules) == rule_count > 1:
+        rules = f"all {rule_count} rules"
     return f"{rules} on {compact_hosts(line.hosts)} ({line.cause})"

@@ -14,7 +14,7 @@ from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, HostOutcome, Run
 from fleet.render.grouping import ended_alike, short
-from fleet.render.terminal.diff import fleet_diff_view
+from fleet.render.terminal.diff import fleet_diff_brief, fleet_diff_view
 from fleet.render.terminal.tables import (
     COLUMN_OVERHEAD,
     Column,
@@ -73,8 +73,11 @@ def render_detail(
     diff: FleetDiff,
     saved_to: str | None = None,
     between: bool = False,
+    brief: bool = False,
+    run_ref: str | None = None,
 ) -> None:
-    """What the hosts reported: key facts, failed probes, the probes' own views, divergence."""
+    """What the hosts reported: key facts, failed probes, the probes' own views, divergence
+    (`brief`: in a few lines, where the findings above have said what is wrong)."""
     facts = key_facts_table(run.hosts.values(), console.width)
     if facts is not None:
         console.print(Text("key facts", style="italic"))
@@ -87,9 +90,12 @@ def render_detail(
         shown = unit.view(run, diff)
         if shown is not None:
             console.print(shown)
-    console.print(
-        fleet_diff_view(diff, between), crop=False
-    )  # a fact path longer than a line stays whole
+    view = (
+        fleet_diff_brief(diff, run_ref or saved_to or "RUN")
+        if brief
+        else fleet_diff_view(diff, between)
+    )
+    console.print(view, crop=False)  # a fact path longer than a line stays whole
     console.print(summary_line(run))
     if saved_to:  # a path is one word: never broken, alone on its line when it is too wide
         console.print(
@@ -174,6 +180,8 @@ def key_facts_table(outcomes: Iterable[HostOutcome], width: int = 1000) -> Table
         return None
     every = [(label, _fact_texts(reporting, paths)) for label, paths in key_facts()]
     rows = [(label, cells) for label, cells in every if any(c != "—" for c in cells)]
+    if not rows:  # a run of probes with no key fact (-p health): never an empty table
+        return None
     names = [o.name for o in reporting]
     per_host = len(reporting) <= MAX_HOST_COLUMNS and _fits(names, rows, width)
     values = [cells if per_host else [_value_counts(cells)] for _, cells in rows]

@@ -4,12 +4,58 @@ nothing is off gets one line saying what was measured. Scores: fleet/units/gpube
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
 from rich.text import Text
 
 from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.models import Run
 from fleet.units.gpubench import facts as gpubench
+
+# NVIDIA's clock-event reasons as an operator reads them: a power cap under load is the GPU doing
+# its job; slowdowns, thermal and power-brake events are the faults (gpubench's rules fail them).
+EVENT_WORDS = {
+    "sw_power_cap": "SW power cap (normal under load)",
+    "idle": "idle",
+    "applications_clocks_setting": "application clocks",
+    "sw_thermal_slowdown": "SW thermal slowdown",
+    "hw_slowdown": "HW slowdown",
+    "hw_thermal_slowdown": "HW thermal slowdown",
+    "hw_power_brake_slowdown": "HW power brake",
+}
+MAX_GPU_LINES = 8  # GPUs in all, up to which each gets its line when nothing is off
+
+
+def gpu_line(gpu: dict[str, Any]) -> str:
+    """`GPU0: bf16 690 TFLOPS · copy 4166 GB/s · h2d/d2h 55/55 GB/s · under load: sw_power_cap,
+    SM 1365–1980 MHz, 708 W` — what a GPU measured and how it ran."""
+    parts = [f"GPU{gpu.get('index')}:"]
+    best = _best_tflops(gpu.get("matmul") or {})
+    if best:
+        parts.append(best)
+    rates = gpu.get("gbps") or {}
+    if "memcpy" in rates:
+        parts.append(f"· copy {rates['memcpy']:g} GB/s")
+    if "h2d" in rates and "d2h" in rates:
+        parts.append(f"· h2d/d2h {rates['h2d']:g}/{rates['d2h']:g} GB/s")
+    load = gpu.get("load") or {}
+    if load:
+        named = [EVENT_WORDS.get(e, e) for e in load.get("clock_events") or []]
+        events = ", ".join(named) or "no clock events"
+        clocks = f"SM {load.get('sm_mhz_min')}–{load.get('sm_mhz_max')} MHz"
+        power = f", {load['power_w_max']:g} W" if load.get("power_w_max") else ""
+        parts.append(f"· under load: {events}, {clocks}{power}")
+    return " ".join(parts)
+
+
+def _best_tflops(matmul: dict[str, Any]) -> str:
+    for dtype, short in (("bfloat16", "bf16"), ("float16", "fp16")):
+        shapes = (matmul.get(dtype) or {}).get("shapes") or {}
+        best = max((s.get("tflops") or 0 for s in shapes.values()), default=0)
+        if best:
+            return f"{short} {best:g} TFLOPS"
+    return ""
 
 
 def view(run: Run, diff: FleetDiff) -> Table | Text | None:
@@ -34,12 +80,17 @@ def gpubench_view(run: Run) -> Table | Text | None:
         gpus += summary["gpu_count"]
         rows += [(host, line) for line in gpubench.off(summary)]
     if not rows:
-        return Text(
+        text = Text(
             f"gpubench: {gpus} GPU(s) on {len(benches)} host(s), nothing off (GPUs within "
             f"{gpubench.DEFAULT_GPU_TOLERANCE:.0%} of the best on their host, pairs within "
             f"{gpubench.DEFAULT_PAIR_TOLERANCE:.0%} of the median pair)",
             style="dim",
         )
+        if gpus <= MAX_GPU_LINES:  # a few GPUs: what each measured, and its clocks under load
+            for host, data in benches.items():
+                for gpu in data.get("gpus") or []:
+                    text.append(f"\n  {host} {gpu_line(gpu)}")
+        return text
     table = Table(title="gpubench: what is off", title_justify="left", expand=False)
     table.add_column("host", overflow="fold", no_wrap=True)
     table.add_column("finding", overflow="fold")

@@ -26,7 +26,7 @@ from typing import Any
 
 from fleet.models import HostOutcome, Run
 
-LIVE_SCHEMA = "fleet.live/1"
+LIVE_SCHEMA = "fleet.jobs/1"  # `fleet jobs --json`: fleet/schemas/jobs.schema.json
 PROBE = "live"
 # Process states that freeze a rank (D, uninterruptible sleep, is often a moment in the driver).
 STOPPED = {"T": "stopped", "t": "stopped by a tracer", "Z": "a zombie"}
@@ -74,6 +74,7 @@ class Job:
     libraries: tuple[str, ...]  # distinct libnccl builds mapped (build id, else path)
     findings: tuple[str, ...]
     blame: Blame | None
+    ras_nccl_versions: tuple[str, ...] = ()  # of the RAS servers that reported it
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,8 @@ class LiveReport:
     not_judged: Mapping[str, tuple[str, ...]]  # host -> what its probe could not read
     hosts: tuple[str, ...]
     findings: tuple[str, ...] = ()  # outside any job: a stopped NCCL process RAS cannot name
+    # host -> RAS endpoints that two jobs there share (the probe's problems.shared_ras_ports)
+    shared_ras_ports: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def healthy(self) -> bool | None:
@@ -100,6 +103,7 @@ class LiveReport:
             "jobs": [asdict(job) for job in self.jobs],
             "unjoined": {h: list(v) for h, v in self.unjoined.items()},
             "not_judged": {h: list(v) for h, v in self.not_judged.items()},
+            "shared_ras_ports": {h: list(v) for h, v in self.shared_ras_ports.items()},
         }
 
 
@@ -128,7 +132,8 @@ def live_jobs(run: Run) -> LiveReport:
         if outside:
             unjoined[name] = tuple(line for line, _ in outside)
             findings += [f"{name}: {line}" for line, state in outside if state in STOPPED]
-    return LiveReport(jobs, unjoined, not_judged, tuple(run.hosts), tuple(findings))
+    shared = {name: ports for name, d in read.items() if (ports := _shared_ports(d))}
+    return LiveReport(jobs, unjoined, not_judged, tuple(run.hosts), tuple(findings), shared)
 
 
 # ------------------------------------------------------------------------------- reading hosts
@@ -159,6 +164,10 @@ def _not_judged(outcome: HostOutcome, data: Mapping[str, Any] | None) -> tuple[s
     if unreadable.get("hidepid"):
         lines.append("/proc is mounted with hidepid: other users' processes are not listed")
     return tuple(lines)
+
+
+def _shared_ports(data: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(str(line) for line in _mapping(data.get("problems")).get("shared_ras_ports") or [])
 
 
 def _processes(data: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
@@ -236,6 +245,9 @@ def _job(
         libraries=tuple(str(b) for b in builds),
         findings=tuple(findings),
         blame=_blame(ranks, builds),
+        ras_nccl_versions=tuple(
+            sorted({str(v["nccl_version"]) for _, v in views if v.get("nccl_version")})
+        ),
     )
 
 
@@ -429,3 +441,42 @@ def _unjoined(
 def _short(text: Any, limit: int = 80) -> str:
     words = " ".join(str(text or "?").split())
     return words if len(words) <= limit else words[: limit - 1] + "…"
+
+
+# ------------------------------------------------------------------------------- what readers show
+
+
+def rank_where(rank: Rank) -> str:
+    """Where a rank is on its host, as a finding's `where` says it: `rank R pid P GPU G`."""
+    pid = rank.pid if rank.pid is not None else "?"
+    gpu = f" GPU {rank.cuda_dev}" if rank.cuda_dev is not None else ""
+    return f"rank {rank.rank} pid {pid}{gpu}"
+
+
+def rank_troubles(job: Job) -> list[tuple[Rank, str, str]]:
+    """(rank, kind, why) for each rank that is stopped, missing, in error or lagging, in the
+    job's rank order; kind is one of `stopped`, `missing`, `error`, `lagging`."""
+    found: list[tuple[Rank, str, str]] = []
+    for rank in job.ranks:
+        if rank.state in STOPPED:
+            found.append((rank, "stopped", f"its process is {STOPPED[rank.state]}"))
+        if rank.missing:
+            found.append((rank, "missing", f"missing, {rank.missing}"))
+        if rank.async_error is not None and rank.async_error not in NOT_AN_ERROR:
+            found.append((rank, "error", f"asynchronous error {rank.async_error}"))
+    for op, behind, high in _lagging(job.ranks):
+        for rank in behind:
+            found.append(
+                (rank, "lagging", f"behind in {op}: {rank.collective_counts[op]} of {high}")
+            )
+    order = {rank.rank: index for index, rank in enumerate(job.ranks)}
+    return sorted(found, key=lambda item: order[item[0].rank])
+
+
+def rank_state(rank: Rank) -> str:
+    """One word or two for a rank's row: stopped, missing (why), else RAS's status."""
+    if rank.state in STOPPED:
+        return STOPPED[rank.state]
+    if rank.missing:
+        return f"missing ({rank.missing})"
+    return rank.status or "?"
