@@ -174,13 +174,23 @@ class Payloads:
         return SCAN(text, at)
 
     def _result_member(self, text: str, at: int, key: str) -> tuple[Any, int]:
-        value, end = SCAN(text, at)
         if key == "data":
-            digest = hashlib.sha256(text[at:end].encode()).digest()
-            value = self.seen.setdefault(digest, value)
-        elif key == "status" and isinstance(value, str):
+            return self._payload(text, at)
+        value, end = SCAN(text, at)
+        if key == "status" and isinstance(value, str):
             value = self.keys.setdefault(value, value)
         return value, end
+
+    def _payload(self, text: str, at: int) -> tuple[Any, int]:
+        """A result's "data": a payload seen before is found by its text without decoding it
+        again (where it ends is found as fleet writes a result: "error", then "elapsed_s")."""
+        end = _known_end(text, at)
+        if end > 0:
+            seen = self.seen.get(hashlib.sha256(text[at:end].encode()).digest())
+            if seen is not None:
+                return seen, end
+        value, end = SCAN(text, at)
+        return self.seen.setdefault(hashlib.sha256(text[at:end].encode()).digest(), value), end
 
     def _object(self, text: str, at: int, member: Member) -> tuple[dict[str, Any], int]:
         """The object at text[at] ("{"), each member's value read by `member(text, at, key)`;
@@ -190,21 +200,61 @@ class Payloads:
         if text[at] == "}":
             return found, at + 1
         keys = self.keys
+        plain = KEY.match(text, at)  # a key without escapes and its ':', in one match
+        key, at = (plain.group(1), plain.end()) if plain else _key(text, at)
         while True:
-            plain = KEY.match(text, at)  # a key without escapes and its ':', in one match
-            key, at = (plain.group(1), plain.end()) if plain else _key(text, at)
             key = keys.setdefault(key, key)
             found[key], at = member(text, at, key)
-            after = NEXT.match(text, at)
+            after = MORE.match(text, at)  # the next such key, or the end, in one match
             if after is None:
-                raise ValueError("expected ',' or '}'")
-            at = after.end()
-            if after.group(1) == "}":
-                return found, at
+                key, at = _key(text, _comma(text, at))  # a key with escapes
+            elif after.lastindex == 1:
+                key, at = after.group(1), after.end()
+            else:
+                return found, after.end()
 
 
 KEY = re.compile(r'"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')  # as json reads it: no controls
-NEXT = re.compile(r"[ \t\n\r]*([,}])[ \t\n\r]*")
+MORE = re.compile(r'[ \t\n\r]*(?:,[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*|(}))')
+
+
+def _comma(text: str, at: int) -> int:
+    """Past the ',' (and white space) after a member, where the next key starts."""
+    at = _space(text, at)
+    if text[at] != ",":
+        raise ValueError("expected ',' or '}'")
+    return _space(text, at + 1)
+
+
+# What follows a result's "data" as fleet writes it (ProbeResult.to_dict: status, ok, data, error,
+# elapsed_s): inside a payload, whose keys are sorted, "error" is never followed by "elapsed_s".
+AFTER_DATA = re.compile(r'"error": (?:null|"(?:[^"\\]|\\.)*"),[ \t\n\r]*"elapsed_s": ')
+SPACES = " \t\n\r"
+
+
+def _known_end(text: str, at: int) -> int:
+    """Where the object or list at text[at] ends if it is followed as fleet writes a result's
+    "data"; -1 if not found. Only a hint: the caller takes it only when the text up to it is a
+    payload already decoded, and a whole JSON object or list is never a proper prefix of one
+    value, nor a value and more, so such a span ends right here."""
+    if text[at] not in "{[":
+        return -1
+    found = text.find('"error": ', at)
+    while found >= 0 and not AFTER_DATA.match(text, found):
+        found = text.find('"error": ', found + 1)
+    if found < 0:
+        return -1
+    end = _before_space(text, found)
+    if text[end - 1] != ",":
+        return -1
+    return _before_space(text, end - 1)
+
+
+def _before_space(text: str, end: int) -> int:
+    """`end`, moved back over the white space before it."""
+    while end > 0 and text[end - 1] in SPACES:
+        end -= 1
+    return end
 
 
 def _key(text: str, at: int) -> tuple[str, int]:

@@ -175,3 +175,30 @@ def test_a_saved_run_reads_as_before(tmp_path: Path) -> None:
     assert again == run
     hosts = list(again.hosts.values())
     assert hosts[0].probes["dir"].data is hosts[9].probes["dir"].data
+
+
+def test_a_payload_that_looks_like_it_ends_early_is_read_whole() -> None:
+    """The end of a seen payload is found by what follows it ("error", then "elapsed_s"); a
+    payload holding that very text (keys not sorted) is still read whole, never cut there."""
+    inner = {
+        "x": {"error": None, "elapsed_s": 1},
+        "y": [{"error": "e", "elapsed_s": 2}],
+        "z": 3,
+        "error": None,
+        "elapsed_s": 4,
+    }
+    cut = {"x": {"error": None}}  # seen first: a whole payload that a cut could look like
+    payloads = [cut, inner, inner, {'a"b': 1, "c": 2}]
+    hosts = {
+        f"h{i}": {"status": "ok", "probes": {"p": result(data)}} for i, data in enumerate(payloads)
+    }
+    for indent in (None, 2):
+        text = json.dumps({"hosts": hosts}, indent=indent)
+        read = rundoc.read_document(io.StringIO(text))
+        assert read == json.loads(text)
+        probes = [read["hosts"][f"h{i}"]["probes"]["p"]["data"] for i in range(3)]
+        assert probes[1] is probes[2]
+
+
+def result(data: Any) -> dict[str, Any]:
+    return {"status": "ok", "ok": True, "data": data, "error": None, "elapsed_s": 0.1}
