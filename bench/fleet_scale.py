@@ -181,7 +181,7 @@ from fleet.models import Run
 with open(sys.argv[1], encoding="utf-8") as handle:
     run = Run.from_dict(json.load(handle))
 kept = keep_run(run, runs_dir=sys.argv[2], json_path=sys.argv[2] + "/run.json")
-say_kept(kept, "-")
+say_kept(kept.errors, kept.run, "-")
 """
 
 
@@ -189,7 +189,7 @@ def command_line(command: str, old: str, new: str, out: Path) -> list[str]:
     fleet = [sys.executable, "-m", "fleet"]
     return {
         "load": [sys.executable, "-c", "import sys, fleet; fleet.load_run(sys.argv[1])", new],
-        "diff": [*fleet, "diff", new, "--format", "json"],
+        "diff": [*fleet, "diff", new, "--json", "-"],
         "drift": [*fleet, "diff", old, new],
         "show": [*fleet, "show", new],
         "check": [*fleet, "check", "--run", new],

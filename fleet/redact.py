@@ -1,16 +1,17 @@
-"""Masks token-shaped secrets. The patterns live in probes/_host_runner.py, which masks on the host first;
-the controller masks again before anything is shown or saved, with the very same list."""
+"""Masks token-shaped secrets. The patterns live in probes/_runner_secrets.py, with which the host runner
+masks on the host first; the controller masks again before anything is shown or saved, with the very
+same list."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fleet.shipped import host_runner
+from fleet.shipped import host_secrets
 
-_RUNNER = host_runner()
-ENV_SECRETS: tuple[str, ...] = tuple(_RUNNER.ENV_SECRETS)
-secret_patterns_in = _RUNNER.secret_patterns_in
-_mask_on_host = _RUNNER.mask_secrets
+_HOST = host_secrets()
+ENV_SECRETS: tuple[str, ...] = tuple(_HOST.ENV_SECRETS)
+secret_patterns_in = _HOST.secret_patterns_in
+_mask_on_host = _HOST.mask_secrets
 
 
 def mask_secrets(value: Any) -> Any:

@@ -29,6 +29,7 @@ def probe_folder() -> Traversable:
     return resources.files(probes_package())
 
 
-def host_runner() -> ModuleType:
-    """probes/_host_runner.py as a module: its secret patterns are the controller's too."""
-    return importlib.import_module(f"{probes_package()}._host_runner")
+def host_secrets() -> ModuleType:
+    """probes/_runner_secrets.py, the host runner's masking, as a module: its secret patterns
+    are the controller's too."""
+    return importlib.import_module(f"{probes_package()}._runner_secrets")

@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from fleet.collector import paused
 from fleet.errors import StoreError, UsageError
@@ -311,7 +311,7 @@ def read_run_file(path: Path) -> Run:
     too). Anything else is a StoreError that names what the file is and what to do."""
     try:
         with paused(), path.open(encoding="utf-8") as handle:  # paused: fleet.collector
-            document = readable_run(read_document(handle), path)  # payloads shared: rundoc
+            document = readable_run(_json_of(handle, path), path)  # payloads shared: rundoc
             return Run.from_dict(expand_payloads(document))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StoreError(
@@ -325,8 +325,15 @@ def readable_run(document: Any, path: Path) -> dict[str, Any]:
         kind = type(document).__name__
         raise StoreError(f"cannot read run {path}: it is a JSON {kind}, not a run", hint=NOT_A_RUN)
     schema = document.get("schema")
-    if schema is None or schema in READABLE_RUN_SCHEMAS:
+    if schema in READABLE_RUN_SCHEMAS:
         return document
+    if schema is None:  # older runs have no id: a run is a mapping with hosts
+        if isinstance(document.get("hosts"), dict):
+            return document
+        raise StoreError(
+            f"cannot read run {path}: it is not a fleet run document (no schema and no hosts)",
+            hint=NOT_A_RUN,
+        )
     readable = ", ".join(READABLE_RUN_SCHEMAS)
     shown = schema if isinstance(schema, str) else repr(schema)
     version = str(schema).rpartition("/")[2]
@@ -342,3 +349,28 @@ def readable_run(document: Any, path: Path) -> dict[str, Any]:
         f"cannot read run {path}: it is a {shown} document, not a run ({readable})",
         hint=NOT_A_RUN,
     )
+
+
+# A baseline file (fleet.baseline/N) is YAML, and starts with its id (fleet baseline writes it).
+BASELINE_ID = re.compile(r"^schema:\s*['\"]?(fleet\.baseline/\d+)", re.MULTILINE)
+
+
+def _json_of(handle: TextIO, path: Path) -> Any:
+    """The JSON in a run file, read a host at a time (fleet/rundoc.py); an empty file, or a
+    baseline file (YAML) handed where a run goes, is named as one, with the flag that takes it,
+    rather than as the JSON parser's complaint."""
+    try:
+        return read_document(handle)
+    except ValueError as exc:
+        handle.seek(0)
+        head = handle.read(HEADER_BYTES)
+        if not head.strip():
+            raise StoreError(f"cannot read run {path}: the file is empty", hint=NOT_A_RUN) from exc
+        baseline = BASELINE_ID.search(head)
+        if baseline is None:
+            raise
+        raise StoreError(
+            f"cannot read run {path}: it is a baseline file ({baseline.group(1)}), not a run",
+            hint=f"judge against a baseline file with --baseline-file {path} (fleet probe, "
+            "check, diff, report); --baseline takes a saved run",
+        ) from exc

@@ -273,14 +273,14 @@ def _kernel_dma_buf() -> Optional[bool]:
     return bool(re.search(r"^CONFIG_DMA_SHARED_BUFFER=y", text, re.MULTILINE))
 
 
-def _host_facts(deadline: float) -> Dict[str, Any]:
+def _host_facts(deadline: float, scan: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     pci = _pcie.pci_gpus()
     facts: Dict[str, Any] = _pcie.iommu_facts(pci)
     gpu_bridges = {bus: _pcie.bridges_above(path) for bus, path in pci.items()}
     unique = sorted(set(b for bridges in gpu_bridges.values() for b in bridges))
     facts.update(
         pci_gpus=len(pci),
-        pci_scan=_health_sample.scan_pci(ROOT),
+        pci_scan=scan,
         gpu_bridges=gpu_bridges,
         acs=_pcie.acs_readings(unique, deadline) if unique else {},
         cmdline=_host_io.read(PROC_CMDLINE),
@@ -303,11 +303,12 @@ class _Gathered(object):
                 args: _host_io.start([smi, *args])
                 for args in (XML_ARGS, NVLINK_STATUS_ARGS, NVLINK_ERRORS_ARGS)
             }
-        self.host = _host_facts(deadline)
-        # The sample's first read: sysfs counters now, beside the commands just started.
-        scan = self.host["pci_scan"]
+        # The sample's first read: sysfs counters now, beside the commands just started, before
+        # the host facts (ACS, IOMMU, bridges): their reading then counts toward the interval.
+        scan = _health_sample.scan_pci(ROOT)
         self.read_at = time.monotonic()
         self.counters = _health_sample.read_sysfs(ROOT, scan["aer_devices"] if scan else None)
+        self.host = _host_facts(deadline, scan)
         self.host["fabric_manager"] = _fabric_manager.read_fabric_manager(
             ROOT, scan["nvswitches"] if scan else None
         )

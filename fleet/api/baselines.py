@@ -11,11 +11,13 @@ rate where no baseline is needed; drift judged against a baseline's bands.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fleet.analysis.across_runs.bands import DEFAULT_FLOOR, DEFAULT_K
 from fleet.analysis.across_runs.drift import Drift
@@ -25,7 +27,7 @@ from fleet.analysis.baselines.judge import FAMILY_TEXT, BaselineJudgement, judge
 from fleet.analysis.facts import declared_facts
 from fleet.api.comparing import DEFAULT_TOLERANCE, drift
 from fleet.api.runs import resolve_run
-from fleet.errors import StoreError
+from fleet.errors import FleetError, StoreError
 from fleet.models import NOT_REACHED, Run
 from fleet.store import read_run_file
 from fleet.units.allreduce.linerate import CohortLineRate, cohort_line_rates
@@ -37,10 +39,12 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_FLOOR",
     "DEFAULT_K",
+    "BandWidth",
     "Baseline",
     "BaselineFileError",
     "BaselineJudgement",
     "CohortLineRate",
+    "baseline_document",
     "baseline_drift",
     "baseline_report",
     "baseline_results",
@@ -57,6 +61,15 @@ FIX = (
     "rerun to rule out noise; if the host is sound and the change is meant (an upgrade), make "
     "the baseline again from good runs of it: fleet baseline RUN [RUN…] -o FILE"
 )
+
+
+@dataclass(frozen=True)
+class BandWidth:
+    """How wide make_baseline draws a band: `k` standard deviations (estimated from the MAD)
+    and at least `floor` × the median."""
+
+    k: float = DEFAULT_K
+    floor: float = DEFAULT_FLOOR
 
 
 def make_baseline(
@@ -94,6 +107,15 @@ def make_baseline(
     )
 
 
+def baseline_document(baseline: Baseline) -> dict[str, Any]:
+    """The fleet.baseline/1 document as data (`fleet baseline --json`): what the YAML file
+    holds, read back as YAML reads it, so the two cannot differ."""
+    import yaml
+
+    document: dict[str, Any] = yaml.safe_load(baseline_text(baseline))
+    return document
+
+
 def write_baseline(baseline: Baseline, path: str | Path) -> Path:
     """Write the baseline's YAML to `path` (a temp file renamed over it); StoreError when it
     cannot be written."""
@@ -112,17 +134,63 @@ def write_baseline(baseline: Baseline, path: str | Path) -> Path:
 
 
 def load_baseline(path: str | Path) -> Baseline:
-    """A baseline file, validated: every mistake a BaselineFileError naming FILE:LINE."""
+    """A baseline file, validated: every mistake a BaselineFileError naming FILE:LINE. A saved
+    run or a run document given instead is named as one, with the flag that takes it."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError as exc:
+        if _is_saved_run(str(path)):
+            raise BaselineFileError(
+                f"{path} is a saved run, not a baseline file", hint=RUN_NOT_BASELINE
+            ) from exc
         raise BaselineFileError(
             f"baseline file {path} does not exist",
             hint="make one from known-good runs: fleet baseline RUN [RUN…] -o FILE",
         ) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineFileError(f"cannot read baseline file {path}: {exc}") from exc
+    other = _other_document(text)
+    if other is not None:
+        run = other.startswith("fleet.run")
+        raise BaselineFileError(
+            f"{path} is {'a run' if run else 'a document'} ({other}), not a baseline file",
+            hint=RUN_NOT_BASELINE if run else REMAKE_HINT,
+        )
     return parse_baseline(text, str(path))
+
+
+RUN_NOT_BASELINE = (
+    "a run is read by fleet show RUN, fleet diff RUN latest and fleet probe --baseline RUN "
+    "(drift); a baseline file is made from runs: fleet baseline RUN [RUN…] -o baseline.yaml"
+)
+REMAKE_HINT = "make a baseline file from known-good runs: fleet baseline RUN [RUN…] -o FILE"
+
+
+def _is_saved_run(ref: str) -> bool:
+    """Whether `ref` names a saved run (latest, previous, a run's name) rather than a file."""
+    if ref.partition(":")[0] in ("latest", "previous"):
+        return True
+    try:
+        resolve_run(ref)
+    except (FleetError, OSError):
+        return False
+    return True
+
+
+def _other_document(text: str) -> str | None:
+    """The id of a fleet JSON document that is no baseline (a run, a check), or None."""
+    if not text.lstrip().startswith("{"):
+        return None  # a baseline is YAML; whatever else it is, parse_baseline says
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return None
+    schema = document.get("schema") if isinstance(document, dict) else None
+    if isinstance(schema, str) and not schema.startswith("fleet.baseline/"):
+        return schema
+    if schema is None and isinstance(document, dict) and "hosts" in document:
+        return "fleet.run"  # a run of an older fleet: no id
+    return None
 
 
 def judge_baseline(

@@ -5,6 +5,7 @@ The rules engine (jmespath) loads on first use, not when fleet is imported."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,30 @@ if TYPE_CHECKING:
 
 DEFAULT_PACK = "inference"
 
-__all__ = ["DEFAULT_PACK", "available_packs", "check", "evaluate", "load_checks", "packs_folder"]
+__all__ = [
+    "DEFAULT_PACK",
+    "RulePacks",
+    "available_packs",
+    "check",
+    "evaluate",
+    "load_checks",
+    "packs_folder",
+    "rule_packs",
+]
+
+
+@dataclass(frozen=True)
+class RulePacks:
+    """The built-in rule packs: their names, the folder of their files, the default one."""
+
+    names: tuple[str, ...]
+    folder: Path
+    default: str = DEFAULT_PACK
+
+
+def rule_packs() -> RulePacks:
+    """The built-in rule packs (`fleet check --pack NAME`, its help)."""
+    return RulePacks(tuple(available_packs()), packs_folder())
 
 
 def available_packs() -> list[str]:

@@ -1,5 +1,6 @@
 """`fleet fabric` as a Run: cross-host allreduce rounds (fleet.fabric), over the same transports
-as probing. fleet.fabric's modules load on first use, not when fleet is imported."""
+as probing, and the types its callers need (FabricSettings, FabricEvents, GroupResult). This
+module loads on first use of a fabric name, not when fleet is imported."""
 
 from __future__ import annotations
 
@@ -10,15 +11,29 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.api.hosts import select_hosts
 from fleet.api.probing import now, transports_for
+from fleet.fabric.results import GroupResult
+from fleet.fabric.run import FabricEvents, FabricSettings
 from fleet.models import Host, Run
 from fleet.version import __version__
 
 if TYPE_CHECKING:
+    from fleet.api.hosts import Selection
+    from fleet.api.runs import KeptRun
     from fleet.fabric.plan import PairSpec
-    from fleet.fabric.run import FabricEvents, FabricSettings, LaunchTogether
+    from fleet.fabric.run import LaunchTogether
     from fleet.inventory.slurm import SlurmCluster
 
-__all__ = ["fabric", "fabric_async", "parse_pairs", "parse_sizes"]
+__all__ = [
+    "FabricEvents",
+    "FabricSettings",
+    "GroupResult",
+    "fabric",
+    "fabric_and_keep",
+    "fabric_async",
+    "fabric_settings",
+    "parse_pairs",
+    "parse_sizes",
+]
 
 
 def fabric(
@@ -36,8 +51,6 @@ def fabric(
     """Allreduce between the selected hosts (chosen as for probe), in pairs and all together;
     the Run's `fabric` section names the slow host or link. `settings`: FabricSettings (backend,
     pairs, sizes, timeouts, tolerance; the defaults without)."""
-    from fleet.fabric.run import FabricSettings
-
     selection = select_hosts(inventory, limit, hosts=hosts, slurm=slurm)
     return asyncio.run(
         fabric_async(
@@ -130,3 +143,43 @@ def parse_sizes(text: str) -> tuple[int, ...]:
     from fleet.fabric.plan import parse_sizes as parse
 
     return parse(text)
+
+
+def fabric_settings(pairs: str = "one", sizes: str | None = None, **fields: Any) -> FabricSettings:
+    """FabricSettings from the words a user types: `pairs` (--pairs: one, ring, all, random:K,
+    isolate), `sizes` (--sizes, e.g. 8,64K,1M); the other fields as FabricSettings takes them.
+    UsageError for words it cannot read."""
+    return FabricSettings(
+        pairs=parse_pairs(pairs), sizes=parse_sizes(sizes) if sizes else (), **fields
+    )
+
+
+async def fabric_and_keep(
+    selection: Selection,
+    settings: FabricSettings,
+    *,
+    accept_new: bool = False,
+    events: FabricEvents | None = None,
+    interrupt: asyncio.Event | None = None,
+    slurm_args: Sequence[str] = (),
+    slurm_gpus: str = "exclusive",
+    save: bool = True,
+    runs_dir: str | Path | None = None,
+    json_path: str | Path | None = None,
+) -> KeptRun:
+    """`fleet fabric`: fabric_async over `selection`, then keep_run (saved, its document to
+    `json_path`; what could not be kept is in KeptRun.errors, never raised)."""
+    from fleet.api.runs import keep_run
+
+    run = await fabric_async(
+        selection.hosts,
+        settings,
+        inventory=selection.source,
+        accept_new=accept_new,
+        events=events,
+        interrupt=interrupt,
+        slurm=selection.slurm,
+        slurm_args=slurm_args,
+        slurm_gpus=slurm_gpus,
+    )
+    return keep_run(run, save=save, runs_dir=runs_dir, json_path=json_path)

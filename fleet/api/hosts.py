@@ -18,7 +18,17 @@ from fleet.inventory.sources import FORMATS, load_any_inventory
 from fleet.models import Host
 
 if TYPE_CHECKING:  # Slurm's modules load only when --slurm is given
-    from fleet.inventory.slurm import SlurmCluster
+    from fleet.inventory.slurm import SlurmCluster, SlurmNode
+
+
+def __getattr__(name: str) -> Any:
+    """SlurmNode (the type of Selection.slurm's nodes), loaded with Slurm's modules when asked."""
+    if name == "SlurmNode":
+        from fleet.inventory.slurm import SlurmNode
+
+        return SlurmNode
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 INVENTORY_FORMATS: tuple[str, ...] = tuple(FORMATS)  # what an inventory file may be (or "auto")
 
@@ -27,6 +37,7 @@ __all__ = [
     "AdhocSettings",
     "Inventory",
     "Selection",
+    "SlurmNode",
     "hosts_document",
     "inventory_probe_args",
     "open_inventory",

@@ -98,6 +98,7 @@ class KeptRun:
     run: Run
     saved: Path | None = None
     errors: tuple[FleetError, ...] = ()
+    written: tuple[Path, ...] = ()  # the run document's files (json_path), when written
 
     @property
     def kept(self) -> bool:
@@ -122,6 +123,7 @@ def keep_run(
     was probed and can still be shown."""
     errors: list[FleetError] = []
     saved = None
+    written: tuple[Path, ...] = ()
     if save:
         try:
             saved = save_run(run, runs_dir)
@@ -130,9 +132,10 @@ def keep_run(
     if json_path is not None:
         try:
             write_run_json(Path(json_path), run)
+            written = (Path(json_path),)
         except OSError as exc:
             errors.append(StoreError(f"cannot write {json_path}: {exc.strerror}"))
-    return KeptRun(run, saved, tuple(errors))
+    return KeptRun(run, saved, tuple(errors), written)
 
 
 def write_report(

@@ -13,6 +13,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from fleet import api
+from fleet.api.hosts import open_inventory
 from fleet.errors import FleetError
 
 RUN_ALIASES = ("latest", "previous")
@@ -34,7 +35,7 @@ def complete_runs(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
     """latest and previous, then the saved runs' names, newest first."""
-    runs = [p.stem for p in reversed(api.list_runs(ctx.params.get("runs_dir")))]
+    runs = [p.stem for p in reversed(api.saved_runs(ctx.params.get("runs_dir")).paths)]
     items = [CompletionItem(a, help="a saved run") for a in RUN_ALIASES]
     items += [CompletionItem(name) for name in runs]
     return [item for item in items if str(item.value).startswith(incomplete)]
@@ -43,7 +44,7 @@ def complete_runs(
 def complete_hosts(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """Hosts and groups of the inventory given with -i (this machine's without), for --limit."""
     try:
-        inventory = api.open_inventory(ctx.params.get("inventory_path"))
+        inventory = open_inventory(ctx.params.get("inventory_path"))
     except FleetError:
         return []
     done, _, partial = incomplete.rpartition(",")

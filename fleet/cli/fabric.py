@@ -9,16 +9,19 @@ fleet.cli.root loads this module on the first use of `fleet fabric` (FleetGroup.
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
 from fleet import api
+from fleet.api.fabric_runs import FabricEvents, fabric_and_keep, fabric_settings
 from fleet.cli.options import (
     accept_new_option,
     inventory_option,
@@ -31,20 +34,19 @@ from fleet.cli.options import (
     tolerance_option,
 )
 from fleet.cli.probing import json_file, say_kept
-from fleet.cli.selection import HostChoice, selection_options
+from fleet.cli.selection import HostChoice, selection_options, srun_options
 from fleet.errors import UsageError
 from fleet.exits import fabric_exit_code, kept_bits, with_bits
-from fleet.models import Run
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.fabric import render_fabric
 
 if TYPE_CHECKING:
-    from fleet.api import FabricSettings, GroupResult
+    from fleet.api.fabric_runs import FabricSettings, GroupResult
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "CUDA_", "NVSHMEM_")
 
 
-class ProgressLines(api.FabricEvents):
+class ProgressLines(FabricEvents):
     """One line per finished group on stderr: rounds take seconds, users want to see them."""
 
     def __init__(self, console: Console) -> None:
@@ -119,7 +121,7 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     show_default=True,
     help="Seconds the ranks wait for each other at the rendezvous.",
 )
-@tolerance_option(api.DEFAULT_FABRIC_TOLERANCE, "A pair slower than median/(1+tolerance) is bad.")
+@tolerance_option(fabric_settings().tolerance, "A pair slower than median/(1+tolerance) is bad.")
 @click.option("--seed", type=int, help="Seed for random pairs and ports (reproducible rounds).")
 @click.option(
     "--master-port",
@@ -141,6 +143,36 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 def fabric(
     inventory_path: str | None,
     limit: str | None,
+    json_path: str | None,
+    runs_dir: Path | None,
+    no_save: bool,
+    accept_new: bool,
+    slurm_target: str | None,
+    slurm_args: str | None,
+    slurm_gpus: str,
+    **options: Any,
+) -> None:
+    """Allreduce between hosts, in pairs and all together; name the slow host or link."""
+    choice = HostChoice.pop_from(options)  # what is left: how the rounds run
+    settings = rounds_settings(**options)  # bad words fail before the inventory is read
+    selection = choice.select(inventory_path, limit, slurm=slurm_target)
+    start = functools.partial(
+        fabric_and_keep,
+        selection,
+        settings,
+        accept_new=accept_new,
+        events=ProgressLines(make_console(stderr=True)),
+        slurm_args=srun_options(slurm_args),
+        slurm_gpus=slurm_gpus,
+        save=not no_save,
+        runs_dir=runs_dir,
+        json_path=json_file(json_path),
+    )
+    kept = asyncio.run(with_signals(start))
+    sys.exit(show_fabric(kept, json_path, [h.name for h in selection.hosts]))
+
+
+def rounds_settings(
     backend: str,
     pair_mode: str,
     floor_gbps: float | None,
@@ -152,21 +184,13 @@ def fabric(
     seed: int | None,
     first_port: int | None,
     env_items: tuple[str, ...],
-    json_path: str | None,
-    runs_dir: Path | None,
-    no_save: bool,
-    accept_new: bool,
-    slurm_target: str | None,
-    slurm_args: str | None,
-    slurm_gpus: str,
-    **choice: Any,
-) -> None:
-    """Allreduce between hosts, in pairs and all together; name the slow host or link."""
-    settings = api.FabricSettings(
+) -> FabricSettings:
+    """The rounds' settings from fabric's options (api.fabric_settings reads --pairs, --sizes)."""
+    return fabric_settings(
         backend=backend,
-        pairs=api.parse_pairs(pair_mode),
+        pairs=pair_mode,
         full_group=full_group,
-        sizes=api.parse_sizes(sizes) if sizes else (),
+        sizes=sizes,
         round_timeout_s=timeout_s,
         join_timeout_s=min(join_timeout, timeout_s),
         tolerance=tolerance,
@@ -175,43 +199,30 @@ def fabric(
         first_port=first_port,
         env=parse_env(env_items),
     )
-    selection = HostChoice.pop_from(choice).select(inventory_path, limit, slurm=slurm_target)
-    argv = api.slurm_argv(slurm_args)
+
+
+def show_fabric(kept: api.KeptRun, json_path: str | None, hosts: list[str]) -> int:
+    """What was kept, the pairs and suspects, where the run was saved; the exit code."""
     console = make_console(stderr=json_path == "-")
-    run = asyncio.run(fabric_with_signals(selection, settings, accept_new, argv, slurm_gpus))
-    kept = api.keep_run(run, save=not no_save, runs_dir=runs_dir, json_path=json_file(json_path))
-    say_kept(kept, json_path)
-    assert run.fabric is not None
-    render_fabric(console, run.fabric, [h.name for h in selection.hosts])
+    say_kept(kept.errors, kept.run, json_path, kept.written)
+    assert kept.run.fabric is not None
+    render_fabric(console, kept.run.fabric, hosts)
     if kept.saved:
         console.print(f"[dim]saved {kept.saved}")
-    sys.exit(with_bits(fabric_exit_code(run), kept_bits(kept.kept)))
+    return with_bits(fabric_exit_code(kept.run), kept_bits(kept.kept))
 
 
-async def fabric_with_signals(
-    selection: api.Selection,
-    settings: FabricSettings,
-    accept_new: bool,
-    slurm_args: tuple[str, ...],
-    slurm_gpus: str,
-) -> Run:
-    """Ctrl-C cancels the running round (its ranks are stopped) and skips the rest."""
+T = TypeVar("T")
+
+
+async def with_signals(start: Callable[..., Awaitable[T]]) -> T:
+    """Ctrl-C (or SIGTERM) cancels the running round (its ranks are stopped) and skips the rest."""
     interrupt = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, interrupt.set)
     loop.add_signal_handler(signal.SIGTERM, interrupt.set)
     try:
-        return await api.fabric_async(
-            selection.hosts,
-            settings,
-            inventory=selection.source,
-            accept_new=accept_new,
-            events=ProgressLines(make_console(stderr=True)),
-            interrupt=interrupt,
-            slurm=selection.slurm,
-            slurm_args=slurm_args,
-            slurm_gpus=slurm_gpus,
-        )
+        return await start(interrupt=interrupt)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from fleet import api
-from fleet.cli.options import inventory_option, limit_option, probe_dir_option
+from fleet.cli.options import inventory_option, limit_option, probe_dir_option, write_json
 from fleet.cli.options import slurm_target_option as slurm_option
 from fleet.cli.selection import HostChoice, origin_summary, selection_options
+from fleet.exits import EXIT_NOT_KEPT
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.tables import Column, print_table
 
 if TYPE_CHECKING:
-    from fleet.api import SlurmNode
+    from fleet.api.hosts import SlurmNode
+
+
+BARE_JSON = "\0bare"  # what click hands over for `--json` given no FILE
 
 
 @click.command()
@@ -26,20 +30,33 @@ if TYPE_CHECKING:
     "A Slurm partition's, nodeset's or job's nodes, with their Slurm state "
     "(asks Slurm's controller; contacts no node)."
 )
-@click.option("--json", "as_json", is_flag=True, help="One JSON document (schema fleet.hosts/1).")
+@click.option(
+    "--json",
+    "json_path",
+    metavar="FILE",
+    is_flag=False,
+    flag_value=BARE_JSON,  # `--json` alone: the flag it was until this release
+    help="Write the hosts as a JSON document here (fleet.hosts/1; '-' for stdout).",
+)
 def hosts(
     inventory_path: str | None,
     limit: str | None,
     slurm_target: str | None,
-    as_json: bool = False,
+    json_path: str | None = None,
     **choice: Any,
 ) -> None:
     """Print the selected hosts, their resolved settings and where each came from. Contacts nothing."""
+    if json_path == BARE_JSON:
+        click.echo(
+            "warning: fleet hosts --json without FILE is deprecated: write --json -", err=True
+        )
+        json_path = "-"
     selection = HostChoice.pop_from(choice).select(
         inventory_path, limit, require_files=False, slurm=slurm_target
     )
-    if as_json:
-        click.echo(json.dumps(api.hosts_document(selection), indent=2))
+    if json_path is not None and not write_json(api.hosts_document(selection), json_path):
+        sys.exit(EXIT_NOT_KEPT)
+    if json_path == "-":
         return
     states = {n.name: n for n in selection.slurm.nodes} if selection.slurm else {}
     rows = [

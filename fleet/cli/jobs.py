@@ -1,5 +1,5 @@
 """`fleet jobs`: every NCCL job across the selected hosts, probed now with the live probe (as
-`fleet probe -p live` probes: fleet.cli.probing.execute_probe) or read from a saved run (--run).
+`fleet probe -p live` probes: fleet.cli.probing.probe_and_assess) or read from a saved run (--run).
 
 Exit code: the probe run's bits (fleet.exits; none with --run), and 64 when the run or --json
 could not be kept."""
@@ -23,7 +23,7 @@ from fleet.cli.options import (
     timeout_option,
     together,
 )
-from fleet.cli.probing import ProbeRequest, execute_probe, probed_exit_code
+from fleet.cli.probing import ProbeRequest, probe_and_assess
 from fleet.cli.selection import HostChoice, selection_options
 from fleet.errors import StoreError
 from fleet.exits import EXIT_NOT_KEPT, with_bits
@@ -49,7 +49,7 @@ JOBS_OPTIONS = together(
     ),
     runs_dir_option,
     no_save_option,
-    timeout_option(api.DEFAULT_TIMEOUT_S, 86400, "Seconds per host, connecting included."),
+    timeout_option(api.ProbeOptions.timeout_s, 86400, "Seconds per host, connecting included."),
     accept_new_option,
     slurm_options,
 )
@@ -67,9 +67,9 @@ def jobs(run_ref: str | None, json_path: str | None, **options: Any) -> None:
     if run_ref is not None:  # with -i, latest/previous are that inventory's runs
         view = api.jobs(run_ref, runs_dir=options["runs_dir"], inventory=options["inventory_path"])
     else:
-        kept = execute_probe(live_request(options))
-        exit_code = probed_exit_code(kept)
-        view = api.jobs(kept.run, where=kept.where)
+        probed = probe_and_assess(live_request(options), api.Judging())  # judged by no rules
+        exit_code = probed.assessment.exit_code  # the probe run's bits, and 64 when not kept
+        view = api.jobs(probed.kept.run, where=probed.kept.where)
     console = make_console(stderr=json_path == "-")
     render_jobs(console, view.report, view.where, view.probed_live)
     if json_path == "-":
@@ -86,7 +86,7 @@ def live_request(options: dict[str, Any]) -> ProbeRequest:
         probe_list="live",
         json_path=None,  # --json is the jobs document here, not the run's
         html_path=None,
-        concurrency=api.DEFAULT_CONCURRENCY,
+        concurrency=api.ProbeOptions.concurrency,
         imports=(),
         dir_modules=(),
         allreduce=False,

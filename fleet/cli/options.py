@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,8 +14,11 @@ from typing import Any, TypeVar
 import click
 
 from fleet import api
+from fleet.api.runs import collection_paused as paused_collection
 from fleet.cli.completion import complete_hosts, complete_runs
+from fleet.errors import UsageError
 from fleet.models import Run
+from fleet.render.jsontext import write_indented
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -28,13 +32,26 @@ def load_run(ref: str | Path, runs_dir: Path | None = None, scope: str | None = 
     return run
 
 
+def run_file(ref: str | Path, runs_dir: Path | None = None, scope: str | None = None) -> Path:
+    """The file of a saved run (api.resolve_run): a run named that does not exist is said now."""
+    return api.resolve_run(ref, runs_dir, scope)
+
+
+def resolve_and_load(
+    ref: str | Path, runs_dir: Path | None = None, scope: str | None = None
+) -> tuple[Path, Run]:
+    """The file of a saved run and the run (as load_run): for a command that names the file."""
+    path = run_file(ref, runs_dir, scope)
+    return path, load_run(path)
+
+
 def collection_paused(command: F) -> F:
     """The command runs with the garbage collector paused (fleet.collector): a diff, the checks
     or a page of 20,000 hosts make millions of objects and next to no garbage."""
 
     @functools.wraps(command)
     def paused_command(*args: Any, **kwargs: Any) -> Any:
-        with api.collection_paused():
+        with paused_collection():
             return command(*args, **kwargs)
 
     return paused_command  # type: ignore[return-value]
@@ -80,8 +97,57 @@ runs_dir_option = click.option(
     help="Where runs are saved (default ~/.local/state/fleet/runs).",
 )
 json_option = click.option(
-    "--json", "json_path", help="Write the run document here ('-' for stdout)."
+    "--json",
+    "json_path",
+    metavar="FILE",
+    help="Write the command's JSON document here ('-' for stdout): probe and fabric the run "
+    "(fleet.run), check its verdicts (fleet.check).",
 )
+
+
+def document_option(what: str) -> Callable[[F], F]:
+    """--json FILE: the command's JSON document (`what`), '-' for stdout; the same flag in
+    every command (probe and fabric: json_option, the run)."""
+    return click.option(
+        "--json", "json_path", metavar="FILE", help=f"Write {what} here ('-' for stdout)."
+    )
+
+
+def say_written(path: Path) -> None:
+    """Each file a command writes is said in one line on stderr: `wrote run.json (12 KiB)`."""
+    click.echo(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB)", err=True)
+
+
+def write_json(document: Any, json_path: str) -> bool:
+    """The document as indented JSON, a piece at a time: on stdout for '-', else to the file
+    (said on stderr). False, said on stderr, when the file cannot be written (exit bit 64,
+    EXIT_NOT_KEPT, as for a run's --json)."""
+    if json_path == "-":
+        write_indented(document, sys.stdout.write)
+        sys.stdout.flush()
+        return True
+    target = Path(json_path)
+    try:
+        with target.open("w", encoding="utf-8") as out:
+            write_indented(document, out.write)
+    except OSError as exc:
+        click.echo(f"error: cannot write {json_path}: {exc.strerror}", err=True)
+        return False
+    say_written(target)
+    return True
+
+
+def json_from_format(output_format: str, json_path: str | None) -> tuple[str, str | None]:
+    """`--format json`, the spelling of `--json -` until this release: still honoured, with a
+    deprecation message on stderr. Returns the format left to print and --json's target."""
+    if output_format != "json":
+        return output_format, json_path
+    click.echo("warning: --format json is deprecated: write --json - (or --json FILE)", err=True)
+    if json_path not in (None, "-"):
+        raise UsageError("--format json and --json FILE: give one", hint="--json - for stdout")
+    return "terminal", "-"
+
+
 no_save_option = click.option(
     "--no-save", is_flag=True, help="Do not save the run in the runs folder."
 )
@@ -150,7 +216,7 @@ def timeout_option(default: float, most: float, help: str) -> Callable[[F], F]:
 
 
 def tolerance_option(
-    default: float = api.DEFAULT_TOLERANCE,
+    default: float = api.Judging.tolerance,
     help: str = "Relative tolerance for measurements (allreduce latency, busbw) against the "
     "cohort median.",
 ) -> Callable[[F], F]:

@@ -8,6 +8,7 @@ import sys
 import click
 
 from fleet import api
+from fleet.api.runs import BUILT_IN_LOCAL
 from fleet.cli.options import (
     baseline_file_option,
     baseline_option,
@@ -48,16 +49,21 @@ def probe(
         baseline_run=baseline,
         baseline_file=baseline_file,
         runs_dir=request.runs_dir,
-        scope=request.inventory_path or api.BUILT_IN_LOCAL,  # latest/previous: of this inventory
+        scope=request.inventory_path or BUILT_IN_LOCAL,  # latest/previous: of this inventory
     )
     # the report's modules load while the hosts work
-    assessment, kept = probe_and_assess(
-        request, judging, warm=("fleet.api.comparing", "fleet.render.terminal.assessment")
+    probed = probe_and_assess(
+        request,
+        judging,
+        warm=("fleet.api.comparing", "fleet.render.terminal.assessment"),
+        json_path=request.json_path,
     )
     from fleet.render.terminal.assessment import render_probed  # loaded by warm_up meanwhile
 
-    render_probed(request.console(), assessment, str(kept.saved) if kept.saved else None)
+    saved = probed.kept.saved
+    assessment = probed.assessment
+    render_probed(request.console(), assessment, str(saved) if saved else None)
     if request.html_path:
-        source = str(kept.saved) if kept.saved else (assessment.run.inventory or None)
+        source = str(saved) if saved else (assessment.run.inventory or None)
         assessment = write_html(request.html_path, assessment, source)
     sys.exit(assessment.exit_code)

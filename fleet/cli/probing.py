@@ -1,6 +1,6 @@
 """What the commands that probe (probe, check) share: their options, declared once and handed
-over as one ProbeRequest; probing with a live progress display and Ctrl-C (api.probe_and_keep_async);
-and saying what could not be kept (save, --json, --html: exit bit 64)."""
+over as one ProbeRequest; probing with a live progress display and Ctrl-C (api.ProbePlan);
+and saying what was written and what could not be kept (save, --json, --html: exit bit 64)."""
 
 from __future__ import annotations
 
@@ -30,13 +30,15 @@ from fleet.cli.options import (
     no_save_option,
     probe_dir_option,
     runs_dir_option,
+    say_written,
     slurm_options,
     timeout_option,
     together,
 )
-from fleet.cli.selection import HostChoice, selection_options
+from fleet.cli.selection import HostChoice, selection_options, srun_options
 from fleet.errors import FleetError
-from fleet.exits import EXIT_NOT_KEPT, exit_code, kept_bits, with_bits
+from fleet.exits import EXIT_NOT_KEPT
+from fleet.models import Run
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.progress import ProgressEvents
 from fleet.rundoc import write_indented_run
@@ -60,11 +62,11 @@ PROBE_OPTIONS = together(
         "-c",
         "--concurrency",
         type=click.IntRange(1, 100000),
-        default=api.DEFAULT_CONCURRENCY,
+        default=api.ProbeOptions.concurrency,
         help="Cap on hosts probed at once (default: every selected host, within the open-file "
         "limit; handshakes in flight are bounded by the CPU count either way).",
     ),
-    timeout_option(api.DEFAULT_TIMEOUT_S, 86400, "Seconds per host, connecting included."),
+    timeout_option(api.ProbeOptions.timeout_s, 86400, "Seconds per host, connecting included."),
     accept_new_option,
     click.option(
         "--import",
@@ -164,7 +166,7 @@ class ProbeRequest:
             timeout_s=self.timeout_s,
             accept_new=self.accept_new,
             probe_dirs=self.probe_dirs,
-            slurm_args=api.slurm_argv(self.slurm_args),
+            slurm_args=srun_options(self.slurm_args),
             slurm_gpus=self.slurm_gpus,
             extra_probe_args=health_sample_args(self.sample_s),
             on_key_recorded=_say_key_recorded,
@@ -202,42 +204,43 @@ def warm_up(*modules: str) -> None:
                 importlib.import_module(module)
             except Exception:  # noqa: BLE001 - said where the module is used
                 continue
-        gc.freeze()  # these modules too live as long as the command (see execute_probe)
+        gc.freeze()  # these modules too live as long as the command (see probe_and_assess)
 
     threading.Thread(target=load, name="fleet-warm-up", daemon=True).start()
 
 
-def execute_probe(request: ProbeRequest, warm: Sequence[str] = ()) -> api.KeptRun:
-    """Probe the selected hosts, save the run and write --json: what every probing command
-    shares. What could not be kept is said on stderr (probed_exit_code sets bit 64 for it).
+def probe_and_assess(
+    request: ProbeRequest,
+    judging: api.Judging,
+    warm: Sequence[str] = (),
+    json_path: str | None = None,
+) -> api.Probed:
+    """What `fleet probe` and `fleet check` do (api.ProbePlan): read what judging needs (a bad
+    rules or baseline file fails before any host is contacted), probe and keep the run (its
+    document to `json_path`), judge it. What could not be kept is said on stderr (exit bit 64).
     `warm`: modules the command needs afterwards, imported by warm_up once the first host runs
     (sooner, their imports would hold the GIL while the hosts are being started)."""
     options = request.options()
-    selection = request.choice.select(
+    plan = api.ProbePlan.make(judging, options, lambda: request.choice.select(
         request.inventory_path, request.limit, slurm=request.slurm_target
-    )
-    bundle = api.build_probe_bundle(options)  # bad probe names fail before any host is contacted
-    for warning in bundle.warnings:  # a broken probe file that was not chosen
+    ))  # fmt: skip
+    for warning in plan.warnings:  # a broken probe file that was not chosen
         click.echo(f"warning: {warning}", err=True)
     # What is imported and built by now (modules, the inventory, the bundle) lives as long as the
     # command: frozen, the collector's full passes no longer walk it again while hosts answer
     # (fleet's own CPU at 1,024 Slurm nodes: about a tenth less).
     gc.freeze()
-    kept = asyncio.run(probe_with_progress(request, selection, bundle, options, warm))
-    say_kept(kept, request.json_path)
-    return kept
+    probed = asyncio.run(probe_with_progress(request, plan, warm, json_path))
+    say_kept(probed.kept.errors, probed.kept.run, json_path, probed.kept.written)
+    return probed
 
 
 async def probe_with_progress(
-    request: ProbeRequest,
-    selection: api.Selection,
-    bundle: api.Bundle,
-    options: api.ProbeOptions,
-    warm: Sequence[str] = (),
-) -> api.KeptRun:
-    """api.probe_and_keep_async with a live progress display; Ctrl-C ends pending hosts as
-    interrupted (they are kept too). Progress goes to stderr: stdout carries the report, whatever
-    the two are connected to."""
+    request: ProbeRequest, plan: api.ProbePlan, warm: Sequence[str], json_path: str | None
+) -> api.Probed:
+    """plan.run with a live progress display; Ctrl-C ends pending hosts as interrupted (they
+    are kept too). Progress goes to stderr: stdout carries the report, whatever the two are
+    connected to."""
     interrupt = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, interrupt.set)
@@ -245,19 +248,16 @@ async def probe_with_progress(
         progress = Console(stderr=True)
         with ProgressEvents(
             progress,
-            len(selection.hosts),
-            list(bundle.probes),
+            plan.host_count,
+            plan.probes,
             first_running=(lambda: warm_up(*warm)) if warm else None,
         ) as events:
-            return await api.probe_and_keep_async(
-                selection,
-                bundle,
-                options,
+            return await plan.run(
                 events,
                 interrupt,
                 save=not request.no_save,
                 runs_dir=request.runs_dir,
-                json_path=json_file(request.json_path),
+                json_path=json_file(json_path),
             )
     finally:
         loop.remove_signal_handler(signal.SIGINT)
@@ -265,21 +265,21 @@ async def probe_with_progress(
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def probed_exit_code(kept: api.KeptRun) -> int:
-    """The run's exit bits, and 64 when it (or its --json) could not be kept."""
-    return with_bits(exit_code(kept.run), kept_bits(kept.kept))
-
-
 def json_file(json_path: str | None) -> str | None:
-    """--json's file, for api.keep_run to write; `-` (stdout) is say_kept's to print."""
+    """--json's file, for the API to write; `-` (stdout) is say_kept's to print."""
     return None if json_path == "-" else json_path
 
 
-def say_kept(kept: api.KeptRun, json_path: str | None) -> None:
-    """What could not be kept, on stderr; then the run document on stdout for --json -."""
-    say_not_kept(kept.errors)
+def say_kept(
+    errors: Sequence[FleetError], run: Run, json_path: str | None, written: Sequence[Path] = ()
+) -> None:
+    """What could not be kept, on stderr; then the run document: on stdout for --json -, and
+    each file written (--json FILE) said in one line on stderr."""
+    say_not_kept(errors)
     if json_path == "-":
-        write_indented_run(kept.run, sys.stdout.write)  # a host at a time
+        write_indented_run(run, sys.stdout.write)  # a host at a time
+    for path in written:
+        say_written(path)
 
 
 def say_not_kept(errors: Sequence[FleetError]) -> None:
@@ -287,23 +287,13 @@ def say_not_kept(errors: Sequence[FleetError]) -> None:
         click.echo(error.render(), err=True)  # the run still shows; only keeping it failed
 
 
-def probe_and_assess(
-    request: ProbeRequest, judging: api.Judging, warm: Sequence[str] = ()
-) -> tuple[api.Assessment, api.KeptRun]:
-    """What `fleet probe` and `fleet check` do: read what judging needs (a bad rules or baseline
-    file fails before any host is contacted), probe and keep the run, judge it."""
-    prepared = api.prepare(judging)
-    kept = execute_probe(request, warm)
-    with api.collection_paused():  # judging makes many objects and next to no garbage
-        assessment = api.assess(kept.run, judging, prepared, kept.where, probed_exit_code(kept))
-    return assessment, kept
-
-
 def write_html(path: str, assessment: api.Assessment, source: str | None) -> api.Assessment:
-    """--html of probe and check: write the page; exit bit 64 (like --json) when it cannot be."""
+    """--html of probe and check: write the page, said on stderr; exit bit 64 (like --json)
+    when it cannot be."""
     try:
-        api.write_page(assessment, path, source)
+        written = api.write_page(assessment, path, source)
     except FleetError as exc:
         say_not_kept([exc])
         return assessment.with_exit_bits(EXIT_NOT_KEPT)
+    say_written(written)
     return assessment

@@ -16,11 +16,12 @@ from fleet.cli.options import (
     baseline_file_option,
     baseline_option,
     collection_paused,
-    load_run,
     pack_option,
+    resolve_and_load,
     rules_option,
     run_argument,
     runs_dir_option,
+    say_written,
     tolerance_option,
 )
 from fleet.exits import exit_code
@@ -57,8 +58,7 @@ def report(
     baseline_file: str | None,
 ) -> None:
     """Write one HTML page for a saved run (default: the latest): opens offline, prints, plots."""
-    path = api.resolve_run(run_ref, runs_dir)
-    run = load_run(path)
+    path, run = resolve_and_load(run_ref, runs_dir)
     judging = api.Judging(
         tolerance=tolerance,
         packs=packs,
@@ -69,12 +69,10 @@ def report(
         baseline_file=baseline_file,
         runs_dir=runs_dir,
     )
-    prepared = api.prepare(judging, run.probes)
     # the page shows the exit code fleet would give this run: its hosts' bits too
-    assessment = api.assess(run, judging, prepared, str(path), exit_code(run))
+    assessment = api.assess_run(run, judging, str(path), exit_code(run))
     target = output or Path(f"fleet-report-{_stamp(run)}.html")
-    written = api.write_page(assessment, target, str(path), tolerance)
-    click.echo(f"wrote {written} ({written.stat().st_size / 1024:.0f} KiB)")
+    say_written(api.write_page(assessment, target, str(path), tolerance))
 
 
 def _stamp(run: Run) -> str:

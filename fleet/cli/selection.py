@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from fleet import api
+from fleet.api.hosts import INVENTORY_FORMATS, AdhocSettings, slurm_argv
 from fleet.models import Host
 
 SELECTION_OPTIONS = (
@@ -53,7 +54,7 @@ SELECTION_OPTIONS = (
     ),
     click.option(
         "--inventory-format",
-        type=click.Choice(api.INVENTORY_FORMATS),
+        type=click.Choice(INVENTORY_FORMATS),
         default="auto",
         show_default=True,
         help="What -i is: fleet YAML or an Ansible inventory (auto: by its content).",
@@ -105,7 +106,7 @@ class HostChoice:
             slurm=slurm,
             ssh_config=self.ssh_config,
             inventory_format=self.inventory_format,
-            adhoc=api.AdhocSettings(
+            adhoc=AdhocSettings(
                 self.user, self.port, self.python, self.jump, self.identity, self.known_hosts
             ),
             require_files=require_files,
@@ -114,6 +115,11 @@ class HostChoice:
         for warning in selection.warnings:
             click.echo(f"warning: {warning}", err=True)
         return selection
+
+
+def srun_options(text: str | None) -> tuple[str, ...]:
+    """--slurm-args' text as srun options (shell quoting); UsageError when it cannot be split."""
+    return tuple(slurm_argv(text))
 
 
 def selection_options(command: Callable[..., Any]) -> Callable[..., Any]:

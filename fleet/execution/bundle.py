@@ -1,5 +1,5 @@
 """Assembles the one script a host runs: its start-up alarm, `BUNDLE = {...}`, then
-probes/_host_runner.py.
+probes/_host_runner.py (the runner's own modules, its RUNNER_MODULES, travel in BUNDLE).
 
 The probes are ordinary files of the repo (linted, tested, runnable by hand), read at send time,
 like mitogen ships its own modules. A transport sends the script on stdin to `<python> -S -c
@@ -136,6 +136,29 @@ def check_declarations(source: str, path: str) -> None:
             raise ProbeFileError(f'{at} must be a tuple of file names: ("_helper.py",)')
         if name == "FACTS":
             _check_facts(value, at)
+    if not _defines_collect(source):
+        raise ProbeFileError(
+            f"{path}:1: defines no collect(options); a probe is a module with "
+            "`def collect(options):` returning its data as a dict (probes/README.md)"
+        )
+
+
+def _defines_collect(source: str) -> bool:
+    """Whether the probe defines `collect`: a def, an assignment or an import (the host runner
+    calls it; without one every host would fail with KeyError: 'collect'). Looked for at any
+    depth, so a definition under `if`/`try` counts."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "collect":
+            return True
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "collect" for t in node.targets
+        ):
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+            (a.asname or a.name) == "collect" for a in node.names
+        ):
+            return True
+    return False
 
 
 def _check_facts(value: Any, at: str) -> None:
@@ -314,10 +337,21 @@ class Bundle:
     probes: Mapping[str, ProbeSource]
     # the probes that cannot be used and were not chosen, one line each: warnings to show
     warnings: tuple[str, ...] = ()
+    # the runner's RUNNER_MODULES, file name -> text; None: read from fleet's probes when needed
+    runner_modules: Mapping[str, str] | None = None
+
+    def runner_module_texts(self) -> dict[str, str]:
+        """The text of each module the runner declares (RUNNER_MODULES), in its order."""
+        if self.runner_modules is not None:
+            return dict(self.runner_modules)
+        return read_runner_modules(self.runner)
 
     @property
     def sha256(self) -> str:
         digest = hashlib.sha256(self.runner.encode())
+        for file_name, text in self.runner_module_texts().items():
+            digest.update(f"\0runner/{file_name}\0".encode())
+            digest.update(text.encode())
         for name, probe in self.probes.items():
             digest.update(f"\0{name}\0".encode())
             digest.update(probe.source.encode())
@@ -336,8 +370,14 @@ class Bundle:
         _nvidia_smi.py): the runner makes each importable by its module name."""
         modules: dict[str, str] = {}
         shipped_by: dict[str, str] = {}
+        runner_files = self.runner_module_texts()
         for name, probe in self.probes.items():
             for file_name, text in probe.files.items():
+                if file_name in runner_files:
+                    raise ProbeFileError(
+                        f"{probe.path or name}: ships {file_name}, the name of one of the host"
+                        " runner's own modules: give the helper file another name"
+                    )
                 if modules.setdefault(file_name, text) != text:
                     raise ProbeFileError(
                         f"{probe.path or name}: ships {file_name}, and probe"
@@ -352,6 +392,7 @@ class Bundle:
         """The whole program for one host: its start-up alarm, a literal BUNDLE, the runner."""
         payload = {
             "probes": {n: p.source for n, p in self.probes.items()},
+            "runner_modules": self.runner_module_texts(),
             "options": {n: dict(options.get(n) or {}) for n in self.probes},
             "modules": self.shipped_modules(),
             "ships": {n: sorted(p.files) for n, p in self.probes.items() if p.files},
@@ -375,4 +416,17 @@ def build_bundle(
     runner = probe_folder().joinpath(RUNNER_FILE).read_text(encoding="utf-8")
     available = available_probes(extra_dirs)
     probes = _chosen(probe_names, available, without)
-    return Bundle(runner=runner, probes=probes, warnings=tuple(left_out(probes, available)))
+    return Bundle(
+        runner=runner,
+        probes=probes,
+        warnings=tuple(left_out(probes, available)),
+        runner_modules=read_runner_modules(runner),
+    )
+
+
+def read_runner_modules(runner: str) -> dict[str, str]:
+    """The text of each module the runner's `RUNNER_MODULES` literal names, from fleet's probes
+    folder (read with `ast`, never run): they travel in every bundle, beside the runner."""
+    folder = probe_folder()
+    names = declared_literal(runner, "RUNNER_MODULES") or ()
+    return {str(n): folder.joinpath(str(n)).read_text(encoding="utf-8") for n in names}

@@ -19,7 +19,7 @@ from fleet.transport.launch import LAUNCH_GRACE_S
 __all__ = ["ExecResult", "StreamDecoder", "Verdict", "build_outcome", "conclude"]
 
 NOISE_TAIL_CHARS = 2000
-TRACEBACK_CHARS = 4096  # the runner's own bound (probes/_host_runner.py), kept on arrival too
+TRACEBACK_CHARS = 4096  # the runner's own bound (probes/_runner_child.py), kept on arrival too
 MIN_PYTHON = (3, 8)  # the probes' floor (probes/README.md); the runner itself starts on older
 
 

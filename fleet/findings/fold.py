@@ -7,7 +7,9 @@ Three folds, in order:
      finding that says it best (`weight`, then the most disruptive action, then the shortest),
      the others named as related; the fix is the first rule's (rules say how);
   2. divergence that a finding of its topic explains: two H200 hosts split on 11 health facts
-     because one GPU has a pending row remap is that finding, not a second one;
+     because one GPU has a pending row remap is that finding, not a second one; and a sentence
+     over several hosts (NCCL settings split between two hosts) takes in the rules of its topic
+     that failed on them;
   3. by text across hosts: findings that read alike on different hosts become one over all of
      them (a row remap pending on 40 hosts is one line).
 """
@@ -17,11 +19,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from fleet.findings.model import ACTIONS, DIVERGENCE, RULE, SEVERITIES, Finding
+from fleet.findings.model import ACTIONS, DIVERGENCE, RULE, SENTENCE, SEVERITIES, Finding
 
 
 def fold(findings: Iterable[Finding]) -> list[Finding]:
-    return rank(_fold_alike(_absorb_divergence(_fold_causes(findings))))
+    causes = _fold_causes(findings)
+    return rank(_fold_alike(_absorb_into_sentences(_absorb_divergence(causes))))
 
 
 def _fold_causes(findings: Iterable[Finding]) -> list[Finding]:
@@ -104,6 +107,38 @@ def _absorb_divergence(findings: list[Finding]) -> list[Finding]:
         if cause is not None:
             kept[cause] = _with_related(kept[cause], [finding.kind])
             dropped.add(index)
+    return [finding for index, finding in enumerate(kept) if index not in dropped]
+
+
+def _absorb_into_sentences(findings: list[Finding]) -> list[Finding]:
+    """A sentence over several hosts (`NCCL settings split 2× H200: … on gpu-08, unset on
+    gpu-07`) takes in the rules of its topic that failed on some of those hosts: one cause, said
+    once, with the first such rule's fix (it says how) and the most disruptive action."""
+    sentences = [i for i, f in enumerate(findings) if f.weight == SENTENCE and f.topic]
+    if not sentences:
+        return findings
+    kept = list(findings)
+    dropped: set[int] = set()
+    for index, finding in enumerate(findings):
+        if finding.weight != RULE or not finding.topic:
+            continue
+        into = next(
+            (
+                i
+                for i in sentences
+                if findings[i].topic == finding.topic
+                and len(findings[i].hosts) > len(finding.hosts)
+                and set(finding.hosts) <= set(findings[i].hosts)
+            ),
+            None,
+        )
+        if into is None:
+            continue
+        target = kept[into]
+        fix = target.fix if target.evidence.get("related") else finding.fix
+        action = max((target.action, finding.action), key=ACTIONS.index)
+        kept[into] = _with_related(target, [finding.kind], action=action, fix=fix)
+        dropped.add(index)
     return [finding for index, finding in enumerate(kept) if index not in dropped]
 
 

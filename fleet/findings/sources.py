@@ -63,16 +63,25 @@ def host_findings(run: Run) -> list[Finding]:
 
 
 def _not_reached(outcome: HostOutcome) -> Finding:
+    """The host's own error, its name and address blanked (hosts that ended alike fold into
+    one finding), and the hint as the fix, its address blanked the same way."""
     status, message = outcome.ending()
     first = message.strip().splitlines()[0] if message.strip() else status
+    hint = REACH_FIX.get(status) or _blanked(outcome, outcome.hint) or "is the host up?"
     return Finding(
         severity="error",
         kind=status,
         what=f"not reached ({status}): {first}",
         hosts=(outcome.name,),
         action="check-access",
-        fix=REACH_FIX.get(status, outcome.hint or "is the host up and sshd listening?"),
+        fix=hint,
     )
+
+
+def _blanked(outcome: HostOutcome, text: str | None) -> str:
+    for own in sorted({outcome.name, outcome.address} - {""}, key=len, reverse=True):
+        text = (text or "").replace(own, "HOST")
+    return text or ""
 
 
 def _probe_failures(outcome: HostOutcome) -> Iterable[Finding]:

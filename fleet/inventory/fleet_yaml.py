@@ -256,25 +256,34 @@ def _check_settings(settings: LocatedDict, where: Location) -> None:
 def _check_setting(key: str, value: Any, here: Location) -> None:
     if value is None and key in NULLABLE:
         return
-    if key == "port":
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-            raise here.fail(f"port {value!r} is outside 1–65535")
-    elif key == "connect_timeout":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise here.fail(f"connect_timeout {value!r} must be a positive number of seconds")
+    if key in ("port", "connect_timeout"):
+        _check_number_setting(key, value, here)
     elif key == "transport":
         if value not in TRANSPORTS:
             raise here.fail(f"transport {value!r} is not one of: {', '.join(TRANSPORTS)}")
     elif key == "probe_args":
-        if not isinstance(value, dict):
-            raise here.fail("probe_args must map probe names to their options")
-        for probe, options in value.items():
-            if options is not None and not isinstance(options, dict):
-                raise here.fail(
-                    f"probe_args of {probe!r} must map option names to values, not {options!r}"
-                )
+        _check_probe_args(value, here)
     else:
         _check_text_setting(key, value, here)
+
+
+def _check_number_setting(key: str, value: Any, here: Location) -> None:
+    """`port` (1–65535) and `connect_timeout` (seconds, above 0); a YAML `true` is no number."""
+    if key == "port":
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+            raise here.fail(f"port {value!r} is outside 1–65535")
+    elif isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise here.fail(f"connect_timeout {value!r} must be a positive number of seconds")
+
+
+def _check_probe_args(value: Any, here: Location) -> None:
+    if not isinstance(value, dict):
+        raise here.fail("probe_args must map probe names to their options")
+    for probe, options in value.items():
+        if options is not None and not isinstance(options, dict):
+            raise here.fail(
+                f"probe_args of {probe!r} must map option names to values, not {options!r}"
+            )
 
 
 def _check_text_setting(key: str, value: Any, here: Location) -> None:

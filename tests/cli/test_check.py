@@ -59,7 +59,7 @@ def test_clean_saved_run_exits_0(tmp_path: Path) -> None:
 
 
 def test_json_format_is_a_check_document(tmp_path: Path) -> None:
-    done = fleet(tmp_path, "check", "--run", str(saved_variant_run(tmp_path)), "--format", "json")
+    done = fleet(tmp_path, "check", "--run", str(saved_variant_run(tmp_path)), "--json", "-")
     assert done.returncode == 32
     document = json.loads(done.stdout)
     assert document["schema"] == "fleet.check/3"

@@ -6,13 +6,13 @@ import copy
 import json
 from pathlib import Path
 
-from fleet import api
+from fleet.api import checking
 from tests.cli.inprocess import GPULESS, LOOPBACK8, invoke, run_document, write_run
 
 BIT_CHECK_FAILED = 32
 
 # How many rules the inference pack has: the messages count them.
-PACK_RULES = len(api.load_checks(["inference"])[0])
+PACK_RULES = len(checking.load_checks(["inference"])[0])
 
 
 def test_gpu_less_host_is_incomplete_not_passed_and_says_why(tmp_path: Path) -> None:
@@ -32,7 +32,7 @@ def test_strict_fails_when_error_rules_were_not_judged(tmp_path: Path) -> None:
 
 
 def test_json_document_says_incomplete(tmp_path: Path) -> None:
-    done = invoke(tmp_path, "check", "--run", str(GPULESS), "--format", "json")
+    done = invoke(tmp_path, "check", "--run", str(GPULESS), "--json", "-")
     document = json.loads(done.stdout)
     assert document["passed"] is False
     assert document["outcome"] == "incomplete"
@@ -128,7 +128,7 @@ def test_strict_says_it_failed_because_of_strict_everywhere(tmp_path: Path) -> N
     page = html.read_text()
     assert '<p class="verdict bad"><b>check failed (--strict)</b>: no error failures' in page
     assert "check incomplete" not in page
-    document = json.loads(invoke(tmp_path, *args, "--format", "json").stdout)
+    document = json.loads(invoke(tmp_path, *args, "--json", "-").stdout)
     assert (document["outcome"], document["passed"], document["strict"]) == ("failed", False, True)
     suites = junit.read_text()
     assert 'failures="41"' in suites.split("\n", 2)[1], suites[:300]

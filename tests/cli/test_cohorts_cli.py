@@ -16,7 +16,7 @@ def test_cohort_by_on_the_command_line_regroups_the_hosts(tmp_path: Path) -> Non
     assert "  pcie  h[03-08]" in done.stdout
     document = json.loads(
         invoke(tmp_path, "diff", str(MIXED8), "--cohort-by", "gpu.interconnect",
-               "--format", "json").stdout
+               "--json", "-").stdout
     )  # fmt: skip
     assert document["cohort_by"] == "gpu.interconnect"
     assert [c["name"] for c in document["cohorts"]] == ["pcie", "nvlink"]
@@ -44,11 +44,11 @@ def test_between_lists_the_hardware_in_every_format(tmp_path: Path) -> None:
 def test_the_runs_own_cohort_by_is_used_unless_the_command_line_says(tmp_path: Path) -> None:
     document = {**run_document(MIXED8), "cohort_by": "torch.version"}
     path = write_run(tmp_path / "run.json", document)
-    recorded = json.loads(invoke(tmp_path, "diff", str(path), "--format", "json").stdout)
+    recorded = json.loads(invoke(tmp_path, "diff", str(path), "--json", "-").stdout)
     assert {c["name"] for c in recorded["cohorts"]} == {"2.11.0+cu130", "2.6.0+cu124"}
     overridden = json.loads(
         invoke(tmp_path, "diff", str(path), "--cohort-by", "gpu.interconnect",
-               "--format", "json").stdout
+               "--json", "-").stdout
     )  # fmt: skip
     assert {c["name"] for c in overridden["cohorts"]} == {"pcie", "nvlink"}
 

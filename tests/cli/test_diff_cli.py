@@ -37,7 +37,7 @@ def test_diff_of_a_run_with_itself_exits_0(tmp_path: Path) -> None:
 
 
 def test_diff_of_one_run_is_the_cross_host_diff(tmp_path: Path) -> None:
-    done = fleet(tmp_path, "diff", str(RECORDED), "--format", "json")
+    done = fleet(tmp_path, "diff", str(RECORDED), "--json", "-")
     assert done.returncode == 0
     assert json.loads(done.stdout)["odd_hosts"] == ["gpu-07", "gpu-08"]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fleet import api
+from fleet.api import probing
 from tests.cli.inprocess import invoke, run_document
 from tests.conftest import ROOT
 
@@ -19,18 +20,18 @@ FAKE_SMI_DIR = ROOT / "tests" / "fakes" / "gpubench_bin"
 
 
 def test_gpubench_is_opt_in() -> None:
-    assert "gpubench" not in api.build_probe_bundle(api.ProbeOptions()).probes
-    assert "gpubench" in api.build_probe_bundle(api.ProbeOptions(gpubench=True)).probes
-    assert list(api.build_probe_bundle(api.ProbeOptions(probes=["gpubench"])).probes) == [
+    assert "gpubench" not in probing.build_probe_bundle(api.ProbeOptions()).probes
+    assert "gpubench" in probing.build_probe_bundle(api.ProbeOptions(gpubench=True)).probes
+    assert list(probing.build_probe_bundle(api.ProbeOptions(probes=["gpubench"])).probes) == [
         "gpubench"
     ]
-    both = api.build_probe_bundle(api.ProbeOptions(probes=["system"], gpubench=True))
+    both = probing.build_probe_bundle(api.ProbeOptions(probes=["system"], gpubench=True))
     assert list(both.probes) == ["system", "gpubench"]
     assert api.ProbeOptions(gpubench=True).host_timeout_s >= 180
-    assert api.probe_args_from(api.ProbeOptions(gpubench=True, quick=True))["gpubench"] == {
+    assert probing.probe_args_from(api.ProbeOptions(gpubench=True, quick=True))["gpubench"] == {
         "quick": True
     }
-    assert "gpubench" not in api.probe_args_from(api.ProbeOptions(quick=True))
+    assert "gpubench" not in probing.probe_args_from(api.ProbeOptions(quick=True))
 
 
 def test_probe_and_check_on_simulated_gpus_name_the_slow_gpu(

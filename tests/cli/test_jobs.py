@@ -116,6 +116,10 @@ def test_the_saved_run_reads_the_same_and_leads_show_with_the_finding(
     named = "✗ gpu-b rank 1 pid 728 GPU 1: NCCL job 0x44d8c595d392cba8: rank 1 on gpu-b: missing"
     assert named in findings
     assert "→ restart-app: restart the job" in findings
+    # the live section of the report: the job in one line, its troubled host first
+    live = shown.stdout.split("NCCL jobs: ")[1].splitlines()
+    assert live[0].endswith("on gpu-a,gpu-b")
+    assert live[1].startswith("  0x44d8c595d392cba8: gpu-b: rank 1 missing")  # trouble first
 
 
 def test_the_html_report_has_the_jobs_section(tmp_path: Path, two_hosts: Path) -> None:
@@ -147,3 +151,17 @@ def test_jobs_of_the_real_h200_run_validate(tmp_path: Path) -> None:
 def _document(stdout: str) -> dict[str, Any]:
     """The JSON document on stdout (--json -): the tables went to stderr."""
     return json.loads(stdout)  # type: ignore[no-any-return]
+
+
+def test_the_real_stopped_job_leads_with_a_finding_naming_its_process_and_gpu(
+    tmp_path: Path,
+) -> None:
+    """The lent H200: a 1-rank NCCL job SIGSTOPped (bench/device_voice.py's capture)."""
+    run = ROOT / "tests" / "probes" / "golden" / "real_run" / "h200x1_live_stopped_run.json"
+    shown = invoke(tmp_path, "show", str(run), columns=80)
+    findings = [line for line in shown.stdout.splitlines() if line.startswith("✗ ")]
+    assert findings
+    assert findings[0].startswith("✗ local pid 524: pid 524 on GPU-89824593")
+    assert "→ restart-app" in shown.stdout.split("NCCL jobs")[0]
+    jobs = invoke(tmp_path, "jobs", "--run", str(run), columns=80)
+    assert "local: pid 524 on GPU-89824593" in " ".join(jobs.stdout.split())

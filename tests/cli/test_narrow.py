@@ -63,7 +63,7 @@ def test_diff_keeps_fact_paths_whole_at_80_columns(tmp_path: Path) -> None:
     than 80 columns is one unbreakable name alone on it."""
     for run in (LOOPBACK8, MIXED8):
         done = invoke(tmp_path, "diff", str(run), columns=WIDTH)
-        document = json.loads(invoke(tmp_path, "diff", str(run), "--format", "json").stdout)
+        document = json.loads(invoke(tmp_path, "diff", str(run), "--json", "-").stdout)
         listed = [
             name
             for finding in document["findings"]

@@ -44,7 +44,7 @@ def test_the_unit_is_in_the_registry(uptime_unit: None) -> None:
     assert units.part("uptime", "facts") is not None
     assert units.part("uptime", "html") is not None
     assert "uptime" in [name for name, _ in units.parts("terminal")]
-    assert units.part("health", "terminal") is None  # a part a unit does not have
+    assert units.part("health", "checks") is None  # a part a unit does not have
 
 
 def test_the_key_fact_and_the_terminal_section_are_shown(probed: tuple[str, Path]) -> None:
@@ -70,10 +70,10 @@ def test_check_judges_its_rules(tmp_path: Path, probed: tuple[str, Path]) -> Non
     _, run = probed
     done = invoke(
         tmp_path, "check", "--run", str(run), "--rules", str(TOY / "uptime.yaml"),
-        "--format", "json",
+        "--json", "-",
     )  # fmt: skip
     assert done.exit_code == 32, done.output  # an error rule failed
-    rules = {r["id"]: r["hosts"]["here"] for r in json.loads(done.output)["rules"]}
+    rules = {r["id"]: r["hosts"]["here"] for r in json.loads(done.stdout)["rules"]}
     assert rules["uptime-known"]["verdict"] == "pass"
     assert rules["uptime-a-century"]["verdict"] == "fail"
     assert rules["uptime-a-century"]["fix"] == "wait"

@@ -13,6 +13,7 @@ import pytest
 
 import fleet
 from fleet import api
+from fleet.api import fabric_runs, hosts, probing, runs
 from fleet.errors import StoreError
 from fleet.models import NOT_REACHED
 from tests.conftest import ROOT
@@ -92,7 +93,7 @@ def test_probe_takes_typed_options_and_probes_wins_over_theirs() -> None:
 def test_probe_and_keep_saves_writes_json_and_collects_what_failed(tmp_path: Path) -> None:
     options = fleet.ProbeOptions(probes=["system"])
     out = tmp_path / "run.json"
-    kept = api.probe_and_keep(LOCAL, options=options, runs_dir=tmp_path / "runs", json_path=out)
+    kept = probing.probe_and_keep(LOCAL, options=options, runs_dir=tmp_path / "runs", json_path=out)
     assert kept.kept
     assert kept.errors == ()
     assert kept.saved is not None
@@ -104,14 +105,14 @@ def test_probe_and_keep_saves_writes_json_and_collects_what_failed(tmp_path: Pat
 
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    again = api.keep_run(kept.run, runs_dir=blocked, json_path=tmp_path / "missing" / "run.json")
+    again = runs.keep_run(kept.run, runs_dir=blocked, json_path=tmp_path / "missing" / "run.json")
     assert not again.kept
     assert again.saved is None
     assert again.where == f"{kept.run.started} (not saved)"
     assert [type(e) for e in again.errors] == [StoreError, StoreError]
     assert again.errors[0].message.startswith(f"cannot save the run in {blocked}")
     assert again.errors[1].message.startswith(f"cannot write {tmp_path / 'missing' / 'run.json'}")
-    assert api.keep_run(kept.run, save=False) == api.KeptRun(kept.run)
+    assert runs.keep_run(kept.run, save=False) == api.KeptRun(kept.run)
 
 
 def test_runs_are_resolved_listed_and_pruned(tmp_path: Path) -> None:
@@ -135,26 +136,26 @@ def test_write_report_writes_the_html_page(tmp_path: Path) -> None:
 
 
 def test_slurm_argv_and_inventory_probe_args(tmp_path: Path) -> None:
-    assert api.slurm_argv(None) == ()
-    assert api.slurm_argv("--account=a --comment='two words'") == (
+    assert hosts.slurm_argv(None) == ()
+    assert hosts.slurm_argv("--account=a --comment='two words'") == (
         "--account=a",
         "--comment=two words",
     )
     with pytest.raises(fleet.FleetError, match="--slurm-args"):
-        api.slurm_argv("'unclosed")
+        hosts.slurm_argv("'unclosed")
     inventory = tmp_path / "inv.yaml"
     inventory.write_text(
         "hosts:\n  a: {transport: local, probe_args: {gpu: {expected_count: 8}}}\n"
     )
-    assert api.inventory_probe_args(inventory) == {"a": {"gpu": {"expected_count": 8}}}
-    assert api.inventory_probe_args(None) == {}
+    assert hosts.inventory_probe_args(inventory) == {"a": {"gpu": {"expected_count": 8}}}
+    assert hosts.inventory_probe_args(None) == {}
 
 
 def test_the_rules_engine_and_fabric_load_when_first_named() -> None:
     assert api.CheckReport.__name__ == "CheckReport"
     assert api.FabricSettings().backend == "nccl"
-    assert api.parse_pairs("ring") == api.parse_pairs(" RING ")
-    assert api.DEFAULT_FABRIC_TOLERANCE == 0.25
+    assert fabric_runs.parse_pairs("ring") == fabric_runs.parse_pairs(" RING ")
+    assert api.FabricSettings().tolerance == 0.25
     assert "inference" in api.available_packs()
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         api.nothing_here  # noqa: B018

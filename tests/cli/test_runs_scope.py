@@ -62,7 +62,7 @@ def test_latest_can_be_scoped_to_an_inventory(tmp_path: Path) -> None:
         done = invoke(tmp_path, "diff", *args)
         assert done.exit_code == EXIT_DRIFT, (args, done.output)
         assert "torch.version  2.11.0+cu130 → 2.12.0+cu130  gpu-05" in done.output
-    shown = invoke(tmp_path, "show", "latest:local", "--format", "json")
+    shown = invoke(tmp_path, "show", "latest:local", "--json", "-")
     assert json.loads(shown.stdout)["hosts"] == ["local"]
     missing = invoke(tmp_path, "diff", "latest:nowhere")
     assert missing.exit_code == 2
@@ -124,5 +124,5 @@ def test_a_name_two_inventories_share_is_refused_naming_both(tmp_path: Path) -> 
         assert "names 2 different inventories" in done.stderr
         assert "site-a/inventory.yaml, site-b/inventory.yaml" in done.stderr
     # the path itself is no longer ambiguous
-    shown = invoke(tmp_path, "show", "latest:site-a/inventory.yaml", "--format", "json")
+    shown = invoke(tmp_path, "show", "latest:site-a/inventory.yaml", "--json", "-")
     assert shown.exit_code == 0, shown.output

@@ -75,7 +75,7 @@ def test_the_run_records_each_probe_s_facts_and_validates(site: Path) -> None:
 
 
 def test_show_and_diff_read_the_declaration_from_the_run(site: Path) -> None:
-    diff = invoke_fleet(site, "diff", "latest", "--format", "json")
+    diff = invoke_fleet(site, "diff", "latest", "--json", "-")
     assert diff.returncode == 0, diff.stderr
     assert "read_at" not in diff.stdout
     shown = invoke_fleet(site, "show")
@@ -84,7 +84,7 @@ def test_show_and_diff_read_the_declaration_from_the_run(site: Path) -> None:
 
 
 def test_drift_between_the_saved_runs_is_none(site: Path) -> None:
-    drift = invoke_fleet(site, "diff", "previous", "latest", "--format", "json")
+    drift = invoke_fleet(site, "diff", "previous", "latest", "--json", "-")
     assert "read_at" not in drift.stdout
     assert drift.returncode == 0, drift.stdout
 

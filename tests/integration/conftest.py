@@ -56,6 +56,22 @@ class FleetResult:
     def status(self, name: str) -> str:
         return str(self.host(name)["status"])
 
+    def full_diff(self) -> str:
+        """`fleet diff` of this run: every differing fact (`fleet probe` gives the findings and
+        the divergence in brief)."""
+        run_file = self.state_dir.parent / "diffed_run.json"
+        run_file.write_text(json.dumps(self.document))
+        done = subprocess.run(
+            [sys.executable, "-m", "fleet", "diff", str(run_file)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "COLUMNS": "300", "PYTHONPATH": str(ROOT)},
+            timeout=120,
+            check=False,
+            cwd=ROOT,
+        )
+        return done.stdout
+
 
 def write_inventory(
     path: Path,

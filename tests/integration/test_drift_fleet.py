@@ -49,7 +49,7 @@ def test_one_upgraded_host_is_exactly_the_drift(farm: SshdFarm, tmp_path: Path) 
     second = run_fleet(tmp_path, "probe", "-i", str(inventory), "-p", PROBES)
     assert second.returncode == 0
 
-    diff = run_fleet(tmp_path, "diff", "previous", "latest", "--format", "json")
+    diff = run_fleet(tmp_path, "diff", "previous", "latest", "--json", "-")
     assert diff.returncode == 16, diff.stderr
     document = json.loads(diff.stdout)
     assert document["changed_hosts"] == ["drift-2"]
@@ -92,9 +92,7 @@ def test_a_limited_run_against_a_full_baseline_compares_only_its_hosts(
     text = " ".join(limited.stdout.split())
     assert "left out, not selected by the new run's --limit sel-[1-2]: sel-[3-4]" in text
 
-    both = run_fleet(
-        tmp_path, "diff", "previous", "latest", "-i", str(inventory), "--format", "json"
-    )
+    both = run_fleet(tmp_path, "diff", "previous", "latest", "-i", str(inventory), "--json", "-")
     assert both.returncode == 0, both.stdout
     document = json.loads(both.stdout)
     assert (document["removed_hosts"], document["left_out"]) == ([], ["sel-3", "sel-4"])

@@ -96,7 +96,7 @@ def test_nccl_p2p_disable_host_is_shown(stack_run) -> None:
     row = finding_lines(stack_run.stdout, "p2p-off")
     assert "NCCL transport settings differ: NCCL_P2P_DISABLE=1" in row
     assert "(the rest of 2× H200: unset)" in row
-    in_cohort = divergence_block(stack_run.stdout, "torch.version")
+    in_cohort = divergence_block(stack_run.full_diff(), "torch.version")
     assert "on symm-old" not in in_cohort  # same torch as its cohort: only its class differs
 
 

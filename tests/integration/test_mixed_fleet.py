@@ -73,7 +73,7 @@ def saved_diff(tmp_path: Path, *args: str) -> FleetResult:
 
 def test_json_lists_every_differing_fact_tagged(mixed: tuple[Path, FleetResult]) -> None:
     tmp_path, _ = mixed
-    done = saved_diff(tmp_path, "--format", "json")
+    done = saved_diff(tmp_path, "--json", "-")
     assert done.returncode == 0, done.stderr
     document: dict[str, Any] = json.loads(done.stdout)
     assert document["schema"] == "fleet.diff/3"

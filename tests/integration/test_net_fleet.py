@@ -42,9 +42,7 @@ def test_net_over_ssh_says_no_rdma_and_names_a_setting_that_names_nothing(
     assert "mlx5_0 names no RDMA port here (RDMA ports here: none)" in odd["settings_problems"][0]
 
     run = tmp_path / "run.json"
-    check = run_fleet(
-        tmp_path, "check", "--run", str(run), "--pack", "inference", "--format", "json"
-    )
+    check = run_fleet(tmp_path, "check", "--run", str(run), "--pack", "inference", "--json", "-")
     document = json.loads(check.stdout)
     rule = next(r for r in document["rules"] if r["id"] == "net-nccl-settings-name-devices")
     assert {host: v["verdict"] for host, v in rule["hosts"].items()} == {

@@ -45,7 +45,7 @@ def test_eight_hosts_two_divergent_one_unreachable(farm: SshdFarm, tmp_path: Pat
     assert result.status("node-dead") == "unreachable"
     assert "connection refused" in result.host("node-dead")["error"]
     assert all(result.status(n) == "ok" for n in names), result.stdout
-    block = divergence_block(result.stdout, "packages.packages.torch")
+    block = divergence_block(result.full_diff(), "packages.packages.torch")
     assert "node-[3,7]" in block
     assert "node-1" not in block
     versions = {n: result.host(n)["probes"]["packages"]["data"]["packages"]["torch"] for n in names}

@@ -91,7 +91,7 @@ def test_nodeset_probes_four_ssh_config_aliases_one_bastion_connection(
     assert result.returncode == 0, result.stdout + result.stderr
     assert {result.status(n) for n in NODES} == {"ok"}
     assert result.host("node-4")["address"] == farm.hosts[IN_FARM["node-4"]].address
-    block = divergence_block(result.stdout, "packages.packages.torch")
+    block = divergence_block(result.full_diff(), "packages.packages.torch")
     assert "node-3" in block
     assert "node-1" not in block
     log = bastion_log.read_text()
@@ -220,7 +220,7 @@ def test_ansible_ini_group_with_known_hosts_from_ssh_common_args(
     assert result.status("ans-1") == result.status("ans-2") == "ok", result.stdout
     assert result.status("ans-box") == "unreachable"
     assert "'community.docker.docker' is not one fleet speaks" in result.host("ans-box")["error"]
-    assert "ans-2" in divergence_block(result.stdout, "packages.packages.torch")
+    assert "ans-2" in divergence_block(result.full_diff(), "packages.packages.torch")
     assert result.returncode == 4
 
 

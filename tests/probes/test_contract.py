@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.execution.bundle import declared_literal
 from tests.conftest import REMOTE_PYTHON
 from tests.probes.handrun import PROBES, load_probe, run_by_hand
 
@@ -23,12 +24,18 @@ PROBE_NAMES = sorted(p.stem for p in PROBES.glob("*.py") if not p.name.startswit
 # gpubench worker (one per GPU and one for the pairs) and the fabric rank (sent by
 # fleet/fabric/launch.py). Only a host's python ever runs them.
 HOST_FILES = ["_allreduce_worker", "_fabric_rank", "_gpubench_worker"]
+# The host runner and the modules it declares (RUNNER_MODULES), shipped in every bundle.
+RUNNER = [
+    "_host_runner",
+    *(
+        name.removesuffix(".py")
+        for name in declared_literal((PROBES / "_host_runner.py").read_text(), "RUNNER_MODULES")
+    ),
+]
 # Helpers that probes ship (`SHIPS`) and import by module name (`import _pcie`): the runner serves
 # them on the host, so a probe may import them at module level.
-HELPERS = sorted(
-    p.stem for p in PROBES.glob("_*.py") if p.stem not in ("_host_runner", *HOST_FILES)
-)
-SHIPPED = [*PROBE_NAMES, "_host_runner", *HOST_FILES, *HELPERS]
+HELPERS = sorted(p.stem for p in PROBES.glob("_*.py") if p.stem not in (*RUNNER, *HOST_FILES))
+SHIPPED = [*PROBE_NAMES, *RUNNER, *HOST_FILES, *HELPERS]
 
 
 def module_level_imports(tree: ast.Module) -> set[str]:
@@ -144,7 +151,7 @@ def problems_under_3_8(path: Path, python: str | None) -> list[str]:
 
 
 @needs_python_3_8
-@pytest.mark.parametrize("name", HOST_FILES)
+@pytest.mark.parametrize("name", [*HOST_FILES, *RUNNER])
 def test_loads_under_a_real_python_3_8(name: str) -> None:
     assert problems_under_3_8(PROBES / f"{name}.py", PYTHON_3_8) == []
 

@@ -262,7 +262,7 @@ def test_fleet_report_writes_the_page_of_a_recorded_run(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     done = fleet(tmp_path, "report", str(recorded), "-o", str(out), "--baseline", str(baseline))
     assert done.returncode == 0, done.stderr
-    assert f"wrote {out}" in done.stdout
+    assert f"wrote {out}" in done.stderr
     assert out.stat().st_mode & 0o777 == 0o600  # every host's data: readable by its owner only
     ids = [a.get("id") for tag, a in Page(out.read_text()).tags if tag == "section"]
     assert "drift" in ids

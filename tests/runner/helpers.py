@@ -45,18 +45,27 @@ def sleepers() -> list[int]:
     return found
 
 
-def load_runner():  # -> the runner as a module (untyped: a host-side script)
-    """probes/_host_runner.py imported afresh in this process, for its functions alone (its
-    __main__ block does not run; FLEET_* are read from the environment now): what the bundle's
-    runner does, without a bundle."""
+def load_runner(file_name: str = "_host_runner.py"):  # -> the module (untyped: host-side code)
+    """probes/_host_runner.py (or one of its RUNNER_MODULES) imported afresh in this process, for
+    its functions alone (its __main__ block does not run; FLEET_* are read from the environment
+    now): what the bundle's runner does, without a bundle. The runner's modules are imported from
+    the probes folder, as when the runner is run by hand; that folder is on sys.path only while
+    the file loads, and last (probes/torch.py must never shadow torch)."""
     import importlib.util
+    import sys
 
     from fleet.shipped import probe_folder
 
-    path = str(probe_folder().joinpath("_host_runner.py"))
-    spec = importlib.util.spec_from_file_location("fleet_host_runner_under_test", path)
+    folder = str(probe_folder())
+    spec = importlib.util.spec_from_file_location(
+        "fleet_host_runner_under_test_" + file_name[:-3], f"{folder}/{file_name}"
+    )
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.append(folder)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(folder)
     return module

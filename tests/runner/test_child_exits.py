@@ -22,9 +22,9 @@ def collect(options):
 
 
 def test_a_child_exit_wakes_the_scheduler_and_close_restores_what_was_there() -> None:
-    runner = load_runner()
+    processes = load_runner("_runner_processes.py")
     before = signal.getsignal(signal.SIGCHLD)
-    exits = runner.ChildExits()
+    exits = processes.ChildExits()
     try:
         assert exits.installed
         pid = os.fork()
@@ -42,13 +42,13 @@ def test_a_child_exit_wakes_the_scheduler_and_close_restores_what_was_there() ->
 
 
 def test_a_forked_child_forgets_the_runners_wakeup() -> None:
-    runner = load_runner()
-    exits = runner.ChildExits()
+    exits = load_runner("_runner_processes.py").ChildExits()
+    child = load_runner("_runner_child.py")
     try:
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:
-            runner.forget_child_exits()
+            child.forget_child_exits()
             handler = signal.getsignal(signal.SIGCHLD)
             os.write(write_fd, b"1" if handler == signal.SIG_DFL else b"0")
             os._exit(0 if signal.set_wakeup_fd(-1) == -1 else 1)
@@ -70,7 +70,7 @@ def test_probes_that_initialise_cuda_are_started_first() -> None:
 
 
 def test_start_cuda_init_calls_cuinit_in_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    runner = load_runner()
+    child = load_runner("_runner_child.py")
     called: list[tuple[str, int, str]] = []
     done = threading.Event()
 
@@ -86,7 +86,7 @@ def test_start_cuda_init_calls_cuinit_in_a_thread(monkeypatch: pytest.MonkeyPatc
     import ctypes
 
     monkeypatch.setattr(ctypes, "CDLL", FakeDriver)
-    runner.start_cuda_init()
+    child.start_cuda_init()
     assert done.wait(30)
     assert called == [("libcuda.so.1", 0, "cuInit")]
 

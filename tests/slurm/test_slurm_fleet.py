@@ -69,7 +69,7 @@ def test_drained_node_is_listed_with_reason_and_never_launched_on(partition_run)
 
 def test_torch_divergence_on_one_node_is_shown(partition_run) -> None:
     result, _ = partition_run
-    block = divergence_block(result.stdout, "torch.symmetric_memory.class_name")
+    block = divergence_block(result.full_diff(), "torch.symmetric_memory.class_name")
     assert "_SymmetricMemory on gpu-04" in block
     names = result.host("gpu-01")["probes"]["dir"]["data"]
     assert names, "long protocol lines (dir dumps) arrive whole through srun's labels"

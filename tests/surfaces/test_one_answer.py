@@ -60,9 +60,7 @@ def test_check_gives_its_verdict_naming_the_three_hosts_first(
 def surfaces(tmp_path: Path, run_file: Path) -> dict[str, list[tuple[str, str, str]]]:
     """(hosts, what, action) of each finding, as each surface gives them, in order."""
     junit, page = tmp_path / "check.xml", tmp_path / "page.html"
-    as_json = json.loads(
-        invoke(tmp_path, "check", "--run", str(run_file), "--format", "json").output
-    )
+    as_json = json.loads(invoke(tmp_path, "check", "--run", str(run_file), "--json", "-").stdout)
     invoke(tmp_path, "check", "--run", str(run_file), "--junit", str(junit))
     markdown = invoke(tmp_path, "diff", str(run_file), "--format", "markdown").output
     invoke(tmp_path, "report", str(run_file), "-o", str(page))
@@ -173,3 +171,26 @@ def test_fail_on_lets_ci_choose_and_findings_alone_never_change_the_exit_code(
     # what is left differs only between the cohorts (information): not a failure at error
     assert invoke(tmp_path, "show", str(healthy), "--fail-on", "error").exit_code == 0
     assert invoke(tmp_path, "show", str(healthy), "--fail-on", "info").exit_code == 32
+
+
+def test_hosts_not_reached_are_one_finding_their_error_said_once(tmp_path: Path) -> None:
+    """Six hosts refused the connection: one finding over all six (their addresses blanked),
+    its error said there only (not in the hosts table, not again as 'not compared')."""
+    from tests.cli.inprocess import LOOPBACK8, run_document, write_run
+
+    document = run_document(LOOPBACK8)
+    for index, name in enumerate(list(document["hosts"])[:6]):
+        document["hosts"][name].update(
+            status="unreachable",
+            address=f"10.0.0.{index}",
+            error=f"cannot connect to {name} (10.0.0.{index}:22): connection refused",
+            hint=f"is sshd listening there? try: ssh -p 22 root@10.0.0.{index} true",
+            probes={},
+        )
+    run = write_run(tmp_path / "six.json", document)
+    output = invoke(tmp_path, "show", str(run), columns=80).output
+    flat = " ".join(output.split())
+    assert flat.count("connection refused") == 1, output
+    assert "✗ gpu-[01-06]: not reached (unreachable)" in output
+    assert "try: ssh -p 22 root@HOST true" in flat
+    assert "not compared" not in output

@@ -13,7 +13,8 @@ from rich.console import Console
 from fleet.analysis.across_hosts.diff import compare_hosts
 from fleet.analysis.across_runs.drift import compare_runs
 from fleet.analysis.facts import declared_facts
-from fleet.api import ProbeOptions, build_probe_bundle, probe_args_from
+from fleet.api import ProbeOptions
+from fleet.api.probing import build_probe_bundle, probe_args_from
 from fleet.checks import evaluate
 from fleet.store import read_run_file
 from fleet.units.allreduce.matrix import cohort_matrices, configured_variant

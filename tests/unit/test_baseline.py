@@ -23,6 +23,7 @@ from fleet.analysis.across_runs.measured import Key
 from fleet.analysis.baselines.build import build_baseline
 from fleet.analysis.baselines.judge import BaselineJudgement, HostJudgement
 from fleet.analysis.facts import declared_facts
+from fleet.api import baselines
 from fleet.errors import UsageError
 from fleet.models import HostOutcome, ProbeResult, Run
 from tests.conftest import ROOT
@@ -71,15 +72,15 @@ def slower(doc: Document, host: str, factor: float) -> Document:
     return changed
 
 
-def baseline_of(*docs: Document, **settings: Any) -> api.Baseline:
+def baseline_of(*docs: Document, **settings: Any) -> baselines.Baseline:
     runs = [(f"run{i}.json", run_of(d)) for i, d in enumerate(docs)]
     return build_baseline(
         runs, declared_facts(), fleet_version="0.1.0", created="2026-12-01T00:00:00Z", **settings
     )
 
 
-def judged(doc: Document, baseline: api.Baseline) -> BaselineJudgement:
-    return api.judge_baseline(run_of(doc), baseline)
+def judged(doc: Document, baseline: baselines.Baseline) -> BaselineJudgement:
+    return baselines.judge_baseline(run_of(doc), baseline)
 
 
 def host(judgement: BaselineJudgement, name: str = "local") -> HostJudgement:
@@ -91,7 +92,7 @@ def verdicts(judgement: BaselineJudgement) -> dict[tuple[str, str], str]:
 
 
 @pytest.fixture(scope="module")
-def real() -> api.Baseline:
+def real() -> baselines.Baseline:
     """The baseline made from both real runs."""
     return baseline_of(document(PLAIN), document(MATRIX))
 
@@ -100,7 +101,7 @@ def real() -> api.Baseline:
 
 
 def test_a_baseline_keeps_each_size_and_mode_each_matrix_variant_per_cohort(
-    real: api.Baseline,
+    real: baselines.Baseline,
 ) -> None:
     assert list(real.cohorts) == [H200]  # the matrix run, without a gpu probe, joined it
     cohort = real.cohorts[H200]
@@ -119,7 +120,9 @@ def test_a_baseline_keeps_each_size_and_mode_each_matrix_variant_per_cohort(
     assert cohort.hosts == ("local",)
 
 
-def test_each_band_is_the_median_and_the_robust_width_of_both_runs(real: api.Baseline) -> None:
+def test_each_band_is_the_median_and_the_robust_width_of_both_runs(
+    real: baselines.Baseline,
+) -> None:
     bands = real.cohorts[H200].bands
     graph_8 = bands[Key("allreduce", "", "graph", 8, "latency_us")]
     # 9.20384 and 15.9744: median 12.59, MAD 3.385 → 3 × 1.4826 × 3.385 = 15.06, capped at the
@@ -143,7 +146,7 @@ def test_runs_that_measured_nothing_make_no_baseline() -> None:
 # ----------------------------------------------------------------------------------- judging
 
 
-def test_each_real_run_is_accepted_by_the_baseline_made_from_both(real: api.Baseline) -> None:
+def test_each_real_run_is_accepted_by_the_baseline_made_from_both(real: baselines.Baseline) -> None:
     assert verdicts(judged(document(MATRIX), real)) == {
         ("local", "allreduce"): "pass",
         ("local", "allreduce-matrix"): "pass",
@@ -158,7 +161,7 @@ def test_each_real_run_is_accepted_by_the_baseline_made_from_both(real: api.Base
 
 @pytest.mark.parametrize("path", [PLAIN, MATRIX], ids=["plain", "matrix"])
 def test_a_copy_with_256_mib_bus_bandwidth_cut_by_20_percent_is_rejected_naming_size_and_band(
-    real: api.Baseline, path: Path
+    real: baselines.Baseline, path: Path
 ) -> None:
     cut = scaled(document(path), 0.8, size=256 * MiB, metric="busbw_gbps")
     result = host(judged(cut, real))
@@ -172,7 +175,7 @@ def test_a_copy_with_256_mib_bus_bandwidth_cut_by_20_percent_is_rejected_naming_
 
 
 def test_a_copy_with_the_8_b_graph_latency_doubled_is_rejected_with_the_nccl_change_in_one_line(
-    real: api.Baseline,
+    real: baselines.Baseline,
 ) -> None:
     doubled = scaled(document(MATRIX), 2.0, size=8, mode="graph", metric="latency_us")
     doubled["hosts"]["local"]["probes"]["allreduce"]["data"]["nccl_version"] = "2.29.1"
@@ -184,7 +187,7 @@ def test_a_copy_with_the_8_b_graph_latency_doubled_is_rejected_with_the_nccl_cha
 
 
 def test_the_plain_runs_8_b_latency_doubled_is_rejected_naming_host_size_and_band(
-    real: api.Baseline,
+    real: baselines.Baseline,
 ) -> None:
     """Issue 29's Done-when: the two runs differ 1.7× at 8 B (graph), yet doubling the faster one
     (9.2 → 18.4 µs) is outside the band they make (≤ 17.2 µs: the slower run plus the floor, not
@@ -196,7 +199,9 @@ def test_the_plain_runs_8_b_latency_doubled_is_rejected_naming_host_size_and_ban
     assert result.failure_lines("allreduce") == [
         "graph 8 B latency 12.6 → 18.4 µs (band ≤ 17.2 µs)"
     ]
-    rule = next(r for r in api.baseline_results(judgement) if r.rule.id == "baseline-allreduce")
+    rule = next(
+        r for r in baselines.baseline_results(judgement) if r.rule.id == "baseline-allreduce"
+    )
     (verdict,) = rule.verdicts
     assert (verdict.host, verdict.status) == ("local", "fail")
     assert verdict.observed == ["graph 8 B latency 12.6 → 18.4 µs (band ≤ 17.2 µs)"]
@@ -219,7 +224,9 @@ def test_in_a_fleet_one_host_30_percent_slow_fails_by_name_and_its_peers_pass() 
     assert "eager 256 MiB busbw 301 → 232 GB/s (band ≥ 271 GB/s)" in lines
 
 
-def test_a_measurement_the_baseline_has_and_the_run_lacks_is_unknown(real: api.Baseline) -> None:
+def test_a_measurement_the_baseline_has_and_the_run_lacks_is_unknown(
+    real: baselines.Baseline,
+) -> None:
     doc = document(PLAIN)
     data = doc["hosts"]["local"]["probes"]["allreduce"]["data"]
     data["results"] = [r for r in data["results"] if r["bytes"] != 256 * MiB]
@@ -231,7 +238,7 @@ def test_a_measurement_the_baseline_has_and_the_run_lacks_is_unknown(real: api.B
     )
 
 
-def test_a_missing_measurement_beside_a_failing_one_still_fails(real: api.Baseline) -> None:
+def test_a_missing_measurement_beside_a_failing_one_still_fails(real: baselines.Baseline) -> None:
     doc = scaled(document(PLAIN), 0.5, size=128 * MiB, metric="busbw_gbps")
     data = doc["hosts"]["local"]["probes"]["allreduce"]["data"]
     data["results"] = [r for r in data["results"] if r["bytes"] != 256 * MiB]
@@ -241,7 +248,7 @@ def test_a_missing_measurement_beside_a_failing_one_still_fails(real: api.Baseli
 
 
 def test_a_run_without_the_allreduce_probe_is_unknown_a_failed_probe_skipped(
-    real: api.Baseline,
+    real: baselines.Baseline,
 ) -> None:
     doc = document(PLAIN)
     del doc["hosts"]["local"]["probes"]["allreduce"]
@@ -256,14 +263,14 @@ def test_a_run_without_the_allreduce_probe_is_unknown_a_failed_probe_skipped(
     assert (verdict.status, verdict.reason) == ("skipped", "probe allreduce timeout: slow")
 
 
-def test_a_host_not_reached_is_skipped(real: api.Baseline) -> None:
+def test_a_host_not_reached_is_skipped(real: baselines.Baseline) -> None:
     doc = document(PLAIN)
     doc["hosts"]["local"] = {"status": "unreachable", "error": "connection refused", "probes": {}}
     verdict = host(judged(doc, real)).families["allreduce"]
     assert (verdict.status, verdict.reason) == ("skipped", "host unreachable: connection refused")
 
 
-def test_a_cohort_the_baseline_does_not_know_is_said_so(real: api.Baseline) -> None:
+def test_a_cohort_the_baseline_does_not_know_is_said_so(real: baselines.Baseline) -> None:
     doc = document(PLAIN)
     for gpu in doc["hosts"]["local"]["probes"]["gpu"]["data"]["gpus"]:
         gpu["name"] = "NVIDIA B200"
@@ -278,7 +285,7 @@ def test_a_cohort_the_baseline_does_not_know_is_said_so(real: api.Baseline) -> N
 
 
 def test_a_run_without_a_gpu_probe_is_matched_by_the_gpus_its_allreduce_reported(
-    real: api.Baseline,
+    real: baselines.Baseline,
 ) -> None:
     result = host(judged(document(MATRIX), real))
     assert result.own_cohort == "2× NVIDIA H200"
@@ -331,7 +338,7 @@ def test_fabric_pair_figures_are_kept_per_size_and_a_slow_host_fails() -> None:
         "fabric nccl 1 MiB busbw_gbps",
         "fabric nccl 8 B latency_us",
     ]
-    result = api.judge_baseline(fabric_run(slow="h3"), baseline)
+    result = baselines.judge_baseline(fabric_run(slow="h3"), baseline)
     statuses = verdicts(result)
     assert statuses[("h3", "fabric")] == "fail"
     assert host(result, "h3").failure_lines("fabric") == [
@@ -342,12 +349,12 @@ def test_fabric_pair_figures_are_kept_per_size_and_a_slow_host_fails() -> None:
 
 
 def test_fabric_figures_are_not_asked_of_a_probe_run_nor_allreduce_of_a_fabric_run(
-    real: api.Baseline,
+    real: baselines.Baseline,
 ) -> None:
     fabric = build_baseline([("f", fabric_run())], declared_facts(), fleet_version="0", created="")
     probe_run = judged(document(PLAIN), fabric)
     assert {v.status for h in probe_run.hosts for v in h.families.values()} == {"n/a"}
-    fabric_judged = api.judge_baseline(fabric_run(), real)
+    fabric_judged = baselines.judge_baseline(fabric_run(), real)
     assert {v.status for h in fabric_judged.hosts for v in h.families.values()} == {"n/a"}
 
 
@@ -355,10 +362,10 @@ def test_fabric_figures_are_not_asked_of_a_probe_run_nor_allreduce_of_a_fabric_r
 
 
 def test_the_verdicts_are_check_rules_with_one_line_per_failing_measurement(
-    real: api.Baseline,
+    real: baselines.Baseline,
 ) -> None:
     cut = scaled(document(PLAIN), 0.8, size=256 * MiB, mode="eager", metric="busbw_gbps")
-    results = {r.rule.id: r for r in api.baseline_results(judged(cut, real))}
+    results = {r.rule.id: r for r in baselines.baseline_results(judged(cut, real))}
     assert sorted(results) == ["baseline-allreduce", "baseline-allreduce-matrix"]
     rule = results["baseline-allreduce"]
     assert (rule.rule.kind, rule.rule.severity, rule.status) == ("baseline", "error", "fail")
@@ -368,7 +375,7 @@ def test_the_verdicts_are_check_rules_with_one_line_per_failing_measurement(
     assert verdict.reason.startswith(
         "versions: torch 2.11.0+cu130 · CUDA 13.0 · NCCL 2.28.9 · driver 580.159.04"
     )
-    report = api.baseline_report(run_of(cut), judged(cut, real))
+    report = baselines.baseline_report(run_of(cut), judged(cut, real))
     assert report.failed
     assert report.outcome == "failed"
 
@@ -376,17 +383,17 @@ def test_the_verdicts_are_check_rules_with_one_line_per_failing_measurement(
 # ------------------------------------------------------------------------------------- drift
 
 
-def test_drift_judged_against_the_bands_not_the_fixed_tolerance(real: api.Baseline) -> None:
+def test_drift_judged_against_the_bands_not_the_fixed_tolerance(real: baselines.Baseline) -> None:
     old, new = run_of(document(PLAIN)), run_of(document(MATRIX))
     by_tolerance = measured(api.drift(old, new))
     assert "allreduce graph 8 B latency_us" in by_tolerance  # 9.2 → 16.0 µs: 74% > 25%
-    banded = measured(api.baseline_drift(old, new, real))
+    banded = measured(baselines.baseline_drift(old, new, real))
     # the runs are the band's two ends: 6.77 µs apart, beyond the half-width (3.385 + 1.259)
     assert banded == {"allreduce eager 8 B latency_us", "allreduce graph 8 B latency_us"}
     # 15% less at 256 MiB is inside the 25% tolerance, outside the band (≥ 271 GB/s, 10%)
     less = run_of(scaled(document(MATRIX), 0.85, size=256 * MiB, metric="busbw_gbps"))
     assert not {f for f in measured(api.drift(new, less)) if "256 MiB" in f}
-    assert measured(api.baseline_drift(new, less, real)) == {
+    assert measured(baselines.baseline_drift(new, less, real)) == {
         "allreduce eager 256 MiB busbw_gbps",
         "allreduce graph 256 MiB busbw_gbps",
     }

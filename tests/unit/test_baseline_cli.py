@@ -87,7 +87,7 @@ def test_show_prints_the_bands_and_all_of_them_with_all(tmp_path: Path, baseline
     [
         ((), "name the known-good runs"),
         ((str(PLAIN),), "-o FILE"),
-        (("--show", "x.yaml", str(PLAIN)), "give no RUN and no -o"),
+        (("--show", "x.yaml", str(PLAIN)), "give no RUN, -o or --json"),
     ],
 )
 def test_fleet_baseline_usage_errors(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
@@ -100,7 +100,7 @@ def test_check_passes_a_real_run_and_prints_bus_bandwidth_as_share_of_line_rate(
     tmp_path: Path, baseline: Path
 ) -> None:
     done = invoke_fleet(
-        tmp_path, "check", "--details", "--run", str(MATRIX), "--baseline", str(baseline)
+        tmp_path, "check", "--details", "--run", str(MATRIX), "--baseline-file", str(baseline)
     )
     assert done.returncode & EXIT_CHECK_FAILED == 0, done.stdout
     assert "✓ pass baseline-allreduce error" in done.stdout
@@ -115,7 +115,7 @@ def test_check_fails_a_slower_copy_naming_host_size_value_and_band_everywhere(
 ) -> None:
     run = cut_run(tmp_path)
     junit, html = tmp_path / "check.xml", tmp_path / "report.html"
-    args = ("check", "--details", "--run", str(run), "--baseline", str(baseline))
+    args = ("check", "--details", "--run", str(run), "--baseline-file", str(baseline))
     done = invoke_fleet(tmp_path, *args, "--junit", str(junit), "--html", str(html))
     assert done.returncode & EXIT_CHECK_FAILED, done.stdout
     assert "✗ fail baseline-allreduce error" in done.stdout
@@ -131,7 +131,7 @@ def test_check_fails_a_slower_copy_naming_host_size_value_and_band_everywhere(
     assert failure is not None
     assert failure.get("message") == CUT_LINE.replace(" (2× H200)", "")
     # the JSON check document: the same verdict, every measurement beside it
-    document = json.loads(invoke_fleet(tmp_path, *args, "--format", "json").stdout)
+    document = json.loads(invoke_fleet(tmp_path, *args, "--json", "-").stdout)
     assert errors("check", document) == []
     assert f"baseline {baseline}" in document["rules_from"]
     rule = next(r for r in document["rules"] if r["id"] == "baseline-allreduce")
@@ -157,15 +157,15 @@ def test_check_with_a_missing_measurement_is_incomplete_never_passed(
     data = document["hosts"]["local"]["probes"]["allreduce"]["data"]
     data["results"] = [r for r in data["results"] if r["bytes"] != 8]
     run = write(tmp_path, "short.json", document)
-    done = invoke_fleet(tmp_path, "check", "--details", "--run", str(run), "--baseline", str(baseline),
-                        "--format", "json")  # fmt: skip
+    done = invoke_fleet(tmp_path, "check", "--details", "--run", str(run), "--baseline-file", str(baseline),
+                        "--json", "-")  # fmt: skip
     verdict = next(r for r in json.loads(done.stdout)["rules"] if r["id"] == "baseline-allreduce")
     assert verdict["hosts"]["local"]["verdict"] == "unknown"
     assert (
         "the run lacks 2 of the baseline's 52 allreduce measurement(s): eager 8 B latency"
         in (verdict["hosts"]["local"]["reason"])
     )
-    strict = invoke_fleet(tmp_path, "check", "--details", "--run", str(run), "--baseline", str(baseline),
+    strict = invoke_fleet(tmp_path, "check", "--details", "--run", str(run), "--baseline-file", str(baseline),
                           "--strict")  # fmt: skip
     assert strict.returncode & EXIT_CHECK_FAILED
 
@@ -178,7 +178,7 @@ def test_check_says_when_the_baseline_does_not_know_the_cohort(
         gpu["name"] = "NVIDIA B200"
     run = write(tmp_path, "b200.json", document)
     done = invoke_fleet(
-        tmp_path, "check", "--details", "--run", str(run), "--baseline", str(baseline)
+        tmp_path, "check", "--details", "--run", str(run), "--baseline-file", str(baseline)
     )
     said = " ".join(done.stdout.split())  # the reason is said once, under `not judged:`
     assert (
@@ -194,12 +194,14 @@ def test_a_bad_baseline_file_stops_check_before_anything_names_its_line_and_the_
     bad = tmp_path / "bad.yaml"
     bad.write_text(text)
     line = text.splitlines().index("band: {k: -1, floor: 0.1}") + 1
-    done = invoke_fleet(tmp_path, "check", "--details", "--run", str(PLAIN), "--baseline", str(bad))
+    done = invoke_fleet(
+        tmp_path, "check", "--details", "--run", str(PLAIN), "--baseline-file", str(bad)
+    )
     assert done.returncode == 2
     assert f"error: {bad}:{line}: k: -1 is not a positive number" in done.stderr
     assert "hint: e.g. k: 3.0" in done.stderr
     missing = invoke_fleet(
-        tmp_path, "check", "--details", "--run", str(PLAIN), "--baseline", "no.yaml"
+        tmp_path, "check", "--details", "--run", str(PLAIN), "--baseline-file", "no.yaml"
     )
     assert "baseline file no.yaml does not exist" in missing.stderr
     assert "fleet baseline RUN [RUN…] -o FILE" in missing.stderr
@@ -228,7 +230,7 @@ def test_diff_judges_measurement_drift_against_the_bands(tmp_path: Path, baselin
     by_tolerance = invoke_fleet(tmp_path, "diff", str(PLAIN), str(new))
     assert "allreduce graph 8 B latency_us" in by_tolerance.stdout  # 74% > 25%
     banded = invoke_fleet(tmp_path, "diff", str(PLAIN), str(new), "--baseline-file",
-                          str(baseline), "--format", "json")  # fmt: skip
+                          str(baseline), "--json", "-")  # fmt: skip
     changes = json.loads(banded.stdout)["changes"]
     # the two known-good runs are their band's two ends: 8 B moved beyond the half-width
     assert {c["fact"] for c in changes if c["kind"] == "measure"} == {
@@ -237,4 +239,4 @@ def test_diff_judges_measurement_drift_against_the_bands(tmp_path: Path, baselin
     }
     one_run = invoke_fleet(tmp_path, "diff", str(PLAIN), "--baseline-file", str(baseline))
     assert one_run.returncode == 2
-    assert f"fleet check --run {PLAIN} --baseline {baseline}" in one_run.stderr
+    assert f"fleet check --run {PLAIN} --baseline-file {baseline}" in one_run.stderr

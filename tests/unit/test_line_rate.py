@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fleet import api
+from fleet.api import baselines
 from fleet.models import Run
 from fleet.units.allreduce.linerate import host_line_rate, line_rate
 from tests.conftest import ROOT
@@ -85,7 +85,7 @@ def test_what_nccl_chose_the_hosts_setting_else_the_matrix_variant_nearest_its_d
 
 
 def test_line_rates_are_grouped_by_cohort() -> None:
-    (cohort,) = api.line_rates(Run.from_dict(real()))
+    (cohort,) = baselines.line_rates(Run.from_dict(real()))
     assert cohort.cohort == "2× H200"
     assert cohort.median_percent("graph") == pytest.approx(66.9, abs=0.05)
     document = cohort.to_dict()

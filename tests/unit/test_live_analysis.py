@@ -258,7 +258,9 @@ def test_the_real_h200_stopped_job_is_a_finding_outside_any_job() -> None:
     report = live_jobs(Run.from_dict(document))
     assert report.jobs == ()
     (line,) = report.unjoined["local"]
-    assert line.startswith("pid 468 (/opt/torch/.venv/bin/python3 -c import os, sys")
+    assert line.startswith(
+        "pid 468 on GPU-779eb2cf (/opt/torch/.venv/bin/python3 -c import os, sys"
+    )
     assert line.endswith(": stopped, in no RAS answer")
     assert report.findings == (f"local: {line}",)
     assert report.healthy is False
@@ -269,7 +271,7 @@ def test_not_judged_hosts_make_the_report_unknown() -> None:
     a["problems"]["uncovered"] = ["RAS at localhost:28028: connected, but no answer"]
     report = live_jobs(fleet(**{"gpu-a": a}))
     assert report.not_judged == {"gpu-a": ("RAS at localhost:28028: connected, but no answer",)}
-    assert report.unjoined == {"gpu-a": ("pid 727 (python3 train.py --rank-pid 727)",)}
+    assert report.unjoined == {"gpu-a": ("pid 727 on GPU-727 (python3 train.py --rank-pid 727)",)}
     assert report.healthy is None
 
 

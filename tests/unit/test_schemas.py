@@ -248,15 +248,13 @@ def test_a_fabric_hosts_view_is_held_to_its_shape() -> None:
 
 @pytest.mark.parametrize("path", golden_runs(), ids=lambda p: p.name)
 def test_the_diff_of_every_golden_run_validates(path: Path, tmp_path: Path) -> None:
-    done = invoke_fleet(tmp_path, "diff", str(path), "--format", "json")
+    done = invoke_fleet(tmp_path, "diff", str(path), "--json", "-")
     assert done.returncode == 0, done.stderr
     assert errors("diff", json.loads(done.stdout)) == []
 
 
 def test_a_diff_with_splits_and_folded_consequences_validates(tmp_path: Path) -> None:
-    done = invoke_fleet(
-        tmp_path, "diff", str(GOLDEN / "local2_torch_missing.json"), "--format", "json"
-    )
+    done = invoke_fleet(tmp_path, "diff", str(GOLDEN / "local2_torch_missing.json"), "--json", "-")
     document = json.loads(done.stdout)
     assert any(v["consequences"] for v in document["values"])  # the shape is exercised
     assert any(v["fact"].startswith("_status.") for v in document["values"])
@@ -276,9 +274,7 @@ def drifted(tmp_path: Path) -> Path:
 
 
 def test_a_drift_document_validates(tmp_path: Path) -> None:
-    done = invoke_fleet(
-        tmp_path, "diff", str(LOOPBACK8), str(drifted(tmp_path)), "--format", "json"
-    )
+    done = invoke_fleet(tmp_path, "diff", str(LOOPBACK8), str(drifted(tmp_path)), "--json", "-")
     assert done.returncode == 16, done.stderr
     document = json.loads(done.stdout)
     assert document["kind"] == "drift"
@@ -289,7 +285,7 @@ def test_a_drift_document_validates(tmp_path: Path) -> None:
 
 def test_drift_between_runs_of_different_inventories_validates(tmp_path: Path) -> None:
     done = invoke_fleet(
-        tmp_path, "diff", str(REAL_H200), str(GOLDEN / "h200x2_matrix_run.json"), "--format", "json"
+        tmp_path, "diff", str(REAL_H200), str(GOLDEN / "h200x2_matrix_run.json"), "--json", "-"
     )
     document = json.loads(done.stdout)
     assert document["probes_only_old"]  # the matrix run ran one probe only
@@ -298,7 +294,7 @@ def test_drift_between_runs_of_different_inventories_validates(tmp_path: Path) -
 
 @pytest.mark.parametrize("path", golden_runs(), ids=lambda p: p.name)
 def test_the_check_of_every_golden_run_validates(path: Path, tmp_path: Path) -> None:
-    done = invoke_fleet(tmp_path, "check", "--run", str(path), "--format", "json")
+    done = invoke_fleet(tmp_path, "check", "--run", str(path), "--json", "-")
     document = json.loads(done.stdout)
     assert document["rules_from"]  # the CLI's form: the report, the run and the rules
     assert errors("check", document) == []
@@ -349,21 +345,19 @@ def test_a_broken_run_envelope_fails(name: str, document: Any) -> None:
 
 
 def test_broken_diff_drift_and_check_documents_fail(tmp_path: Path) -> None:
-    diff = json.loads(invoke_fleet(tmp_path, "diff", str(LOOPBACK8), "--format", "json").stdout)
+    diff = json.loads(invoke_fleet(tmp_path, "diff", str(LOOPBACK8), "--json", "-").stdout)
     assert errors(
         "diff", {**diff, "schema": "fleet.analysis.across_hosts.diff/1"}
     )  # the id that slipped
     assert errors("diff", {**diff, "values": [{"fact": "x"}]})
     check = json.loads(
-        invoke_fleet(tmp_path, "check", "--run", str(LOOPBACK8), "--format", "json").stdout
+        invoke_fleet(tmp_path, "check", "--run", str(LOOPBACK8), "--json", "-").stdout
     )
     assert check["outcome"] == "failed"
     assert errors("check", {**check, "passed": True})  # passed contradicts the outcome
     assert errors("check", {**check, "schema": "fleet.check/1"})
     drift = json.loads(
-        invoke_fleet(
-            tmp_path, "diff", str(LOOPBACK8), str(drifted(tmp_path)), "--format", "json"
-        ).stdout
+        invoke_fleet(tmp_path, "diff", str(LOOPBACK8), str(drifted(tmp_path)), "--json", "-").stdout
     )
     drift["changes"][0]["kind"] = "renamed"
     assert errors("drift", drift)

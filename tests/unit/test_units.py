@@ -42,7 +42,12 @@ def test_helpers_are_underscored_and_named_once() -> None:
 
 def test_parts_come_in_the_table_order_and_only_where_they_exist() -> None:
     assert [probe for probe, _ in units.parts("html")] == ["allreduce", "health", "net", "live"]
-    assert [probe for probe, _ in units.parts("terminal")] == ["allreduce", "health", "gpubench"]
+    assert [probe for probe, _ in units.parts("terminal")] == [
+        "allreduce",
+        "health",
+        "gpubench",
+        "live",
+    ]
     assert units.part("dir", "facts") is None  # a probe without a unit
     assert units.part("health", "checks") is None  # a unit without that part
     with pytest.raises(ValueError, match="unknown unit part"):

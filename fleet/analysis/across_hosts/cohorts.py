@@ -115,7 +115,7 @@ def compile_cohort_by(expression: str) -> Any:
         ) from exc
 
 
-def host_document(outcome: HostOutcome) -> dict[str, Any]:
+def cohort_document(outcome: HostOutcome) -> dict[str, Any]:
     """What `cohort_by` reads about one host: `{probe: data}`, `_status` and `_host`."""
     document: dict[str, Any] = {name: r.data for name, r in outcome.probes.items()}
     document["_status"] = {name: r.status for name, r in outcome.probes.items()}
@@ -141,7 +141,7 @@ def expression_cohorts(expression: str) -> Callable[[HostOutcome], str]:
 
     def name_of(outcome: HostOutcome) -> str:
         try:
-            return value_name(compiled.search(host_document(outcome)))
+            return value_name(compiled.search(cohort_document(outcome)))
         except JMESPathError:  # a function given the wrong type on this host's data
             return NO_VALUE
 

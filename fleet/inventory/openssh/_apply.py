@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from fleet.inventory.openssh._options import ProxyState, SshOptions, is_address, percent_expand
+from fleet.inventory.openssh._options import ProxyState, SshConfigValues, is_address, percent_expand
 from fleet.inventory.openssh._proxy_command import ProxyCommandError, command_words, expand_words
 from fleet.models import Host
 
@@ -59,7 +59,7 @@ def ssh_name(host: Host) -> str:
 
 def apply_ssh_config(
     host: Host,
-    lookup: Callable[[str, tuple[tuple[str, object], ...]], SshOptions],
+    lookup: Callable[[str, tuple[tuple[str, object], ...]], SshConfigValues],
     name: str | None = None,
 ) -> Host:
     """`host` with the config's values for `name` (default: ssh_name(host)) where it has
@@ -117,7 +117,7 @@ def _field_value(option: str, value: object) -> Any:
 
 def _apply_proxy(
     host: Host,
-    parsed: SshOptions,
+    parsed: SshConfigValues,
     changes: dict[str, Any],
     origins: dict[str, str],
     refusals: list[str],
@@ -150,7 +150,7 @@ def _apply_proxy(
     return bool(jump or command or host.jump or host.proxy_command)
 
 
-def connection_refusals(parsed: SshOptions, proxied: bool, address: str) -> list[str]:
+def connection_refusals(parsed: SshConfigValues, proxied: bool, address: str) -> list[str]:
     """Settings that change where or how ssh connects, and that fleet cannot honour."""
     found = []
     canonicalize = parsed.get("CanonicalizeHostname", False)
@@ -185,7 +185,7 @@ def connection_refusals(parsed: SshOptions, proxied: bool, address: str) -> list
 def _apply_identities(
     host: Host,
     given: str,
-    parsed: SshOptions,
+    parsed: SshConfigValues,
     changes: dict[str, Any],
     origins: dict[str, str],
     refusals: list[str],
@@ -208,7 +208,7 @@ def _apply_identities(
         origins["identity_file"] = f"ssh_config {place}"
 
 
-def _expand_path(path: str, host: Host, given: str, parsed: SshOptions) -> str | None:
+def _expand_path(path: str, host: Host, given: str, parsed: SshConfigValues) -> str | None:
     """~ then OpenSSH's client %-tokens and ${VAR} (IdentityFile, UserKnownHostsFile)."""
     local = socket.gethostname()
     remote_user = host.user or getpass.getuser()

@@ -22,7 +22,7 @@ from fleet.inventory.openssh._options import (
     CANONICAL,
     KNOWN_KEYWORDS,
     ProxyState,
-    SshOptions,
+    SshConfigValues,
     a2port,
     apply_keyword,
     jump_text,
@@ -53,11 +53,11 @@ REFUSED_FLAGS = {
 }
 
 
-def parse_ssh_argv(segments: Sequence[tuple[Sequence[str], str]], host: str) -> SshOptions:
+def parse_ssh_argv(segments: Sequence[tuple[Sequence[str], str]], host: str) -> SshConfigValues:
     """ssh's command-line options (getopt, then process_config_line for each -o) from `segments`
     of words, each with the place it was written (for messages). The first value wins, as ssh's
     command line does; what fleet cannot honour is a refusal naming its place."""
-    options = SshOptions()
+    options = SshConfigValues()
     state = ProxyState()
     words = [(word, place) for chunk, place in segments for word in chunk]
     index = 0
@@ -75,7 +75,7 @@ def parse_ssh_argv(segments: Sequence[tuple[Sequence[str], str]], host: str) -> 
 
 
 def _word(
-    options: SshOptions, state: ProxyState, words: list[tuple[str, str]], index: int, host: str
+    options: SshConfigValues, state: ProxyState, words: list[tuple[str, str]], index: int, host: str
 ) -> int:
     """The flags of the word before `index` (getopt: `-vp22`); the index of the next word."""
     word, place = words[index - 1]
@@ -112,7 +112,7 @@ def _proxy_events(state: ProxyState) -> list[tuple[str, str, str]]:
 
 
 def _flag(
-    options: SshOptions, state: ProxyState, flag: str, value: str, place: str, host: str
+    options: SshConfigValues, state: ProxyState, flag: str, value: str, place: str, host: str
 ) -> None:
     if flag in REFUSED_FLAGS:
         options.refusals.append(f"{place}: ssh -{flag} {value} {REFUSED_FLAGS[flag]}")
@@ -133,7 +133,7 @@ def _flag(
         _dash_j(options, state, value, place)
 
 
-def _dash_j(options: SshOptions, state: ProxyState, value: str, place: str) -> None:
+def _dash_j(options: SshConfigValues, state: ProxyState, value: str, place: str) -> None:
     if state.jump is not None:
         options.refusals.append(f"{place}: ssh -J {value}: only a single -J option is permitted")
         return
@@ -151,7 +151,7 @@ def _dash_j(options: SshOptions, state: ProxyState, value: str, place: str) -> N
     state.command, state.command_place = "none", place
 
 
-def _dash_o(options: SshOptions, state: ProxyState, text: str, place: str) -> None:
+def _dash_o(options: SshConfigValues, state: ProxyState, text: str, place: str) -> None:
     """`-o Keyword=value` (or `-o "Keyword value"`), read like a config line."""
     keyword_rest = _dash_o_keyword(options, text, place)
     if keyword_rest is None:
@@ -161,7 +161,7 @@ def _dash_o(options: SshOptions, state: ProxyState, text: str, place: str) -> No
         words = argv_split(rest)
         if not rest:
             raise ConfigSyntaxError(place, f'no argument after keyword "{keyword}"')
-        scratch = SshOptions()
+        scratch = SshConfigValues()
         apply_keyword(scratch, keyword, rest, words, place, True)
     except (ValueError, ConfigSyntaxError) as exc:
         reason = exc.reason if isinstance(exc, ConfigSyntaxError) else str(exc)
@@ -170,7 +170,7 @@ def _dash_o(options: SshOptions, state: ProxyState, text: str, place: str) -> No
     _merge(options, state, scratch)
 
 
-def _dash_o_keyword(options: SshOptions, text: str, place: str) -> tuple[str, str] | None:
+def _dash_o_keyword(options: SshConfigValues, text: str, place: str) -> tuple[str, str] | None:
     """The keyword (lower-case) and the rest of a `-o` fleet reads; None (and a refusal where
     ssh would fail) otherwise."""
     split = split_line(text)
@@ -190,7 +190,7 @@ def _dash_o_keyword(options: SshOptions, text: str, place: str) -> tuple[str, st
     return keyword, rest
 
 
-def _merge(options: SshOptions, state: ProxyState, scratch: SshOptions) -> None:
+def _merge(options: SshConfigValues, state: ProxyState, scratch: SshConfigValues) -> None:
     """One `-o`'s values over the command line's so far (the first value wins)."""
     for name, proxy, where in scratch.proxy_events:
         if name == "ProxyJump":
@@ -234,7 +234,7 @@ def command_line_settings(
     return found
 
 
-def _settings(options: SshOptions, destination: str, found: CommandLine) -> None:
+def _settings(options: SshConfigValues, destination: str, found: CommandLine) -> None:
     if options.refusals:
         raise _Refused("\n".join(options.refusals))
     address = destination
@@ -259,7 +259,7 @@ def _settings(options: SshOptions, destination: str, found: CommandLine) -> None
         raise _Refused("\n".join(refusals))
 
 
-def _proxy(options: SshOptions, found: CommandLine) -> bool:
+def _proxy(options: SshConfigValues, found: CommandLine) -> bool:
     """Jump or ProxyCommand, as ssh would settle them; True when the host is proxied."""
     state = options.proxy()
     jump, command = state.effective_jump, state.effective_command

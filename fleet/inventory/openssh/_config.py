@@ -14,7 +14,7 @@ from fleet.inventory.openssh._apply import IGNORED, apply_ssh_config, expand_pro
 from fleet.inventory.openssh._argv import CommandLine, command_line_settings
 from fleet.inventory.openssh._exec import MatchExec
 from fleet.inventory.openssh._lexer import ConfigSyntaxError
-from fleet.inventory.openssh._options import SshOptions
+from fleet.inventory.openssh._options import SshConfigValues
 from fleet.inventory.openssh._reader import ConfigReader
 from fleet.models import Host
 
@@ -33,7 +33,7 @@ class OpenSsh:
     paths: tuple[Path, ...] = ()
     run_exec: bool = True
     warnings: list[str] = field(default_factory=list)  # one line per ignored keyword's place
-    _cache: dict[tuple[str, Given], SshOptions] = field(default_factory=dict, repr=False)
+    _cache: dict[tuple[str, Given], SshConfigValues] = field(default_factory=dict, repr=False)
     _reader: ConfigReader | None = field(default=None, repr=False)
     _exec: MatchExec = field(default_factory=MatchExec, repr=False)
 
@@ -71,7 +71,7 @@ class OpenSsh:
         `destination`: fleet's settings with their places, or why fleet refuses the host."""
         return command_line_settings(segments, destination)
 
-    def _lookup(self, name: str, given: Given = ()) -> SshOptions:
+    def _lookup(self, name: str, given: Given = ()) -> SshConfigValues:
         key = (name, given)
         if key not in self._cache:
             self._reader = self._reader or ConfigReader(self.paths, run_exec=self._exec)
@@ -88,7 +88,7 @@ class OpenSsh:
             self.warnings += [w for w in self._exec.warnings if w not in self.warnings]
         return self._cache[key]
 
-    def _note_ignored(self, parsed: SshOptions) -> None:
+    def _note_ignored(self, parsed: SshConfigValues) -> None:
         for place, option, value in parsed.applied:
             line = f"{place}: {option} {value} is ignored: {IGNORED[option]}"
             if line not in self.warnings:

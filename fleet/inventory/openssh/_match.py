@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fleet.inventory.openssh._lexer import ConfigSyntaxError, strdelim_words
-from fleet.inventory.openssh._options import SshOptions, percent_expand
+from fleet.inventory.openssh._options import SshConfigValues, percent_expand
 
 NOT_RUN = "fleet runs no command to choose a host's settings (--no-ssh-exec, or ssh_exec: false)"
 # Match criteria of newer OpenSSH releases: fleet cannot evaluate them (nor can OpenSSH 9.2).
@@ -86,7 +86,7 @@ def host_matches(words: list[str], place: str, state: ConfigPass) -> bool:
     return matched
 
 
-def match_line(rest: str, place: str, options: SshOptions, state: ConfigPass) -> bool | str:
+def match_line(rest: str, place: str, options: SshConfigValues, state: ConfigPass) -> bool | str:
     """OpenSSH's match_cfg_line: every criterion must hold. A criterion fleet cannot evaluate
     (exec, newer ones) makes the block undecided: its reason, a refusal if the block sets a
     keyword fleet reads."""
@@ -133,7 +133,7 @@ def _ends(word: str) -> bool:
     return not word or word.startswith("#")
 
 
-def _subjects(options: SshOptions, state: ConfigPass) -> dict[str, str]:
+def _subjects(options: SshConfigValues, state: ConfigPass) -> dict[str, str]:
     """What each pattern criterion is matched against, at this point of the pass."""
     return {
         "host": _match_host(options, state),
@@ -147,7 +147,7 @@ def _subjects(options: SshOptions, state: ConfigPass) -> dict[str, str]:
 class Exec:
     """What a `Match exec` needs: the options so far, the pass, and the result so far."""
 
-    options: SshOptions
+    options: SshConfigValues
     state: ConfigPass
     result: bool | str
 
@@ -193,7 +193,7 @@ def _exec(argument: str, place: str, host: str, context: Exec) -> bool | str | N
     return found
 
 
-def exec_tokens(host: str, options: SshOptions, state: ConfigPass) -> dict[str, str]:
+def exec_tokens(host: str, options: SshConfigValues, state: ConfigPass) -> dict[str, str]:
     """Match exec's %-tokens (ssh_config(5), TOKENS), with the values ssh has at that line."""
     account = pwd.getpwuid(os.getuid())
     local = socket.gethostname()
@@ -215,7 +215,7 @@ def exec_tokens(host: str, options: SshOptions, state: ConfigPass) -> dict[str, 
     }
 
 
-def _match_host(options: SshOptions, state: ConfigPass) -> str:
+def _match_host(options: SshConfigValues, state: ConfigPass) -> str:
     if state.final:
         return state.host
     hostname = options.get("Hostname")

@@ -1,6 +1,6 @@
 """What an ssh option means, read as OpenSSH 9 reads it (readconf.c's process_config_line, for the
 keywords that say where and how fleet connects): the keyword tables, each value's checks, and
-`SshOptions`, what the lines (or ssh's command line) that applied to one host set. Pure.
+`SshConfigValues`, what the lines (or ssh's command line) that applied to one host set. Pure.
 
 - the first value obtained for a keyword wins; IdentityFile accumulates;
 - ProxyCommand takes the rest of the line as written (its comment too, as OpenSSH does: the shell
@@ -187,7 +187,7 @@ class ProxyState:
 
 
 @dataclass
-class SshOptions:
+class SshConfigValues:
     """What the lines that applied to one host set: each keyword's first value and its place
     ("file:line"), every IdentityFile, ignored keywords that applied, and refusals."""
 
@@ -235,7 +235,7 @@ def _choice(words: list[str], keyword: str, place: str) -> object:
 
 
 def apply_keyword(
-    options: SshOptions, keyword: str, rest: str, words: list[str], place: str, active: bool
+    options: SshConfigValues, keyword: str, rest: str, words: list[str], place: str, active: bool
 ) -> None:
     """One line of a keyword fleet reads (process_config_line's cases for them). Values are
     checked whether or not the line applies, as OpenSSH does; only applying lines set them."""

@@ -38,7 +38,7 @@ from fleet.inventory.openssh._match import ConfigPass, host_matches, match_line
 from fleet.inventory.openssh._options import (
     ALIASES,
     CANONICAL,
-    SshOptions,
+    SshConfigValues,
     apply_keyword,
     is_address,
     percent_expand,
@@ -79,7 +79,7 @@ def _split(text: str, place: str) -> _Line | None:
         return None  # a keyword fleet does not read: skipped, its value unchecked
     if keyword in CANONICAL:
         try:  # checked here once, as ssh checks a value whether or not its block applies
-            apply_keyword(SshOptions(), keyword, rest, words, place, True)
+            apply_keyword(SshConfigValues(), keyword, rest, words, place, True)
         except ConfigSyntaxError as exc:
             return _Line(place, error=exc)
     return _Line(place, keyword, rest, words)
@@ -100,12 +100,12 @@ class ConfigReader:
         self.run_exec = run_exec  # Match exec (_exec.py); None: no command is run
         self._lines: dict[str, list[_Line]] = {}
 
-    def resolve(self, name: str, given: Sequence[tuple[str, object]] = ()) -> SshOptions:
+    def resolve(self, name: str, given: Sequence[tuple[str, object]] = ()) -> SshConfigValues:
         """What the files say for `ssh name`: a first pass, and the final pass a `Match final` (or
         CanonicalizeHostname) asks for, matching Host lines against the real hostname. `given`:
         User and Port as on ssh's command line (-l, -p): they win, and Match user and exec's %r,
         %p see them."""
-        options = SshOptions()
+        options = SshConfigValues()
         for keyword, value in given:
             options.set_first(keyword, value, "the command line")
         first = ConfigPass(name, name, False, self.local_user, run_exec=self.run_exec)
@@ -125,7 +125,7 @@ class ConfigReader:
         options.refusals = list(dict.fromkeys(options.refusals))
         return options
 
-    def _read_all(self, options: SshOptions, state: ConfigPass) -> None:
+    def _read_all(self, options: SshConfigValues, state: ConfigPass) -> None:
         for path in self.paths:
             self._read(str(path), options, state, True, never=False, depth=0, top=True)
 
@@ -151,7 +151,7 @@ class ConfigReader:
     def _read(
         self,
         path: str,
-        options: SshOptions,
+        options: SshConfigValues,
         state: ConfigPass,
         active: bool | str,
         never: bool,
@@ -166,7 +166,7 @@ class ConfigReader:
     def _line(
         self,
         line: _Line,
-        options: SshOptions,
+        options: SshConfigValues,
         state: ConfigPass,
         active: bool | str,
         never: bool,
@@ -195,7 +195,7 @@ class ConfigReader:
         self,
         words: list[str],
         place: str,
-        options: SshOptions,
+        options: SshConfigValues,
         state: ConfigPass,
         active: bool,
         depth: int,
@@ -209,7 +209,7 @@ class ConfigReader:
                     self._read(found, options, state, active, not active, depth + 1)
 
 
-def expand_hostname(options: SshOptions, name: str) -> str | None:
+def expand_hostname(options: SshConfigValues, name: str) -> str | None:
     """Hostname with %h (the name as given) and %% expanded, as ssh.c does; a refusal for another
     token (ssh exits on one)."""
     hostname = options.get("Hostname")

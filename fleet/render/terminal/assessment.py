@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
+from fleet.models import NOT_REACHED, NOT_USABLE
 from fleet.render.grouping import check_headline
 from fleet.render.terminal.findings import render_findings
 from fleet.render.terminal.run import render_detail, render_hosts
@@ -25,7 +26,8 @@ def render_probed(
 ) -> None:
     """`fleet probe` (and `fleet show`): hosts, findings, the run's detail, then the drift
     against --baseline RUN and a --baseline-file's verdicts."""
-    render_hosts(console, assessment.run)
+    said = {kind for finding in assessment.findings for kind in (finding.kind,)}
+    render_hosts(console, assessment.run, errors=not said & NOT_REACHED_KINDS)
     render_findings(console, assessment.findings)  # rules not judged: only fleet check says
     render_detail(
         console,
@@ -75,4 +77,6 @@ def render_checked(console: Console, assessment: Assessment, details: bool = Fal
         console.print("[dim]every rule and host: --details (or --format json)[/]")
 
 
+# the findings of hosts not reached: their error and hint, said there rather than in the table
+NOT_REACHED_KINDS = frozenset(NOT_REACHED | NOT_USABLE)
 VERDICT_MARK = {"failed": "[bold red]✗", "incomplete": "[bold yellow]?", "passed": "[bold green]✓"}

@@ -412,6 +412,9 @@ def fleet_diff_brief(diff: FleetDiff, run_ref: str = "RUN") -> Group:
     diff one line (who, how many facts), and where every fact is listed (`fleet diff`)."""
     parts: list[Any] = [Hanging(Text(), diff_summary(diff), 2)]
     if diff.clean or len(diff.hosts) < 2:
+        absent = [u for u in diff.unreported if u.probe is not None]  # not reached: findings
+        if absent:  # a probe that found nothing to measure says why, one host or many
+            parts.append(unreported_view(absent))
         return Group(*parts)
     if len(diff.cohorts) > 1:
         parts.append(cohorts_view(diff))
@@ -420,9 +423,11 @@ def fleet_diff_brief(diff: FleetDiff, run_ref: str = "RUN") -> Group:
             parts.append(Hanging(Text("  "), Text(_brief_line(finding)), 4))
     if diff.outliers:
         parts.append(outliers_view(diff.outliers, diff.tolerance))
-    if diff.unreported:
-        parts.append(unreported_view(diff.unreported))
-    hint = f"every fact: fleet diff {run_ref} (--between for hardware, --format markdown)"
+    absent = [u for u in diff.unreported if u.probe is not None]  # hosts not reached: findings
+    if absent:
+        parts.append(unreported_view(absent))
+    ref = run_ref if len(run_ref) <= 24 else "RUN"  # a long path would take a line of its own
+    hint = f"every fact: fleet diff {ref} (--between: the hardware ones too)"
     parts.append(Hanging(Text("  "), Text(hint, style="dim"), 4))
     return Group(*parts)
 

@@ -56,10 +56,15 @@ def render_run(
     render_detail(console, run, diff, saved_to, between)
 
 
-def render_hosts(console: Console, run: Run) -> None:
-    """How each host ended, hosts that ended alike on one row."""
+def render_hosts(console: Console, run: Run, errors: bool = True) -> None:
+    """How each host ended, hosts that ended alike on one row. `errors`: with each row's error
+    and hint; without, where the findings below say them (once is enough)."""
     console.print(Text("hosts", style="italic"))
-    table, left_out = fitted_table(STATUS_COLUMNS, status_rows(run.hosts.values()), console.width)
+    rows = status_rows(run.hosts.values())
+    columns = STATUS_COLUMNS if errors else STATUS_COLUMNS[:-1]
+    if not errors:
+        rows = [row[:-1] for row in rows]  # type: ignore[misc]
+    table, left_out = fitted_table(columns, rows, console.width)
     console.print(table)
     if ERROR_HEADER in left_out:  # too narrow for them in the table: each group's under it
         left_out.remove(ERROR_HEADER)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from fleet.analysis.across_hosts.diff import FleetDiff
-from fleet.models import Run
+from fleet.hostsets import compact_hosts
+from fleet.models import ProbeResult, Run
 from fleet.units.gpubench import facts as gpubench
 
 # NVIDIA's clock-event reasons as an operator reads them: a power cap under load is the GPU doing
@@ -58,19 +60,37 @@ def _best_tflops(matmul: dict[str, Any]) -> str:
     return ""
 
 
-def view(run: Run, diff: FleetDiff) -> Table | Text | None:
+def view(run: Run, diff: FleetDiff) -> Table | Text | Group | None:
     return gpubench_view(run)
 
 
-def gpubench_view(run: Run) -> Table | Text | None:
+def gpubench_view(run: Run) -> Table | Text | Group | None:
     """None when no host has gpubench results."""
-    benches = {
-        name: outcome.probes["gpubench"].data
-        for name, outcome in run.hosts.items()
-        if "gpubench" in outcome.probes and outcome.probes["gpubench"].status == "ok"
-    }
+    ran = {n: o.probes["gpubench"] for n, o in run.hosts.items() if "gpubench" in o.probes}
+    benches = {name: result.data for name, result in ran.items() if result.ok}
+    not_measured = _not_measured({n: r for n, r in ran.items() if not r.ok})
     if not benches:
+        return not_measured
+    if not_measured is not None:
+        return Group(_benches_view(benches, gpubench), not_measured)
+    return _benches_view(benches, gpubench)
+
+
+def _not_measured(results: dict[str, ProbeResult]) -> Text | None:
+    """Hosts where gpubench measured nothing, and why, said once per reason: nothing measured
+    never reads as healthy."""
+    if not results:
         return None
+    reasons: dict[str, list[str]] = {}
+    for host, result in results.items():
+        reasons.setdefault(result.error or result.status, []).append(host)
+    text = Text("gpubench measured nothing", style="yellow")
+    for reason, hosts in reasons.items():
+        text.append(f"\n  on {compact_hosts(hosts)}: {reason}")
+    return text
+
+
+def _benches_view(benches: dict[str, Any], gpubench: Any) -> Table | Text:
     medians = gpubench.cohort_medians(benches.values())
     sizes = gpubench.cohort_sizes(benches.values())
     rows = []

@@ -10,17 +10,122 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.hostsets import compact_hosts
 from fleet.models import Run
+from fleet.render.terminal.wrap import Hanging
 
 Line = tuple[str, str]  # (what, the line)
 
 
-def view(run: Run, diff: FleetDiff) -> Table | None:
-    return health_view(run)
+MAX_HOST_LINES = 4  # hosts, up to which each gets its line of what its GPUs read
+
+
+def view(run: Run, diff: FleetDiff) -> Group | None:
+    """What the GPUs read (a line per host on small runs, one line for the fleet), then what a
+    sample saw. None when no host ran the health probe."""
+    read = gpus_read(run)
+    sampled = health_view(run)
+    parts = [part for part in (read, sampled) if part is not None]
+    return Group(*parts) if parts else None
+
+
+def gpus_read(run: Run) -> Text | Group | None:
+    """`health: local 1× NVIDIA H200: ECC on · 0 uncorrected · no remap pending · PCIe 5 x16 ·
+    33 °C · 80/700 W · idle · no Xid` — what `-p health` read, said even when nothing is wrong."""
+    healthy = {
+        name: outcome.probes["health"].data
+        for name, outcome in run.hosts.items()
+        if "health" in outcome.probes and outcome.probes["health"].ok
+    }
+    if not healthy:
+        return None
+    if len(run.hosts) > MAX_HOST_LINES:  # a fleet: one line (its faults are findings)
+        gpus = sum(len(data.get("gpus") or []) for data in healthy.values())
+        return Text(
+            f"health: {gpus} GPU(s) on {len(healthy)} host(s) read; what is wrong is in the"
+            " findings above",
+            style="dim",
+        )
+    lines: list[Text | Hanging] = [Text("health:", style="bold")]
+    lines += [
+        Hanging(Text(f"  {name} "), Text(host_health_line(data)), 4)
+        for name, data in healthy.items()
+    ]
+    return Group(*lines)
+
+
+def host_health_line(data: Mapping[str, Any]) -> str:
+    gpus = [gpu for gpu in data.get("gpus") or [] if isinstance(gpu, Mapping)]
+    if not gpus:
+        return f"no GPU read ({data.get('nvidia_smi_error') or 'nvidia-smi listed none'})"
+    names = sorted({str(gpu.get("name")) for gpu in gpus})
+    facts = [
+        _ecc(gpus),
+        _remaps(gpus),
+        _pcie(gpus),
+        f"{max(int((g.get('temperature') or {}).get('gpu_c') or 0) for g in gpus)} °C max",
+        _power(gpus),
+        _clocks(gpus),
+        _xids(data),
+    ]
+    return f"{len(gpus)}× {', '.join(names)}: " + " · ".join(f for f in facts if f)
+
+
+def _ecc(gpus: list[Mapping[str, Any]]) -> str:
+    modes = {str((g.get("ecc") or {}).get("mode")) for g in gpus}
+    uncorrected = sum(
+        int(((g.get("ecc") or {}).get("volatile") or {}).get("uncorrected") or 0) for g in gpus
+    )
+    return f"ECC {'/'.join(sorted(modes))}, {uncorrected} uncorrected"
+
+
+def _remaps(gpus: list[Mapping[str, Any]]) -> str:
+    pending = sum(1 for g in gpus if (g.get("remapped_rows") or {}).get("pending"))
+    return f"{pending} GPU(s) with a remap pending" if pending else "no remap pending"
+
+
+def _pcie(gpus: list[Mapping[str, Any]]) -> str:
+    links = sorted(
+        {f"{(g.get('pcie') or {}).get('gen')} x{(g.get('pcie') or {}).get('width')}" for g in gpus}
+    )
+    return f"PCIe {', '.join(links)}"
+
+
+def _power(gpus: list[Mapping[str, Any]]) -> str:
+    draws = [float((g.get("power") or {}).get("draw_w") or 0) for g in gpus]
+    limit = max(float((g.get("power") or {}).get("limit_w") or 0) for g in gpus)
+    return f"{max(draws):.0f}/{limit:.0f} W max" if limit else ""
+
+
+def _clocks(gpus: list[Mapping[str, Any]]) -> str:
+    active = sorted({r for g in gpus for r in (g.get("clock_events") or {}).get("active") or []})
+    words = [EVENTS.get(reason, reason) for reason in active]
+    return "clocks: " + (", ".join(words) if words else "no event")
+
+
+def _xids(data: Mapping[str, Any]) -> str:
+    log = data.get("kernel_log") or {}
+    xids = sorted({str(x.get("xid")) for x in log.get("xids") or [] if isinstance(x, Mapping)})
+    if log.get("source") is None and not xids:
+        return "kernel log not read"
+    return f"Xid {', '.join(xids)} in the kernel log" if xids else "no Xid"
+
+
+# NVIDIA's clock-event reasons as an operator reads them: the power cap under load is a GPU at its
+# power limit doing its job; slowdowns are the faults (the rules fail them).
+EVENTS = {
+    "gpu_idle": "idle",
+    "sw_power_cap": "SW power cap (normal under load)",
+    "hw_slowdown": "HW slowdown",
+    "hw_thermal_slowdown": "HW thermal slowdown",
+    "hw_power_brake_slowdown": "HW power brake",
+    "sw_thermal_slowdown": "SW thermal slowdown",
+}
 
 
 def health_view(run: Run) -> Table | None:

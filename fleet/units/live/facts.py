@@ -432,10 +432,18 @@ def _unjoined(
         if serves and (name, pid) not in seen and (name, process.get("pid")) not in seen:
             state = process.get("state")
             how = f": {STOPPED[state]}, in no RAS answer" if state in STOPPED else ""
+            gpus = _gpus_held(process)
             found.append(
-                (f"pid {process.get('pid')} ({_short(process.get('cmdline'))}){how}", state)
+                (f"pid {process.get('pid')}{gpus} ({_short(process.get('cmdline'))}){how}", state)
             )
     return found
+
+
+def _gpus_held(process: Mapping[str, Any]) -> str:
+    """` on GPU-89824593`: the GPUs nvidia-smi says the process holds (by UUID: the live probe
+    reads no index), for a process RAS cannot name."""
+    uuids = [str(g.get("uuid")) for g in process.get("gpus") or [] if isinstance(g, Mapping)]
+    return f" on {', '.join(u[:12] for u in uuids if u)}" if uuids else ""
 
 
 def _short(text: Any, limit: int = 80) -> str:

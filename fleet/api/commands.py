@@ -1,0 +1,174 @@
+"""One call per command: what `fleet probe`, `fleet check`, `fleet show`, `fleet diff`,
+`fleet report` and `fleet runs` do, each returning a result that carries its documents and exit
+bits, so that the CLI parses options, calls one, prints and exits.
+
+    plan = ProbePlan.make(Judging(rules=True), ProbeOptions(probes=["system"]), select)
+    probed = asyncio.run(plan.run())            # probed.assessment, probed.kept
+    assessment = assess_run(load_run("latest"), Judging(rules=True), "latest")
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fleet.api.assessing import Judging, Prepared, assess, prepare
+from fleet.api.probing import ProbeOptions, build_probe_bundle, probe_and_keep_async
+from fleet.api.runs import KeptRun, collection_paused, default_runs_dir, list_runs, load_run
+from fleet.errors import StoreError
+from fleet.exits import exit_code, kept_bits, with_bits
+from fleet.findings.assessment import Assessment
+from fleet.models import Run
+
+if TYPE_CHECKING:
+    from fleet.api.hosts import Selection
+    from fleet.execution.bundle import Bundle
+    from fleet.execution.fanout import Events
+
+__all__ = ["ProbePlan", "Probed", "RunSummary", "SavedRuns", "assess_run", "saved_runs"]
+
+RUNS_SCHEMA = "fleet.runs/1"
+
+
+@dataclass(frozen=True)
+class Probed:
+    """A probe run judged (`assessment`, its exit bits those of probing, keeping and judging)
+    and what became of it (`kept`: where it was saved, what could not be written)."""
+
+    assessment: Assessment
+    kept: KeptRun
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """What `fleet probe` / `fleet check` will do, read and checked before any host is contacted:
+    the judging's inputs (rules, a baseline file, the run to drift against), the hosts, the
+    bundle. `run` probes, keeps and judges."""
+
+    judging: Judging
+    prepared: Prepared
+    selection: Selection
+    bundle: Bundle
+    options: ProbeOptions
+
+    @classmethod
+    def make(
+        cls, judging: Judging, options: ProbeOptions, select: Callable[[], Selection]
+    ) -> ProbePlan:
+        """Read what judging needs (a bad rules or baseline file fails first), then `select` the
+        hosts and build the bundle (bad probe names fail before any host is contacted)."""
+        prepared = prepare(judging)
+        selection = select()
+        return cls(judging, prepared, selection, build_probe_bundle(options), options)
+
+    @property
+    def host_count(self) -> int:
+        return len(self.selection.hosts)
+
+    @property
+    def probes(self) -> list[str]:
+        return list(self.bundle.probes)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """A broken probe file that was not chosen, one line each."""
+        return tuple(self.bundle.warnings)
+
+    async def run(
+        self,
+        events: Events | None = None,
+        interrupt: asyncio.Event | None = None,
+        *,
+        save: bool = True,
+        runs_dir: str | Path | None = None,
+        json_path: str | Path | None = None,
+    ) -> Probed:
+        """Probe, keep (save, the run document to `json_path`) and judge. An interrupted run
+        is kept and judged too: what finished is in it."""
+        kept = await probe_and_keep_async(
+            self.selection,
+            self.bundle,
+            self.options,
+            events,
+            interrupt,
+            save=save,
+            runs_dir=runs_dir,
+            json_path=json_path,
+        )
+        probed_code = with_bits(exit_code(kept.run), kept_bits(kept.kept))
+        with collection_paused():  # judging makes many objects and next to no garbage
+            assessment = assess(kept.run, self.judging, self.prepared, kept.where, probed_code)
+        return Probed(assessment, kept)
+
+
+def assess_run(run: Run, judging: Judging, where: str, probed_code: int = 0) -> Assessment:
+    """A saved run judged (fleet show, diff, check --run, report): what judging needs read
+    (the rules may read the probes the run carries), then the run assessed. `probed_code`: the
+    exit bits to start from (report shows the hosts' own)."""
+    prepared = prepare(judging, run.probes)
+    with collection_paused():  # a verdict per rule and host, no garbage: fleet.collector
+        return assess(run, judging, prepared, where, probed_code)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One saved run as `fleet runs` lists it; `error` when its file cannot be read."""
+
+    path: Path
+    started: str = ""
+    inventory: str = ""
+    hosts: int = 0
+    statuses: tuple[tuple[str, int], ...] = ()  # most common first
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.path.stem,
+            "path": str(self.path),
+            "started": self.started or None,
+            "inventory": self.inventory or None,
+            "hosts": self.hosts,
+            "statuses": dict(self.statuses),
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class SavedRuns:
+    """The runs folder: where it is and its runs, oldest first (`fleet runs`)."""
+
+    folder: Path
+    paths: tuple[Path, ...]
+
+    def summaries(self) -> list[RunSummary]:
+        return [_summary(path) for path in self.paths]
+
+    def document(self, summaries: Sequence[RunSummary] | None = None) -> dict[str, Any]:
+        """The fleet.runs/1 document (`fleet runs --json`)."""
+        rows = self.summaries() if summaries is None else summaries
+        return {
+            "schema": RUNS_SCHEMA,
+            "folder": str(self.folder),
+            "runs": [row.to_dict() for row in rows],
+        }
+
+
+def saved_runs(runs_dir: str | Path | None = None) -> SavedRuns:
+    """The saved runs of `runs_dir` (default: the runs folder), oldest first."""
+    folder = Path(runs_dir) if runs_dir else default_runs_dir()
+    return SavedRuns(folder, tuple(list_runs(folder)))
+
+
+def _summary(path: Path) -> RunSummary:
+    try:
+        run = load_run(path)
+    except StoreError as exc:
+        return RunSummary(path, error=exc.message)
+    statuses = Counter(o.status for o in run.hosts.values())
+    return RunSummary(
+        path, run.started, run.inventory or "", len(run.hosts), tuple(statuses.most_common())
+    )
