@@ -184,7 +184,12 @@ def key_facts_table(outcomes: Iterable[HostOutcome], width: int = 1000) -> Table
     if not reporting:
         return None
     every = [(label, _fact_texts(reporting, paths)) for label, paths in key_facts()]
-    rows = [(label, cells) for label, cells in every if any(c != "—" for c in cells)]
+    # a row with nothing but absences says what the absent probes' lines below say: left out
+    rows = [
+        (label, cells)
+        for label, cells in every
+        if any(c != "—" for c in cells) and not all(c.startswith("absent: ") for c in cells)
+    ]
     if not rows:  # a run of probes with no key fact (-p health): never an empty table
         return None
     names = [o.name for o in reporting]
