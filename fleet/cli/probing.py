@@ -39,9 +39,9 @@ from fleet.cli.selection import HostChoice, selection_options, srun_options
 from fleet.errors import FleetError
 from fleet.exits import EXIT_NOT_KEPT
 from fleet.models import Run
+from fleet.render.runjson import write_run_json
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.progress import ProgressEvents
-from fleet.rundoc import write_indented_run
 
 # The options of every command that probes hosts (probe, check): connection, selection, probes.
 PROBE_OPTIONS = together(
@@ -277,7 +277,7 @@ def say_kept(
     each file written (--json FILE) said in one line on stderr."""
     say_not_kept(errors)
     if json_path == "-":
-        write_indented_run(run, sys.stdout.write)  # a host at a time
+        write_run_json(run, sys.stdout.write)  # a host at a time
     for path in written:
         say_written(path)
 

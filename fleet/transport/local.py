@@ -4,7 +4,9 @@
 (`python: python3`) is found on PATH as the user's shell outside fleet's virtual environment
 would find it (the venv's bin, $VIRTUAL_ENV/bin or sys.prefix/bin, left out of PATH), and it runs
 with that PATH and without VIRTUAL_ENV. When fleet's venv holds the only such interpreter, it is
-used, and the host's hint says that it is fleet's own environment."""
+used, and the host's hint says that it is fleet's own environment; when another is used, the
+hint names both (fleet installed into the environment whose torch you meant to probe is told
+how to probe it: `python:`)."""
 
 from __future__ import annotations
 
@@ -71,9 +73,15 @@ def user_python(python: str, environ: Mapping[str, str] = os.environ) -> UserPyt
     if os.sep in python or not own:  # a path is the user's own word
         return UserPython(os.path.expanduser(python), environ)
     found = shutil.which(python, path=outside)
-    if found:
-        return UserPython(found, clean)
     mine = shutil.which(python, path=os.pathsep.join(folders))
+    if found:
+        if mine and os.path.realpath(os.path.dirname(mine)) in own:  # fleet's own came first
+            note = (
+                f"{python} here is {found}, as your shell finds it outside fleet's own virtual "
+                f"environment ({mine}); set python: {mine} to probe that one"
+            )
+            return UserPython(found, clean, note)
+        return UserPython(found, clean)
     if mine is None:
         return UserPython(python, clean)  # not found: exit 127, said as no_python
     note = (

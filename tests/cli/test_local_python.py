@@ -50,7 +50,11 @@ def test_an_activated_venv_is_passed_over(venv: Path, tmp_path: Path) -> None:
     path = os.pathsep.join([str(venv / "bin"), str(outside), "/usr/bin", "/bin"])
     chosen = user_python("python3", {"PATH": path, "VIRTUAL_ENV": str(venv)})
     assert chosen.path == str(outside / "python3")
-    assert chosen.note is None
+    assert chosen.note == (  # both named: fleet may live in the very venv meant to be probed
+        f"python3 here is {outside / 'python3'}, as your shell finds it outside fleet's own "
+        f"virtual environment ({venv}/bin/python3); set python: {venv}/bin/python3 to probe "
+        "that one"
+    )
     assert "VIRTUAL_ENV" not in chosen.environ
     assert str(venv / "bin") not in chosen.environ["PATH"].split(os.pathsep)
 
@@ -92,7 +96,7 @@ def test_fleet_probe_from_inside_its_venv_probes_the_users_python(
     host = probe_system(tmp_path, monkeypatch, path, sys.prefix)
     system = host["probes"]["system"]["data"]["python"]
     assert not system["executable"].startswith(sys.prefix), system["executable"]
-    assert host["hint"] is None
+    assert "outside fleet's own virtual environment" in host["hint"]
 
 
 def test_fleet_probe_names_its_own_venv_when_it_is_the_only_python(

@@ -12,10 +12,12 @@ must be as many at 2N as at N: at most 1.2 times.
 from __future__ import annotations
 
 import io
+import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from fleet.analysis.facts import declared_facts
@@ -25,6 +27,8 @@ from fleet.execution.bundle import available_probes
 from fleet.models import Run
 from fleet.render.html.page import Report, render_html
 from fleet.render.terminal.run import render_run
+from fleet.store import read_run_file, write_run_json
+from tests.unit import helpers
 from tests.unit.helpers import calls, fleet_run
 
 HOSTS = 48
@@ -90,3 +94,44 @@ def test_the_report_renders_each_distinct_answer_once(tmp_path: Path) -> None:
     small, large = counted(report, tmp_path)
     assert_per_answer(small, large, "_walk")
     assert_per_answer(small, large, "divergence_row")
+
+
+# ---------------------------------------------- the same, from a plain --json document (issue 40)
+
+
+def plain_run(count: int, folder: Path, seed: int = 1) -> Run:
+    """fleet_run's hosts written as `fleet probe --json FILE` writes them, and read back."""
+    path = folder / "plain.json"
+    write_run_json(path, helpers.fleet_run(count, folder, seed))  # not the patched name
+    return read_run_file(path)
+
+
+@pytest.mark.parametrize(
+    "counted_test",
+    [
+        test_the_diff_flattens_each_distinct_answer_once,
+        test_drift_flattens_each_distinct_answer_once,
+        test_show_describes_each_distinct_answer_once,
+        test_check_judges_each_distinct_answer_once,
+        test_the_report_renders_each_distinct_answer_once,
+    ],
+    ids=["diff", "drift", "show", "check", "report"],
+)
+def test_a_plain_document_is_worked_on_per_distinct_answer(
+    counted_test: Callable[[Path], None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "fleet_run", plain_run)
+    counted_test(tmp_path)
+
+
+def test_loading_a_plain_document_is_linear_in_hosts(tmp_path: Path) -> None:
+    made = []
+    for count in (HOSTS, 2 * HOSTS):
+        path = tmp_path / f"{count}.json"
+        write_run_json(path, fleet_run(count, tmp_path / str(count)))
+        with calls() as counts:
+            read_run_file(path)
+        made.append(counts)
+    small, large = made
+    for name in ("_result_member", "_object"):  # a probe result's member, an object
+        assert 0 < large[name] <= 2.2 * small[name], (name, small[name], large[name])

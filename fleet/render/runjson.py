@@ -1,0 +1,14 @@
+"""A run's document on stdout (`--json -`), written a host at a time (fleet/rundoc.py): the
+render layer's door to the run writer, which the CLI may not import directly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fleet.models import Run
+from fleet.rundoc import write_indented_run
+
+
+def write_run_json(run: Run, write: Callable[[str], Any]) -> None:
+    write_indented_run(run, write)
