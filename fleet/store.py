@@ -9,20 +9,21 @@ from __future__ import annotations
 import calendar
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import re
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from fleet.collector import paused
 from fleet.errors import StoreError, UsageError
 from fleet.files import ensure_private_dir
 from fleet.models import READABLE_RUN_SCHEMAS, RUN_SCHEMA, Run
 from fleet.redact import mask_secrets, might_hold_secret
+from fleet.rundoc import compact_pieces, payload_digest, read_document, saved_pieces
 
 ALIASES = {"latest": 1, "previous": 2}
 
@@ -43,10 +44,23 @@ def write_private_json(path: Path, document: dict[str, Any], *, exclusive: bool 
     text = json.dumps(document, ensure_ascii=False, default=str)
     if might_hold_secret(text):  # rare: results were masked on the host and on arrival already
         text = json.dumps(mask_secrets(document), ensure_ascii=False, default=str)
+    write_private_text(path, [text], exclusive=exclusive)
+
+
+def write_run_json(path: Path, run: Run) -> None:
+    """`run`'s document as write_private_json writes it (`--json FILE`), written a host at a time
+    (fleet/rundoc.py): a 20,000-host document is never held whole."""
+    write_private_text(path, compact_pieces(run))
+
+
+def write_private_text(path: Path, pieces: Iterable[str], *, exclusive: bool = False) -> None:
+    """Atomically replace `path` with the text of `pieces` and a newline, mode 0600; with
+    `exclusive`, never replace: raise FileExistsError if `path` exists."""
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:
-            handle.write(text + "\n")
+            handle.writelines(pieces)
+            handle.write("\n")
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temp, 0o600)
@@ -75,8 +89,7 @@ def deduplicate_payloads(document: dict[str, Any]) -> dict[str, Any]:
     payloads: dict[str, Any] = {}
     for outcome in document["hosts"].values():
         for probe in outcome["probes"].values():
-            text = json.dumps(probe["data"], sort_keys=True, separators=(",", ":"), default=str)
-            digest = hashlib.sha256(text.encode()).hexdigest()
+            digest = payload_digest(probe["data"])
             payloads.setdefault(digest, probe.pop("data"))
             probe["data_ref"] = digest
     return {**document, "payloads": payloads}
@@ -94,12 +107,11 @@ def expand_payloads(document: dict[str, Any]) -> dict[str, Any]:
 def save_run(run: Run, runs_dir: Path) -> Path:
     try:
         ensure_private_dir(runs_dir)
-        document = deduplicate_payloads(run.to_dict())
         name = run_file_name(run)
         for attempt in range(1, 100):  # two runs started in the same second: both are kept
             path = runs_dir / (name if attempt == 1 else f"{name[:-5]}_{attempt}.json")
             with contextlib.suppress(FileExistsError):
-                write_private_json(path, document, exclusive=True)
+                write_private_text(path, saved_pieces(run), exclusive=True)
                 break
         else:
             raise OSError(errno.EEXIST, "too many runs started in the same second")
@@ -298,9 +310,8 @@ def read_run_file(path: Path) -> Run:
     of any run id this fleet reads (READABLE_RUN_SCHEMAS; a document without `schema` is read
     too). Anything else is a StoreError that names what the file is and what to do."""
     try:
-        with paused():  # millions of new objects and no garbage: fleet.collector
-            text = path.read_text(encoding="utf-8")
-            document = readable_run(_json_of(text, path), path)
+        with paused(), path.open(encoding="utf-8") as handle:  # paused: fleet.collector
+            document = readable_run(_json_of(handle, path), path)  # payloads shared: rundoc
             return Run.from_dict(expand_payloads(document))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StoreError(
@@ -344,15 +355,18 @@ def readable_run(document: Any, path: Path) -> dict[str, Any]:
 BASELINE_ID = re.compile(r"^schema:\s*['\"]?(fleet\.baseline/\d+)", re.MULTILINE)
 
 
-def _json_of(text: str, path: Path) -> Any:
-    """The JSON in a run file; a baseline file (YAML) handed where a run goes is named as one,
-    with the flag that takes it, rather than as the JSON parser's complaint."""
-    if not text.strip():
-        raise StoreError(f"cannot read run {path}: the file is empty", hint=NOT_A_RUN)
+def _json_of(handle: TextIO, path: Path) -> Any:
+    """The JSON in a run file, read a host at a time (fleet/rundoc.py); an empty file, or a
+    baseline file (YAML) handed where a run goes, is named as one, with the flag that takes it,
+    rather than as the JSON parser's complaint."""
     try:
-        return json.loads(text)
+        return read_document(handle)
     except ValueError as exc:
-        baseline = BASELINE_ID.search(text)
+        handle.seek(0)
+        head = handle.read(HEADER_BYTES)
+        if not head.strip():
+            raise StoreError(f"cannot read run {path}: the file is empty", hint=NOT_A_RUN) from exc
+        baseline = BASELINE_ID.search(head)
         if baseline is None:
             raise
         raise StoreError(

@@ -17,7 +17,7 @@ from fleet.store import (
     default_runs_dir,
     parse_duration,
     read_run_file,
-    write_private_json,
+    write_run_json,
 )
 from fleet.store import list_runs as _list_runs
 from fleet.store import prune_runs as _prune_runs
@@ -131,7 +131,7 @@ def keep_run(
             errors.append(exc)
     if json_path is not None:
         try:
-            write_private_json(Path(json_path), run.to_dict())
+            write_run_json(Path(json_path), run)
             written = (Path(json_path),)
         except OSError as exc:
             errors.append(StoreError(f"cannot write {json_path}: {exc.strerror}"))

@@ -9,8 +9,8 @@ import dataclasses
 import functools
 import gc
 import importlib
-import json
 import signal
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,6 +41,7 @@ from fleet.exits import EXIT_NOT_KEPT
 from fleet.models import Run
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.progress import ProgressEvents
+from fleet.rundoc import write_indented_run
 
 # The options of every command that probes hosts (probe, check): connection, selection, probes.
 PROBE_OPTIONS = together(
@@ -276,7 +277,7 @@ def say_kept(
     each file written (--json FILE) said in one line on stderr."""
     say_not_kept(errors)
     if json_path == "-":
-        click.echo(json.dumps(run.to_dict(), indent=2))
+        write_indented_run(run, sys.stdout.write)  # a host at a time
     for path in written:
         say_written(path)
 

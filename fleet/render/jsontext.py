@@ -12,7 +12,7 @@ Python.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
@@ -36,6 +36,14 @@ def write_indented(
     _write(value, 0, out, default)
     out.append("\n")
     out.flush()
+
+
+class Members:
+    """An object written a member at a time: `members()` makes its (key, value) pairs only when
+    it is written, after what comes before it (a run's hosts, one host document at a time)."""
+
+    def __init__(self, members: Callable[[], Iterator[tuple[str, Any]]]) -> None:
+        self.members = members
 
 
 class _Pieces(list):  # type: ignore[type-arg]
@@ -63,19 +71,15 @@ PIECE = 1 << 20
 
 
 def _write(value: Any, level: int, out: list[str], default: Callable[[Any], Any]) -> None:
-    if isinstance(value, dict):
+    if isinstance(value, Members):
+        _write_members(value.members(), level, out, default)
+    elif isinstance(value, dict):
         if not value:
             out.append("{}")
         elif set(map(type, value.values())) <= SCALARS:
             out.append(_flat(value, level, "{", "}", default))
         else:
-            inner = "\n" + INDENT * (level + 1)
-            separator = "{" + inner
-            for key, item in value.items():
-                out.append(f"{separator}{_key(key)}: ")
-                separator = "," + inner
-                _write(item, level + 1, out, default)
-            out.append("\n" + INDENT * level + "}")
+            _write_members(iter(value.items()), level, out, default)
     elif isinstance(value, (list, tuple)):
         if not value:
             out.append("[]")
@@ -93,6 +97,19 @@ def _write(value: Any, level: int, out: list[str], default: Callable[[Any], Any]
         out.append(json.dumps(value))
     else:
         _write(default(value), level, out, default)
+
+
+def _write_members(
+    members: Iterator[tuple[Any, Any]], level: int, out: list[str], default: Callable[[Any], Any]
+) -> None:
+    """A Members object, written as json.dumps(indent=2) writes a dict of its members."""
+    inner = "\n" + INDENT * (level + 1)
+    separator = "{" + inner
+    for key, item in members:
+        out.append(f"{separator}{_key(key)}: ")
+        separator = "," + inner
+        _write(item, level + 1, out, default)
+    out.append("{}" if separator[0] == "{" else "\n" + INDENT * level + "}")
 
 
 def _flat(value: Any, level: int, opening: str, closing: str, default: Callable[[Any], Any]) -> str:

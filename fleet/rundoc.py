@@ -1,0 +1,341 @@
+"""Run documents read and written a host at a time.
+
+Reading: a plain run document (`fleet probe --json`, every host's payloads written out in full)
+is decoded host by host from a buffer of about a megabyte, and each probe payload is shared by
+its content as soon as its host is read: hosts that reported equal payloads hold one object, as
+a saved run's do (fleet/store.py stores each distinct payload once), so both forms cost the same
+in every command, and neither the document's text nor a second copy of its payloads is ever held
+whole. Payloads are told apart by their text as written (its SHA256): fleet writes a payload's
+keys in the order its host sent them, sorted, so equal payloads are equal text in a document
+fleet wrote (a payload written otherwise is still read right, only not shared).
+
+Writing: the compact document (`--json FILE`, a saved run) and the indented one (`--json -`) are
+made a host at a time, the same text as one json.dumps of the whole document, never held whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from typing import IO, Any, NoReturn
+
+from fleet.models import Run
+from fleet.redact import mask_secrets, might_hold_secret
+from fleet.render.jsontext import Members, write_indented
+
+CHUNK = 1 << 20  # characters read at a time
+SPACE = re.compile(r"[ \t\n\r]*")
+DECODER = json.JSONDecoder()
+Parse = Callable[[str, int], tuple[Any, int]]
+
+
+class _Text:
+    """A file's text read a chunk at a time, its JSON values decoded one by one."""
+
+    def __init__(self, handle: IO[str]) -> None:
+        self.handle = handle
+        self.buffer = ""
+        self.at = 0  # where the next value starts in buffer
+        self.dropped = 0  # characters of the file before buffer[0], for error positions
+        self.ended = False
+
+    def more(self) -> bool:
+        """Read on (at least as much as is left: a value bigger than a chunk costs doublings,
+        not a re-read per chunk); False at the end of the file."""
+        chunk = "" if self.ended else self.handle.read(max(CHUNK, len(self.buffer) - self.at))
+        self.dropped += self.at
+        self.buffer = self.buffer[self.at :] + chunk
+        self.at = 0
+        self.ended = not chunk
+        return not self.ended
+
+    def peek(self) -> str:
+        """The next character that is not white space ("" at the end), left unread."""
+        while True:
+            self.at = SPACE.match(self.buffer, self.at).end()  # type: ignore[union-attr]
+            if self.at < len(self.buffer) or not self.more():
+                return self.buffer[self.at : self.at + 1]
+
+    def take(self, expected: str) -> str:
+        """The next character, which must be one of `expected`."""
+        found = self.peek()
+        if not found or found not in expected:
+            shown = repr(found) if found else "the end of the file"
+            raise ValueError(
+                f"expected one of {expected!r} at character {self.where()}, not {shown}"
+            )
+        self.at += 1
+        return found
+
+    def value(self, parse: Parse = DECODER.raw_decode) -> Any:
+        """The next JSON value as `parse(buffer, at)` reads it ((value, end); raw_decode's by
+        default), read on until the buffer holds all of it."""
+        self.peek()
+        while True:
+            try:
+                value, end = parse(self.buffer, self.at)
+            except (IndexError, StopIteration, ValueError) as exc:
+                if self.more():
+                    continue  # cut short by the end of the buffer
+                self._say_why(exc)
+            if end == len(self.buffer) and self.more():
+                continue  # a number or literal may go on in the next chunk
+            self.at = end
+            return value
+
+    def _say_why(self, exc: BaseException) -> NoReturn:
+        """What is wrong at the end of the file, as json.loads says it, with its place."""
+        try:
+            DECODER.raw_decode(self.buffer, self.at)
+        except json.JSONDecodeError as wrong:
+            what = wrong.msg.removesuffix(" at")  # "Invalid control character at"
+            raise ValueError(f"{what} at character {self.dropped + wrong.pos}") from exc
+        raise ValueError(f"not a run document at character {self.where()}") from exc
+
+    def where(self) -> int:
+        return self.dropped + self.at
+
+
+def read_document(handle: IO[str]) -> Any:
+    """The JSON document in `handle`; a run's probe payloads shared by content (module doc)."""
+    text = _Text(handle)
+    # not an object: not a run, read whole for the caller to say what it is
+    is_object = text.peek() == "{"
+    document = _read_object(text, _run_member(Payloads())) if is_object else text.value()
+    if text.peek():
+        raise ValueError(f"extra data at character {text.where()}")
+    return document
+
+
+def _read_object(text: _Text, read: Callable[[_Text, str], Any]) -> dict[str, Any]:
+    """An object, each member's value read by `read(text, key)`."""
+    members: dict[str, Any] = {}
+    text.take("{")
+    if text.peek() == "}":
+        text.at += 1
+        return members
+    while True:
+        key = text.value()
+        if not isinstance(key, str):
+            raise ValueError(f"an object key must be a string, at character {text.where()}")
+        text.take(":")
+        members[key] = read(text, key)
+        if text.take(",}") == "}":
+            return members
+
+
+def _run_member(payloads: Payloads) -> Callable[[_Text, str], Any]:
+    def member(text: _Text, key: str) -> Any:
+        if key == "hosts" and text.peek() == "{":
+            return _read_object(text, lambda text, name: text.value(payloads.host))
+        if key == "payloads" and text.peek() == "{":  # a saved run's: a payload at a time
+            return _read_object(text, lambda text, digest: text.value())
+        return text.value()
+
+    return member
+
+
+SCAN: Parse = DECODER.scan_once  # type: ignore[attr-defined]  # the C scanner: (value, end)
+Member = Callable[[str, int, str], tuple[Any, int]]
+
+
+def _space(text: str, at: int) -> int:
+    return SPACE.match(text, at).end()  # type: ignore[union-attr]
+
+
+class Payloads:
+    """Each distinct probe payload once, found by its text: a host's object is parsed member by
+    member down to its probes' results, each result's "data" decoded from its span of the text,
+    and a span seen before (its SHA256) gives the object decoded the first time. fleet writes a
+    payload's keys in the order the host sent them, sorted (probes/_host_runner.py), so equal
+    payloads are equal text (the saved form keys them by their text with keys sorted)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[bytes, Any] = {}
+        self.keys: dict[str, str] = {}  # names, probe names and statuses: one string each
+
+    def host(self, text: str, at: int) -> tuple[Any, int]:
+        """The host object at text[at], its probes' payloads shared."""
+        if text[at] != "{":
+            return SCAN(text, at)
+        return self._object(text, at, self._host_member)
+
+    def _host_member(self, text: str, at: int, key: str) -> tuple[Any, int]:
+        if key == "probes" and text[at] == "{":
+            return self._object(text, at, self._probe)
+        return SCAN(text, at)
+
+    def _probe(self, text: str, at: int, name: str) -> tuple[Any, int]:
+        if text[at] == "{":
+            return self._object(text, at, self._result_member)
+        return SCAN(text, at)
+
+    def _result_member(self, text: str, at: int, key: str) -> tuple[Any, int]:
+        if key == "data":
+            return self._payload(text, at)
+        value, end = SCAN(text, at)
+        if key == "status" and isinstance(value, str):
+            value = self.keys.setdefault(value, value)
+        return value, end
+
+    def _payload(self, text: str, at: int) -> tuple[Any, int]:
+        """A result's "data": a payload seen before is found by its text without decoding it
+        again (where it ends is found as fleet writes a result: "error", then "elapsed_s")."""
+        end = _known_end(text, at)
+        if end > 0:
+            seen = self.seen.get(hashlib.sha256(text[at:end].encode()).digest())
+            if seen is not None:
+                return seen, end
+        value, end = SCAN(text, at)
+        return self.seen.setdefault(hashlib.sha256(text[at:end].encode()).digest(), value), end
+
+    def _object(self, text: str, at: int, member: Member) -> tuple[dict[str, Any], int]:
+        """The object at text[at] ("{"), each member's value read by `member(text, at, key)`;
+        an IndexError or ValueError where the text ends first (the caller reads on)."""
+        found: dict[str, Any] = {}
+        at = _space(text, at + 1)
+        if text[at] == "}":
+            return found, at + 1
+        keys = self.keys
+        plain = KEY.match(text, at)  # a key without escapes and its ':', in one match
+        key, at = (plain.group(1), plain.end()) if plain else _key(text, at)
+        while True:
+            key = keys.setdefault(key, key)
+            found[key], at = member(text, at, key)
+            after = MORE.match(text, at)  # the next such key, or the end, in one match
+            if after is None:
+                key, at = _key(text, _comma(text, at))  # a key with escapes
+            elif after.lastindex == 1:
+                key, at = after.group(1), after.end()
+            else:
+                return found, after.end()
+
+
+KEY = re.compile(r'"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')  # as json reads it: no controls
+MORE = re.compile(r'[ \t\n\r]*(?:,[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*|(}))')
+
+
+def _comma(text: str, at: int) -> int:
+    """Past the ',' (and white space) after a member, where the next key starts."""
+    at = _space(text, at)
+    if text[at] != ",":
+        raise ValueError("expected ',' or '}'")
+    return _space(text, at + 1)
+
+
+# What follows a result's "data" as fleet writes it (ProbeResult.to_dict: status, ok, data, error,
+# elapsed_s): inside a payload, whose keys are sorted, "error" is never followed by "elapsed_s".
+AFTER_DATA = re.compile(r'"error": (?:null|"(?:[^"\\]|\\.)*"),[ \t\n\r]*"elapsed_s": ')
+SPACES = " \t\n\r"
+
+
+def _known_end(text: str, at: int) -> int:
+    """Where the object or list at text[at] ends if it is followed as fleet writes a result's
+    "data"; -1 if not found. Only a hint: the caller takes it only when the text up to it is a
+    payload already decoded, and a whole JSON object or list is never a proper prefix of one
+    value, nor a value and more, so such a span ends right here."""
+    if text[at] not in "{[":
+        return -1
+    found = text.find('"error": ', at)
+    while found >= 0 and not AFTER_DATA.match(text, found):
+        found = text.find('"error": ', found + 1)
+    if found < 0:
+        return -1
+    end = _before_space(text, found)
+    if text[end - 1] != ",":
+        return -1
+    return _before_space(text, end - 1)
+
+
+def _before_space(text: str, end: int) -> int:
+    """`end`, moved back over the white space before it."""
+    while end > 0 and text[end - 1] in SPACES:
+        end -= 1
+    return end
+
+
+def _key(text: str, at: int) -> tuple[str, int]:
+    """A key with escapes in it, and where its value starts."""
+    if text[at] != '"':
+        raise ValueError("an object key must be a string")
+    key, at = SCAN(text, at)
+    at = _space(text, at)
+    if text[at] != ":":
+        raise ValueError("expected ':'")
+    return key, _space(text, at + 1)
+
+
+# ------------------------------------------------------------------------------------- writing
+
+
+def compact_pieces(run: Run) -> Iterator[str]:
+    """`json.dumps(run.to_dict(), ensure_ascii=False, default=str)` a host at a time, each piece
+    masked (fleet.redact) when it may hold a secret, as the whole text was."""
+    hosts = ((name, outcome.to_dict()) for name, outcome in run.hosts.items())
+    return _object_pieces(_members(run, hosts))
+
+
+def saved_pieces(run: Run) -> Iterator[str]:
+    """The saved form (fleet/store.py): each probe's "data" replaced by "data_ref", the SHA256 of
+    its canonical text, into a "payloads" table written after the hosts, each payload once."""
+    payloads: dict[str, Any] = {}
+
+    def hosts() -> Iterator[tuple[str, Any]]:
+        for name, outcome in run.hosts.items():
+            document = outcome.to_dict()
+            for result in document["probes"].values():
+                data = result.pop("data")
+                result["data_ref"] = digest = payload_digest(data)
+                payloads.setdefault(digest, data)
+            yield name, document
+
+    members = _members(run, hosts())
+    members.append(("payloads", Members(lambda: iter(payloads.items()))))
+    return _object_pieces(members)
+
+
+def payload_digest(data: Any) -> str:
+    """A payload's content: the SHA256 of its canonical text (the saved form's "data_ref")."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def write_indented_run(run: Run, write: Callable[[str], Any]) -> None:
+    """`json.dumps(run.to_dict(), indent=2)` and a newline (`--json -`), a host at a time."""
+    hosts = ((name, outcome.to_dict()) for name, outcome in run.hosts.items())
+    members = _members(run, hosts)
+    write_indented(Members(lambda: iter(members)), write)
+
+
+def _members(run: Run, hosts: Iterator[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The run document's members in order, "hosts" made a host at a time as it is written."""
+    head = replace(run, hosts={}).to_dict()
+    return [
+        (key, Members(lambda: hosts) if key == "hosts" else value) for key, value in head.items()
+    ]
+
+
+def _object_pieces(members: Iterable[tuple[str, Any]]) -> Iterator[str]:
+    separator = "{"
+    for key, value in members:
+        if isinstance(value, Members):
+            yield f"{separator}{json.dumps(key, ensure_ascii=False)}: "
+            yield from _object_pieces(value.members())
+        else:
+            yield separator + _member_text(key, value)
+        separator = ", "
+    yield "{}" if separator == "{" else "}"
+
+
+def _member_text(key: str, value: Any) -> str:
+    text = _dumped(key, value)
+    if might_hold_secret(text):  # rare: results were masked on the host and on arrival already
+        text = _dumped(mask_secrets(key), mask_secrets(value))
+    return text
+
+
+def _dumped(key: str, value: Any) -> str:
+    return f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False, default=str)}"
