@@ -7,7 +7,7 @@ asked for) was not kept; 130 interrupted, alone.
 
 from __future__ import annotations
 
-from fleet.models import NOT_REACHED, PROBE_TROUBLE, Run
+from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, Run
 
 EXIT_OK, EXIT_USAGE, EXIT_UNREACHED, EXIT_PROBE_FAILED, EXIT_DRIFT = 0, 2, 4, 8, 16
 EXIT_CHECK_FAILED = 32  # a rule of severity error failed (with --strict: or was not judged)
@@ -36,11 +36,14 @@ def exit_code(run: Run) -> int:
 def fabric_exit_code(run: Run) -> int:
     """As exit_code, but a host that took no part in `fleet fabric` (reached, yet unable to run
     a rank: no torch, no GPU; the section's `skipped_hosts`) sets 4, as one not reached: nothing
-    failed there, nothing was measured. 8 stays for groups that failed and named suspects."""
+    failed there, nothing was measured. 8 stays for groups that failed and named suspects. A node
+    the scheduler reports unusable (drained, down) is skipped too, but sets no bit, as in
+    exit_code: it is not part of the usable fleet."""
     if run.interrupted:
         return EXIT_INTERRUPTED
     left_out = set((run.fabric or {}).get("skipped_hosts") or {})
-    code = EXIT_UNREACHED if left_out else EXIT_OK
+    not_usable = {name for name, o in run.hosts.items() if o.status in NOT_USABLE}
+    code = EXIT_UNREACHED if left_out - not_usable else EXIT_OK
     statuses = {o.status for name, o in run.hosts.items() if name not in left_out}
     if statuses & NOT_REACHED:
         code |= EXIT_UNREACHED

@@ -164,14 +164,14 @@ def divergence_block(stdout: str, fact: str) -> str:
     raise AssertionError(f"no divergence block for {fact}:\n{stdout}")
 
 
-def finding_lines(stdout: str, marker: str) -> str:
-    """A check-grade finding (`  ✗ HOSTS  text`) whose first line holds `marker`, with the lines
-    it wraps onto."""
+def finding_lines(stdout: str, hosts: str) -> str:
+    """The error finding on exactly `hosts` (`✗ HOSTS: what`, folded names as printed), with the
+    lines under it (`    → action: fix`)."""
     lines = stdout.splitlines()
     for index, line in enumerate(lines):
-        if line.startswith("  ✗ ") and marker in line:
-            return "\n".join([line, *_takewhile_indented(lines[index + 1 :], 5)])
-    raise AssertionError(f"no check-grade finding with {marker!r}:\n{stdout}")
+        if line.startswith(f"✗ {hosts}: "):
+            return "\n".join([line, *_takewhile_indented(lines[index + 1 :], 4)])
+    raise AssertionError(f"no error finding on {hosts!r}:\n{stdout}")
 
 
 def _takewhile_indented(lines: list[str], indent: int = 6) -> list[str]:

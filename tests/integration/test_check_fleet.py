@@ -7,6 +7,8 @@ absent everywhere: its band rules must be reported "skipped", never passed or fa
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -60,8 +62,10 @@ def host_env(capture: str, stub: str, extra: dict[str, str]) -> dict[str, str]:
 
 
 def check_fleet(
-    farm: SshdFarm, tmp_path: Path, stacks: dict[str, Any], subnet: int
+    farm: SshdFarm, tmp_path: Path, stacks: dict[str, Any], subnet: int, *options: str
 ) -> tuple[FleetResult, Path]:
+    """`fleet check --pack inference OPTIONS` over `stacks`; the result's document is the run
+    the check judged (its --json is the check document, which names the run)."""
     for index, (name, (capture, stub, extra)) in enumerate(stacks.items()):
         farm.start(name, f"127.0.{subnet}.{index + 1}", host_env(capture, stub, extra))
     known = farm.known_hosts(tmp_path / "known_hosts", list(stacks))
@@ -76,17 +80,21 @@ def check_fleet(
         "-i",
         str(inventory),
         "--quick",
+        *options,
         "--junit",
         str(junit),
         "--json",
-        str(tmp_path / "run.json"),
+        str(tmp_path / "check.json"),
     )
-    return result, junit
+    check = json.loads((tmp_path / "check.json").read_text())
+    run = json.loads(Path(check["run"]["location"]).read_text())
+    return dataclasses.replace(result, run=run), junit
 
 
 @pytest.fixture(scope="module")
 def broken(farm: SshdFarm, tmp_path_factory: pytest.TempPathFactory) -> tuple[FleetResult, Path]:
-    return check_fleet(farm, tmp_path_factory.mktemp("check-broken"), BROKEN_FLEET, 12)
+    # --details: every rule's per-host rows and fixes after the verdict and the findings
+    return check_fleet(farm, tmp_path_factory.mktemp("check-broken"), BROKEN_FLEET, 12, "--details")
 
 
 @pytest.fixture(scope="module")
@@ -94,12 +102,14 @@ def clean(farm: SshdFarm, tmp_path_factory: pytest.TempPathFactory) -> tuple[Fle
     return check_fleet(farm, tmp_path_factory.mktemp("check-clean"), CLEAN_FLEET, 13)
 
 
-def junit_failures(junit: Path) -> set[tuple[str, str]]:
+def junit_failures(junit: Path, prefix: str = "fleet.check.") -> set[tuple[str, str]]:
+    """(rule, host) of every failed rule testcase; with prefix="fleet.findings.", (finding kind,
+    host) of the findings suite's failures."""
     root = ET.parse(junit).getroot()
     return {
-        ((case.get("classname") or "").removeprefix("fleet.check."), case.get("name") or "")
+        ((case.get("classname") or "").removeprefix(prefix), case.get("name") or "")
         for case in root.iter("testcase")
-        if case.find("failure") is not None
+        if case.find("failure") is not None and (case.get("classname") or "").startswith(prefix)
     }
 
 
@@ -113,8 +123,11 @@ def test_exactly_the_broken_rules_fail_on_exactly_the_broken_hosts(
 ) -> None:
     result, junit = broken
     assert junit_failures(junit) == EXPECTED_FAILURES, result.stdout
+    # the findings suite fails once per finding, on the two broken hosts only
+    findings = junit_failures(junit, "fleet.findings.")
+    assert {host for _, host in findings} == {"chk-bw-noarch", "chk-p2p-off"}, result.stdout
     root = ET.parse(junit).getroot()
-    assert root.get("failures") == str(len(EXPECTED_FAILURES))
+    assert root.get("failures") == str(len(EXPECTED_FAILURES) + len(findings))
 
 
 def test_exit_code_is_bit_32_alone(broken: tuple[FleetResult, Path]) -> None:
@@ -124,11 +137,12 @@ def test_exit_code_is_bit_32_alone(broken: tuple[FleetResult, Path]) -> None:
 
 def test_fixes_are_printed_with_observed_values(broken: tuple[FleetResult, Path]) -> None:
     out = broken[0].stdout
+    assert out.splitlines()[0] == "✗ check failed: chk-bw-noarch,chk-p2p-off fail 3 error rule(s)"
     assert "chk-bw-noarch: observed 12.0" in out
     assert "fix: torch 2.7.0+cu126 has no kernels for compute capability 12.0" in out
     assert "chk-p2p-off: observed 1" in out
     assert "fix: NCCL_P2P_DISABLE=1 on an NVLink host" in out
-    assert "✗ check failed: 3 error failure(s)" in out
+    assert "3 error failure(s) — torch-arch-supported on chk-bw-noarch;" in out
 
 
 def test_allreduce_rules_are_skipped_not_passed(broken: tuple[FleetResult, Path]) -> None:
@@ -165,7 +179,10 @@ def test_clean_fleet_exits_0_but_is_not_called_passed(clean: tuple[FleetResult, 
     result, junit = clean
     assert result.returncode == 0, result.stdout + result.stderr
     assert junit_failures(junit) == set()
-    assert "? check incomplete" in result.stdout
+    assert result.stdout.startswith("? check incomplete: no error failures, but "), result.stdout
     assert "check passed" not in result.stdout
     # every rule that reads the allreduce probe, said once for the three hosts
-    assert re.search(r"\d+ rules on clean-\[1-3\]: probe allreduce absent", result.stdout)
+    said = re.findall(
+        r"not judged: \d+ rules on clean-\[1-3\] \(skipped: probe allreduce absent", result.stdout
+    )
+    assert len(said) == 1, result.stdout

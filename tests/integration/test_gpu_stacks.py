@@ -61,11 +61,11 @@ def test_torch_without_sm120_is_shown(stack_run) -> None:
     assert devices[0]["capability"] == "12.0"
     assert devices[0]["arch_supported"] is False
     assert data(stack_run, "bw-pcie", "torch")["devices"][0]["arch_supported"] is True
-    # check-grade, first: the torch of bw-noarch cannot run on its GPUs (its peer in the
+    # a finding, first: the torch of bw-noarch cannot run on its GPUs (its peer in the
     # Blackwell cohort, bw-pcie, can: a 1–1 split, yet the host is named)
     finding = finding_lines(stack_run.stdout, "bw-noarch")
     assert "torch 2.7.0+cu126 cannot run on its GPUs: its arch list lacks sm_120" in finding
-    assert stack_run.stdout.index("bw-noarch  torch 2.7.0") < stack_run.stdout.index("in cohort")
+    assert stack_run.stdout.index("✗ bw-noarch: torch 2.7.0") < stack_run.stdout.index("key facts")
 
 
 def test_host_where_only_private_symmetric_memory_resolves_is_shown(stack_run) -> None:
@@ -96,6 +96,7 @@ def test_nccl_p2p_disable_host_is_shown(stack_run) -> None:
     row = finding_lines(stack_run.stdout, "p2p-off")
     assert "NCCL transport settings differ: NCCL_P2P_DISABLE=1" in row
     assert "(the rest of 2× H200: unset)" in row
+    assert "→ fix-config: NCCL_P2P_DISABLE=1 on an NVLink host" in row  # what to do, under it
     in_cohort = divergence_block(stack_run.full_diff(), "torch.version")
     assert "on symm-old" not in in_cohort  # same torch as its cohort: only its class differs
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import FleetResult, run_fleet
+from tests.integration.conftest import FleetResult, finding_lines, run_fleet
 from tests.integration.mixed_fleet import (
     MIXED8,
     NO_SM120,
@@ -51,20 +51,32 @@ def test_probe_output_is_short_and_fits_80_columns(mixed: tuple[Path, FleetResul
 
 
 def test_the_two_real_problems_come_first(mixed: tuple[Path, FleetResult]) -> None:
+    """Right under the hosts table, before any detail: the two odd hosts, each with its reason
+    and what to do."""
     _, result = mixed
+    lines = result.stdout.splitlines()
+    table_end = next(i for i, line in enumerate(lines) if line.startswith("└"))
+    assert lines[table_end + 1] == "findings (2 errors, 1 info):", result.stdout
+    errors = [line for line in lines if line.startswith("✗ ")]
+    assert len(errors) == 2, result.stdout
+    assert errors[0].startswith(f"✗ {NO_SM120}: torch 2.6.0+cu124 cannot run on its GPUs")
+    assert errors[1].startswith(f"✗ {P2P_OFF}: NCCL transport settings differ: NCCL_ALGO=Tree")
+    sm120 = " ".join(finding_lines(result.stdout, NO_SM120).split())
+    assert "its arch list lacks sm_120" in sm120
+    assert "→ fix-config: torch 2.6.0+cu124 has no kernels for compute capability 12.0" in sm120
+    p2p = " ".join(finding_lines(result.stdout, P2P_OFF).split())
+    assert "NCCL_P2P_DISABLE=1" in p2p
+    assert "→ fix-config: h07: NCCL_ALGO=Tree, NCCL_P2P_DISABLE=1, where the other" in p2p
+    # both before the detail: the key facts and the divergence follow them
+    assert lines.index(errors[1]) < lines.index("key facts")
     head = divergence(result.stdout)[:30]
     text = "\n".join(head)
     assert head[0].startswith("divergence: 8 hosts · 2 cohorts · odd: h[05,07] · ")
-    checks = [line for line in head if line.startswith("  ✗ ")]
-    assert checks[0].startswith(f"  ✗ {NO_SM120}  torch 2.6.0+cu124 cannot run on its GPUs")
-    assert "lacks sm_120" in checks[0]
-    assert checks[1].startswith(f"  ✗ {P2P_OFF}  NCCL transport settings differ: NCCL_ALGO=Tree")
-    assert "NCCL_P2P_DISABLE=1" in text
     # the H200 pair is a cohort, not two odd hosts with 200 facts each
-    assert "h[01-02]" in text
+    assert "  2× H200  h[01-02]" in text
     assert "odd: h[01-02" not in text
     assert "hardware fact(s) differ, as" in result.stdout
-    assert "fleet diff RUN --between lists them" in result.stdout
+    assert "every fact: fleet diff RUN (--between: the hardware ones too)" in result.stdout
 
 
 def saved_diff(tmp_path: Path, *args: str) -> FleetResult:
