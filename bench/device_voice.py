@@ -113,6 +113,14 @@ def live_steps(out_dir: Path, out: list[str]) -> None:
         out.append(f"job ended: exit {job.returncode}")
 
 
+def this_python_inventory(out_dir: Path) -> str:
+    """An inventory of this machine probed with this interpreter (the one with torch): by name,
+    `python3` is found outside the environment fleet runs in (fleet/transport/local.py)."""
+    path = out_dir / "inventory.yaml"
+    path.write_text(f"hosts:\n  local:\n    transport: local\n    python: {sys.executable}\n")
+    return str(path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True, type=Path)
@@ -125,7 +133,8 @@ def main() -> int:
         if not args.skip_gpubench:
             gpubench = str(args.out / "run_gpubench.json")
             runs = ("--runs-dir", "/tmp/fleet-runs", "--json", gpubench)
-            fleet(out, "gpubench", "probe", "-p", "gpubench", *runs)
+            inventory = this_python_inventory(Path("/tmp"))
+            fleet(out, "gpubench", "probe", "-i", inventory, "-p", "gpubench", *runs)
         live_steps(args.out, out)
     finally:
         (args.out / "voice.txt").write_text("\n".join(out) + "\n")

@@ -67,17 +67,18 @@ def print_finding(console: Console, finding: Finding) -> None:
         4,
     )
     if finding.action != "none":  # nothing to do: the line above is all there is to say
-        fix = first_sentence(finding.fix)
+        fix = first_sentence(finding.fix, max(MAX_FIX_CHARS, 2 * (console.width - 8)))
         say(console, f"    [cyan]→ {finding.action}[/]{': ' + escape(fix) if fix else ''}", 6)
 
 
-def first_sentence(text: str) -> str:
-    """The fix's first sentence, or its first MAX_FIX_CHARS characters cut at a word."""
+def first_sentence(text: str, most: int = MAX_FIX_CHARS) -> str:
+    """The fix's first sentence, or its first `most` characters cut at a word (about two lines
+    of the terminal: the JSON and the page keep the whole fix)."""
     text = " ".join(text.split())
     first = SENTENCE_END.split(text, maxsplit=1)[0]
-    if len(first) <= MAX_FIX_CHARS:
+    if len(first) <= most:
         return first
-    return first[:MAX_FIX_CHARS].rsplit(" ", 1)[0] + " …"
+    return first[:most].rsplit(" ", 1)[0] + " …"
 
 
 def _not_judged_text(line: NotJudgedLine, rule_count: int) -> str:
