@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE
 from fleet.api.comparing import cross_host_diff, drift
 from fleet.api.runs import load_run, resolve_run
@@ -25,7 +26,6 @@ from fleet.findings.model import SEVERITIES, Finding, NotJudgedLine
 from fleet.models import Run
 
 if TYPE_CHECKING:
-    from fleet.analysis.across_hosts.diff import FleetDiff
     from fleet.analysis.across_runs.drift import Drift
     from fleet.analysis.baselines.build import Baseline
     from fleet.analysis.baselines.judge import BaselineJudgement
@@ -54,6 +54,9 @@ class Judging:
     scope: str | None = None  # latest/previous: among this inventory's runs
     limit: str | None = None  # drift: only these hosts
     fail_on: str | None = None  # --fail-on: a finding at least this severe sets exit bit 32
+    # the cross-host diff: its divergence is detail and findings for one run; a drift between
+    # two says what changed, and its findings come from the hosts and the rules
+    divergence: bool = True
     probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
@@ -97,7 +100,11 @@ def assess(
 ) -> Assessment:
     """Judge `run` by `judging` with what `prepare` read. `probed_code`: the bits of probing
     it now (none for a saved run)."""
-    diff = cross_host_diff(run, judging.tolerance, judging.probe_dirs, judging.cohort_by)
+    diff = (
+        cross_host_diff(run, judging.tolerance, judging.probe_dirs, judging.cohort_by)
+        if judging.divergence
+        else FleetDiff(tuple(run.hosts), (), (), (), (), (), judging.tolerance)
+    )
     judged = _judged_baseline(run, judging, prepared)
     checks = _checks(run, judging, prepared, judged)
     moved = _drift(run, judging, prepared)
@@ -164,7 +171,7 @@ def _drift(run: Run, judging: Judging, prepared: Prepared) -> Drift | None:
 
 
 def _line_rates(run: Run, judging: Judging) -> tuple[CohortLineRate, ...]:
-    if not judging.rules:
+    if not (judging.rules and judging.gate):  # fleet check's: the others do not show them
         return ()
     from fleet.api.baselines import line_rates
 

@@ -99,6 +99,7 @@ def diff(
         tolerance=tolerance,
         baseline_run=str(run_file(old, runs_dir, scope)),  # OLD first: a missing one is said first
         rules=True,  # the new run's findings lead; the drift's exit bit is 16 alone
+        divergence=False,  # what changed is the drift's to say; fleet diff NEW for the rest
         fail_on=fail_on,
         baseline_file=baseline_file,
         runs_dir=runs_dir,
