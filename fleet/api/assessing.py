@@ -153,7 +153,11 @@ def _checks(
     from fleet.api.baselines import with_baseline
     from fleet.api.checking import evaluate
 
-    report = evaluate(prepared.rules, run, judging.probe_args, judging.strict)
+    rules = prepared.rules
+    if not judging.gate:  # findings only: a rule whose probes did not run would only be skipped
+        ran = set(run.probes)
+        rules = [rule for rule in rules if set(rule.needs) <= ran]
+    report = evaluate(rules, run, judging.probe_args, judging.strict)
     return with_baseline(report, judged) if judged is not None else report
 
 
