@@ -13,6 +13,7 @@ from rich.text import Text
 from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.hostsets import compact_hosts
 from fleet.models import ProbeResult, Run
+from fleet.render.terminal.wrap import Hanging
 from fleet.units.gpubench import facts as gpubench
 
 # NVIDIA's clock-event reasons as an operator reads them: a power cap under load is the GPU doing
@@ -90,7 +91,7 @@ def _not_measured(results: dict[str, ProbeResult]) -> Text | None:
     return text
 
 
-def _benches_view(benches: dict[str, Any], gpubench: Any) -> Table | Text:
+def _benches_view(benches: dict[str, Any], gpubench: Any) -> Table | Text | Group:
     medians = gpubench.cohort_medians(benches.values())
     sizes = gpubench.cohort_sizes(benches.values())
     rows = []
@@ -106,11 +107,13 @@ def _benches_view(benches: dict[str, Any], gpubench: Any) -> Table | Text:
             f"{gpubench.DEFAULT_PAIR_TOLERANCE:.0%} of the median pair)",
             style="dim",
         )
-        if gpus <= MAX_GPU_LINES:  # a few GPUs: what each measured, and its clocks under load
-            for host, data in benches.items():
-                for gpu in data.get("gpus") or []:
-                    text.append(f"\n  {host} {gpu_line(gpu)}")
-        return text
+        if gpus > MAX_GPU_LINES:
+            return text
+        lines: list[Text | Hanging] = [text]  # a few GPUs: each one's figures, clocks under load
+        for host, data in benches.items():
+            for gpu in data.get("gpus") or []:
+                lines.append(Hanging(Text(f"  {host} "), Text(gpu_line(gpu)), 4))
+        return Group(*lines)
     table = Table(title="gpubench: what is off", title_justify="left", expand=False)
     table.add_column("host", overflow="fold", no_wrap=True)
     table.add_column("finding", overflow="fold")
