@@ -72,7 +72,9 @@ class StderrNow(logging.StreamHandler):  # type: ignore[type-arg]
     given: fleet called twice in one process (the Python API, the tests) logs where it runs."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.setStream(sys.stderr)
+        # not setStream: it flushes the stream it replaces, which an earlier call may have
+        # closed (click's test runner, a Python program's own redirect)
+        self.stream = sys.stderr
         super().emit(record)
 
 
