@@ -79,12 +79,18 @@ class StderrNow(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 def enable_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    """--debug: log fleet's steps and print each failed host's exception chain on stderr."""
-    if value and not log.handlers:
+    """--debug: log fleet's steps and print each failed host's exception chain on stderr. Set on
+    every call, on or off: a process that runs fleet again (the Python API, the tests) logs only
+    where the call at hand asked for it."""
+    if not value:
+        if ctx.parent is None:  # the group's flag, read first: a command's may still turn it on
+            log.setLevel(logging.WARNING)
+        return
+    if not log.handlers:
         handler = StderrNow(sys.stderr)
         handler.setFormatter(logging.Formatter("debug: %(name)s: %(message)s"))
         log.addHandler(handler)
-        log.setLevel(logging.DEBUG)
+    log.setLevel(logging.DEBUG)
 
 
 def debug_flag() -> click.Option:

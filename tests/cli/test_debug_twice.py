@@ -7,10 +7,12 @@ from __future__ import annotations
 import io
 import logging
 import sys
+from pathlib import Path
 
 import pytest
 
 from fleet.cli.root import StderrNow
+from tests.helpers import invoke_fleet
 
 
 def test_a_closed_earlier_stderr_is_never_written_or_flushed(
@@ -23,3 +25,14 @@ def test_a_closed_earlier_stderr_is_never_written_or_flushed(
     monkeypatch.setattr(sys, "stderr", now)
     handler.emit(logging.LogRecord("fleet", logging.DEBUG, __file__, 1, "hello", None, None))
     assert now.getvalue() == "hello\n"
+
+
+def test_debug_holds_only_for_the_call_that_asked(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.json")
+    asked = invoke_fleet(tmp_path, "diff", missing, "--debug")
+    assert "Traceback" in asked.stderr  # the cause chain, as asked
+    group = invoke_fleet(tmp_path, "--debug", "diff", missing)
+    assert "Traceback" in group.stderr  # before the command too
+    later = invoke_fleet(tmp_path, "diff", missing)
+    assert later.returncode == 2
+    assert "Traceback" not in later.stderr, later.stderr
