@@ -27,7 +27,7 @@ from fleet.analysis.across_hosts.findings import CHECK, COHORT, HARDWARE, SOFTWA
 from fleet.analysis.across_runs.drift import Drift
 from fleet.findings.model import Finding
 from fleet.hostsets import compact_hosts, count_hosts
-from fleet.render.grouping import group_across, pair_rows, short, unreported_groups
+from fleet.render.grouping import first_sentence, group_across, pair_rows, short, unreported_groups
 
 DIFF_SCHEMA = "fleet.diff/3"
 DRIFT_SCHEMA = DIFF_SCHEMA  # told apart by "kind": "drift"
@@ -81,6 +81,9 @@ def findings_list(findings: Sequence[Finding]) -> list[dict[str, Any]]:
     return [finding.to_dict() for finding in findings]
 
 
+MARKDOWN_FIX_CHARS = 200  # of a finding's fix, in its list item
+
+
 def findings_markdown(findings: Sequence[Finding]) -> list[str]:
     """The findings as a Markdown list, most severe first: who, what, and what to do."""
     lines = ["## fleet: findings, most severe first", ""]
@@ -91,19 +94,9 @@ def findings_markdown(findings: Sequence[Finding]) -> list[str]:
         hosts = md_text(compact_hosts(finding.hosts)) if finding.hosts else "fleet"
         line = f"- **{finding.severity}** {hosts}{where}: {md_text(finding.what)}"
         if finding.action != "none":
-            line += f" — action `{finding.action}`: {md_text(first_sentence(finding.fix))}"
+            line += f" — action `{finding.action}`: {md_text(first_sentence(finding.fix, MARKDOWN_FIX_CHARS))}"
         lines.append(line)
     return [*lines, ""]
-
-
-def first_sentence(text: str, most: int = 200) -> str:
-    """A fix's first sentence (or its first `most` characters, cut at a word)."""
-    text = " ".join(text.split())
-    first = SENTENCE_END.split(text, maxsplit=1)[0]
-    return first if len(first) <= most else first[:most].rsplit(" ", 1)[0] + " …"
-
-
-SENTENCE_END = re.compile(r"(?<=[a-z0-9)][.])\s")
 
 
 # Markdown: every text that goes into a table cell or a list item is escaped here, so a value that

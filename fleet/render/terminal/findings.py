@@ -8,7 +8,6 @@ never dropped without a word; the JSON document holds them all.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -18,12 +17,12 @@ from rich.text import Text
 
 from fleet.findings.model import Finding, NotJudgedLine
 from fleet.hostsets import compact_hosts
+from fleet.render.grouping import first_sentence
 from fleet.render.terminal.wrap import say
 
 MARK = {"error": "[bold red]✗[/]", "warning": "[bold yellow]![/]", "info": "[dim]·[/]"}
 MAX_SHOWN = 12
 MAX_FIX_CHARS = 110
-SENTENCE_END = re.compile(r"(?<=[a-z0-9)][.])\s")
 
 
 def render_findings(
@@ -69,16 +68,6 @@ def print_finding(console: Console, finding: Finding) -> None:
     if finding.action != "none":  # nothing to do: the line above is all there is to say
         fix = first_sentence(finding.fix, max(MAX_FIX_CHARS, 2 * (console.width - 8)))
         say(console, f"    [cyan]→ {finding.action}[/]{': ' + escape(fix) if fix else ''}", 6)
-
-
-def first_sentence(text: str, most: int = MAX_FIX_CHARS) -> str:
-    """The fix's first sentence, or its first `most` characters cut at a word (about two lines
-    of the terminal: the JSON and the page keep the whole fix)."""
-    text = " ".join(text.split())
-    first = SENTENCE_END.split(text, maxsplit=1)[0]
-    if len(first) <= most:
-        return first
-    return first[:most].rsplit(" ", 1)[0] + " …"
 
 
 def _not_judged_text(line: NotJudgedLine, rule_count: int) -> str:

@@ -13,20 +13,10 @@ from rich.text import Text
 from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.hostsets import compact_hosts
 from fleet.models import ProbeResult, Run
+from fleet.render.grouping import CLOCK_EVENT_WORDS
 from fleet.render.terminal.wrap import Hanging
 from fleet.units.gpubench import facts as gpubench
 
-# NVIDIA's clock-event reasons as an operator reads them: a power cap under load is the GPU doing
-# its job; slowdowns, thermal and power-brake events are the faults (gpubench's rules fail them).
-EVENT_WORDS = {
-    "sw_power_cap": "SW power cap (normal under load)",
-    "idle": "idle",
-    "applications_clocks_setting": "application clocks",
-    "sw_thermal_slowdown": "SW thermal slowdown",
-    "hw_slowdown": "HW slowdown",
-    "hw_thermal_slowdown": "HW thermal slowdown",
-    "hw_power_brake_slowdown": "HW power brake",
-}
 MAX_GPU_LINES = 8  # GPUs in all, up to which each gets its line when nothing is off
 
 
@@ -44,7 +34,7 @@ def gpu_line(gpu: dict[str, Any]) -> str:
         parts.append(f"· h2d/d2h {rates['h2d']:g}/{rates['d2h']:g} GB/s")
     load = gpu.get("load") or {}
     if load:
-        named = [EVENT_WORDS.get(e, e) for e in load.get("clock_events") or []]
+        named = [CLOCK_EVENT_WORDS.get(e, e) for e in load.get("clock_events") or []]
         events = ", ".join(named) or "no clock events"
         clocks = f"SM {load.get('sm_mhz_min')}–{load.get('sm_mhz_max')} MHz"
         power = f", {load['power_w_max']:g} W" if load.get("power_w_max") else ""

@@ -17,6 +17,7 @@ from rich.text import Text
 from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.hostsets import compact_hosts
 from fleet.models import Run
+from fleet.render.grouping import CLOCK_EVENT_WORDS
 from fleet.render.terminal.wrap import Hanging
 
 Line = tuple[str, str]  # (what, the line)
@@ -104,7 +105,7 @@ def _power(gpus: list[Mapping[str, Any]]) -> str:
 
 def _clocks(gpus: list[Mapping[str, Any]]) -> str:
     active = sorted({r for g in gpus for r in (g.get("clock_events") or {}).get("active") or []})
-    words = [EVENTS.get(reason, reason) for reason in active]
+    words = [CLOCK_EVENT_WORDS.get(reason, reason) for reason in active]
     return "clocks: " + (", ".join(words) if words else "no event")
 
 
@@ -114,18 +115,6 @@ def _xids(data: Mapping[str, Any]) -> str:
     if log.get("source") is None and not xids:
         return "kernel log not read"
     return f"Xid {', '.join(xids)} in the kernel log" if xids else "no Xid"
-
-
-# NVIDIA's clock-event reasons as an operator reads them: the power cap under load is a GPU at its
-# power limit doing its job; slowdowns are the faults (the rules fail them).
-EVENTS = {
-    "gpu_idle": "idle",
-    "sw_power_cap": "SW power cap (normal under load)",
-    "hw_slowdown": "HW slowdown",
-    "hw_thermal_slowdown": "HW thermal slowdown",
-    "hw_power_brake_slowdown": "HW power brake",
-    "sw_thermal_slowdown": "SW thermal slowdown",
-}
 
 
 def health_view(run: Run) -> Table | None:
