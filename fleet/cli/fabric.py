@@ -127,7 +127,7 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     "--master-port",
     "first_port",
     type=click.IntRange(1024, 65535),
-    help="First rendezvous port to try (default: random in 29500-39999).",
+    help="First rendezvous port to try (default: random in 29500-32767, below the ephemeral ports).",
 )
 @click.option(
     "--env",

@@ -15,7 +15,9 @@ from fleet.errors import UsageError
 
 Group = tuple[str, ...]
 Round = list[Group]
-PORT_RANGE = (29500, 39999)
+# Below Linux's default ephemeral range (32768-60999): a port there may be held by any outgoing
+# connection or by the ranks' own gloo/NCCL sockets of a group running beside this one.
+PORT_RANGE = (29500, 32767)
 PAIR_MODES = (
     "ring, all, random:K, one (one round of disjoint pairs covering every host) or isolate"
     " (adaptive: screen groups, bisect the bad ones, confirm against good hosts)"
@@ -140,8 +142,12 @@ def with_master_first(group: Group, avoid: frozenset[str]) -> Group:
 
 
 def pick_port(rng: random.Random, taken: set[int]) -> int:
-    """A rendezvous port not handed out yet in this run; the master host checks it is free."""
+    """A rendezvous port not handed out yet in this run; the master host checks it is free.
+    Once every port of the range was handed out (thousands of groups), they are handed out again:
+    a port only needs to be free on its master when its group starts."""
     low, high = PORT_RANGE
+    if len(taken) > high - low:
+        taken.clear()
     while True:
         port = rng.randint(low, high)
         if port not in taken:

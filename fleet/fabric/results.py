@@ -47,6 +47,7 @@ class GroupResult:
     error: str | None = None  # why it failed, or why it was skipped
     env: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # per host
     round: int = 0
+    busy_ports: tuple[int, ...] = ()  # rendezvous ports its master found taken, before `port`
 
     @property
     def busbw_gbps(self) -> float | None:
@@ -73,6 +74,7 @@ class GroupResult:
             "port": self.port,
             "round": self.round,
             "sizes": [s.to_dict() for s in self.sizes],
+            **({"busy_ports": list(self.busy_ports)} if self.busy_ports else {}),
         }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 import statistics
@@ -255,14 +256,16 @@ class FabricRounds:
         """One group's allreduce; a busy rendezvous port means another port, up to PORT_ATTEMPTS."""
         ordered = plan.with_master_first(group, frozenset(self.failed_masters))
         placements = plan.place_ranks(ordered, found.usable, self.settings.backend)
+        busy: list[int] = []
         result: GroupResult | None = None
         for attempt in range(PORT_ATTEMPTS):
             port = self._port(attempt)
             reports, timed_out = await self._launch(placements, port, by_name)
             if reports[ordered[0]].of_type("port_busy"):
-                busy = f"port {port} busy on master {ordered[0]} after {attempt + 1} tries"
+                busy.append(port)
+                why = f"port {port} busy on master {ordered[0]} after {attempt + 1} tries"
                 result = GroupResult(
-                    ordered, "failed", len(placements), ordered[0], port, error=busy
+                    ordered, "failed", len(placements), ordered[0], port, error=why, round=index
                 )
                 continue
             result = conclude_group(
@@ -270,6 +273,8 @@ class FabricRounds:
             )
             break
         assert result is not None
+        # said in the document: a busy port costs a launch, which an operator may wonder about
+        result = dataclasses.replace(result, busy_ports=tuple(p for p in busy if p != result.port))
         if result.error and result.error.startswith("master "):
             self.failed_masters.add(ordered[0])  # the next round picks another master
         return result

@@ -4,6 +4,7 @@ master again in the next round."""
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from pathlib import Path
 
@@ -35,3 +36,30 @@ def test_a_failed_master_is_not_master_of_the_next_round(tmp_path: Path) -> None
     assert first["error"].startswith(f"master {first['master']}: rank 0 failed to use its GPU")
     assert ring["master"] != first["master"]
     assert result.returncode & 8
+
+
+@pytest.mark.torch
+def test_a_busy_rendezvous_port_costs_one_launch_and_is_said(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    holder = socket.socket()
+    holder.bind(("0.0.0.0", 0))
+    holder.listen()
+    busy = holder.getsockname()[1]
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text(
+        f"defaults: {{python: {sys.executable}, transport: local}}\nhosts:\n  one: {{}}\n  two: {{}}\n"
+    )
+    out = tmp_path / "fabric.json"
+    try:
+        result = run_fleet(
+            tmp_path, "fabric", "-i", str(inventory), "--backend", "gloo", "--sizes", "8",
+            "--timeout", "30", "--master-port", str(busy), "--no-group",
+            "--json", str(out), "--no-save",
+        )  # fmt: skip
+    finally:
+        holder.close()
+    assert result.returncode == 0, result.stderr
+    (pair,) = json.loads(out.read_text())["fabric"]["pairs"]
+    assert (pair["status"], pair["correct"]) == ("ok", True), pair
+    assert pair["busy_ports"] == [busy]
+    assert pair["port"] != busy

@@ -71,9 +71,14 @@ def test_all_pairs_of_usable_nodes_measured_drained_node_skipped(
     assert DRAIN_REASON in host["error"]
     assert document["transport"] == "slurm"
     assert document["slurm"]["nodes"]["gpu-05"]["reason"] == DRAIN_REASON
-    # each node launched once to be discovered, once per pair (3), once for the full group;
-    # gpu-05 never: every step held exactly its group's nodes
-    assert collections.Counter(cluster.launched()) == dict.fromkeys(USABLE, 5)
+    # each node launched once to be discovered, once per pair (3), once for the full group, and
+    # once more per busy rendezvous port its group met; gpu-05 never: every step held exactly its
+    # group's nodes
+    expected = collections.Counter(dict.fromkeys(USABLE, 5))
+    for group in [*document["fabric"]["pairs"], ring]:
+        for name in group["hosts"] * len(group.get("busy_ports", [])):
+            expected[name] += 1
+    assert collections.Counter(cluster.launched()) == expected
     assert cluster.wait_until_no_tasks() == []
     cluster.wait_until_no_jobs()
 

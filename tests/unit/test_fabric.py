@@ -78,6 +78,15 @@ def test_ranks_one_per_gpu_with_nccl_one_per_host_with_gloo_and_masters_avoid_fa
     taken: set[int] = set()
     ports = [plan.pick_port(random.Random(1), taken) for _ in range(50)]
     assert len(set(ports)) == 50
+    assert all(plan.PORT_RANGE[0] <= port < 32768 for port in ports)  # below the ephemeral range
+
+
+def test_ports_are_handed_out_again_once_the_range_is_spent() -> None:
+    low, high = plan.PORT_RANGE
+    taken = set(range(low, high + 1))  # thousands of groups had one each
+    port = plan.pick_port(random.Random(1), taken)
+    assert low <= port <= high
+    assert taken == {port}
 
 
 def ok(a: str, b: str, busbw: float) -> GroupResult:
