@@ -1,5 +1,6 @@
-"""`fleet fabric --slurm ...` against the real Slurm test cluster (tests/slurm/cluster.py): gloo ranks
-on CPU with the real torch, each group its own srun step over exactly its nodes, gpu-05 drained."""
+"""`fleet fabric --slurm ...` (all pairs, isolate, inside a job) against the real Slurm test
+cluster (tests/slurm/cluster.py): gloo ranks on CPU with the real torch, each group its own srun
+step over exactly its nodes, gpu-05 drained."""
 
 from __future__ import annotations
 
@@ -77,6 +78,37 @@ def test_all_pairs_of_usable_nodes_measured_drained_node_skipped(
     expected = collections.Counter(dict.fromkeys(USABLE, 5))
     for group in [*document["fabric"]["pairs"], ring]:
         for name in group["hosts"] * len(group.get("busy_ports", [])):
+            expected[name] += 1
+    assert collections.Counter(cluster.launched()) == expected
+    assert cluster.wait_until_no_tasks() == []
+    cluster.wait_until_no_jobs()
+
+
+def test_isolate_runs_each_group_as_its_own_step_and_skips_the_drained_node(
+    real_torch: SlurmCluster, tmp_path: Path
+) -> None:
+    """The adaptive search through Slurm: every group it ran was one srun step over exactly its
+    nodes (the launches add up), the drained node took no part, nothing was left running. Which
+    group is slow on loopback is noise, so only a generous tolerance keeps a suspect out."""
+    cluster = real_torch
+    result, document = fabric(
+        cluster, tmp_path, "--slurm", "partition=gpu", "--pairs", "isolate", "--tolerance", "4"
+    )
+    section = document["fabric"]
+    assert section["pair_mode"] == "isolate"
+    assert section["isolate"]["rounds"] >= 1
+    assert section["pairs"], section
+    for group in section["pairs"]:
+        assert (group["status"], group["correct"]) == ("ok", True), group
+        assert "gpu-05" not in group["hosts"]
+    assert DRAIN_REASON in (section["skipped_hosts"].get("gpu-05") or ""), section["skipped_hosts"]
+    # as with --pairs all, the only suspect is the node that could not be reached
+    assert [(s["kind"], s["hosts"]) for s in section["suspects"]] == [("host", ["gpu-05"])]
+    assert result.returncode == 0, result.stderr
+    # one discovery launch per usable node, then one per group it was in (and per busy port)
+    expected = collections.Counter(dict.fromkeys(USABLE, 1))
+    for group in section["pairs"]:
+        for name in group["hosts"] * (1 + len(group.get("busy_ports", []))):
             expected[name] += 1
     assert collections.Counter(cluster.launched()) == expected
     assert cluster.wait_until_no_tasks() == []
