@@ -21,33 +21,16 @@ import pytest
 
 from tests.cli.inprocess import invoke
 from tests.conftest import ROOT
-from tests.probes.ras_replay import Capture, load_capture, replay_server
+from tests.probes.ras_replay import replay_server, split_job_captures
 from tests.schema_check import errors
 
-RAS = ROOT / "tests" / "probes" / "golden" / "live" / "ras"
 ADDRESSES = {"gpu-a": "127.0.0.2", "gpu-b": "127.0.0.3"}
-
-
-def readdressed(capture: Capture, old: str, new: str, occurrence: int | None = None) -> Capture:
-    """The capture with a rank's host address changed (all of them, or only the Nth)."""
-    needle = f'"host": "{old}"'
-    parts = capture.report.split(needle)
-    if occurrence is None:
-        report = capture.report.replace(needle, f'"host": "{new}"')
-    else:
-        before = needle.join(parts[: occurrence + 1])
-        report = before + f'"host": "{new}"' + needle.join(parts[occurrence + 1 :])
-    return Capture(dict(capture.replies), report, capture.text_report)
 
 
 @pytest.fixture
 def two_hosts(tmp_path: Path) -> Iterator[Path]:
     """The inventory of two local hosts, each with its RAS replay running."""
-    missing = load_capture(RAS / "nccl2289_missing_rank_json" / "exchange.txt")
-    missing = readdressed(missing, "192.0.2.2", ADDRESSES["gpu-a"], occurrence=0)
-    missing = readdressed(missing, "192.0.2.2", ADDRESSES["gpu-b"])  # rank 1, missing
-    own = load_capture(RAS / "h200x1_1rank_json" / "exchange.txt")
-    own = readdressed(own, "192.0.2.2", ADDRESSES["gpu-b"])
+    missing, own = split_job_captures(ADDRESSES["gpu-a"], ADDRESSES["gpu-b"])
     with replay_server(missing) as on_a, replay_server(own) as on_b:
         lines = ["hosts:"]
         for name, server in (("gpu-a", on_a), ("gpu-b", on_b)):

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 BEHAVIOURS = ("replay", "silent", "close_early", "garbage", "stall")
+RAS_CAPTURES = Path(__file__).parent / "golden" / "live" / "ras"
 
 
 @dataclass
@@ -59,6 +60,29 @@ def with_pid(capture: Capture, old: int, new: int) -> Capture:
     report = re.sub(rf'("pid": ){old}\b', rf"\g<1>{new}", capture.report)
     report = re.sub(rf"(process ){old}\b", rf"\g<1>{new}", report)
     return Capture(dict(capture.replies), report, capture.text_report)
+
+
+def readdressed(capture: Capture, old: str, new: str, occurrence: int | None = None) -> Capture:
+    """The capture with a rank's host address changed (all of them, or only the Nth)."""
+    needle = f'"host": "{old}"'
+    parts = capture.report.split(needle)
+    if occurrence is None:
+        report = capture.report.replace(needle, f'"host": "{new}"')
+    else:
+        before = needle.join(parts[: occurrence + 1])
+        report = before + f'"host": "{new}"' + needle.join(parts[occurrence + 1 :])
+    return Capture(dict(capture.replies), report, capture.text_report)
+
+
+def split_job_captures(on_a: str, on_b: str) -> tuple[Capture, Capture]:
+    """One job over two hosts, as each host's RAS server tells it: NCCL 2.28.9's report whose
+    missing rank lacks the comma after "nvml_dev", rank 0 moved to address `on_a` and the
+    missing rank 1 to `on_b`; and host b's own 1-rank job (the real H200's), at `on_b`."""
+    missing = load_capture(RAS_CAPTURES / "nccl2289_missing_rank_json" / "exchange.txt")
+    missing = readdressed(missing, "192.0.2.2", on_a, occurrence=0)
+    missing = readdressed(missing, "192.0.2.2", on_b)  # rank 1, missing
+    own = load_capture(RAS_CAPTURES / "h200x1_1rank_json" / "exchange.txt")
+    return missing, readdressed(own, "192.0.2.2", on_b)
 
 
 def parse_capture(text: str) -> Capture:
