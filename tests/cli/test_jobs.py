@@ -21,7 +21,7 @@ import pytest
 
 from tests.cli.inprocess import invoke
 from tests.conftest import ROOT
-from tests.probes.ras_replay import replay_server, split_job_captures
+from tests.probes.ras_replay import split_job_hosts
 from tests.schema_check import errors
 
 ADDRESSES = {"gpu-a": "127.0.0.2", "gpu-b": "127.0.0.3"}
@@ -30,17 +30,9 @@ ADDRESSES = {"gpu-a": "127.0.0.2", "gpu-b": "127.0.0.3"}
 @pytest.fixture
 def two_hosts(tmp_path: Path) -> Iterator[Path]:
     """The inventory of two local hosts, each with its RAS replay running."""
-    missing, own = split_job_captures(ADDRESSES["gpu-a"], ADDRESSES["gpu-b"])
-    with replay_server(missing) as on_a, replay_server(own) as on_b:
+    with split_job_hosts(ADDRESSES["gpu-a"], ADDRESSES["gpu-b"], tmp_path) as options:
         lines = ["hosts:"]
-        for name, server in (("gpu-a", on_a), ("gpu-b", on_b)):
-            proc = tmp_path / f"proc-{name}"
-            proc.mkdir()
-            live = {
-                "proc": str(proc),
-                "ras_endpoints": [f"127.0.0.1:{server.server_address[1]}"],
-                "ras_read_timeout_s": 2,
-            }
+        for name, live in zip(("gpu-a", "gpu-b"), options):
             lines += [
                 f"  {name}:",
                 f"    address: {ADDRESSES[name]}",

@@ -19,7 +19,7 @@ import pytest
 from tests.faults.conftest import assert_nothing_left
 from tests.integration.conftest import run_fleet, ssh_host, write_inventory
 from tests.integration.sshd import SshdFarm
-from tests.probes.ras_replay import replay_server, split_job_captures
+from tests.probes.ras_replay import split_job_hosts
 from tests.schema_check import errors
 
 pytestmark = pytest.mark.integration
@@ -38,17 +38,9 @@ def jobs_farm(farm: SshdFarm) -> SshdFarm:
 
 @pytest.fixture
 def inventory(jobs_farm: SshdFarm, tmp_path: Path) -> Iterator[Path]:
-    missing, own = split_job_captures(ADDRESSES["jobs-a"], ADDRESSES["jobs-b"])
-    with replay_server(missing) as on_a, replay_server(own) as on_b:
+    with split_job_hosts(ADDRESSES["jobs-a"], ADDRESSES["jobs-b"], tmp_path) as options:
         hosts = {}
-        for name, server in (("jobs-a", on_a), ("jobs-b", on_b)):
-            proc = tmp_path / f"proc-{name}"
-            proc.mkdir()
-            live = {
-                "proc": str(proc),
-                "ras_endpoints": [f"127.0.0.1:{server.server_address[1]}"],
-                "ras_read_timeout_s": 2,
-            }
+        for name, live in zip(ADDRESSES, options):
             hosts[name] = ssh_host(jobs_farm, name, probe_args={"live": live})
         known = jobs_farm.known_hosts(tmp_path / "known_hosts", list(ADDRESSES))
         yield write_inventory(tmp_path / "jobs.yaml", jobs_farm, hosts, known)

@@ -34,6 +34,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 BEHAVIOURS = ("replay", "silent", "close_early", "garbage", "stall")
 RAS_CAPTURES = Path(__file__).parent / "golden" / "live" / "ras"
@@ -210,3 +211,26 @@ if __name__ == "__main__":  # by hand: python3 -m tests.probes.ras_replay CAPTUR
     with replay_server(load_capture(Path(sys.argv[1]))) as running:
         print(f"replaying {sys.argv[1]} on 127.0.0.1:{running.server_address[1]}")
         threading.Event().wait()
+
+
+@contextlib.contextmanager
+def split_job_hosts(
+    on_a: str, on_b: str, folder: Path
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """The live probe's options for hosts a and b of `split_job_captures`, each pointed at its own
+    running replay and reading an empty folder under `folder` as /proc (so neither host sees
+    this machine's processes, nor the other's)."""
+    missing, own = split_job_captures(on_a, on_b)
+    with replay_server(missing) as server_a, replay_server(own) as server_b:
+        options = []
+        for label, server in (("a", server_a), ("b", server_b)):
+            proc = folder / f"proc-{label}"
+            proc.mkdir()
+            options.append(
+                {
+                    "proc": str(proc),
+                    "ras_endpoints": [f"127.0.0.1:{server.server_address[1]}"],
+                    "ras_read_timeout_s": 2,
+                }
+            )
+        yield options[0], options[1]
