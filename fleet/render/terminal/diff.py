@@ -345,10 +345,10 @@ def outliers_view(outliers: Iterable[Outlier], tolerance: float) -> Text:
     return text
 
 
-def unreported_view(items: Iterable[Unreported]) -> Group:
+def unreported_view(items: Iterable[Unreported], heading: str = "not compared:") -> Group:
     """Hosts (or one probe on them) not compared, those failing the same way together; wrapped
     between words with a hanging indent (a fingerprint or a path is never broken)."""
-    lines: list[Any] = [Text("not compared:", style="bold")]
+    lines: list[Any] = [Text(heading, style="bold")]
     for probe, status, reason, hosts in unreported_groups(items):
         head = Text(f"  {hosts_text(hosts)}" + (f" {probe}" if probe else ""), style="magenta")
         body = Text(f"{status}{': ' + ' '.join(reason.split()) if reason else ''}")
@@ -414,7 +414,8 @@ def fleet_diff_brief(diff: FleetDiff, run_ref: str = "RUN") -> Group:
     if diff.clean or len(diff.hosts) < 2:
         absent = [u for u in diff.unreported if u.probe is not None]  # not reached: findings
         if absent:  # a probe that found nothing to measure says why, one host or many
-            parts.append(unreported_view(absent))
+            alone = len(diff.hosts) < 2  # one host: nothing was to be compared anyway
+            parts.append(unreported_view(absent, "not measured:" if alone else "not compared:"))
         return Group(*parts)
     if len(diff.cohorts) > 1:
         parts.append(cohorts_view(diff))
