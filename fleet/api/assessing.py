@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from fleet.analysis.across_runs.drift import Drift
     from fleet.analysis.baselines.build import Baseline
     from fleet.analysis.baselines.judge import BaselineJudgement
-    from fleet.checks import CheckReport, Rule
+    from fleet.checks import CheckReport, Probing, Rule
     from fleet.units.allreduce.linerate import CohortLineRate
 
 
@@ -69,6 +69,7 @@ class Prepared:
     sources: tuple[str, ...] = ()
     baseline: Baseline | None = None
     old: Run | None = None
+    probing: Probing | None = None  # how the rules files want the hosts probed (`probing:`)
 
 
 def prepare(judging: Judging, run_probes: Sequence[str] = ()) -> Prepared:
@@ -77,13 +78,12 @@ def prepare(judging: Judging, run_probes: Sequence[str] = ()) -> Prepared:
     may read a probe of yours that it ran)."""
     rules: Sequence[Rule] = ()
     sources: tuple[str, ...] = ()
+    probing = None
     if judging.rules:
-        from fleet.api.checking import load_checks
+        from fleet.api.checking import load_rule_set
 
-        loaded, named = load_checks(
-            judging.packs, judging.rules_files, judging.probe_dirs, run_probes
-        )
-        rules, sources = loaded, tuple(named)
+        found = load_rule_set(judging.packs, judging.rules_files, judging.probe_dirs, run_probes)
+        rules, sources, probing = found.rules, found.sources, found.probing
     baseline = None
     if judging.baseline_file:
         from fleet.api.baselines import load_baseline
@@ -92,7 +92,7 @@ def prepare(judging: Judging, run_probes: Sequence[str] = ()) -> Prepared:
     old = None
     if judging.baseline_run:
         old = load_run(resolve_run(judging.baseline_run, judging.runs_dir, judging.scope))
-    return Prepared(rules, sources, baseline, old)
+    return Prepared(rules, sources, baseline, old, probing)
 
 
 def assess(

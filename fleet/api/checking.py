@@ -13,7 +13,7 @@ from fleet.execution.bundle import available_probes, refuse_broken
 from fleet.models import Run
 
 if TYPE_CHECKING:
-    from fleet.checks import CheckReport, Rule
+    from fleet.checks import CheckReport, Probing, Rule
 
 DEFAULT_PACK = "inference"
 
@@ -67,25 +67,51 @@ def load_checks(
     each set came from. No packs and no files: the `inference` pack. Rules may read your own
     probes too (`probe_dirs`, $FLEET_PROBE_DIR), and the probes of the saved run they will judge
     (`run_probes`, its Run.probes), wherever their files are now."""
-    from fleet.checks import check_unique_ids, load_rules, pack_path
+    found = load_rule_set(packs, rules_files, probe_dirs, run_probes)
+    return found.rules, list(found.sources)
 
-    chosen = list(packs) if packs or rules_files else [DEFAULT_PACK]
+
+@dataclass(frozen=True)
+class RuleSet:
+    """The rules of some packs and files, where they came from, and how they want the hosts
+    probed (their `probing:` together)."""
+
+    rules: list[Rule]
+    sources: tuple[str, ...]
+    probing: Probing
+
+
+def load_rule_set(
+    packs: Sequence[str] = (),
+    rules_files: Sequence[str | Path] = (),
+    probe_dirs: Sequence[str | Path] = (),
+    run_probes: Sequence[str] = (),
+) -> RuleSet:
+    """load_checks, with the files' `probing:`. A rule that two packs share (one took it from
+    the other with `rules_from`: the same rule at the same FILE:LINE) is judged once."""
+    from fleet.checks import check_unique_ids, load_rules_file, pack_path
+
+    chosen = [(f"pack {name}", pack_path(name)) for name in (packs or ())]
+    chosen += [(str(path), Path(path)) for path in rules_files]
+    if not chosen:
+        chosen = [(f"pack {DEFAULT_PACK}", pack_path(DEFAULT_PACK))]
     probes = available_probes(probe_dirs)
     names = [*probes, *(n for n in run_probes if n not in probes)]
     rules: list[Rule] = []
-    sources: list[str] = []
-    for name in chosen:
-        rules += load_rules(pack_path(name), names)
-        sources.append(f"pack {name}")
-    for path in rules_files:
-        rules += load_rules(path, names)
-        sources.append(str(path))
+    seen: set[tuple[str, str]] = set()
+    probing: Probing | None = None
+    for label, path in chosen:
+        loaded = load_rules_file(path, names, label)
+        rules += [r for r in loaded.rules if (r.id, r.source) not in seen]
+        seen |= {(r.id, r.source) for r in loaded.rules}
+        probing = loaded.probing if probing is None else probing.merged(loaded.probing)
     check_unique_ids(rules)
     needed = {n for rule in rules for n in rule.needs if n in probes and n not in run_probes}
     refuse_broken(
         (probes[n] for n in sorted(needed)), probes, "or leave out the rules that read it"
     )
-    return rules, sources
+    assert probing is not None  # at least one file was read
+    return RuleSet(rules, tuple(label for label, _ in chosen), probing)
 
 
 def evaluate(

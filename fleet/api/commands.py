@@ -10,6 +10,7 @@ bits, so that the CLI parses options, calls one, prints and exits.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from fleet.models import Run
 
 if TYPE_CHECKING:
     from fleet.api.hosts import Selection
+    from fleet.checks import Probing
     from fleet.execution.bundle import Bundle
     from fleet.execution.fanout import Events
 
@@ -54,6 +56,7 @@ class ProbePlan:
     selection: Selection
     bundle: Bundle
     options: ProbeOptions
+    notes: tuple[str, ...] = ()  # what the rules files' `probing:` chose, a line each
 
     @classmethod
     def make(
@@ -62,8 +65,9 @@ class ProbePlan:
         """Read what judging needs (a bad rules or baseline file fails first), then `select` the
         hosts and build the bundle (bad probe names fail before any host is contacted)."""
         prepared = prepare(judging)
+        options, notes = with_rules_probing(options, prepared.probing)
         selection = select()
-        return cls(judging, prepared, selection, build_probe_bundle(options), options)
+        return cls(judging, prepared, selection, build_probe_bundle(options), options, notes)
 
     @property
     def host_count(self) -> int:
@@ -112,6 +116,28 @@ def assess_run(run: Run, judging: Judging, where: str, probed_code: int = 0) -> 
     prepared = prepare(judging, run.probes)
     with collection_paused():  # a verdict per rule and host, no garbage: fleet.collector
         return assess(run, judging, prepared, where, probed_code)
+
+
+def with_rules_probing(
+    options: ProbeOptions, probing: Probing | None
+) -> tuple[ProbeOptions, tuple[str, ...]]:
+    """`options` with what the rules files' `probing:` asks for where the command line left it
+    open (no -p: their probes; no --sample: their sample, when health runs), and a line saying
+    each choice and the option that overrides it."""
+    if probing is None:
+        return options, ()
+    notes = []
+    if options.probes is None and probing.probes is not None:
+        options = dataclasses.replace(options, probes=probing.probes)
+        notes.append(f"{probing.source}: probes {', '.join(probing.probes)} (-p to choose)")
+    health_runs = options.probes is None or "health" in options.probes
+    if options.health_sample_s is None and probing.sample_s is not None and health_runs:
+        options = dataclasses.replace(options, health_sample_s=probing.sample_s)
+        notes.append(
+            f"{probing.source}: health reads its counters twice, {probing.sample_s:g} s apart "
+            "(--sample to change)"
+        )
+    return options, tuple(notes)
 
 
 @dataclass(frozen=True)

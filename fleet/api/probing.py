@@ -67,6 +67,8 @@ class ProbeOptions:
     accept_new: bool = False  # record unknown host keys in fleet's own known_hosts
     probe_dirs: Sequence[str | Path] = ()  # folders of your own probes (also $FLEET_PROBE_DIR)
     extra_probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # the health probe reads its error counters twice, this many seconds apart (--sample)
+    health_sample_s: float | None = None
     slurm_args: Sequence[str] = ()  # srun options a site needs: account, QoS, reservation, gres
     slurm_gpus: str = "exclusive"  # how srun asks for the nodes' GPUs: exclusive | none | N
     # told of each host key --accept-new records, one line: host, fingerprint, file
@@ -96,6 +98,8 @@ def build_probe_bundle(options: ProbeOptions) -> Bundle:
 def probe_args_from(options: ProbeOptions) -> dict[str, dict[str, Any]]:
     """Options as per-probe arguments; they override the inventory's probe_args."""
     args: dict[str, dict[str, Any]] = {k: dict(v) for k, v in options.extra_probe_args.items()}
+    if options.health_sample_s:
+        args.setdefault("health", {}).update(health_sample_args(options.health_sample_s))
     if options.imports:
         args.setdefault("imports", {})["specs"] = list(options.imports)
     if options.dir_modules:
@@ -106,6 +110,19 @@ def probe_args_from(options: ProbeOptions) -> dict[str, dict[str, Any]]:
         args.setdefault("gpubench", {})["quick"] = True
     if options.allreduce_matrix:
         args.setdefault("allreduce", {})["matrix"] = True
+    return args
+
+
+# The health probe's own deadline (its TIMEOUT_S) leaves room for a sample this long; a longer
+# one raises the probe's timeout with it.
+HEALTH_SAMPLE_ROOM_S = 15.0
+
+
+def health_sample_args(sample_s: float) -> dict[str, Any]:
+    """A sample of `sample_s` seconds as the health probe's arguments."""
+    args: dict[str, Any] = {"sample_s": sample_s}
+    if sample_s > HEALTH_SAMPLE_ROOM_S:
+        args["timeout_s"] = sample_s + 2 * HEALTH_SAMPLE_ROOM_S
     return args
 
 

@@ -26,12 +26,21 @@ from fleet.checks.model import (
     VERDICTS,
     CheckReport,
     NotJudged,
+    Probing,
     Rule,
     RuleResult,
+    RulesFile,
     RuleVerdict,
 )
 from fleet.checks.packs import available_packs, pack_path, packs_folder
-from fleet.checks.parser import RuleFileError, check_unique_ids, load_rules, parse_rules
+from fleet.checks.parser import (
+    RuleFileError,
+    check_unique_ids,
+    load_rules,
+    load_rules_file,
+    parse_rules,
+    parse_rules_file,
+)
 from fleet.checks.reads import Reads, seen
 from fleet.checks.sharing import HostDocuments
 from fleet.units.allreduce.facts import allreduce_summary
@@ -47,11 +56,13 @@ __all__ = [
     "HostDocuments",
     "HostHelpers",
     "NotJudged",
+    "Probing",
     "Reads",
     "Rule",
     "RuleFileError",
     "RuleResult",
     "RuleVerdict",
+    "RulesFile",
     "allreduce_summary",
     "available_packs",
     "check_unique_ids",
@@ -60,10 +71,12 @@ __all__ = [
     "format_value",
     "host_document",
     "load_rules",
+    "load_rules_file",
     "observed_text",
     "pack_path",
     "packs_folder",
     "parse_rules",
+    "parse_rules_file",
     "plain_copy",
     "render_fix",
     "seen",

@@ -58,6 +58,37 @@ KINDS = ("check", "uniform", "uniform_keys", "baseline")
 
 
 @dataclass(frozen=True)
+class Probing:
+    """How a rules file wants its hosts probed when `fleet check` probes them and the command line
+    does not say (a rules file's `probing:`): the probes to run (-p) and how long the health probe
+    samples its counters (--sample). A pack about health probes health, and reads the counters
+    twice; a pack about inference probes everything, once."""
+
+    probes: tuple[str, ...] | None = None
+    sample_s: float | None = None
+    source: str = ""  # the rules files that asked, as `pack NAME` or a path
+
+    def merged(self, other: Probing) -> Probing:
+        """Two rules files' wishes together: a file that names no probes wants every probe (so
+        then do both), else every probe either names; the longer sample."""
+        probes = None
+        if self.probes is not None and other.probes is not None:
+            probes = tuple(dict.fromkeys([*self.probes, *other.probes]))
+        samples = [s for s in (self.sample_s, other.sample_s) if s is not None]
+        source = ", ".join(s for s in (self.source, other.source) if s)
+        return Probing(probes, max(samples) if samples else None, source)
+
+
+@dataclass(frozen=True)
+class RulesFile:
+    """One rules file read: its rules (those taken from a pack by `rules_from` first) and its
+    `probing`."""
+
+    rules: list[Rule]
+    probing: Probing = field(default_factory=Probing)
+
+
+@dataclass(frozen=True)
 class Rule:
     """One rule of a rules file, its expressions compiled."""
 

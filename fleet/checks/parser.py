@@ -5,13 +5,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from fleet.checks.documents import helpers, results_beside_probes
 from fleet.checks.fixes import FIX_OWN, PLACEHOLDER
 from fleet.checks.language import Expression, compile_expression
-from fleet.checks.model import ACTIONS, EXPRESSION_KEYS, KINDS, RULE_KEYS, SEVERITIES, Rule
+from fleet.checks.model import (
+    ACTIONS,
+    EXPRESSION_KEYS,
+    KINDS,
+    RULE_KEYS,
+    SEVERITIES,
+    Probing,
+    Rule,
+    RulesFile,
+)
+from fleet.checks.packs import pack_path
 from fleet.errors import UsageError
 from fleet.yamlfile import Location
 
@@ -22,8 +33,19 @@ class RuleFileError(UsageError):
     """A rules file that cannot be used; the message starts with FILE:LINE (exit code 2)."""
 
 
+TOP_KEYS = ("rules", "description", "rules_from", "probing")
+PROBING_KEYS = ("probes", "sample")
+SAMPLE_RANGE_S = (0.5, 60.0)  # as fleet probe --sample
+
+
 def load_rules(path: str | Path, probes: Iterable[str]) -> list[Rule]:
     """Read and validate one rules file; `probes` are the names a rule may read."""
+    return load_rules_file(path, probes).rules
+
+
+def load_rules_file(path: str | Path, probes: Iterable[str], label: str = "") -> RulesFile:
+    """One rules file read and validated: its rules and its `probing` (`label` names the file
+    there, e.g. `pack health`; else its path)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError as exc:
@@ -32,28 +54,108 @@ def load_rules(path: str | Path, probes: Iterable[str]) -> list[Rule]:
         ) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise RuleFileError(f"cannot read rules file {path}: {exc}") from exc
-    return parse_rules(text, str(path), probes)
+    return parse_rules_file(text, str(path), probes, label)
 
 
 def parse_rules(text: str, path: str, probes: Iterable[str]) -> list[Rule]:
+    return parse_rules_file(text, path, probes).rules
+
+
+def parse_rules_file(text: str, path: str, probes: Iterable[str], label: str = "") -> RulesFile:
+    """One rules file's text read and validated (see load_rules_file)."""
     where = Location(path, RuleFileError)
     document = where.parse(
         text, hint="check the indentation and quoting near that line (quote JMESPath expressions)"
     )
-    if not isinstance(document, dict) or "rules" not in document:
+    if not isinstance(document, dict) or not ("rules" in document or "rules_from" in document):
         raise where.fail("a rules file is a mapping with a 'rules:' list", hint=_EXAMPLE_HINT)
-    unknown = [k for k in document if k not in ("rules", "description")]
+    unknown = [k for k in document if k not in TOP_KEYS]
     if unknown:
         raise where.at(document, unknown[0]).fail(
-            f"unknown key {unknown[0]!r} at the top level", hint="allowed: rules, description"
+            f"unknown key {unknown[0]!r} at the top level", hint=f"allowed: {', '.join(TOP_KEYS)}"
         )
-    raw_rules = document["rules"]
-    if not isinstance(raw_rules, list) or not raw_rules:
-        raise where.at(document, "rules").fail("'rules:' must be a non-empty list of rules")
     names = frozenset(probes) | results_beside_probes()
-    rules = [_parse_rule(raw, where.at(document, "rules"), names) for raw in raw_rules]
+    rules = _taken_rules(document, where, probes)
+    if "rules" in document:
+        raw_rules = document["rules"]
+        if not isinstance(raw_rules, list) or not raw_rules:
+            raise where.at(document, "rules").fail("'rules:' must be a non-empty list of rules")
+        rules += [_parse_rule(raw, where.at(document, "rules"), names) for raw in raw_rules]
     check_unique_ids(rules)
-    return rules
+    return RulesFile(rules, _probing(document, where, frozenset(probes), label or path))
+
+
+def _taken_rules(document: dict[Any, Any], where: Location, probes: Iterable[str]) -> list[Rule]:
+    """The rules `rules_from: {pack: NAME, ids: [ID or glob, …]}` takes from a built-in pack, in
+    the pack's order; each pattern must match one of its rules. Only fleet's own packs can be
+    named, and none of them takes from one that takes from it (tests/cli/test_pack_probing.py)."""
+    if "rules_from" not in document:
+        return []
+    here = where.at(document, "rules_from")
+    raw = document["rules_from"]
+    shape = "'rules_from:' is {pack: NAME, ids: [ID or glob, …]}"
+    example = "e.g. rules_from: {pack: inference, ids: ['health-*', gpu-count]}"
+    if not isinstance(raw, dict) or set(raw) != {"pack", "ids"}:
+        raise here.fail(shape, hint=example)
+    patterns = raw["ids"]
+    if (
+        not isinstance(patterns, list)
+        or not patterns
+        or not all(isinstance(p, str) and p.strip() for p in patterns)
+    ):
+        raise here.at(raw, "ids").fail("'ids:' is a list of rule ids or globs", hint=example)
+    try:
+        pack = pack_path(str(raw["pack"]))
+    except UsageError as exc:
+        raise here.at(raw, "pack").fail(exc.message, hint=exc.hint) from exc
+    offered = load_rules_file(pack, probes)
+    for pattern in patterns:
+        if not any(fnmatchcase(rule.id, pattern) for rule in offered.rules):
+            raise here.at(raw, "ids").fail(
+                f"{pattern!r} matches no rule of pack {raw['pack']}",
+                hint=f"its rules: {', '.join(r.id for r in offered.rules[:12])}, …",
+            )
+    return [r for r in offered.rules if any(fnmatchcase(r.id, p) for p in patterns)]
+
+
+def _probing(
+    document: dict[Any, Any], where: Location, probes: frozenset[str], label: str
+) -> Probing:
+    """`probing: {probes: [NAME, …], sample: SECONDS}`, both optional."""
+    raw = document.get("probing")
+    if raw is None:
+        return Probing()
+    here = where.at(document, "probing")
+    if not isinstance(raw, dict) or not raw or any(k not in PROBING_KEYS for k in raw):
+        raise here.fail(
+            "'probing:' is {probes: [NAME, …], sample: SECONDS}, either or both",
+            hint="e.g. probing: {probes: [gpu, health], sample: 5}",
+        )
+    chosen = raw.get("probes")
+    if chosen is not None and (
+        not isinstance(chosen, list) or not chosen or not all(isinstance(p, str) for p in chosen)
+    ):
+        raise here.at(raw, "probes").fail("'probes:' is a non-empty list of probe names")
+    unknown = [p for p in chosen or () if p not in probes]
+    if unknown:
+        raise here.at(raw, "probes").fail(
+            f"there is no probe {unknown[0]!r}", hint=f"probes: {', '.join(sorted(probes))}"
+        )
+    sample = raw.get("sample")
+    low, high = SAMPLE_RANGE_S
+    if sample is not None and (
+        isinstance(sample, bool)
+        or not isinstance(sample, (int, float))
+        or not low <= sample <= high
+    ):
+        raise here.at(raw, "sample").fail(
+            f"'sample:' is the seconds between the health probe's two reads, {low:g} to {high:g}"
+        )
+    return Probing(
+        None if chosen is None else tuple(chosen),
+        None if sample is None else float(sample),
+        label,
+    )
 
 
 _EXAMPLE_HINT = (

@@ -168,24 +168,9 @@ class ProbeRequest:
             probe_dirs=self.probe_dirs,
             slurm_args=srun_options(self.slurm_args),
             slurm_gpus=self.slurm_gpus,
-            extra_probe_args=health_sample_args(self.sample_s),
+            health_sample_s=self.sample_s,
             on_key_recorded=_say_key_recorded,
         )
-
-
-# The health probe's own deadline (its TIMEOUT_S) leaves room for a sample this long; a longer
-# one raises the probe's timeout with it.
-HEALTH_SAMPLE_ROOM_S = 15.0
-
-
-def health_sample_args(sample_s: float | None) -> dict[str, dict[str, Any]]:
-    """--sample as the health probe's arguments (none without it)."""
-    if not sample_s:
-        return {}
-    args: dict[str, Any] = {"sample_s": sample_s}
-    if sample_s > HEALTH_SAMPLE_ROOM_S:
-        args["timeout_s"] = sample_s + 2 * HEALTH_SAMPLE_ROOM_S
-    return {"health": args}
 
 
 def _say_key_recorded(line: str) -> None:
@@ -226,6 +211,8 @@ def probe_and_assess(
     ))  # fmt: skip
     for warning in plan.warnings:  # a broken probe file that was not chosen
         click.echo(f"warning: {warning}", err=True)
+    for note in plan.notes:  # what a rule pack chose where the command line did not
+        click.echo(note, err=True)
     # What is imported and built by now (modules, the inventory, the bundle) lives as long as the
     # command: frozen, the collector's full passes no longer walk it again while hosts answer
     # (fleet's own CPU at 1,024 Slurm nodes: about a tenth less).

@@ -91,7 +91,7 @@ def test_bad_rules_file_exits_2_before_probing(tmp_path: Path) -> None:
 def test_unknown_pack_and_missing_run_exit_2(tmp_path: Path) -> None:
     done = fleet(tmp_path, "check", "--details", "--run", str(REAL_RUN), "--pack", "training")
     assert done.returncode == 2
-    assert "packs: inference" in done.stderr
+    assert "packs: health, inference" in done.stderr
     done = fleet(tmp_path, "check", "--details", "--run", "latest")
     assert done.returncode == 2
     assert "no latest run" in done.stderr
