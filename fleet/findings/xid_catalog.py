@@ -73,36 +73,6 @@ RECOVERY_ACTIONS = (
 RECOVERY_TARGET = re.compile(r"\bto 0x[0-9a-fA-F]+ \(([^)]*)\)")
 UNKNOWN_ACTION = "inspect-hw"  # an Xid fleet does not know: look it up, check the GPU
 
-# Short meanings (fleet's words) of the codes a datacenter GPU most often logs; the others read
-# NVIDIA's description.
-MEANINGS = {
-    8: "GPU stopped processing (channel idle timeout)",
-    13: "graphics engine exception (usually the application)",
-    31: "GPU memory page fault (usually the application)",
-    32: "invalid or corrupted push buffer stream",
-    43: "GPU stopped processing (channel reset; usually the application)",
-    45: "preemptive cleanup after an earlier error",
-    48: "double-bit (uncorrectable) ECC error",
-    61: "internal micro-controller breakpoint/warning",
-    62: "internal micro-controller halt",
-    63: "ECC page retirement or row remapping recorded (reset to activate)",
-    64: "ECC page retirement or row remapping recording failure",
-    68: "video decoder (NVDEC) exception",
-    69: "graphics engine class error",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    92: "high single-bit ECC error rate",
-    94: "contained ECC error (the application that touched it must restart)",
-    95: "uncontained ECC error (every application on the GPU is affected)",
-    109: "context switch timeout",
-    119: "GSP RPC timeout",
-    120: "GSP error",
-    121: "C2C link error",
-    140: "unrecovered ECC error",
-    143: "GPU initialization failure",
-    154: "GPU recovery action changed",
-}
-
 # NVIDIA's catalog, one row per code: code, mnemonic, description, Resolution Bucket (Immediate
 # Action), Resolution Bucket (Investigatory Action).
 # fmt: off
@@ -213,7 +183,9 @@ CATALOG_ROWS: tuple[tuple[int, str, str, str, str], ...] = (
 class XidEntry:
     code: int
     mnemonic: str
-    meaning: str  # one line a human reads
+    # NVIDIA's description; fleet's own short words for an Xid are the host's, in each kernel_log
+    # event it reports (probes/_kernel_log.py XID_MEANINGS), not written again here
+    meaning: str
     nvidia_action: str  # the catalog's immediate-action bucket, as NVIDIA writes it
     nvidia_investigate: str  # its investigatory-action bucket
     action: str  # one word of ACTIONS
@@ -231,7 +203,7 @@ class KernelLine:
 def _entry(row: tuple[int, str, str, str, str]) -> XidEntry:
     code, mnemonic, description, immediate, investigate = row
     action = OVERRIDES.get(code) or BUCKET_ACTIONS.get(immediate, UNKNOWN_ACTION)
-    return XidEntry(code, mnemonic, MEANINGS.get(code, description), immediate, investigate, action)
+    return XidEntry(code, mnemonic, description, immediate, investigate, action)
 
 
 XIDS: dict[int, XidEntry] = {row[0]: _entry(row) for row in CATALOG_ROWS}

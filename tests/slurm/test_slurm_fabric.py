@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,13 @@ def by_pair(section: dict) -> dict[frozenset[str], dict]:
     return {frozenset(p["hosts"]): p for p in section["pairs"]}
 
 
+def busy_port_launches(groups: list[dict[str, Any]]) -> collections.Counter[str]:
+    """The launches a busy rendezvous port cost: the group's nodes once more per such port."""
+    return collections.Counter(
+        name for group in groups for _ in group.get("busy_ports", []) for name in group["hosts"]
+    )
+
+
 def test_all_pairs_of_usable_nodes_measured_drained_node_skipped(
     real_torch: SlurmCluster, tmp_path: Path
 ) -> None:
@@ -76,10 +84,9 @@ def test_all_pairs_of_usable_nodes_measured_drained_node_skipped(
     # once more per busy rendezvous port its group met; gpu-05 never: every step held exactly its
     # group's nodes
     expected = collections.Counter(dict.fromkeys(USABLE, 5))
-    for group in [*document["fabric"]["pairs"], ring]:
-        for name in group["hosts"] * len(group.get("busy_ports", [])):
-            expected[name] += 1
-    assert collections.Counter(cluster.launched()) == expected
+    assert collections.Counter(cluster.launched()) == expected + busy_port_launches(
+        [*document["fabric"]["pairs"], ring]
+    )
     assert cluster.wait_until_no_tasks() == []
     cluster.wait_until_no_jobs()
 
@@ -106,10 +113,8 @@ def test_isolate_runs_each_group_as_its_own_step_and_skips_the_drained_node(
     assert [(s["kind"], s["hosts"]) for s in section["suspects"]] == [("host", ["gpu-05"])]
     assert result.returncode == 0, result.stderr
     # one discovery launch per usable node, then one per group it was in (and per busy port)
-    expected = collections.Counter(dict.fromkeys(USABLE, 1))
-    for group in section["pairs"]:
-        for name in group["hosts"] * (1 + len(group.get("busy_ports", []))):
-            expected[name] += 1
+    ran = collections.Counter(name for group in section["pairs"] for name in group["hosts"])
+    expected = collections.Counter(USABLE) + ran + busy_port_launches(section["pairs"])
     assert collections.Counter(cluster.launched()) == expected
     assert cluster.wait_until_no_tasks() == []
     cluster.wait_until_no_jobs()

@@ -19,7 +19,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from fleet.analysis.across_hosts.cohorts import Cohort, cohort_of_hosts
 from fleet.analysis.across_hosts.divergence import (
@@ -30,6 +30,8 @@ from fleet.analysis.across_hosts.divergence import (
 )
 from fleet.analysis.across_hosts.findings import CrossCohort
 from fleet.analysis.facts import HostFacts, Value
+
+_Tagged = TypeVar("_Tagged", Divergence, SetDivergence)
 
 DEVICE_INDEX = re.compile(r'\[\d+\]|\."(?:GPU|NIC|mlx5_)?\d+"|\.(?:GPU|NIC)\d+')
 
@@ -105,13 +107,7 @@ class Splitter:
             inside[cohort] = dataclasses.replace(restricted, consequences=item.consequences)
             typical[cohort] = SPLIT if restricted.split else restricted.majority
         cross = self._cross(item.fact, typical, names=False)
-        tagged = dataclasses.replace(
-            item,
-            within=self._ordered(inside),
-            between=cross.pairs if cross else (),
-            hardware=cross is not None and not inside and not cross.software,
-        )
-        return tagged, inside, cross
+        return self._tagged(item, inside, cross), inside, cross
 
     def _per_cohort(self, item: Divergence) -> dict[str, dict[Value, list[str]]]:
         """Per cohort, its hosts by value: group by group when the diff kept the groups'
@@ -156,13 +152,19 @@ class Splitter:
                 inside[cohort] = set_divergence_of(item.fact, by_set)
             typical[cohort] = _typical_set(by_set)
         cross = self._cross(item.fact, typical, names=True)
-        tagged = dataclasses.replace(
+        return self._tagged(item, inside, cross), inside, cross
+
+    def _tagged(
+        self, item: _Tagged, inside: Mapping[str, Any], cross: CrossCohort | None
+    ) -> _Tagged:
+        """`item` with the cohorts it splits inside, the pairs of cohorts it differs between,
+        and whether it is only the cohorts' own hardware (they differ, none splits inside)."""
+        return dataclasses.replace(
             item,
             within=self._ordered(inside),
             between=cross.pairs if cross else (),
             hardware=cross is not None and not inside and not cross.software,
         )
-        return tagged, inside, cross
 
     def _ordered(self, cohorts: Iterable[str]) -> tuple[str, ...]:
         return tuple(sorted(cohorts, key=self.order.__getitem__))
