@@ -1,12 +1,6 @@
-"""Runs a script in a local subprocess: `fleet probe` (or `fleet fabric`) on this machine, no SSH.
-
-"This machine" is the user's machine, not fleet's own environment: an interpreter given by name
-(`python: python3`) is found on PATH as the user's shell outside fleet's virtual environment
-would find it (the venv's bin, $VIRTUAL_ENV/bin or sys.prefix/bin, left out of PATH), and it runs
-with that PATH and without VIRTUAL_ENV. When fleet's venv holds the only such interpreter, it is
-used, and the host's hint says that it is fleet's own environment; when another is used, the
-hint names both (fleet installed into the environment whose torch you meant to probe is told
-how to probe it: `python:`)."""
+"""Runs a script in a local subprocess: `fleet probe` (or `fleet fabric`, `fleet jobs`) on this
+machine, no SSH. Which interpreter "this machine" means is fleet.transport.local_python's: the one
+of fleet's own and the machine's `python3` that has the user's torch, said on the host's line."""
 
 from __future__ import annotations
 
@@ -14,11 +8,8 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-import shutil
 import signal
-import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 
 from fleet.errors import NoPythonError
 from fleet.models import Host
@@ -32,12 +23,24 @@ from fleet.transport.base import (
     read_tail,
 )
 from fleet.transport.launch import launch_argv
+from fleet.transport.local_python import UserPython, choose
 
 
 class LocalTransport:
+    def __init__(self) -> None:
+        # one choice per interpreter name for the whole run: every local host (and every fabric
+        # round) asks the same question, and the answer costs two interpreter starts
+        self._pythons: dict[str, asyncio.Future[UserPython]] = {}
+
     async def open_session(self, host: Host, handshake: HandshakeSlot) -> LocalSession:
         async with handshake:  # nothing to negotiate: the slot only starts the host's clock
-            return LocalSession(host)
+            return LocalSession(host, self.python_for)
+
+    async def python_for(self, name: str) -> UserPython:
+        """The interpreter `python: name` means here (fleet.transport.local_python)."""
+        if name not in self._pythons:
+            self._pythons[name] = asyncio.ensure_future(choose(name))
+        return await asyncio.shield(self._pythons[name])
 
     async def execute(self, host: Host, script: bytes, sink: OutputSink) -> ExecResult:
         return await execute(self, host, script, sink)
@@ -46,60 +49,16 @@ class LocalTransport:
         return None
 
 
-@dataclass(frozen=True)
-class UserPython:
-    """The interpreter to start, the environment to start it in, and a note for the host's hint
-    (None, unless it is fleet's own environment)."""
-
-    path: str
-    environ: Mapping[str, str]
-    note: str | None = None
-
-
-def fleets_own_bins(environ: Mapping[str, str]) -> set[str]:
-    """The bin folders of the virtual environment fleet runs in (activated or not)."""
-    prefixes = [environ.get("VIRTUAL_ENV", "")]
-    if sys.prefix != sys.base_prefix:
-        prefixes.append(sys.prefix)
-    return {os.path.realpath(os.path.join(p, "bin")) for p in prefixes if p}
-
-
-def user_python(python: str, environ: Mapping[str, str] = os.environ) -> UserPython:
-    """`python` as a user's shell outside fleet's venv finds it (see the module's doc)."""
-    own = fleets_own_bins(environ)
-    folders = environ.get("PATH", os.defpath).split(os.pathsep)
-    outside = os.pathsep.join(f for f in folders if os.path.realpath(f or ".") not in own)
-    clean = {k: v for k, v in environ.items() if k != "VIRTUAL_ENV"} | {"PATH": outside}
-    if os.sep in python or not own:  # a path is the user's own word
-        return UserPython(os.path.expanduser(python), environ)
-    found = shutil.which(python, path=outside)
-    mine = shutil.which(python, path=os.pathsep.join(folders))
-    if found:
-        if mine and os.path.realpath(os.path.dirname(mine)) in own:  # fleet's own came first
-            note = (
-                f"{python} here is {found}, as your shell finds it outside fleet's own virtual "
-                f"environment ({mine}); set python: {mine} to probe that one"
-            )
-            return UserPython(found, clean, note)
-        return UserPython(found, clean)
-    if mine is None:
-        return UserPython(python, clean)  # not found: exit 127, said as no_python
-    note = (
-        f"{python} is fleet's own virtual environment ({mine}): no other {python} is on PATH; "
-        "set python: to the interpreter whose packages you mean to probe"
-    )
-    return UserPython(mine, environ, note)
-
-
 class LocalSession:
-    def __init__(self, host: Host) -> None:
+    def __init__(self, host: Host, python_for: Callable[[str], Awaitable[UserPython]]) -> None:
         self.host = host
+        self.python_for = python_for
 
     async def close(self) -> None:
         return None  # run() stops its process on every exit path
 
     async def run(self, script: bytes, sink: OutputSink) -> ExecResult:
-        chosen = user_python(self.host.python)
+        chosen = await self.python_for(self.host.python)
         python = chosen.path
         try:
             # the launch wrapper too: a shim that hangs here is ended by its own deadline even

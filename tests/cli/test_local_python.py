@@ -1,13 +1,16 @@
-"""This machine, as its user sees it: the local transport finds `python: python3` as a shell
-outside fleet's virtual environment would, or names fleet's own environment when it holds the only
-one (issue 39, part 4); and a hung interpreter is said with the deadline that ended it.
+"""This machine, as its user sees it (issue 45): with `python: python3`, the local transport probes
+whichever of fleet's own interpreter and the machine's `python3` (found on PATH outside fleet's
+virtual environment) has torch; fleet's own when both have it, the machine's when neither has;
+the host's line says which and why. A path is taken as written; a hung interpreter is said with
+the deadline that ended it.
 
-The venvs are real (`python -m venv`); fleet runs in-process, in the venv the tests run in, with
-that venv (or a fresh one) activated the way `. .venv/bin/activate` does: its bin first on PATH and
-VIRTUAL_ENV set."""
+The interpreters are real (`python -m venv`); a stand-in torch is a package folder in a venv's
+site-packages (found by find_spec, never imported by the choice). fleet runs in-process; fleet's
+own interpreter is stood in for by `local_python.own_interpreter`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -17,19 +20,32 @@ from pathlib import Path
 
 import pytest
 
-from fleet.transport.local import user_python
+from fleet.transport import local_python
+from fleet.transport.local_python import UserPython, choose
 from tests.cli.inprocess import invoke
 from tests.conftest import ROOT
 
 LOCAL = ROOT / "inventory" / "local.yaml"
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real virtual environment (no pip: only its interpreter matters here)."""
-    folder = tmp_path_factory.mktemp("venv") / "venv"
+def make_venv(folder: Path, torch: bool) -> Path:
+    """A real virtual environment (no pip); with `torch`, a stand-in torch package in it."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    if torch:
+        (site,) = folder.glob("lib/python3*/site-packages")
+        (site / "torch").mkdir()
+        (site / "torch" / "__init__.py").write_text("__version__ = '0.0.0+standin'\n")
     return folder
+
+
+@pytest.fixture(scope="module")
+def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two interpreters with a stand-in torch, two without."""
+    root = tmp_path_factory.mktemp("venvs")
+    return {
+        name: make_venv(root / name, torch=name.endswith("torch"))
+        for name in ("own-torch", "own-bare", "machine-torch", "machine-bare")
+    }
 
 
 def tools(tmp_path: Path) -> Path:
@@ -43,36 +59,67 @@ def tools(tmp_path: Path) -> Path:
     return folder
 
 
-def test_an_activated_venv_is_passed_over(venv: Path, tmp_path: Path) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "python3").symlink_to(sys.executable)
-    path = os.pathsep.join([str(venv / "bin"), str(outside), "/usr/bin", "/bin"])
-    chosen = user_python("python3", {"PATH": path, "VIRTUAL_ENV": str(venv)})
-    assert chosen.path == str(outside / "python3")
-    assert chosen.note == (  # both named: fleet may live in the very venv meant to be probed
-        f"python3 here is {outside / 'python3'}, as your shell finds it outside fleet's own "
-        f"virtual environment ({venv}/bin/python3); set python: {venv}/bin/python3 to probe "
-        "that one"
-    )
-    assert "VIRTUAL_ENV" not in chosen.environ
-    assert str(venv / "bin") not in chosen.environ["PATH"].split(os.pathsep)
+def with_own(monkeypatch: pytest.MonkeyPatch, venv: Path) -> str:
+    """`venv` stands in for fleet's own environment (as `python3 -m fleet` run from it)."""
+    own = str(venv / "bin" / "python3")
+    monkeypatch.setattr(local_python, "own_interpreter", lambda: own)
+    return own
 
 
-def test_the_venvs_own_python_alone_is_named(venv: Path, tmp_path: Path) -> None:
-    path = os.pathsep.join([str(venv / "bin"), str(tools(tmp_path))])
-    chosen = user_python("python3", {"PATH": path, "VIRTUAL_ENV": str(venv)})
-    assert chosen.path == str(venv / "bin" / "python3")
-    assert chosen.note is not None
-    assert chosen.note.startswith(
-        f"python3 is fleet's own virtual environment ({venv}/bin/python3)"
-    )
+def chosen(own: Path, machine: Path, monkeypatch: pytest.MonkeyPatch) -> UserPython:
+    with_own(monkeypatch, own)
+    path = os.pathsep.join([str(own / "bin"), str(machine / "bin"), "/usr/bin", "/bin"])
+    return asyncio.run(choose("python3", {"PATH": path, "VIRTUAL_ENV": str(own)}))
 
 
-def test_a_path_is_taken_as_written(venv: Path) -> None:
-    chosen = user_python(str(venv / "bin" / "python3"), {"PATH": "/bin", "VIRTUAL_ENV": str(venv)})
-    assert chosen.path == str(venv / "bin" / "python3")
-    assert chosen.note is None
+@pytest.mark.parametrize(
+    ("own", "machine", "winner", "why"),
+    [
+        ("own-torch", "machine-bare", "own-torch", "fleet's own python3, the one with torch"),
+        ("own-bare", "machine-torch", "machine-torch", "python3 on PATH, the one with torch"),
+        ("own-torch", "machine-torch", "own-torch", "both have torch"),  # tie: fleet's own
+        ("own-bare", "machine-bare", "machine-bare", "neither it nor fleet's own"),  # tie
+    ],
+)
+def test_the_interpreter_with_torch_is_probed(
+    venvs: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    own: str,
+    machine: str,
+    winner: str,
+    why: str,
+) -> None:
+    choice = chosen(venvs[own], venvs[machine], monkeypatch)
+    assert choice.path == str(venvs[winner] / "bin" / "python3")
+    assert choice.note is not None
+    assert choice.note.startswith(f"probed {choice.path}, ")
+    assert why in choice.note
+    if winner.startswith("machine"):  # the machine's runs as a shell outside fleet's venv
+        assert "VIRTUAL_ENV" not in choice.environ
+        assert str(venvs[own] / "bin") not in choice.environ["PATH"].split(os.pathsep)
+    else:  # fleet's own runs in fleet's environment as it is
+        assert choice.environ["VIRTUAL_ENV"] == str(venvs[own])
+
+
+def test_the_venvs_own_python_alone_is_named(
+    venvs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own = with_own(monkeypatch, venvs["own-bare"])
+    path = os.pathsep.join([str(venvs["own-bare"] / "bin"), str(tools(tmp_path))])
+    choice = asyncio.run(choose("python3", {"PATH": path, "VIRTUAL_ENV": str(venvs["own-bare"])}))
+    assert choice.path == own
+    assert choice.note is not None
+    assert choice.note.startswith(f"probed {own}, fleet's own python3: no other python3")
+
+
+def test_a_path_is_taken_as_written(
+    venvs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_own(monkeypatch, venvs["own-torch"])
+    written = str(venvs["machine-bare"] / "bin" / "python3")
+    choice = asyncio.run(choose(written, {"PATH": "/bin", "VIRTUAL_ENV": "/nowhere"}))
+    assert choice.path == written
+    assert choice.note is None
 
 
 def probe_system(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, venv: str) -> dict:
@@ -84,30 +131,38 @@ def probe_system(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, ven
     return json.loads(out.read_text())["hosts"]["local"]  # type: ignore[no-any-return]
 
 
-def test_fleet_probe_from_inside_its_venv_probes_the_users_python(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_fleet_probe_from_its_own_bare_venv_probes_the_python3_with_torch(
+    venvs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The venv the tests run in, activated: `fleet probe` reports another interpreter."""
-    if sys.prefix == sys.base_prefix:
-        pytest.skip("the tests do not run in a virtual environment")
-    if not shutil.which("python3", path=os.environ.get("PATH", "").replace(sys.prefix, "/-")):
-        pytest.skip("no python3 outside the venv on PATH")
-    path = os.pathsep.join([str(Path(sys.prefix) / "bin"), os.environ.get("PATH", "")])
-    host = probe_system(tmp_path, monkeypatch, path, sys.prefix)
-    system = host["probes"]["system"]["data"]["python"]
-    assert not system["executable"].startswith(sys.prefix), system["executable"]
-    assert "outside fleet's own virtual environment" in host["hint"]
-
-
-def test_fleet_probe_names_its_own_venv_when_it_is_the_only_python(
-    venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = os.pathsep.join([str(venv / "bin"), str(tools(tmp_path))])
-    host = probe_system(tmp_path, monkeypatch, path, str(venv))
-    assert host["probes"]["system"]["data"]["python"]["prefix"] == str(venv)
-    assert host["hint"].startswith("python3 is fleet's own virtual environment")
+    """fleet in an environment of its own without torch, activated; the machine's python3 (on
+    PATH after it) has torch: that one is probed, and the host's line says why."""
+    with_own(monkeypatch, venvs["own-bare"])
+    machine = venvs["machine-torch"] / "bin" / "python3"
+    path = os.pathsep.join(
+        [str(venvs["own-bare"] / "bin"), str(machine.parent), "/usr/bin", "/bin"]
+    )
+    host = probe_system(tmp_path, monkeypatch, path, str(venvs["own-bare"]))
+    assert host["probes"]["system"]["data"]["python"]["prefix"] == str(venvs["machine-torch"])
+    assert host["hint"] == (
+        f"probed {machine}, python3 on PATH, the one with torch (fleet's own "
+        f"{venvs['own-bare']}/bin/python3 has none)"
+    )
     shown = invoke(tmp_path, "show", "latest")
-    assert "fleet's own virtual environment" in shown.stdout
+    assert "python3 on PATH, the one with torch" in " ".join(shown.stdout.split())
+
+
+def test_fleet_probe_from_the_torch_venv_probes_it(
+    venvs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python3 -m fleet` from the environment that holds torch (first on PATH); the python3
+    outside it has none: fleet's own is probed, not the one PATH finds outside."""
+    with_own(monkeypatch, venvs["own-torch"])
+    path = os.pathsep.join(
+        [str(venvs["own-torch"] / "bin"), str(venvs["machine-bare"] / "bin"), "/usr/bin", "/bin"]
+    )
+    host = probe_system(tmp_path, monkeypatch, path, str(venvs["own-torch"]))
+    assert host["probes"]["system"]["data"]["python"]["prefix"] == str(venvs["own-torch"])
+    assert "fleet's own python3, the one with torch" in host["hint"]
 
 
 def test_a_hung_interpreter_is_said_with_the_host_side_deadline(tmp_path: Path) -> None:
