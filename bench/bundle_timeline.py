@@ -42,15 +42,26 @@ def _traced(function, before, after=None):
 
 _TRACE_FILE = os.environ["FLEET_TRACE_FILE"]
 _trace("runner: script running")
-preloader_main = _traced(preloader_main, lambda procs, modules, *a: "preloader: start")
-_real_import = __import__
-fork_adopted_probe = _traced(
-    fork_adopted_probe, lambda proc, *a: "preloader: fork " + proc.name,
-    lambda proc, *a: "preloader: forked " + proc.name)
-child_main = _traced(child_main, lambda name, *a: "probe %s: child starts" % name)
-run_probe_source = _traced(
-    run_probe_source, lambda name, *a: "probe %s: runs" % name,
-    lambda name, *a: "probe %s: collected" % name)
+
+
+def _patch(name, before, after=None):
+    # wrap `name` wherever the runner's modules hold it: the runner's helpers live in modules
+    # of their own (RUNNER_MODULES), each imported by name
+    holders = [sys.modules[m] for m in list(sys.modules) if m.startswith("_runner_")]
+    original = next(getattr(h, name) for h in holders if hasattr(h, name))
+    wrapped = _traced(original, before, after)
+    for holder in holders:
+        if getattr(holder, name, None) is original:
+            setattr(holder, name, wrapped)
+    return wrapped
+
+
+_patch("preloader_main", lambda procs, modules, *a: "preloader: start")
+_patch("fork_adopted_probe", lambda proc, *a: "preloader: fork " + proc.name,
+       lambda proc, *a: "preloader: forked " + proc.name)
+_patch("child_main", lambda name, *a: "probe %s: child starts" % name)
+_patch("run_probe_source", lambda name, *a: "probe %s: runs" % name,
+       lambda name, *a: "probe %s: collected" % name)
 Scheduler.finish = _traced(
     Scheduler.finish, lambda self, proc, *a: "runner: reaped " + proc.name)
 run_bundle = _traced(run_bundle, lambda b: "runner: run_bundle", lambda b: "runner: done")

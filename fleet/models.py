@@ -102,6 +102,12 @@ class ProbeResult:
     # a probe that raised: the tail of its traceback (its last frames, file:line each); "" else
     traceback: str = ""
 
+    @property
+    def not_applicable(self) -> bool:
+        """The probe cannot apply to this host by its nature (allreduce on one GPU): it says so
+        with `ok: false` and `data.not_applicable: true`; rules that need it are n/a there."""
+        return self.status == "absent" and self.data.get("not_applicable") is True
+
     def to_dict(self) -> dict[str, Any]:
         document = {
             "status": self.status,

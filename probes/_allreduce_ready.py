@@ -11,6 +11,11 @@ from typing import Any, Dict, Optional, Tuple
 
 from _allreduce_config import Config
 
+# A result's data key: true when the probe cannot apply to this host by its nature (one GPU, where
+# an allreduce needs two), so that rules needing it are n/a there rather than not judged. The
+# controller reads the same key (fleet/models.py ProbeResult.not_applicable).
+NOT_APPLICABLE = "not_applicable"
+
 
 def describe_error(exc: BaseException) -> str:
     return ("%s: %s" % (type(exc).__name__, exc))[:500]
@@ -56,7 +61,8 @@ def _gpu_problem(torch: Any, config: Config, facts: Dict[str, Any]) -> Optional[
     facts["device_count"] = count
     if not available:
         return "CUDA not available (torch %s); backend gloo runs on CPU" % facts["torch_version"]
-    if count < 2:
+    if count < 2:  # by the host's nature, not a fault: its rules are n/a (NOT_APPLICABLE)
+        facts[NOT_APPLICABLE] = True
         return "only %d GPU: an allreduce needs 2 or more" % count
     if config.world_size is not None and config.world_size > count:
         return "world_size %d is more than the %d GPUs" % (config.world_size, count)

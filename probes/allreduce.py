@@ -37,7 +37,8 @@ FACTS = {
         "matrix.variants.*.elapsed_s",
     ],
     "sets": ["matrix.variants.*.failed_at"],
-    "hardware": ["device_count", "world_size"],  # one rank per GPU: as many as the machine has
+    # one rank per GPU: as many as the machine has (one GPU: the probe does not apply)
+    "hardware": ["device_count", "world_size", "not_applicable"],
 }
 # Files the bundle carries with this probe (never written): the ranks' program first, then the
 # helpers this file imports, each importable by name on the host (those they import included).

@@ -85,7 +85,8 @@ def _judge(
 
 
 def _precondition(rule: Rule, outcome: HostOutcome, view: RuleView) -> RuleVerdict | None:
-    """skipped (probe not ok) or n/a (`when:` false); None: go on judging."""
+    """skipped (probe not ok) or n/a (`when:` false, or a probe that cannot apply to the host);
+    None: go on judging."""
     name = outcome.name
     for probe in rule.needs:
         result = outcome.probes.get(probe)
@@ -96,6 +97,8 @@ def _precondition(rule: Rule, outcome: HostOutcome, view: RuleView) -> RuleVerdi
             return RuleVerdict(name, "n/a", reason=why)
         if result is None:
             return RuleVerdict(name, "skipped", reason=f"probe {probe} was not run")
+        if result.not_applicable:  # by the host's nature (one GPU): judged, and not a fault
+            return RuleVerdict(name, "n/a", reason=f"probe {probe} does not apply: {result.error}")
         if result.status != "ok":
             why = f": {result.error}" if result.error else ""
             return RuleVerdict(name, "skipped", reason=f"probe {probe} {result.status}{why}")

@@ -164,3 +164,60 @@ def test_a_failing_check_rule_never_says_its_reported_value_was_not_reported(
     for surface in (html.read_text(), junit.read_text()):
         assert "(not reported)" not in surface
     assert "observed" not in junit.read_text()
+
+
+H200X1 = GPULESS.parent / "h200x1_default_run.json"  # the real one-GPU host, probed as users do
+ALLREDUCE_RULES = {
+    "allreduce-correct",
+    "allreduce-latency-nvlink",
+    "allreduce-latency-pcie",
+    "allreduce-busbw-nvlink",
+    "allreduce-busbw-pcie",
+    "allreduce-configured-variant",
+}
+
+
+def verdicts_of(document: dict) -> dict[str, tuple[str, str]]:
+    """rule id → (status, reason) on the one host of a fleet.check document."""
+    return {
+        rule["id"]: (host["verdict"], host["reason"] or "")
+        for rule in document["rules"]
+        for host in rule["hosts"].values()
+    }
+
+
+def test_a_healthy_one_gpu_host_passes_with_allreduce_rules_not_applicable(
+    tmp_path: Path,
+) -> None:
+    """Issue 45: an allreduce needs two GPUs; on one its rules do not apply (n/a, with the
+    probe's reason), and the verdict is complete."""
+    done = invoke(tmp_path, "check", "--run", str(H200X1), "--json", "-")
+    assert done.exit_code == 0, done.output
+    document = json.loads(done.stdout)
+    assert document["outcome"] == "passed", document
+    verdicts = verdicts_of(document)
+    for rule in ALLREDUCE_RULES:
+        assert verdicts[rule] == (
+            "n/a",
+            "probe allreduce does not apply: only 1 GPU: an allreduce needs 2 or more",
+        )
+    shown = invoke(tmp_path, "check", "--run", str(H200X1))
+    assert shown.output.startswith("✓ check passed"), shown.output
+    strict = invoke(tmp_path, "check", "--run", str(H200X1), "--strict")
+    assert strict.exit_code == 0, strict.output  # n/a is judged: --strict has nothing to fail
+
+
+def test_an_allreduce_that_did_not_run_on_two_gpus_is_still_incomplete(tmp_path: Path) -> None:
+    """The same host with two GPUs whose allreduce could not run (no CUDA for torch): not
+    judged, so incomplete, and --strict fails it."""
+    document = run_document(H200X1)
+    allreduce = document["hosts"]["local"]["probes"]["allreduce"]
+    allreduce["data"] = {**allreduce["data"], "device_count": 2}
+    del allreduce["data"]["not_applicable"]
+    allreduce["error"] = "CUDA not available (torch 2.11.0+cu130); backend gloo runs on CPU"
+    path = write_run(tmp_path / "two.json", document)
+    done = invoke(tmp_path, "check", "--run", str(path), "--json", "-")
+    assert json.loads(done.stdout)["outcome"] == "incomplete"
+    assert verdicts_of(json.loads(done.stdout))["allreduce-correct"][0] == "skipped"
+    strict = invoke(tmp_path, "check", "--run", str(path), "--strict")
+    assert strict.exit_code == BIT_CHECK_FAILED, strict.output

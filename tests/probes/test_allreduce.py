@@ -697,3 +697,26 @@ def test_gloo_matrix_through_collect_keeps_the_whole_matrix_in_the_document():
     assert matrix["stopped_early"] is False
     assert matrix["winners"] == {"eager": {"8 B": "gloo:default"}}
     assert matrix["variants"]["gloo:default"]["rows"][0]["ratio"] == 1.0
+
+
+def stand_in_torch(available: bool, count: int) -> types.SimpleNamespace:
+    """What readiness() asks of torch: its version and CUDA's answers."""
+    cuda = types.SimpleNamespace(is_available=lambda: available, device_count=lambda: count)
+    return types.SimpleNamespace(__version__="2.11.0+cu130", cuda=cuda)
+
+
+@pytest.mark.parametrize(
+    ("available", "count", "not_applicable"),
+    [(True, 1, True), (True, 0, True), (False, 0, False), (True, 2, None)],
+)
+def test_one_gpu_is_not_applicable_a_missing_cuda_is_not(
+    monkeypatch: pytest.MonkeyPatch, available: bool, count: int, not_applicable: bool | None
+) -> None:
+    """Issue 45: with fewer than two GPUs the probe cannot apply (its rules are n/a); torch
+    without CUDA on a GPU host is a problem to report, not a property of the host."""
+    ready = load_helper("_allreduce_ready")
+    monkeypatch.setitem(sys.modules, "torch", stand_in_torch(available, count))
+    facts: dict = {"torch_version": "2.11.0+cu130"}
+    reason = ready._gpu_problem(sys.modules["torch"], CONFIG.parse_options({}), facts)
+    assert facts.get(ready.NOT_APPLICABLE) is (not_applicable or None)
+    assert (reason is None) is (not_applicable is None)
