@@ -9,10 +9,12 @@ evidence, not by PATH order alone. Two candidates:
 - the machine's: `python3` as a shell outside fleet's virtual environment finds it (fleet's bin
   folders left out of PATH, VIRTUAL_ENV unset), in that cleaned environment.
 
-The one with the user's GPU stack (torch findable, looked up with importlib's find_spec in a short
-child process: torch is never imported for this) is probed. Ties: fleet's own when both have it
-(the user installed fleet beside their torch), the machine's when neither has (a GPU-less host,
-or torch lives elsewhere: `python:` names it). The note says which rule chose, once, on the
+The one with the user's GPU stack (torch findable by importlib's find_spec: in this process for
+fleet's own, in a short child process for the machine's; torch is never imported for this) is
+probed. fleet's own is asked first and wins when it has torch, whatever the machine's has (the
+user installed fleet beside their torch: no second interpreter is started); the machine's when
+fleet's own has none, with torch or not (a GPU-less host, or torch lives elsewhere: `python:`
+names it). The note says which rule chose, once, on the
 host's line. A path (`python: /opt/venv/bin/python3`) is the user's own word and is taken as it is.
 Remote hosts are not affected: their `python:` runs as their login shell finds it.
 """
@@ -21,11 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.machinery
 import os
 import shutil
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # How long one interpreter may take to answer whether it has torch: a pyenv shim or a conda
@@ -95,7 +98,11 @@ def candidates(name: str, environ: Mapping[str, str]) -> Candidates:
 
 
 async def has_torch(path: str, environ: Mapping[str, str]) -> bool:
-    """Whether torch is findable by the interpreter at `path` (never imported: find_spec)."""
+    """Whether torch is findable by the interpreter at `path` (never imported: find_spec).
+    fleet's own interpreter is asked in this process (no second interpreter start), with the
+    paths the bundle will see: the current folder left out, as the host runner leaves it out."""
+    if path == sys.executable and environ is os.environ:
+        return torch_on_path(sys.path)
     try:
         process = await asyncio.create_subprocess_exec(
             path,
@@ -121,6 +128,13 @@ async def has_torch(path: str, environ: Mapping[str, str]) -> bool:
     return out.strip() == b"yes"
 
 
+def torch_on_path(paths: Sequence[str]) -> bool:
+    """Whether a torch package is on `paths`, the current folder's entries left out."""
+    here = os.getcwd()
+    kept = [p for p in paths if p not in ("", ".") and os.path.abspath(p) != here]
+    return importlib.machinery.PathFinder.find_spec("torch", kept) is not None
+
+
 async def choose(name: str, environ: Mapping[str, str] = os.environ) -> UserPython:
     """The interpreter `python: NAME` means on this machine (see the module's doc)."""
     if os.sep in name:  # a path is the user's own word
@@ -128,33 +142,26 @@ async def choose(name: str, environ: Mapping[str, str] = os.environ) -> UserPyth
     found = candidates(name, environ)
     if found.own is None or found.machine is None or found.own == found.machine:
         return _only_one(found)
-    own_has, machine_has = await asyncio.gather(
-        has_torch(found.own, found.own_environ),
-        has_torch(found.machine, found.machine_environ),
-    )
-    return decide(found, own_has, machine_has)
+    if await has_torch(found.own, found.own_environ):  # fleet's own wins: nothing more to ask
+        why = f"fleet's own {name}, which has torch (fleet's own comes first)"
+        return UserPython(found.own, found.own_environ, f"probed {found.own}, {why}")
+    return decide(found, await has_torch(found.machine, found.machine_environ))
 
 
 def as_written(path: str, environ: Mapping[str, str]) -> UserPython:
     return UserPython(os.path.expanduser(path), environ)
 
 
-def decide(found: Candidates, own_has: bool, machine_has: bool) -> UserPython:
-    """The rule, with both answers in hand: the one with torch; fleet's own on a tie with torch,
-    the machine's on a tie without."""
+def decide(found: Candidates, machine_has: bool) -> UserPython:
+    """fleet's own has no torch: the machine's, whether or not it has (a tie without torch goes
+    to the machine's); the note says which rule chose."""
     assert found.own is not None
     assert found.machine is not None
     own, machine, name = found.own, found.machine, found.name
-    if own_has and not machine_has:
-        why = f"fleet's own {name}, the one with torch ({machine} has none)"
-    elif machine_has and not own_has:
+    if machine_has:
         why = f"{name} on PATH, the one with torch (fleet's own {own} has none)"
-    elif own_has:
-        why = f"fleet's own {name}: it and {machine} both have torch"
     else:
         why = f"{name} on PATH: neither it nor fleet's own {own} has torch"
-    if own_has:
-        return UserPython(own, found.own_environ, f"probed {own}, {why}")
     return UserPython(machine, found.machine_environ, f"probed {machine}, {why}")
 
 

@@ -75,9 +75,9 @@ def chosen(own: Path, machine: Path, monkeypatch: pytest.MonkeyPatch) -> UserPyt
 @pytest.mark.parametrize(
     ("own", "machine", "winner", "why"),
     [
-        ("own-torch", "machine-bare", "own-torch", "fleet's own python3, the one with torch"),
+        ("own-torch", "machine-bare", "own-torch", "fleet's own python3, which has torch"),
         ("own-bare", "machine-torch", "machine-torch", "python3 on PATH, the one with torch"),
-        ("own-torch", "machine-torch", "own-torch", "both have torch"),  # tie: fleet's own
+        ("own-torch", "machine-torch", "own-torch", "fleet's own comes first"),  # tie
         ("own-bare", "machine-bare", "machine-bare", "neither it nor fleet's own"),  # tie
     ],
 )
@@ -162,7 +162,7 @@ def test_fleet_probe_from_the_torch_venv_probes_it(
     )
     host = probe_system(tmp_path, monkeypatch, path, str(venvs["own-torch"]))
     assert host["probes"]["system"]["data"]["python"]["prefix"] == str(venvs["own-torch"])
-    assert "fleet's own python3, the one with torch" in host["hint"]
+    assert "fleet's own python3, which has torch" in host["hint"]
 
 
 def test_a_hung_interpreter_is_said_with_the_host_side_deadline(tmp_path: Path) -> None:
@@ -181,3 +181,19 @@ def test_a_hung_interpreter_is_said_with_the_host_side_deadline(tmp_path: Path) 
     assert result.exit_code == 8, result.output
     assert host["status"] == "timeout"
     assert host["error"] == f"{shim} did not start the probes within 5 s"
+
+
+def test_fleets_own_interpreter_is_asked_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No second interpreter start for fleet's own: its sys.path is searched here, the current
+    folder left out (a torch/ there is not what the bundle would import)."""
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("")
+    assert local_python.torch_on_path([str(site)])
+    monkeypatch.chdir(site)
+    assert not local_python.torch_on_path(["", str(site)])
+    assert asyncio.run(local_python.has_torch(sys.executable, os.environ)) == (
+        local_python.torch_on_path(sys.path)
+    )
