@@ -150,7 +150,6 @@ def _checks(
     """The rules' verdicts, the baseline file's beside them (its rules baseline-allreduce, …)."""
     if not judging.rules:
         return _baseline_verdicts(run, judged)
-    from fleet.api.baselines import with_baseline
     from fleet.api.checking import evaluate
 
     rules = prepared.rules
@@ -158,7 +157,11 @@ def _checks(
         ran = set(run.probes)
         rules = [rule for rule in rules if set(rule.needs) <= ran]
     report = evaluate(rules, run, judging.probe_args, judging.strict)
-    return with_baseline(report, judged) if judged is not None else report
+    if judged is None:
+        return report
+    from fleet.api.baselines import with_baseline  # the baselines' modules: only when one is
+
+    return with_baseline(report, judged)
 
 
 def _drift(run: Run, judging: Judging, prepared: Prepared) -> Drift | None:

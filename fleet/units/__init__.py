@@ -16,6 +16,7 @@ lower stage never imports a higher one. Adding a probe: its unit's files and one
 from __future__ import annotations
 
 import importlib
+from collections.abc import Collection
 from types import ModuleType
 
 ROLES = ("facts", "checks", "terminal", "html")
@@ -85,9 +86,11 @@ def part(probe: str, role: str) -> ModuleType | None:
     return found
 
 
-def parts(role: str) -> list[tuple[str, ModuleType]]:
-    """Every unit's `role` part, in the table's order: (probe, module)."""
-    return [(probe, found) for probe in UNITS if (found := part(probe, role)) is not None]
+def parts(role: str, among: Collection[str] = ()) -> list[tuple[str, ModuleType]]:
+    """Every unit's `role` part, in the table's order: (probe, module); with `among`, only the
+    units of those probes (a run's: the others' parts are not even imported)."""
+    chosen = [probe for probe in UNITS if not among or probe in among]
+    return [(probe, found) for probe in chosen if (found := part(probe, role)) is not None]
 
 
 def _import(name: str) -> ModuleType | None:

@@ -91,7 +91,8 @@ def render_detail(
     if failed_probes:
         console.print(Text("failed probes", style="italic"))
         console.print(failed_probes)
-    for _, unit in parts("terminal"):  # each probe's own section (fleet/units/PROBE/terminal.py)
+    # each probe's own section (fleet/units/PROBE/terminal.py): of the probes the run holds
+    for _, unit in parts("terminal", among=run.probes):
         shown = unit.view(run, diff)
         if shown is not None:
             console.print(shown)
