@@ -205,6 +205,8 @@ def test_a_healthy_one_gpu_host_passes_with_allreduce_rules_not_applicable(
     assert shown.output.startswith("✓ check passed"), shown.output
     strict = invoke(tmp_path, "check", "--run", str(H200X1), "--strict")
     assert strict.exit_code == 0, strict.output  # n/a is judged: --strict has nothing to fail
+    shown = invoke(tmp_path, "show", str(H200X1))  # the probe's own line says it as the rules do
+    assert "allreduce  n/a: only 1 GPU: an allreduce needs 2 or more" in shown.output
 
 
 def test_an_allreduce_that_did_not_run_on_two_gpus_is_still_incomplete(tmp_path: Path) -> None:

@@ -299,8 +299,9 @@ def unreported(outcomes: Sequence[HostOutcome]) -> list[Unreported]:
             found.append(Unreported(outcome.name, None, outcome.status, outcome.error or ""))
             continue
         for probe, result in outcome.probes.items():
-            if result.status != "ok":
-                found.append(Unreported(outcome.name, probe, result.status, result.error or ""))
+            if result.status != "ok":  # one that cannot apply there says so as its rules do
+                status = "n/a" if result.not_applicable else result.status
+                found.append(Unreported(outcome.name, probe, status, result.error or ""))
     return found
 
 

@@ -32,7 +32,7 @@ def status_class(status: str) -> str:
         return "bad"
     if status in PROBE_TROUBLE or status in ("failed", "timeout", "fail", "unknown", "skipped"):
         return "warn"
-    return "ok" if status in ("ok", "pass", "absent") else "other"
+    return "ok" if status in ("ok", "pass", "absent", "n/a") else "other"
 
 
 def chip(status: str, text: str | None = None) -> str:
