@@ -17,7 +17,7 @@ from rich.text import Text
 
 from fleet.findings.model import Finding, NotJudgedLine
 from fleet.hostsets import compact_hosts
-from fleet.render.grouping import first_sentence
+from fleet.render.sentences import fix_line
 from fleet.render.terminal.wrap import say
 
 MARK = {"error": "[bold red]✗[/]", "warning": "[bold yellow]![/]", "info": "[dim]·[/]"}
@@ -66,7 +66,7 @@ def print_finding(console: Console, finding: Finding) -> None:
         4,
     )
     if finding.action != "none":  # nothing to do: the line above is all there is to say
-        fix = first_sentence(finding.fix, max(MAX_FIX_CHARS, 2 * (console.width - 8)))
+        fix = fix_line(finding.fix, max(MAX_FIX_CHARS, 2 * (console.width - 8)))
         say(console, f"    [cyan]→ {finding.action}[/]{': ' + escape(fix) if fix else ''}", 6)
 
 
