@@ -11,7 +11,13 @@ from fleet.render.html.markup import esc, hosts_label, row, table
 SEVERITY_CLASS = {"error": "sev-error", "warning": "sev-warning", "info": "dim"}
 
 
-def findings_section(findings: Sequence[Finding]) -> str:
+def findings_section(findings: Sequence[Finding], exit_code: int | None = None) -> str:
+    """The findings table; none: said green only where the exit code says nothing wrong."""
+    if not findings and exit_code:  # every host that did not finish is a finding: never here
+        return (
+            f'<p class="verdict odd"><b>no findings</b> in what fleet could judge, yet exit '
+            f"{exit_code}</p>"
+        )
     if not findings:
         return '<p class="verdict ok"><b>no findings</b>: nothing wrong that fleet can see</p>'
     rows = [_row(finding) for finding in findings]

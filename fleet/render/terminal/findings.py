@@ -31,9 +31,11 @@ def render_findings(
     not_judged: Sequence[NotJudgedLine] = (),
     limit: int = MAX_SHOWN,
     rule_count: int = 0,
+    exit_code: int = 0,
 ) -> None:
-    """The findings block: a heading that counts them, each finding, then what was not judged."""
-    console.print(Text.from_markup(heading(findings, bool(not_judged))))
+    """The findings block: a heading that counts them, each finding, then what was not judged.
+    `exit_code`: the command's, so that no heading is green above trouble."""
+    console.print(Text.from_markup(heading(findings, bool(not_judged), exit_code)))
     for finding in findings[:limit]:
         print_finding(console, finding)
     if len(findings) > limit:
@@ -44,7 +46,9 @@ def render_findings(
         say(console, f"  [yellow]not judged[/]: {escape(_not_judged_text(line, rule_count))}", 4)
 
 
-def heading(findings: Sequence[Finding], some_not_judged: bool = False) -> str:
+def heading(findings: Sequence[Finding], some_not_judged: bool = False, exit_code: int = 0) -> str:
+    if not findings and exit_code:  # every host that did not finish is a finding: never here
+        return f"[bold]no findings[/] in what fleet could judge, yet exit {exit_code}"
     if not findings and some_not_judged:
         return "[bold]no findings[/] in what was judged"
     if not findings:
