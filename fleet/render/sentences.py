@@ -61,7 +61,7 @@ def _ends_here(text: str, index: int) -> bool:
 
 def first_sentence(text: str, most: int) -> str:
     """The first sentence of `text`, cut at a word to `most` characters (`…` says so)."""
-    return _cut(sentences(text)[0] if text.strip() else "", most)
+    return cut_words(sentences(text)[0] if text.strip() else "", most)
 
 
 def fix_line(text: str, most: int) -> str:
@@ -74,7 +74,7 @@ def fix_line(text: str, most: int) -> str:
         return whole
     command = next((s for s in said if "`" in s), None)
     if command is None:
-        return _cut(said[0], most)
+        return cut_words(said[0], most)
     if command is not said[0] and len(said[0]) + len(SKIPPED) + len(command) <= most:
         return said[0] + SKIPPED + command
     return _keeping_command(command, most)
@@ -93,11 +93,11 @@ def _keeping_command(sentence: str, most: int) -> str:
     command = f"{tick}{code}`"
     after = after if len(command) + len(after) + 2 <= most else ""
     room = most - len(command) - len(after) - 2
-    lead = _cut(before.rstrip(), room) if room >= 8 else "…"
+    lead = cut_words(before.rstrip(), room) if room >= 8 else "…"
     return f"{lead} {command}{after}".strip()
 
 
-def _cut(text: str, most: int) -> str:
+def cut_words(text: str, most: int) -> str:
     """`text` cut at a word (never inside backticks) to `most` characters, `…` at the cut."""
     if len(text) <= most:
         return text

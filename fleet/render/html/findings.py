@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fleet.findings.from_checks import MATRIX_EXAMPLES
 from fleet.findings.model import Finding
 from fleet.render.html.markup import esc, hosts_label, row, table
 
@@ -24,6 +25,15 @@ def findings_section(findings: Sequence[Finding], exit_code: int | None = None) 
     return table(["severity", "hosts", "where", "what", "action", "fix"], rows, css="findings")
 
 
+def _every(finding: Finding) -> str:
+    """A matrix's every cell (P2P pairs, links) under a finding that names two of them."""
+    observed = finding.evidence.get("observed")
+    if not isinstance(observed, list) or len(observed) <= MATRIX_EXAMPLES:
+        return ""
+    items = "; ".join(str(item) for item in observed)
+    return f"<details><summary>all {len(observed)}</summary>{esc(items)}</details>"
+
+
 def _row(finding: Finding) -> str:
     related = len(finding.evidence.get("related") or ())
     more = f" <span class=dim>(+{related} related)</span>" if related else ""
@@ -33,7 +43,7 @@ def _row(finding: Finding) -> str:
             severity,
             hosts_label(finding.hosts) if finding.hosts else "fleet",
             esc(finding.where),
-            esc(finding.what) + more,
+            esc(finding.what) + more + _every(finding),
             f"<code>{esc(finding.action)}</code>",
             esc(finding.fix),
         ],

@@ -76,7 +76,7 @@ def render_checked(console: Console, assessment: Assessment, details: bool = Fal
     render_line_rates(console, list(assessment.line_rates))
     if details:
         console.print()
-        render_report(console, report, f"fleet check · {judged}")
+        render_report(console, report, f"fleet check · {judged}", every=True)
     else:
         console.print("[dim]every rule and host: --details (or --format json)[/]")
 
@@ -91,7 +91,10 @@ def _errors_in_table(assessment: Assessment) -> bool:
             return True
         if finding.kind in HOST_KINDS:
             said.update(finding.hosts)
-    return any(o.status != "ok" and o.name not in said for o in assessment.run.hosts.values())
+    return any(
+        (o.status != "ok" or o.error or o.hint) and o.name not in said
+        for o in assessment.run.hosts.values()
+    )
 
 
 # the findings of hosts that did not finish: their error and hint, said there, not in the table
