@@ -22,9 +22,8 @@ from fleet.findings.model import Finding
 from fleet.render.html.findings import findings_section
 from fleet.render.terminal.findings import print_finding
 from tests.cli.inprocess import REAL_RUN_DIR, invoke, write_run
-from tests.recorded import GOLDEN_GPU, data, make_run, rtx_pcie_host
+from tests.recorded import GOLDEN_GPU, data, host_with_p2p, make_run, rtx_pcie_host
 from tests.unit.helpers import pack_rules, verdict
-from tests.unit.test_check_matrix_summary import host_with_p2p
 
 GEFORCE8 = REAL_RUN_DIR / "geforce8_loopback.json"
 HEALTHY_5090 = ("g03", "g04", "g06", "g08")

@@ -66,6 +66,8 @@ def print_finding(console: Console, finding: Finding) -> None:
     more = f" [dim](+{related} related)[/]" if related else ""
     lead = f"{MARK[finding.severity]} [bold]{escape(hosts)}[/]{escape(where)}: "
     what = _fitted(console, lead, finding.what, more, cut_words)
+    if what != finding.what and _fitted(console, lead, finding.what, "", cut_words) == finding.what:
+        what, more = finding.what, ""  # the whole what rather than how many it took in
     say(console, f"{lead}{escape(what)}{more}", 4)
     if finding.action != "none":
         arrow = f"    [cyan]→ {finding.action}[/]: "
