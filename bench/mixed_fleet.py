@@ -5,6 +5,9 @@ RTX PRO 6000 Blackwell with one host lacking sm_120 and one with NCCL_P2P_DISABL
     python3 bench/mixed_fleet.py              # the output and its measurements
     python3 bench/mixed_fleet.py --record     # also (re)write the golden run document
                                               # tests/probes/golden/real_run/mixed8_loopback.json
+    python3 bench/mixed_fleet.py --geforce [--record]   # issue 46's fleet: h03-h08 2× GeForce
+                                              # RTX 5090 (GNS), hosts g01-g08,
+                                              # recorded as geforce8_loopback.json
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.integration.mixed_fleet import (  # noqa: E402
+    GEFORCE8,
+    MIXED8,
     NO_SM120,
     P2P_OFF,
     probe_mixed_fleet,
@@ -27,11 +32,12 @@ from tests.integration.mixed_fleet import (  # noqa: E402
 )
 from tests.integration.sshd import SshdFarm, find_sshd  # noqa: E402
 
-TARGET = ROOT / "tests" / "probes" / "golden" / "real_run" / "mixed8_loopback.json"
+GOLDEN = ROOT / "tests" / "probes" / "golden" / "real_run"
+FLEETS = {"mixed8": MIXED8, "geforce8": GEFORCE8}
 WIDTH = 80
 
 
-def measure(stdout: str) -> None:
+def measure(stdout: str, odd: tuple[str, str] = (NO_SM120, P2P_OFF)) -> None:
     lines = stdout.splitlines()
     over = [line for line in lines if len(line) > WIDTH]
     start = next((i for i, line in enumerate(lines) if line.startswith("divergence")), None)
@@ -41,7 +47,7 @@ def measure(stdout: str) -> None:
     print(f"lines over {WIDTH} columns: {len(over)}, each one name alone on its line: {alone}")
     for line in over:
         print(f"  {line}")
-    for host, what in ((NO_SM120, "without sm_120"), (P2P_OFF, "with NCCL_P2P_DISABLE")):
+    for host, what in zip(odd, ("without sm_120", "with NCCL_P2P_DISABLE")):
         where = next((i + 1 for i, line in enumerate(head) if host in line), None)
         print(f"the host {what} ({host}) in the divergence's first 30 lines: line {where}")
 
@@ -49,10 +55,12 @@ def measure(stdout: str) -> None:
 def main() -> int:
     sshd = find_sshd()
     assert sshd, "needs openssh-server"
+    name = "geforce8" if "--geforce" in sys.argv[1:] else "mixed8"
+    target = GOLDEN / f"{name}_loopback.json"
     with tempfile.TemporaryDirectory() as tmp:
         farm = SshdFarm(Path(tmp) / "farm", sshd)
         try:
-            inventory = start_mixed_fleet(farm, Path(tmp))
+            inventory = start_mixed_fleet(farm, Path(tmp), stacks=FLEETS[name])
             started = time.perf_counter()
             result = probe_mixed_fleet(Path(tmp), inventory)
             elapsed = time.perf_counter() - started
@@ -61,12 +69,12 @@ def main() -> int:
         print(result.stdout, end="")
         print(result.stderr[-2000:], end="", file=sys.stderr)
         print(f"--- fleet probe: exit {result.returncode}, {elapsed:.1f} s")
-        measure(result.stdout)
+        measure(result.stdout, (NO_SM120, P2P_OFF) if name == "mixed8" else ("g05", "g07"))
         if "--record" in sys.argv[1:]:
-            shutil.copy(Path(tmp) / "run.json", TARGET)
-            document = json.loads(TARGET.read_text())
+            shutil.copy(Path(tmp) / "run.json", target)
+            document = json.loads(target.read_text())
             print(
-                f"recorded {TARGET.relative_to(ROOT)}:",
+                f"recorded {target.relative_to(ROOT)}:",
                 {h: o["status"] for h, o in document["hosts"].items()},
             )
     return 0

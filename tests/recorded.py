@@ -115,3 +115,15 @@ def rtx_pcie_host() -> Host:
     ]
     torch["device_count"] = 8
     return host
+
+
+def host_with_p2p(status_of_link: dict[str, str]) -> Host:
+    """The RTX box with each pair's P2P status chosen by its topology link (PIX, NODE, SYS)."""
+    host = rtx_pcie_host()
+    gpu = data(host, "gpu")
+    devices, matrix = gpu["topology"]["devices"], gpu["topology"]["matrix"]
+    gpu["p2p_read"] = {
+        row: {col: status_of_link[matrix[i][j]] for j, col in enumerate(devices) if i != j}
+        for i, row in enumerate(devices)
+    }
+    return host

@@ -9,7 +9,8 @@ built-in packs (`packs/`). Pure: a Run in, a CheckReport out. The language: docs
     sharing    hosts grouped by what they reported, each rule judged once per group (HostDocuments)
     reads      what a rule's JMESPath can see of a host's document
     evaluate   every rule judged on every host; uniform: the cross-host rules
-    fixes      fix texts and values as a person reads them (render_fix, format_value)
+    fixes      fix texts and values as a person reads them (render_fix, format_value,
+               pairs_summary)
     packs/     the built-in rules files (available_packs, pack_path)
 
 Import from `fleet.checks`, not from its modules.
@@ -17,7 +18,7 @@ Import from `fleet.checks`, not from its modules.
 
 from fleet.checks.documents import HostHelpers, host_document, plain_copy
 from fleet.checks.evaluate import evaluate
-from fleet.checks.fixes import format_value, observed_text, render_fix
+from fleet.checks.fixes import LONG_LIST, format_value, observed_text, pairs_summary, render_fix
 from fleet.checks.language import EvaluationError, Expression, compile_expression, truthy
 from fleet.checks.model import (
     ACTIONS,
@@ -48,6 +49,7 @@ from fleet.units.allreduce.facts import allreduce_summary
 __all__ = [
     "ACTIONS",
     "CHECK_SCHEMA",
+    "LONG_LIST",
     "UNJUDGED",
     "VERDICTS",
     "CheckReport",
@@ -75,6 +77,7 @@ __all__ = [
     "observed_text",
     "pack_path",
     "packs_folder",
+    "pairs_summary",
     "parse_rules",
     "parse_rules_file",
     "plain_copy",

@@ -127,19 +127,28 @@ def format_value(value: Any) -> str:
 def _summarised(items: list[str]) -> str:
     """A long list read at a glance: an 8-GPU matrix has 56 pairs. Pairs (`GPU0→GPU1: NS`, from
     pairs_not) by value, with counts and a few examples; other lists by distinct item."""
-    pairs = [PAIR.match(item) for item in items]
-    if all(pairs):
-        by_value: dict[str, list[str]] = {}
-        for match in pairs:
-            assert match is not None
-            by_value.setdefault(match["value"], []).append(match["pair"])
-        ranked = sorted(by_value.items(), key=lambda entry: -len(entry[1]))
-        shown = [f"{v} × {len(p)} (e.g. {', '.join(p[:EXAMPLES])})" for v, p in ranked]
-        return f"{len(items)} pairs: " + "; ".join(shown)
+    pairs = pairs_summary(items)
+    if pairs is not None:
+        return pairs
     counts = Counter(items).most_common()
     shown = [f"{item} × {n}" if n > 1 else item for item, n in counts[:LONG_LIST]]
     more = f", … ({len(counts) - LONG_LIST} more distinct)" if len(counts) > LONG_LIST else ""
     return f"{len(items)} items: " + ", ".join(shown) + more
+
+
+def pairs_summary(items: list[str], examples: int = EXAMPLES) -> str | None:
+    """Pairs of a matrix (`GPU0→GPU1: GNS`, from pairs_not and pairs_in) as one line: the
+    count, each value with its count and `examples` pairs, most common first (`56 pairs: GNS ×
+    56 (e.g. GPU0→GPU1, GPU0→GPU2)`); None for a list that is not all pairs."""
+    by_value: dict[str, list[str]] = {}
+    for item in items:
+        match = PAIR.match(item)
+        if match is None:
+            return None
+        by_value.setdefault(match["value"], []).append(match["pair"])
+    ranked = sorted(by_value.items(), key=lambda entry: -len(entry[1]))
+    shown = [f"{v} × {len(p)} (e.g. {', '.join(p[:examples])})" for v, p in ranked]
+    return f"{len(items)} pairs: " + "; ".join(shown)
 
 
 def _setting(key: str, value: Any) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,13 +47,11 @@ class _FleetFunctions(jmespath_functions.Functions):
 
     @jmespath_functions.signature({"types": ["object"]}, {"types": []})
     def _func_pairs_not(self, matrix: Mapping[str, Any], value: Any) -> list[str]:
-        return [
-            f"{row}→{column}: {cell}"
-            for row, cells in matrix.items()
-            if isinstance(cells, Mapping)
-            for column, cell in cells.items()
-            if cell != value
-        ]
+        return _pairs(matrix, lambda cell: cell not in _values(value))
+
+    @jmespath_functions.signature({"types": ["object"]}, {"types": []})
+    def _func_pairs_in(self, matrix: Mapping[str, Any], value: Any) -> list[str]:
+        return _pairs(matrix, lambda cell: cell in _values(value))
 
     @jmespath_functions.signature({"types": ["object", "null"]}, {"types": ["array"]})
     def _func_with_prefix(
@@ -70,6 +68,22 @@ class _FleetFunctions(jmespath_functions.Functions):
         if items is None:
             return None
         return {k: v for k, v in items.items() if not k.startswith(_prefixes(prefixes))}
+
+
+def _values(value: Any) -> list[Any]:
+    """A value, or a list of values (`pairs_not(m, ['OK', 'GNS'])`), as a list."""
+    return value if isinstance(value, list) else [value]
+
+
+def _pairs(matrix: Mapping[str, Any], keep: Callable[[Any], bool]) -> list[str]:
+    """`["GPU0→GPU1: NS", …]`: the cells of `{row: {column: status}}` that `keep` keeps."""
+    return [
+        f"{row}→{column}: {cell}"
+        for row, cells in matrix.items()
+        if isinstance(cells, Mapping)
+        for column, cell in cells.items()
+        if keep(cell)
+    ]
 
 
 def _prefixes(items: list[Any]) -> tuple[str, ...]:

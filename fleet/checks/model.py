@@ -25,9 +25,11 @@ UNJUDGED = ("unknown", "skipped")
 _STATUS = operator.attrgetter("status")
 # What to do, one word from a fixed set (after GPUd's and NVSentinel's recommended actions, which
 # map NVIDIA's Xid catalog to the same few steps), most disruptive last. `check-access`: the host
-# was not reached (network, credentials, host key), nothing is known about its GPUs.
+# was not reached (network, credentials, host key), nothing is known about its GPUs; `retry`: it
+# did not finish (timed out, the run interrupted), nothing is known to be wrong there.
 ACTIONS = (
     "none",
+    "retry",
     "fix-config",
     "check-access",
     "restart-app",

@@ -124,7 +124,7 @@ def print_fleet_diff(
         click.echo(fleet_diff_markdown(result, between, assessment.findings), nl=False)
     elif json_path != "-":  # the document lists every differing fact, --between or not
         console = make_console()
-        render_findings(console, assessment.findings)
+        render_findings(console, assessment.findings, exit_code=assessment.exit_code)
         console.print(fleet_diff_view(result, between), crop=False)  # paths stay whole
     return assessment.exit_code | (0 if written else EXIT_NOT_KEPT)
 
@@ -139,7 +139,7 @@ def print_drift(assessment: api.Assessment, output_format: str, json_path: str |
         click.echo(drift_markdown(drift, assessment.findings), nl=False)
     elif json_path != "-":
         console = make_console()
-        render_findings(console, assessment.findings)
+        render_findings(console, assessment.findings, exit_code=assessment.exit_code)
         console.print(drift_view(drift), crop=False)
     return assessment.exit_code | (0 if written else EXIT_NOT_KEPT)
 

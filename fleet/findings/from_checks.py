@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from fleet.checks import CheckReport, Rule, RuleResult, RuleVerdict
+from fleet.checks import CheckReport, Rule, RuleResult, RuleVerdict, pairs_summary
 from fleet.findings.fold import fold
 from fleet.findings.model import Finding, NotJudgedLine
 from fleet.findings.xid_catalog import actions_in_text, most_disruptive
@@ -41,6 +41,7 @@ MAX_PLACES = 8  # a finding names at most this many places; the evidence holds t
 ECC_UNCORRECTED_INSPECT = 10
 REMAP_FAILURE = re.compile(r"\bfailure true\b")
 UNCORRECTED = re.compile(r"\b(\d+) uncorrected\b")
+MATRIX_EXAMPLES = 2  # example cells a finding names of a matrix (pairs, links)
 MAX_WHAT = 400  # characters of observed text in `what`; the evidence keeps the whole value
 
 
@@ -117,12 +118,20 @@ def _what(rule: Rule, verdict: RuleVerdict, lines: Sequence[str]) -> str:
     it wants, which reads as the opposite of what is wrong; the evidence is what is wrong)."""
     if not lines:
         return f"{rule.id}: {rule.description or 'failed'}"
-    seen = "; ".join(lines)
+    seen = _matrix_line(lines) or "; ".join(lines)
     if verdict.expected is not None:
         seen = f"{seen}, expected {_text(verdict.expected)}"
     if len(seen) > MAX_WHAT:
         seen = seen[: MAX_WHAT - 1].rstrip() + "…"
     return f"{rule.id}: {seen}"
+
+
+def _matrix_line(lines: Sequence[str]) -> str | None:
+    """A matrix's cells (P2P pairs, links) as one line: the count, each value's count and two
+    examples; the evidence keeps every cell (--details, JSON, the page list them)."""
+    if len(lines) <= MATRIX_EXAMPLES:
+        return None
+    return pairs_summary(list(lines), MATRIX_EXAMPLES)
 
 
 def _action(rule: Rule, lines: Sequence[str]) -> str:

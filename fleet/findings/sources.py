@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from fleet.analysis.across_hosts.findings import CHECK, COHORT, SOFTWARE, DivergenceFinding
 from fleet.analysis.facts import probe_of
 from fleet.findings.model import DIVERGENCE, RULE, SENTENCE, Finding, NotJudgedLine
+from fleet.hostsets import compact_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, HostOutcome, Run
 
 if TYPE_CHECKING:
@@ -52,14 +53,77 @@ def topic_of(probes: Iterable[str]) -> str:
 
 
 def host_findings(run: Run) -> list[Finding]:
-    """One finding per host that was not reached or whose probes failed, the host's own error."""
+    """Every host that did not finish: not reached (one finding per host, its own error; fold.py
+    folds those that read alike), and stopped short (timed out, interrupted, output cut, the
+    runner gone), folded here per way of ending with the command that runs them again; then the
+    probes that failed on hosts that finished."""
     found: list[Finding] = []
+    short: dict[tuple[str, str], list[HostOutcome]] = {}
     for outcome in run.hosts.values():
         if outcome.status in NOT_REACHED or outcome.status in NOT_USABLE:
             found.append(_not_reached(outcome))
-        else:
-            found.extend(_probe_failures(outcome))
+            continue
+        if _stopped_short(outcome):
+            short.setdefault((outcome.status, outcome.hint or ""), []).append(outcome)
+        found.extend(_probe_failures(outcome))
+    found += [_not_finished(run, alike) for alike in short.values()]
     return found
+
+
+# How a host that stopped short ended, in words; the severity of each (an interrupted run is
+# nothing wrong with its hosts; the rest are trouble the exit code says, bit 8)
+NOT_FINISHED = {
+    "timeout": ("timed out", "error"),
+    "output_truncated": ("output cut short", "error"),
+    "partial": ("stopped early", "error"),
+    "interrupted": ("not finished", "warning"),
+}
+RETRY_FIX = {
+    "timeout": "raise --timeout, or leave the slow probe out with --probes",
+    "interrupted": "the run was interrupted, nothing is known to be wrong there; run them again",
+    "partial": "run it by hand on the host (python3 probes/PROBE.py); --debug shows the trace",
+}
+
+
+def _stopped_short(outcome: HostOutcome) -> bool:
+    """A reached host that did not finish every probe: a probe that failed by itself is its own
+    finding (`probe-failed`), a host whose runner ended early (or that ran out of time) is
+    this one."""
+    if outcome.status == "partial":
+        failed = set(outcome.failed_probes)
+        named = (outcome.error or "").removeprefix("probe(s) failed: ")
+        return not failed or not set(named.split(", ")) <= failed
+    return outcome.status in NOT_FINISHED
+
+
+def _not_finished(run: Run, alike: list[HostOutcome]) -> Finding:
+    """Hosts that stopped short alike (status, hint), as one finding: what happened (the
+    error, `e.g.` where the hosts' errors differ, each in the evidence), the action `retry` (or
+    the host's own hint where it says what to change) and the command for those hosts alone."""
+    first = alike[0]
+    label, severity = NOT_FINISHED.get(first.status, NOT_FINISHED["partial"])
+    errors: dict[str, list[str]] = {}
+    for outcome in alike:
+        errors.setdefault((outcome.error or first.status).splitlines()[0], []).append(outcome.name)
+    error = next(iter(errors))
+    said = error if len(errors) == 1 else f"e.g. {error}"
+    hosts = tuple(outcome.name for outcome in alike)
+    action = "fix-config" if first.status == "output_truncated" else "retry"
+    fix = first.hint or RETRY_FIX.get(first.status, RETRY_FIX["partial"])
+    return Finding(
+        severity=severity,
+        kind=first.status,
+        what=f"{label}: {said}",
+        hosts=hosts,
+        action=action,
+        fix=f"{fix.rstrip('.')}: `{_again(run, hosts)}`",
+        evidence={"errors": errors},
+    )
+
+
+def _again(run: Run, hosts: tuple[str, ...]) -> str:
+    inventory = f" -i {run.inventory}" if run.inventory and run.slurm is None else ""
+    return f"fleet probe{inventory} --limit {compact_hosts(hosts)}"
 
 
 def _not_reached(outcome: HostOutcome) -> Finding:

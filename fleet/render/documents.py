@@ -27,7 +27,8 @@ from fleet.analysis.across_hosts.findings import CHECK, COHORT, HARDWARE, SOFTWA
 from fleet.analysis.across_runs.drift import Drift
 from fleet.findings.model import Finding
 from fleet.hostsets import compact_hosts, count_hosts
-from fleet.render.grouping import first_sentence, group_across, pair_rows, short, unreported_groups
+from fleet.render.grouping import group_across, pair_rows, short, unreported_groups
+from fleet.render.sentences import fix_line
 
 DIFF_SCHEMA = "fleet.diff/3"
 DRIFT_SCHEMA = DIFF_SCHEMA  # told apart by "kind": "drift"
@@ -94,7 +95,7 @@ def findings_markdown(findings: Sequence[Finding]) -> list[str]:
         hosts = md_text(compact_hosts(finding.hosts)) if finding.hosts else "fleet"
         line = f"- **{finding.severity}** {hosts}{where}: {md_text(finding.what)}"
         if finding.action != "none":
-            line += f" — action `{finding.action}`: {md_text(first_sentence(finding.fix, MARKDOWN_FIX_CHARS))}"
+            line += f" — action `{finding.action}`: {md_text(fix_line(finding.fix, MARKDOWN_FIX_CHARS))}"
         lines.append(line)
     return [*lines, ""]
 

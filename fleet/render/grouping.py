@@ -218,19 +218,6 @@ def measured_groups(fabric: object) -> int:
     return sum(1 for g in groups if isinstance(g, Mapping) and g.get("status") == "ok")
 
 
-# A sentence ends at a full stop after a word, a digit or a parenthesis ("12.0 (sm_90)."), not
-# inside a version ("2.28.9") or a path.
-SENTENCE_END = re.compile(r"(?<=[a-z0-9)][.])\s")
-
-
-def first_sentence(text: str, most: int) -> str:
-    """A fix's first sentence, or its first `most` characters cut at a word: what a finding's
-    line shows of it (the JSON and the page keep the whole fix)."""
-    text = " ".join(text.split())
-    first = SENTENCE_END.split(text, maxsplit=1)[0]
-    return first if len(first) <= most else first[:most].rsplit(" ", 1)[0] + " …"
-
-
 # NVIDIA's clock-event reasons as an operator reads them (health's nvidia-smi names and
 # gpubench's sampler names): the power cap under load is a GPU at its power limit doing its job;
 # slowdowns, thermal and power-brake events are the faults (the rules fail them).

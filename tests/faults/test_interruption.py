@@ -23,14 +23,10 @@ from tests.faults.conftest import (
     strictly_json,
     wait_until,
 )
+from tests.faults.unfinished import HANGING_MODULE, assert_findings_everywhere
 from tests.integration.sshd import SshdFarm
 
 pytestmark = pytest.mark.faults
-
-HANGING_MODULE = """
-import subprocess
-subprocess.Popen(["sleep", "{marker}"]).wait()
-"""
 
 
 def start_mid_run(
@@ -76,6 +72,9 @@ def test_sigint_marks_pending_hosts_interrupted_and_saves_finished_ones(
     assert time.monotonic() - started < 10
     assert_interrupted_run_saved(tmp_path, result, fast, hanging)
     assert_nothing_left(farm, hanging, "sleep 611")
+    # the host it interrupted is a finding (issue 46): run it again, on every surface
+    saved = next((tmp_path / "state" / "fleet" / "runs").glob("*.json"))
+    assert_findings_everywhere(tmp_path, saved, "interrupted", [hanging])
 
 
 def test_second_sigint_still_ends_cleanly(farm: SshdFarm, tmp_path: Path, fresh_host: Any) -> None:

@@ -35,6 +35,19 @@ MIXED8: dict[str, tuple[str, str, dict[str, str]]] = {
 }
 NO_SM120, P2P_OFF = "h05", "h07"
 
+# Issue 46's fleet: the same two odd hosts among GeForce boards. h03-h08 2× GeForce RTX 5090 (real
+# captures: GNS for every pair, the model has no P2P), the same torch builds as MIXED8's
+# Blackwell hosts (SM120 too) told they run on two RTX 5090s.
+# Named g01-g08 (g05 without sm_120, g07 with the NCCL settings): both fleets share the farm.
+RTX5090 = {"FLEET_FAKE_TORCH_GPUS": "2×NVIDIA GeForce RTX 5090"}
+GEFORCE8: dict[str, tuple[str, str, dict[str, str]]] = {
+    f"g{name[1:]}": (
+        ("rtx5090x2_gns", stub, {**extra, **RTX5090}) if stub.startswith("torch_sm120") else stack
+    )
+    for name, stack in MIXED8.items()
+    for _, stub, extra in [stack]
+}
+
 
 def start_mixed_fleet(
     farm: SshdFarm,

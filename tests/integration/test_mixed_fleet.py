@@ -63,7 +63,8 @@ def test_the_two_real_problems_come_first(mixed: tuple[Path, FleetResult]) -> No
     assert errors[1].startswith(f"✗ {P2P_OFF}: NCCL transport settings differ: NCCL_ALGO=Tree")
     sm120 = " ".join(finding_lines(result.stdout, NO_SM120).split())
     assert "its arch list lacks sm_120" in sm120
-    assert "→ fix-config: torch 2.6.0+cu124 has no kernels for compute capability 12.0" in sm120
+    assert "→ fix-config: Install a torch build that includes that arch" in sm120
+    assert "`pip install torch --index-url …/cu128`" in sm120  # the command, whole
     p2p = " ".join(finding_lines(result.stdout, P2P_OFF).split())
     assert "NCCL_P2P_DISABLE=1" in p2p
     assert "→ fix-config: h07: NCCL_ALGO=Tree, NCCL_P2P_DISABLE=1, where the other" in p2p

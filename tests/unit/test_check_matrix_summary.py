@@ -11,20 +11,8 @@ from rich.console import Console
 
 from fleet.checks import evaluate, format_value
 from fleet.render.terminal.checks import render_report
-from tests.recorded import data, make_run, rtx_pcie_host
+from tests.recorded import host_with_p2p, make_run
 from tests.unit.helpers import pack_rules, verdict
-
-
-def host_with_p2p(status_of_link: dict[str, str]) -> Any:
-    """The RTX box with each pair's P2P status chosen by its topology link (PIX, NODE, SYS)."""
-    host = rtx_pcie_host()
-    gpu = data(host, "gpu")
-    devices, matrix = gpu["topology"]["devices"], gpu["topology"]["matrix"]
-    gpu["p2p_read"] = {
-        row: {col: status_of_link[matrix[i][j]] for j, col in enumerate(devices) if i != j}
-        for i, row in enumerate(devices)
-    }
-    return host
 
 
 def rendered(report: Any) -> str:

@@ -180,7 +180,7 @@ def test_unjudged_rules_are_not_findings_but_one_line_per_cause() -> None:
 def test_every_pack_rule_names_its_action() -> None:
     raw = (Path(pack_path("inference"))).read_text()
     rules = pack()
-    assert raw.count("\n    action: ") == len(rules) == 62
+    assert raw.count("\n    action: ") == len(rules) == 63
     assert {r.action for r in rules} <= set(ACTIONS)
     by_id = {r.id: r.action for r in rules}
     assert by_id["same-torch"] == "fix-config"

@@ -5,17 +5,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fleet.findings.from_checks import MATRIX_EXAMPLES
 from fleet.findings.model import Finding
 from fleet.render.html.markup import esc, hosts_label, row, table
 
 SEVERITY_CLASS = {"error": "sev-error", "warning": "sev-warning", "info": "dim"}
 
 
-def findings_section(findings: Sequence[Finding]) -> str:
+def findings_section(findings: Sequence[Finding], exit_code: int | None = None) -> str:
+    """The findings table; none: said green only where the exit code says nothing wrong."""
+    if not findings and exit_code:  # every host that did not finish is a finding: never here
+        return (
+            f'<p class="verdict odd"><b>no findings</b> in what fleet could judge, yet exit '
+            f"{exit_code}</p>"
+        )
     if not findings:
         return '<p class="verdict ok"><b>no findings</b>: nothing wrong that fleet can see</p>'
     rows = [_row(finding) for finding in findings]
     return table(["severity", "hosts", "where", "what", "action", "fix"], rows, css="findings")
+
+
+def _every(finding: Finding) -> str:
+    """A matrix's every cell (P2P pairs, links) under a finding that names two of them."""
+    observed = finding.evidence.get("observed")
+    if not isinstance(observed, list) or len(observed) <= MATRIX_EXAMPLES:
+        return ""
+    items = "; ".join(str(item) for item in observed)
+    return f"<details><summary>all {len(observed)}</summary>{esc(items)}</details>"
 
 
 def _row(finding: Finding) -> str:
@@ -27,7 +43,7 @@ def _row(finding: Finding) -> str:
             severity,
             hosts_label(finding.hosts) if finding.hosts else "fleet",
             esc(finding.where),
-            esc(finding.what) + more,
+            esc(finding.what) + more + _every(finding),
             f"<code>{esc(finding.action)}</code>",
             esc(finding.fix),
         ],

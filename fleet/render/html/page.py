@@ -200,7 +200,7 @@ def _sections(report: Report) -> list[str]:
     unreached = {u.host for u in diff.unreported if u.probe is None}
     compared = [h for h in diff.hosts if h not in unreached]
     sections = [
-        section("findings", "findings", findings_section(report.findings),
+        section("findings", "findings", findings_section(report.findings, report.exit_code),
                 "what is wrong, where, and what to do, most severe first"),
         section("hosts", "hosts by outcome", _hosts(list(run.hosts.values())),
                 "hosts that ended alike share a row; trouble first"),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
-from fleet.models import NOT_REACHED, NOT_USABLE
+from fleet.models import HOST_STATUSES
 from fleet.render.grouping import check_headline
 from fleet.render.terminal.findings import render_findings
 from fleet.render.terminal.run import render_detail, render_hosts
@@ -26,12 +26,9 @@ def render_probed(
 ) -> None:
     """`fleet probe` (and `fleet show`): hosts, findings, the run's detail, then the drift
     against --baseline RUN and a --baseline-file's verdicts."""
-    said = {finding.kind for finding in assessment.findings}
-    # hosts not reached: their findings say why, unless a host key is in question (each host's
-    # fingerprint is in the table; the folded finding blanks them)
-    keys = any(kind.startswith("hostkey_") for kind in said)
-    render_hosts(console, assessment.run, errors=keys or not said & NOT_REACHED_KINDS)
-    render_findings(console, assessment.findings)  # rules not judged: only fleet check says
+    render_hosts(console, assessment.run, errors=_errors_in_table(assessment))
+    # rules not judged: only fleet check says
+    render_findings(console, assessment.findings, exit_code=assessment.exit_code)
     render_detail(
         console,
         assessment.run,
@@ -67,7 +64,11 @@ def render_checked(console: Console, assessment: Assessment, details: bool = Fal
     outcome, headline = check_headline(report)
     say(console, f"{VERDICT_MARK[outcome]} {escape(headline)}[/]", 2)
     render_findings(
-        console, assessment.findings, assessment.not_judged, rule_count=len(report.results)
+        console,
+        assessment.findings,
+        assessment.not_judged,
+        rule_count=len(report.results),
+        exit_code=assessment.exit_code,
     )
     judged = f"{', '.join(assessment.sources)} · {len(run.hosts)} host(s) · run {assessment.where}"
     say(console, tally_line(report), 2)
@@ -75,11 +76,27 @@ def render_checked(console: Console, assessment: Assessment, details: bool = Fal
     render_line_rates(console, list(assessment.line_rates))
     if details:
         console.print()
-        render_report(console, report, f"fleet check · {judged}")
+        render_report(console, report, f"fleet check · {judged}", every=True)
     else:
         console.print("[dim]every rule and host: --details (or --format json)[/]")
 
 
-# the findings of hosts not reached: their error and hint, said there rather than in the table
-NOT_REACHED_KINDS = frozenset(NOT_REACHED | NOT_USABLE)
+def _errors_in_table(assessment: Assessment) -> bool:
+    """Whether the hosts table says each host's error and hint: not where the findings say them
+    for every host that did not finish (once is enough), unless a host key is in question (each
+    host's fingerprint is in the table; the folded finding blanks them)."""
+    said: set[str] = set()
+    for finding in assessment.findings:
+        if finding.kind.startswith("hostkey_"):
+            return True
+        if finding.kind in HOST_KINDS:
+            said.update(finding.hosts)
+    return any(
+        (o.status != "ok" or o.error or o.hint) and o.name not in said
+        for o in assessment.run.hosts.values()
+    )
+
+
+# the findings of hosts that did not finish: their error and hint, said there, not in the table
+HOST_KINDS = frozenset({*HOST_STATUSES, "probe-failed"})
 VERDICT_MARK = {"failed": "[bold red]✗", "incomplete": "[bold yellow]?", "passed": "[bold green]✓"}

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from fleet.checks import (
+    LONG_LIST,
     CheckReport,
     NotJudged,
     Rule,
@@ -35,13 +36,17 @@ MARK = {
 WARN_MARK = "[bold yellow]! warn[/]"  # a failed warn-severity rule: reported, exit code unchanged
 
 
-def render_report(console: Console, report: CheckReport, title: str = "") -> None:
+def render_report(
+    console: Console, report: CheckReport, title: str = "", every: bool = False
+) -> None:
+    """Every rule's verdict and why; `every` (--details): a long observed list (a matrix's
+    pairs) item by item too, under its summary."""
     if title:
         say(console, f"[bold]{escape(title)}[/]", 2)
     reached = [h for h in report.hosts if h not in report.unreached]
     if reached:
         for result in report.results:
-            render_rule(console, result)
+            render_rule(console, result, every)
     else:  # every rule would list the same hosts, skipped for the same reasons
         console.print(
             f"[yellow]no host was reached: none of {len(report.results)} rule(s) judged[/]"
@@ -51,7 +56,7 @@ def render_report(console: Console, report: CheckReport, title: str = "") -> Non
         say(console, line, 6 if line.startswith("    ") else 2)
 
 
-def render_rule(console: Console, result: RuleResult) -> None:
+def render_rule(console: Console, result: RuleResult, every: bool = False) -> None:
     """The rule's verdict and tally, then why it failed, per group of hosts. Why a rule was not
     judged is only counted here: the summary's `not judged:` says each reason once."""
     rule = result.rule
@@ -66,10 +71,12 @@ def render_rule(console: Console, result: RuleResult) -> None:
         if rule.kind == "baseline":  # one line per measurement outside its band
             print_measurement_failures(console, verdicts)
         else:
-            _print_failure(console, result.rule, verdicts)
+            _print_failure(console, result.rule, verdicts, every)
 
 
-def _print_failure(console: Console, rule: Rule, verdicts: list[RuleVerdict]) -> None:
+def _print_failure(
+    console: Console, rule: Rule, verdicts: list[RuleVerdict], every: bool = False
+) -> None:
     first = verdicts[0]
     names = compact_hosts(v.host for v in verdicts)
     shown = observed_text(rule, first)
@@ -80,6 +87,9 @@ def _print_failure(console: Console, rule: Rule, verdicts: list[RuleVerdict]) ->
     if first.cohort is not None:
         seen += f" [dim](among {escape(format_value(first.cohort))})[/]"
     say(console, f"    [red]{escape(names)}[/]: {seen}", 6)
+    listed = first.observed
+    if every and isinstance(listed, list) and len(listed) > LONG_LIST:
+        say(console, f"      [dim]every one: {escape('; '.join(map(str, listed)))}[/]", 6)
     if first.reason:
         say(console, f"      [dim]{escape(first.reason)}[/]", 6)
     if first.fix:

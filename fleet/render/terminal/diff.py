@@ -345,14 +345,20 @@ def outliers_view(outliers: Iterable[Outlier], tolerance: float) -> Text:
     return text
 
 
-def unreported_view(items: Iterable[Unreported], heading: str = "not compared:") -> Group:
+def unreported_view(
+    items: Iterable[Unreported], heading: str = "not compared:", brief: bool = False
+) -> Group:
     """Hosts (or one probe on them) not compared, those failing the same way together; wrapped
-    between words with a hanging indent (a fingerprint or a path is never broken)."""
+    between words with a hanging indent (a fingerprint or a path is never broken); `brief`: one
+    line each, cut at the terminal's edge (`fleet diff RUN` says the whole reason)."""
     lines: list[Any] = [Text(heading, style="bold")]
     for probe, status, reason, hosts in unreported_groups(items):
         head = Text(f"  {hosts_text(hosts)}" + (f" {probe}" if probe else ""), style="magenta")
         body = Text(f"{status}{': ' + ' '.join(reason.split()) if reason else ''}")
-        lines.append(Hanging(head.append("  "), body, 6))
+        if brief:
+            lines.append(Text.assemble(head, "  ", body, no_wrap=True, overflow="ellipsis"))
+        else:
+            lines.append(Hanging(head.append("  "), body, 6))
     return Group(*lines)
 
 
@@ -426,7 +432,7 @@ def fleet_diff_brief(diff: FleetDiff, run_ref: str = "RUN") -> Group:
         parts.append(outliers_view(diff.outliers, diff.tolerance))
     absent = [u for u in diff.unreported if u.probe is not None]  # hosts not reached: findings
     if absent:
-        parts.append(unreported_view(absent))
+        parts.append(unreported_view(absent, brief=True))
     ref = run_ref if len(run_ref) <= 24 else "RUN"  # a long path would take a line of its own
     hint = f"every fact: fleet diff {ref} (--between: the hardware ones too)"
     parts.append(Hanging(Text("  "), Text(hint, style="dim"), 4))

@@ -9,7 +9,7 @@ never dropped without a word; the JSON document holds them all.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -17,12 +17,11 @@ from rich.text import Text
 
 from fleet.findings.model import Finding, NotJudgedLine
 from fleet.hostsets import compact_hosts
-from fleet.render.grouping import first_sentence
-from fleet.render.terminal.wrap import say
+from fleet.render.sentences import cut_words, fix_line
+from fleet.render.terminal.wrap import hanging_lines, say
 
 MARK = {"error": "[bold red]✗[/]", "warning": "[bold yellow]![/]", "info": "[dim]·[/]"}
 MAX_SHOWN = 12
-MAX_FIX_CHARS = 110
 
 
 def render_findings(
@@ -31,9 +30,11 @@ def render_findings(
     not_judged: Sequence[NotJudgedLine] = (),
     limit: int = MAX_SHOWN,
     rule_count: int = 0,
+    exit_code: int = 0,
 ) -> None:
-    """The findings block: a heading that counts them, each finding, then what was not judged."""
-    console.print(Text.from_markup(heading(findings, bool(not_judged))))
+    """The findings block: a heading that counts them, each finding, then what was not judged.
+    `exit_code`: the command's, so that no heading is green above trouble."""
+    console.print(Text.from_markup(heading(findings, bool(not_judged), exit_code)))
     for finding in findings[:limit]:
         print_finding(console, finding)
     if len(findings) > limit:
@@ -44,7 +45,9 @@ def render_findings(
         say(console, f"  [yellow]not judged[/]: {escape(_not_judged_text(line, rule_count))}", 4)
 
 
-def heading(findings: Sequence[Finding], some_not_judged: bool = False) -> str:
+def heading(findings: Sequence[Finding], some_not_judged: bool = False, exit_code: int = 0) -> str:
+    if not findings and exit_code:  # every host that did not finish is a finding: never here
+        return f"[bold]no findings[/] in what fleet could judge, yet exit {exit_code}"
     if not findings and some_not_judged:
         return "[bold]no findings[/] in what was judged"
     if not findings:
@@ -55,19 +58,44 @@ def heading(findings: Sequence[Finding], some_not_judged: bool = False) -> str:
 
 
 def print_finding(console: Console, finding: Finding) -> None:
+    """Two lines at most for what is wrong, two for what to do (a finding is 4 lines at most):
+    the what cut at a word, the fix shortened keeping its command (fix_line)."""
     hosts = compact_hosts(finding.hosts) if finding.hosts else "fleet"
     where = f" {finding.where}" if finding.where else ""
     related = len(finding.evidence.get("related") or ())
     more = f" [dim](+{related} related)[/]" if related else ""
-    say(
-        console,
-        f"{MARK[finding.severity]} [bold]{escape(hosts)}[/]{escape(where)}: "
-        f"{escape(finding.what)}{more}",
-        4,
-    )
-    if finding.action != "none":  # nothing to do: the line above is all there is to say
-        fix = first_sentence(finding.fix, max(MAX_FIX_CHARS, 2 * (console.width - 8)))
-        say(console, f"    [cyan]→ {finding.action}[/]{': ' + escape(fix) if fix else ''}", 6)
+    lead = f"{MARK[finding.severity]} [bold]{escape(hosts)}[/]{escape(where)}: "
+    what = _fitted(console, lead, finding.what, more, cut_words)
+    if what != finding.what and _fitted(console, lead, finding.what, "", cut_words) == finding.what:
+        what, more = finding.what, ""  # the whole what rather than how many it took in
+    say(console, f"{lead}{escape(what)}{more}", 4)
+    if finding.action != "none":
+        arrow = f"    [cyan]→ {finding.action}[/]: "
+    elif finding.severity != "info":  # nothing to do, but what it costs (a hardware limit)
+        arrow = "    [cyan]→[/] "
+    else:
+        return
+    fix = _fitted(console, arrow, finding.fix, "", fix_line)
+    say(console, f"{arrow}{escape(fix)}" if fix else arrow.rstrip(": "), 6)
+
+
+MAX_LINES = 2  # of a finding's what, and of its fix
+
+
+def _fitted(
+    console: Console, lead: str, text: str, tail: str, shorten: Callable[[str, int], str]
+) -> str:
+    """`text` shortened by `shorten` until `lead`, it and `tail` wrap to MAX_LINES lines at the
+    console's width (the JSON keeps it whole)."""
+    most = len(text)
+    while True:
+        shown = shorten(text, most)
+        markup = Text.from_markup(f"{lead}{escape(shown)}{tail}")
+        start = len(markup.plain) - len(markup.plain.lstrip(" "))
+        wrapped = hanging_lines(markup[:start], markup[start:], 6, console.width)
+        if most <= 16 or sum(1 for _ in wrapped) <= MAX_LINES:
+            return shown
+        most = min(most, len(shown)) - 6
 
 
 def _not_judged_text(line: NotJudgedLine, rule_count: int) -> str:

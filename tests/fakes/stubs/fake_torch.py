@@ -8,6 +8,7 @@ list, devices, peer access and `torch.distributed._symmetric_memory`. `torch.dis
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from typing import Any
@@ -56,7 +57,14 @@ def _distributed(spec: dict[str, Any]) -> types.ModuleType:
 
 
 def install(package: dict[str, Any], spec: dict[str, Any]) -> None:
-    """Fill the stub package's namespace (its globals()) from `spec`."""
+    """Fill the stub package's namespace (its globals()) from `spec`; FLEET_FAKE_TORCH_GPUS
+    (`COUNT×NAME`, e.g. `2×NVIDIA GeForce RTX 5090`) gives the same build other GPUs of the
+    same compute capability (a host of another model, one stub per torch build)."""
+    gpus = os.environ.get("FLEET_FAKE_TORCH_GPUS")
+    if gpus:
+        count, _, name = gpus.partition("×")
+        first = spec["devices"][0]
+        spec = {**spec, "devices": [{**first, "name": name}] * int(count)}
     version = _module("torch.version", cuda=spec["cuda"], hip=None, git_version="stub")
     cudnn = _module("torch.backends.cudnn", version=lambda: spec["cudnn"])
     backends = _module("torch.backends", cudnn=cudnn)
