@@ -1,0 +1,192 @@
+"""`fleet check --drain` / `--resume`: the thin part that talks to Slurm. The plan (which node,
+which command) is fleet/findings/draining.py's; this reads the nodes' state now (sinfo), runs
+the planned `scontrol update` argument lists (never a shell), and for --resume over --slurm
+holds the nodes fleet drained in a reservation of the caller's while they are probed again:
+Slurm launches nothing on a drained node, so they are returned to service inside a reservation
+that only the caller may use, probed, and drained again unless their findings are gone."""
+
+from __future__ import annotations
+
+import getpass
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from fleet.errors import UsageError
+from fleet.findings.assessment import Assessment
+from fleet.findings.draining import (
+    HEALTH_PROBE,
+    HostSeen,
+    Step,
+    fleet_drained,
+    plan_after_recheck,
+    plan_drain,
+    plan_resume,
+    resume_argv,
+)
+from fleet.hostsets import compact_hosts
+from fleet.inventory.slurm import SINFO_FORMAT, RunCommand, SlurmNode, parse_sinfo, run_command
+from fleet.models import Host, Run
+from fleet.store import run_file_name
+
+__all__ = [
+    "Recheck",
+    "Step",
+    "after_recheck",
+    "apply_steps",
+    "compact_hosts",
+    "drain_plan",
+    "node_names",
+    "recheck_candidates",
+    "resume_plan",
+    "run_id",
+    "slurm_nodes",
+]
+
+
+def run_id(run: Run) -> str:
+    """The run's id in a reason: its saved file's name without `.json` (`fleet show ID`)."""
+    return run_file_name(run).removesuffix(".json")
+
+
+def node_names(run: Run, hosts: Iterable[Host] = ()) -> dict[str, str]:
+    """Each host of the run → its Slurm node: `slurm_node:` of the inventory, else its name."""
+    named = {host.name: host.slurm_node for host in hosts if host.slurm_node}
+    return {name: named.get(name, name) for name in run.hosts}
+
+
+def seen_hosts(run: Run) -> dict[str, HostSeen]:
+    return {
+        name: HostSeen(outcome.status, outcome.probe_ok(HEALTH_PROBE))
+        for name, outcome in run.hosts.items()
+    }
+
+
+def slurm_nodes(names: Iterable[str], run: RunCommand | None = None) -> dict[str, SlurmNode]:
+    """The named nodes as Slurm reports them now (a name Slurm does not know is left out)."""
+    wanted = sorted(set(names))
+    if not wanted:
+        return {}
+    text = (run or run_command)(["sinfo", "-h", "-N", "-n", ",".join(wanted), "-o", SINFO_FORMAT])
+    return {node.name: node for node in parse_sinfo(text) if node.name in wanted}
+
+
+def drain_plan(
+    assessment: Assessment, hosts: Iterable[Host] = (), run: RunCommand | None = None
+) -> list[Step]:
+    node_of = node_names(assessment.run, hosts)
+    nodes = slurm_nodes(node_of.values(), run)
+    seen = seen_hosts(assessment.run)
+    return plan_drain(assessment.findings, seen, node_of, nodes, run_id(assessment.run))
+
+
+def resume_plan(
+    assessment: Assessment, hosts: Iterable[Host] = (), run: RunCommand | None = None
+) -> list[Step]:
+    node_of = node_names(assessment.run, hosts)
+    nodes = slurm_nodes(node_of.values(), run)
+    return plan_resume(assessment.findings, seen_hosts(assessment.run), node_of, nodes)
+
+
+@dataclass(frozen=True)
+class Done:
+    step: Step
+    error: str | None = None  # scontrol's own words when it failed
+
+
+def apply_steps(steps: Sequence[Step], run: RunCommand | None = None) -> list[Done]:
+    """Run each step's command; a failure is said with scontrol's words and the others still
+    run (one node's trouble does not keep the others in or out of service)."""
+    done = []
+    for step in steps:
+        if not step.changes:
+            continue
+        try:
+            (run or run_command)(list(step.argv))
+        except UsageError as exc:
+            done.append(Done(step, " ".join(filter(None, [exc.message, exc.context]))))
+            continue
+        done.append(Done(step))
+    return done
+
+
+# ------------------------------------------------------------------ --resume over --slurm
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """Nodes fleet drained, idle, to probe again inside a reservation of the caller's."""
+
+    nodes: tuple[SlurmNode, ...]
+    reservation: str
+    user: str
+    minutes: int
+
+    @property
+    def names(self) -> list[str]:
+        return [node.name for node in self.nodes]
+
+    def commands(self) -> list[tuple[str, ...]]:
+        """What holds them (the reservation, then the resume), in order."""
+        create = (
+            "scontrol",
+            "create",
+            "reservation",
+            f"ReservationName={self.reservation}",
+            f"Nodes={','.join(self.names)}",
+            "StartTime=now",
+            f"Duration={self.minutes}",
+            f"Users={self.user}",
+            "Flags=MAINT",
+        )
+        return [create, *(resume_argv(name) for name in self.names)]
+
+    def release(self) -> tuple[str, ...]:
+        return ("scontrol", "delete", f"ReservationName={self.reservation}")
+
+
+def recheck_candidates(run: Run, timeout_s: float) -> Recheck | None:
+    """The nodes of a --slurm run that fleet drained and that hold no job (drained, not
+    draining): Slurm did not launch on them, so the run cannot say their findings are gone."""
+    record: Mapping[str, Mapping[str, object]] = (run.slurm or {}).get("nodes") or {}
+    nodes = []
+    for name, entry in record.items():
+        node = SlurmNode(name, str(entry.get("state") or ""), _text(entry.get("reason")), False)
+        if fleet_drained(node) and node.state.startswith("drained"):
+            nodes.append(node)
+    if not nodes:
+        return None
+    minutes = max(5, math.ceil((timeout_s + 120) / 60))  # ends by itself if fleet is killed
+    return Recheck(tuple(nodes), f"fleet-recheck-{run_id(run)}", getpass.getuser(), minutes)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def hold(recheck: Recheck, run: RunCommand | None = None) -> None:
+    """Reserve the nodes for the caller, then return them to service inside the reservation."""
+    for argv in recheck.commands():
+        (run or run_command)(list(argv))
+
+
+def release(recheck: Recheck, run: RunCommand | None = None) -> str | None:
+    """Delete the reservation; scontrol's words when it could not be (it expires by itself)."""
+    try:
+        (run or run_command)(list(recheck.release()))
+    except UsageError as exc:
+        return " ".join(filter(None, [exc.message, exc.context]))
+    return None
+
+
+def after_recheck(again: Assessment, recheck: Recheck, run: Run) -> list[Step]:
+    """The held nodes after they were probed again (`again`; `run`: the run that found them
+    drained, whose id a new reason names): each stays in service, or is drained again."""
+    before = {node.name: node for node in recheck.nodes}
+    return plan_after_recheck(again.findings, seen_hosts(again.run), before, run_id(run))
+
+
+def as_they_were(recheck: Recheck) -> list[Step]:
+    """Nothing proved the held nodes healthy: each drained again, its old reason kept."""
+    before = {node.name: node for node in recheck.nodes}
+    return plan_after_recheck((), {}, before, "")
