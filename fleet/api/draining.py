@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -164,10 +165,22 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+RESPONDING_S = 30.0  # slurmctld pings a resumed node at once: it answers within a second here
+
+
 def hold(recheck: Recheck, run: RunCommand | None = None) -> None:
-    """Reserve the nodes for the caller, then return them to service inside the reservation."""
+    """Reserve the nodes for the caller, then return them to service inside the reservation,
+    and wait until Slurm has heard from them (a resumed node is `idle*`, not responding, until
+    slurmctld's ping is answered: Slurm launches nothing there meanwhile). A node still silent
+    after RESPONDING_S is probed anyway: it ends unavailable and is drained again."""
     for argv in recheck.commands():
         (run or run_command)(list(argv))
+    deadline = time.monotonic() + RESPONDING_S
+    while time.monotonic() < deadline:
+        nodes = slurm_nodes(recheck.names, run)
+        if all(node.usable for node in nodes.values()):
+            return
+        time.sleep(0.25)
 
 
 def release(recheck: Recheck, run: RunCommand | None = None) -> str | None:

@@ -187,6 +187,9 @@ def _recheck(
         hold(recheck)
         again = probe(request)
         steps = after_recheck(again, recheck, assessment.run)
+        for step in steps:  # what the second look found
+            say(f"{step.node}: {'returned to service: ' if not step.changes else ''}{step.why}")
+        failed = _say_done(say, apply_steps(steps))  # drained again inside the reservation
     except BaseException:
         apply_steps(as_they_were(recheck))  # nothing proved them healthy: as they were
         raise
@@ -196,10 +199,6 @@ def _recheck(
             say(
                 f"warning: reservation {recheck.reservation} not deleted ({left}); it ends by itself"
             )
-    for step in steps:
-        if not step.changes:
-            say(f"{step.node}: returned to service ({step.why})")
-    failed = _say_done(say, apply_steps(steps))
     return again.exit_code | (EXIT_NOT_KEPT if failed else 0)
 
 
