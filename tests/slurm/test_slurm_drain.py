@@ -6,9 +6,11 @@ Slurm itself (`scontrol show node`, sinfo)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,8 +59,9 @@ def drain_cluster(cluster: SlurmCluster) -> Iterator[SlurmCluster]:
     for reservation in re.findall(r"ReservationName=(\S+)", cluster.scontrol("show", "res")):
         cluster.scontrol("delete", f"ReservationName={reservation}")
     for node in cluster.nodes:
-        if node != "gpu-05" and _node(cluster, node)["State"] != "IDLE":
+        if node != "gpu-05" and "DRAIN" in _node(cluster, node)["State"]:
             cluster.resume(node)
+    _states(cluster)  # settled: every node heard from
 
 
 def check(cluster: SlurmCluster, tmp_path: Path, *args: str, timeout: float = 120) -> FleetResult:
@@ -88,8 +91,19 @@ def _node(cluster: SlurmCluster, name: str) -> dict[str, str]:
     return fields
 
 
-def _states(cluster: SlurmCluster) -> dict[str, tuple[str, str]]:
-    return {n: (_node(cluster, n)["State"], _node(cluster, n)["Reason"]) for n in cluster.nodes}
+def _states(cluster: SlurmCluster, settle_s: float = 30) -> dict[str, tuple[str, str]]:
+    """Every node's state and reason, once Slurm has heard from each (a node just returned to
+    service is NOT_RESPONDING until slurmctld's ping is answered)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        states = {
+            n: (_node(cluster, n)["State"], _node(cluster, n)["Reason"]) for n in cluster.nodes
+        }
+        if time.monotonic() > deadline or not any(
+            "NOT_RESPONDING" in s for s, _ in states.values()
+        ):
+            return states
+        time.sleep(0.2)
 
 
 def test_dry_run_prints_the_commands_and_changes_nothing(
@@ -151,3 +165,49 @@ def test_drain_resume_cycle(drain_cluster: SlurmCluster, stacks, tmp_path: Path)
     assert f"{SICK}: returned to service" in resumed.stdout
     assert _states(drain_cluster)["gpu-05"] == ("IDLE+DRAIN", DRAIN_REASON)
     assert "fleet-recheck" not in drain_cluster.scontrol("show", "res"), "reservation deleted"
+
+
+def test_inventory_hosts_act_on_their_slurm_node(
+    drain_cluster: SlurmCluster, stacks, tmp_path: Path
+) -> None:
+    """Hosts of an inventory that are Slurm nodes (`slurm_node:`) are drained and resumed as the
+    nodes of --slurm are; they are reached without Slurm, so a drained one is probed as it is.
+    Here they run on this machine (transport local), their GPUs the replayed H200 pair."""
+    sick, healthy = stacks
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text(
+        "hosts:\n"
+        "  lab-02: {transport: local, slurm_node: gpu-02}\n"
+        "  lab-x: {transport: local}\n"  # no Slurm node of that name: said, not drained
+    )
+
+    def run(stack: NodeStack, *args: str) -> FleetResult:
+        env = {
+            "SLURM_CONF": str(drain_cluster.conf),
+            "PATH": f"{FAKES / 'bin'}:{os.environ['PATH']}",
+            "FLEET_FAKE_GPU_DIR": str(stack.gpu_capture),
+            "PYTHONPATH": f"{ROOT}:{stack.torch_stub}",
+        }
+        command, full_env = fleet_invocation(
+            tmp_path, ["check", "--no-save", "-i", str(inventory), "-p", PROBES, *args], env
+        )
+        done = subprocess.run(
+            command, capture_output=True, text=True, env=full_env, timeout=120, cwd=ROOT
+        )
+        return fleet_result(tmp_path, done.returncode, done.stdout, done.stderr)
+
+    before = _states(drain_cluster)
+    drained = run(sick[SICK], "--drain", "--yes")
+    assert drained.returncode == 32, drained.stderr
+    node = _node(drain_cluster, "gpu-02")
+    assert node["State"] == "IDLE+DRAIN"
+    assert node["Reason"].startswith("fleet: lab-02 GPU1 health-row-remap → reset-gpu, run ")
+    assert "lab-x: lab-x is not a Slurm node here: not drained" in drained.stdout
+    assert {n: s for n, s in _states(drain_cluster).items() if n != "gpu-02"} == {
+        n: s for n, s in before.items() if n != "gpu-02"
+    }
+
+    resumed = run(healthy["gpu-01"], "--resume", "--yes")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert _states(drain_cluster) == before
+    assert "gpu-02: returned to service" in resumed.stdout
