@@ -113,3 +113,9 @@ def test_the_file_is_replaced_atomically_and_readable_by_the_collector(tmp_path:
     assert target.read_text() == "fleet_run_exit_code 0\n"
     assert [p.name for p in tmp_path.iterdir()] == ["fleet.prom"]
     assert target.stat().st_mode & 0o777 == 0o644
+
+
+def test_docs_list_every_metric() -> None:
+    text = (ROOT / "docs" / "metrics.md").read_text()
+    for name, (kind, _) in METRICS.items():
+        assert f"`{name}_total`" in text if kind == "counter" else f"`{name}`" in text, name
