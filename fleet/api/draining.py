@@ -147,11 +147,14 @@ class Recheck:
 
 
 def recheck_candidates(run: Run, timeout_s: float) -> Recheck | None:
-    """The nodes of a --slurm run that fleet drained and that hold no job (drained, not
-    draining): Slurm did not launch on them, so the run cannot say their findings are gone."""
+    """The nodes of a --slurm run (its hosts: --limit applies) that fleet drained and that hold
+    no job (drained, not draining): Slurm did not launch on them, so the run cannot say their
+    findings are gone."""
     record: Mapping[str, Mapping[str, object]] = (run.slurm or {}).get("nodes") or {}
     nodes = []
     for name, entry in record.items():
+        if name not in run.hosts:  # left out by --limit: not this run's to recheck
+            continue
         node = SlurmNode(name, str(entry.get("state") or ""), _text(entry.get("reason")), False)
         if fleet_drained(node) and node.state.startswith("drained"):
             nodes.append(node)

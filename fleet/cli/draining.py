@@ -95,6 +95,9 @@ def operate(
     command failed; the recheck's own bits). `request`: how the hosts were probed (None: a
     saved run, --drain only)."""
     say = _sayer(request)
+    if assessment.run.interrupted:
+        say("interrupted: nothing changed in Slurm")
+        return assessment
     steps = [*(drain_plan(assessment, hosts) if op.drain else ())]
     recheck = None
     if op.resume and request is not None:

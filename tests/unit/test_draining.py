@@ -3,6 +3,9 @@ plan (fleet/findings/draining.py) over plain findings, host outcomes and node st
 
 from __future__ import annotations
 
+import dataclasses
+
+from fleet.api.draining import recheck_candidates
 from fleet.findings.draining import (
     MAX_REASON,
     HostSeen,
@@ -13,6 +16,7 @@ from fleet.findings.draining import (
 )
 from fleet.findings.model import Finding
 from fleet.inventory.slurm import SlurmNode, node_from_state
+from fleet.models import HostOutcome, Run
 
 RUN = "20261203T030512Z-1a2b3c4d"
 
@@ -158,3 +162,31 @@ def test_after_a_recheck_healthy_nodes_stay_and_the_others_are_drained_again() -
     assert steps["worse"].reason == f"fleet: worse health-gpus-on-bus-listed → reboot, run {RUN}"
     assert steps["silent"].reason == before["silent"].reason
     assert all(steps[n].verb == "drain" for n in ("still", "worse", "silent"))
+
+
+def test_a_slurm_run_rechecks_only_its_own_hosts_that_fleet_drained_and_that_hold_no_job() -> None:
+    def entry(state: str, reason: str | None) -> dict[str, object]:
+        return {"state": state, "reason": reason, "usable": False, "launched": False}
+
+    hosts = {
+        name: HostOutcome(name, "unavailable", name)
+        for name in ("n1", "n2", "n3", "n4")  # n5: left out by --limit
+    }
+    record = {
+        "n1": entry("drained", "fleet: n1 GPU1 health-row-remap → reset-gpu, run a"),
+        "n2": entry("draining", "fleet: n2 … run a"),  # a job still runs there
+        "n3": entry("drained", "bad fan"),
+        "n4": entry("idle", None),
+        "n5": entry("drained", "fleet: n5 … run a"),
+    }
+    run = Run("1", "2026-12-03T03:00:00Z", "2026-12-03T03:00:05Z", "ab" * 32, hosts)
+    run = dataclasses.replace(run, slurm={"nodes": record})
+    recheck = recheck_candidates(run, timeout_s=60)
+    assert recheck is not None
+    assert recheck.names == ["n1"]
+    assert recheck.reservation.startswith("fleet-recheck-20261203T030000Z-abababab")
+    create, resume = recheck.commands()
+    assert create[:3] == ("scontrol", "create", "reservation")
+    assert "Nodes=n1" in create
+    assert resume == ("scontrol", "update", "NodeName=n1", "State=RESUME")
+    assert recheck.release() == ("scontrol", "delete", f"ReservationName={recheck.reservation}")
