@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import getpass
 import math
+import shlex
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fleet.errors import UsageError
@@ -31,14 +32,15 @@ from fleet.models import Host, Run
 from fleet.store import run_file_name
 
 __all__ = [
+    "Changes",
     "Recheck",
     "Step",
-    "after_recheck",
-    "apply_steps",
-    "compact_hosts",
+    "apply_changes",
     "drain_plan",
     "node_names",
+    "plan_changes",
     "recheck_candidates",
+    "recheck_held",
     "resume_plan",
     "run_id",
     "slurm_nodes",
@@ -206,3 +208,98 @@ def as_they_were(recheck: Recheck) -> list[Step]:
     """Nothing proved the held nodes healthy: each drained again, its old reason kept."""
     before = {node.name: node for node in recheck.nodes}
     return plan_after_recheck((), {}, before, "")
+
+
+# ------------------------------------------------------------------ what fleet check does
+
+Say = Callable[[str], None]  # one line for the user: the caller prints it
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What --drain/--resume will change: the steps, and the nodes to recheck (--slurm)."""
+
+    steps: tuple[Step, ...] = ()
+    recheck: Recheck | None = None
+
+    @property
+    def any(self) -> bool:
+        return self.recheck is not None or any(step.changes for step in self.steps)
+
+    def lines(self) -> list[str]:
+        """Each step and its exact command, as the user reads them before anything runs."""
+        lines = []
+        for step in self.steps:
+            if step.changes:
+                lines += [f"{step.verb} {step.node}: {step.why}", f"  {step.command}"]
+            else:
+                lines.append(f"{step.node}: {step.why}")
+        held = self.recheck
+        if held is not None:
+            names = compact_hosts(held.names)
+            lines.append(
+                f"recheck {names} (drained by fleet): probed again in a reservation of yours"
+            )
+            lines += [f"  {shlex.join(argv)}" for argv in held.commands()]
+            lines.append(f"  then: fleet probes {names}; drains again any whose findings remain")
+            lines.append(f"  {shlex.join(held.release())}")
+        return lines
+
+
+def plan_changes(
+    assessment: Assessment,
+    hosts: Iterable[Host],
+    *,
+    drain: bool,
+    resume: bool,
+    recheck_timeout_s: float | None,
+) -> Changes:
+    """The steps for a judged run; `recheck_timeout_s` (None: a saved run, nothing rechecked)
+    the per-host timeout of probing held nodes again, which bounds their reservation."""
+    hosts = list(hosts)
+    steps = list(drain_plan(assessment, hosts)) if drain else []
+    recheck = None
+    if resume:
+        if assessment.run.slurm is not None and recheck_timeout_s is not None:
+            recheck = recheck_candidates(assessment.run, recheck_timeout_s)
+        held = set(recheck.names) if recheck else set()
+        steps += [step for step in resume_plan(assessment, hosts) if step.node not in held]
+    return Changes(tuple(steps), recheck)
+
+
+def apply_changes(steps: Sequence[Step], say: Say, run: RunCommand | None = None) -> bool:
+    """Run the steps, each outcome said; whether a command failed."""
+    failed = False
+    for done in apply_steps(steps, run):
+        if done.error is None:
+            say(f"{done.step.node}: {PAST.get(done.step.verb, done.step.verb)}")
+        else:
+            failed = True
+            say(f"error: {done.step.node} not changed: {done.error}")
+    return failed
+
+
+PAST = {"drain": "drained", "update": "reason updated", "resume": "returned to service"}
+
+
+def recheck_held(
+    recheck: Recheck, run: Run, probe: Callable[[str, str], Assessment], say: Say
+) -> tuple[int, bool]:
+    """Hold the nodes, probe them again (`probe(NODESET, RESERVATION)`), drain again those still
+    sick while the reservation holds them, release it: the second run's exit bits, and whether
+    a command failed. Anything raised drains them all again (nothing proved them healthy)."""
+    try:
+        hold(recheck)
+        again = probe(",".join(recheck.names), recheck.reservation)
+        steps = after_recheck(again, recheck, run)
+        for step in steps:  # what the second look found
+            say(f"{step.node}: {'' if step.changes else 'returned to service: '}{step.why}")
+        failed = apply_changes(steps, say)
+    except BaseException:
+        apply_steps(as_they_were(recheck))
+        raise
+    finally:
+        left = release(recheck)
+        if left:
+            say(f"warning: reservation {recheck.reservation} not deleted ({left}); it ends itself")
+    return again.exit_code, failed

@@ -6,7 +6,6 @@ The plan is fleet/findings/draining.py's, the commands fleet/api/draining.py's."
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -14,19 +13,7 @@ from typing import Any
 import click
 
 from fleet import api
-from fleet.api.draining import (
-    Recheck,
-    Step,
-    after_recheck,
-    apply_steps,
-    as_they_were,
-    compact_hosts,
-    drain_plan,
-    hold,
-    recheck_candidates,
-    release,
-    resume_plan,
-)
+from fleet.api.draining import apply_changes, plan_changes, recheck_held
 from fleet.cli.options import together
 from fleet.cli.probing import ProbeRequest, probe_and_assess
 from fleet.errors import UsageError
@@ -98,48 +85,31 @@ def operate(
     if assessment.run.interrupted:
         say("interrupted: nothing changed in Slurm")
         return assessment
-    steps = [*(drain_plan(assessment, hosts) if op.drain else ())]
-    recheck = None
-    if op.resume and request is not None:
-        if assessment.run.slurm is not None:
-            recheck = recheck_candidates(assessment.run, request.options().host_timeout_s)
-        held = set(recheck.names) if recheck else set()
-        steps += [s for s in resume_plan(assessment, hosts) if s.node not in held]
-    _say_plan(say, steps, recheck)
-    if not any(s.changes for s in steps) and recheck is None:
+    timeout_s = request.options().host_timeout_s if request is not None else None
+    changes = plan_changes(
+        assessment, hosts, drain=op.drain, resume=op.resume, recheck_timeout_s=timeout_s
+    )
+    for line in changes.lines():
+        say(line)
+    if not changes.any:
         say("nothing to change in Slurm")
         return assessment
     if op.dry_run:
         say("dry run: nothing changed")
         return assessment
     _confirm(op)
-    failed = _say_done(say, apply_steps(steps))
-    if recheck is not None and request is not None:
-        probe = _prober(judging)
-        rechecked = _recheck(say, recheck, assessment, recheck_request(request, recheck), probe)
-        assessment = assessment.with_exit_bits(rechecked)
+    failed = apply_changes(changes.steps, say)
+    if changes.recheck is not None and request is not None:
+        probe = _prober(request, judging)
+        code, failed_again = recheck_held(changes.recheck, assessment.run, probe, say)
+        assessment = assessment.with_exit_bits(code)
+        failed |= failed_again
     return assessment.with_exit_bits(EXIT_NOT_KEPT if failed else 0)
 
 
 def _sayer(request: ProbeRequest | None) -> Callable[[str], None]:
     to_stderr = request is not None and request.json_path == "-"
     return lambda line: click.echo(line, err=to_stderr)
-
-
-def _say_plan(say: Callable[[str], None], steps: Sequence[Step], recheck: Recheck | None) -> None:
-    for step in steps:
-        if step.changes:
-            say(f"{step.verb} {step.node}: {step.why}")
-            say(f"  {step.command}")
-        else:
-            say(f"{step.node}: {step.why}")
-    if recheck is not None:
-        names = compact_hosts(recheck.names)
-        say(f"recheck {names} (drained by fleet): probed again inside a reservation of yours")
-        for argv in recheck.commands():
-            say(f"  {shlex.join(argv)}")
-        say(f"  then: fleet probes {names}; drains again any whose findings remain")
-        say(f"  {shlex.join(recheck.release())}")
 
 
 def _confirm(op: Operation) -> None:
@@ -154,65 +124,20 @@ def _confirm(op: Operation) -> None:
         raise UsageError("nothing was changed (not confirmed)")
 
 
-def _say_done(say: Callable[[str], None], done: Sequence[Any]) -> bool:
-    """Each command's outcome; whether one failed."""
-    failed = False
-    for item in done:
-        if item.error is None:
-            say(f"{item.step.node}: {_past(item.step.verb)}")
-        else:
-            failed = True
-            say(f"error: {item.step.node} not changed: {item.error}")
-    return failed
+def _prober(request: ProbeRequest, judging: api.Judging) -> Callable[[str, str], api.Assessment]:
+    """How --resume probes held nodes again: as the command probed, over those nodes alone,
+    inside their reservation, judged alike."""
 
+    def probe(nodes: str, reservation: str) -> api.Assessment:
+        site = f"{request.slurm_args or ''} --reservation={reservation}".strip()
+        again = dataclasses.replace(
+            request,
+            slurm_target=f"nodes={nodes}",
+            slurm_args=site,
+            limit=None,
+            json_path=None,
+            html_path=None,
+        )
+        return probe_and_assess(again, judging).assessment
 
-def _past(verb: str) -> str:
-    return {"drain": "drained", "update": "reason updated", "resume": "returned to service"}.get(
-        verb, verb
-    )
-
-
-def _prober(judging: api.Judging) -> Callable[[ProbeRequest], api.Assessment]:
-    """What --resume probes held nodes with: the command's own judging."""
-    return lambda request: probe_and_assess(request, judging).assessment
-
-
-def _recheck(
-    say: Callable[[str], None],
-    recheck: Recheck,
-    assessment: api.Assessment,
-    request: ProbeRequest,
-    probe: Callable[[ProbeRequest], api.Assessment],
-) -> int:
-    """Hold, probe again (`request`: over the held nodes), drain again what is still sick,
-    release: the recheck's exit bits."""
-    try:
-        hold(recheck)
-        again = probe(request)
-        steps = after_recheck(again, recheck, assessment.run)
-        for step in steps:  # what the second look found
-            say(f"{step.node}: {'returned to service: ' if not step.changes else ''}{step.why}")
-        failed = _say_done(say, apply_steps(steps))  # drained again inside the reservation
-    except BaseException:
-        apply_steps(as_they_were(recheck))  # nothing proved them healthy: as they were
-        raise
-    finally:
-        left = release(recheck)
-        if left:
-            say(
-                f"warning: reservation {recheck.reservation} not deleted ({left}); it ends by itself"
-            )
-    return again.exit_code | (EXIT_NOT_KEPT if failed else 0)
-
-
-def recheck_request(request: ProbeRequest, recheck: Recheck) -> ProbeRequest:
-    """The same probing, over the held nodes alone, inside their reservation."""
-    site = f"{request.slurm_args or ''} --reservation={recheck.reservation}".strip()
-    return dataclasses.replace(
-        request,
-        slurm_target=f"nodes={','.join(recheck.names)}",
-        slurm_args=site,
-        limit=None,
-        json_path=None,
-        html_path=None,
-    )
+    return probe
