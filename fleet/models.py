@@ -75,6 +75,8 @@ class Host:
     # and that fleet cannot honour ("hosts.ini: host gpu-03: ansible_ssh_common_args -o …"), one
     # line per setting.
     refused: str | None = None
+    # the Slurm node this host is (`slurm_node:`; None: its name), for fleet check --drain/--resume
+    slurm_node: str | None = None
     # setting → where its value came from, for `fleet hosts` and errors: "inventory inv.yaml:14",
     # "ssh_config ~/.ssh/config:3", "ansible hosts.ini", "cli"; a setting not listed is a default
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)

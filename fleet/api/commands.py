@@ -23,7 +23,7 @@ from fleet.api.runs import KeptRun, collection_paused, default_runs_dir, list_ru
 from fleet.errors import StoreError
 from fleet.exits import exit_code, kept_bits, with_bits
 from fleet.findings.assessment import Assessment
-from fleet.models import Run
+from fleet.models import Host, Run
 
 if TYPE_CHECKING:
     from fleet.api.hosts import Selection
@@ -43,6 +43,7 @@ class Probed:
 
     assessment: Assessment
     kept: KeptRun
+    hosts: tuple[Host, ...] = ()  # the hosts selected (their settings: slurm_node, …)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ class ProbePlan:
         probed_code = with_bits(exit_code(kept.run), kept_bits(kept.kept))
         with collection_paused():  # judging makes many objects and next to no garbage
             assessment = assess(kept.run, self.judging, self.prepared, kept.where, probed_code)
-        return Probed(assessment, kept)
+        return Probed(assessment, kept, tuple(self.selection.hosts))
 
 
 def assess_run(run: Run, judging: Judging, where: str, probed_code: int = 0) -> Assessment:

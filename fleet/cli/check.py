@@ -22,6 +22,8 @@ from fleet.api.checking import rule_packs
 from fleet.api.hosts import inventory_probe_args
 from fleet.api.runs import collection_paused
 from fleet.cli.completion import complete_runs
+from fleet.cli.draining import DRAIN_OPTIONS, Operation, operate
+from fleet.cli.metrics import openmetrics_option, write_openmetrics
 from fleet.cli.options import (
     baseline_file_option,
     fail_on_option,
@@ -36,6 +38,7 @@ from fleet.cli.options import (
 from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, write_html
 from fleet.errors import UsageError
 from fleet.exits import EXIT_NOT_KEPT
+from fleet.models import Host
 from fleet.render.documents import findings_list
 from fleet.render.junit import write_junit
 from fleet.render.terminal.assessment import render_checked
@@ -92,6 +95,8 @@ def _packs_epilog() -> str:
     help="After the findings, every rule's verdict on every host and why (terminal only).",
 )
 @fail_on_option
+@DRAIN_OPTIONS
+@openmetrics_option
 @probe_options
 def check_command(
     request: ProbeRequest,
@@ -105,6 +110,8 @@ def check_command(
     old_baseline: str | None,
     details: bool,
     fail_on: str | None,
+    openmetrics_path: str | None,
+    **drain: bool,
 ) -> None:
     """Pre-flight: probe the hosts (or read --run) and judge them against rules. Exit bit 32 on failure."""
     baseline_file = _baseline_file(baseline_file, old_baseline)
@@ -121,12 +128,16 @@ def check_command(
         probe_args=inventory_probe_args(request.inventory_path, request.choice.inventory_format),
     )
     console = make_console(stderr=json_path == "-")
+    operation = Operation.pop_from(drain)
+    operation.check(run_ref)
+    hosts: tuple[Host, ...] = ()
     if run_ref is not None:
         # with -i, latest/previous are that inventory's runs
         path, run = resolve_and_load(run_ref, request.runs_dir, request.inventory_path)
         assessment = api.assess_run(run, judging, str(path))
     else:
-        assessment = probe_and_assess(request, judging).assessment
+        probed = probe_and_assess(request, judging)
+        assessment, hosts = probed.assessment, probed.hosts
     with collection_paused():  # a verdict per rule and host, no garbage: fleet.collector
         if junit_path and not _write_junit(assessment, junit_path):
             assessment = assessment.with_exit_bits(EXIT_NOT_KEPT)
@@ -135,6 +146,11 @@ def check_command(
         render_checked(console, assessment, details)  # on stderr when the document is on stdout
         if request.html_path:
             assessment = write_html(request.html_path, assessment, assessment.where)
+    if operation.wanted:
+        probed_now = request if run_ref is None else None
+        assessment = operate(operation, assessment, hosts, probed_now, judging)
+    if openmetrics_path is not None:
+        assessment = write_openmetrics(openmetrics_path, assessment)
     sys.exit(assessment.exit_code)
 
 

@@ -9,6 +9,7 @@ import click
 
 from fleet import api
 from fleet.api.runs import BUILT_IN_LOCAL
+from fleet.cli.metrics import openmetrics_option, write_openmetrics
 from fleet.cli.options import (
     baseline_file_option,
     baseline_option,
@@ -24,6 +25,7 @@ from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, wri
 @tolerance_option()
 @cohort_by_option
 @fail_on_option
+@openmetrics_option
 @baseline_option("Also report drift against this saved run (latest, previous, a path or id).")
 @baseline_file_option(
     "--baseline-file",
@@ -38,6 +40,7 @@ def probe(
     baseline: str | None,
     baseline_file: str | None,
     fail_on: str | None,
+    openmetrics_path: str | None,
 ) -> None:
     """Run the probes on every selected host and show where the hosts differ."""
     judging = api.Judging(
@@ -66,4 +69,6 @@ def probe(
     if request.html_path:
         source = str(saved) if saved else (assessment.run.inventory or None)
         assessment = write_html(request.html_path, assessment, source)
+    if openmetrics_path is not None:
+        assessment = write_openmetrics(openmetrics_path, assessment)
     sys.exit(assessment.exit_code)

@@ -12,6 +12,7 @@ from rich.text import Text
 from fleet import api
 from fleet.api.commands import RunSummary
 from fleet.cli.completion import complete_runs
+from fleet.cli.metrics import openmetrics_option, write_openmetrics
 from fleet.cli.options import (
     baseline_file_option,
     between_option,
@@ -31,7 +32,7 @@ from fleet.cli.options import (
     write_json,
 )
 from fleet.errors import UsageError
-from fleet.exits import EXIT_NOT_KEPT
+from fleet.exits import EXIT_NOT_KEPT, exit_code, with_bits
 from fleet.render.documents import (
     drift_document,
     drift_markdown,
@@ -154,6 +155,7 @@ def print_drift(assessment: api.Assessment, output_format: str, json_path: str |
 @cohort_by_option
 @fail_on_option
 @between_option
+@openmetrics_option
 @collection_paused
 def show(
     run_ref: str,
@@ -165,12 +167,17 @@ def show(
     cohort_by: str | None,
     fail_on: str | None,
     between: bool,
+    openmetrics_path: str | None,
 ) -> None:
     """Render a saved run again (default: the latest)."""
     output_format, json_path = json_from_format(output_format, json_path)
     run = load_run(run_ref, runs_dir, scope)
     judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True, fail_on=fail_on)
     assessment = api.assess_run(run, judging, run_ref)
+    if openmetrics_path is not None:  # the run's own exit code: its probing's bits
+        probed = with_bits(exit_code(run), assessment.exit_code)
+        kept = write_openmetrics(openmetrics_path, assessment, probed)
+        assessment = assessment.with_exit_bits(kept.exit_code & EXIT_NOT_KEPT)
     if output_format != "terminal" or json_path == "-":
         sys.exit(print_fleet_diff(assessment, output_format, json_path, between))
     code = assessment.exit_code  # 0, or 32 with --fail-on

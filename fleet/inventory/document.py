@@ -42,6 +42,7 @@ SETTINGS = {
     "python": "python",
     "connect_timeout": "connect_timeout",
     "probe_args": "probe_args",
+    "slurm_node": "slurm_node",
 }
 
 
@@ -86,6 +87,8 @@ def host_entry(host: Host) -> dict[str, Any]:
         "refused": host.refused,
         "origins": {key: host.origin(field) for key, field in SETTINGS.items()},
     }
+    if host.slurm_node:  # optional: the Slurm node --drain/--resume act on (issue 48)
+        entry["slurm_node"] = host.slurm_node
     return entry
 
 

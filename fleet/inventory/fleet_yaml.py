@@ -29,6 +29,7 @@ SETTINGS = (
     "connect_timeout",
     "transport",
     "probe_args",
+    "slurm_node",
 )
 TOP_LEVEL = ("defaults", "hosts", "groups", "cohort_by", "ssh_exec")
 GROUP_KEYS = ("hosts", "vars")
@@ -293,6 +294,8 @@ def _check_text_setting(key: str, value: Any, here: Location) -> None:
         check_name(value, here, "user", USER_RE)
     elif key == "address":
         check_name(value, here, "address", ADDRESS_RE)
+    elif key == "slurm_node":
+        check_name(value, here, "slurm_node", NAME_RE)
     elif key == "python":
         check_name(
             value,
@@ -384,6 +387,7 @@ def host_from_settings(
         transport=settings.get("transport", "ssh"),
         groups=groups,
         probe_args=settings.get("probe_args") or {},
+        slurm_node=settings.get("slurm_node"),
         origins=dict(origins),
     )
 
