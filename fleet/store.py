@@ -124,10 +124,21 @@ def save_run(run: Run, runs_dir: Path) -> Path:
 
 
 def list_runs(runs_dir: Path) -> list[Path]:
-    """Saved runs, oldest first (file names start with the UTC start time)."""
+    """Saved runs, oldest first (file names start with the UTC start time; runs started in the
+    same second in the order they were saved: `_2` after the plain name, `_10` after `_9`)."""
     if not runs_dir.is_dir():
         return []
-    return sorted(p for p in runs_dir.glob("*.json") if not p.name.startswith("."))
+    return sorted(
+        (p for p in runs_dir.glob("*.json") if not p.name.startswith(".")), key=_saved_order
+    )
+
+
+SAME_SECOND = re.compile(r"^(.*)_(\d+)$")
+
+
+def _saved_order(path: Path) -> tuple[str, int, str]:
+    found = SAME_SECOND.match(path.stem)
+    return (found.group(1), int(found.group(2)), path.name) if found else (path.stem, 1, path.name)
 
 
 def resolve_run(ref: str, runs_dir: Path, inventory: str | None = None) -> Path:
@@ -141,7 +152,11 @@ def resolve_run(ref: str, runs_dir: Path, inventory: str | None = None) -> Path:
         return _resolve_alias(alias, runs_dir, scope or inventory)
     if Path(ref).is_file():
         return Path(ref)
-    matches = [p for p in list_runs(runs_dir) if p.name.startswith(ref)]
+    runs = list_runs(runs_dir)
+    exact = [p for p in runs if ref in (p.stem, p.name)]  # an id always names its run: `_2` too
+    if exact:
+        return exact[0]
+    matches = [p for p in runs if p.name.startswith(ref)]
     if len(matches) > 1:
         newest = [p.stem for p in reversed(matches)]
         more = (
