@@ -27,7 +27,9 @@ from fleet.analysis.across_hosts.findings import CHECK, COHORT, HARDWARE, SOFTWA
 from fleet.analysis.across_runs.drift import Drift
 from fleet.findings.model import Finding
 from fleet.hostsets import compact_hosts, count_hosts
+from fleet.models import Run
 from fleet.render.grouping import first_sentence, group_across, pair_rows, short, unreported_groups
+from fleet.units import parts
 
 DIFF_SCHEMA = "fleet.diff/3"
 DRIFT_SCHEMA = DIFF_SCHEMA  # told apart by "kind": "drift"
@@ -121,12 +123,18 @@ def md_code(value: object) -> str:
 
 
 def fleet_diff_markdown(
-    diff: FleetDiff, between: bool = False, findings: Sequence[Finding] | None = None
+    diff: FleetDiff,
+    between: bool = False,
+    findings: Sequence[Finding] | None = None,
+    run: Run | None = None,
 ) -> str:
     """The findings most serious first, then a table per cohort of what differs inside it, a
     table of the software that differs between cohorts, and the hardware per pair of cohorts
-    (`between`: a table of its facts per pair). `findings`: the run's, said first."""
+    (`between`: a table of its facts per pair). `findings`: the run's, said first; `run`: the
+    probes' own sections after them (fleet/units/PROBE/markdown.py: `--import`'s answers)."""
     lines = findings_markdown(findings) if findings is not None else []
+    if run is not None:
+        lines += [line for _, unit in parts("markdown") for line in unit.lines(run)]
     lines += ["## fleet: cross-host divergence", ""]
     if diff.clean:
         lines.append("No divergence: every compared fact is the same on every host.")
