@@ -147,9 +147,12 @@ def resolve_run(ref: str, runs_dir: Path, inventory: str | None = None) -> Path:
     `latest:INV` / `previous:INV` (or `inventory=INV`) count only the runs of inventory INV: its
     path as given when probing, its file name, or its name without `.yaml` (`latest:blackwell`
     for inventory/blackwell.yaml; `local` for the built-in local inventory)."""
-    alias, _, scope = ref.partition(":")
-    if alias in ALIASES and (scope or ":" not in ref):
-        return _resolve_alias(alias, runs_dir, scope or inventory)
+    counted = alias_runs(ref, runs_dir, inventory)
+    if counted is not None:
+        back, runs = counted
+        if len(runs) < back:
+            raise no_alias_run(ref, runs_dir, inventory)
+        return runs[-back]
     if Path(ref).is_file():
         return Path(ref)
     runs = list_runs(runs_dir)
@@ -178,18 +181,27 @@ def resolve_run(ref: str, runs_dir: Path, inventory: str | None = None) -> Path:
 SHOWN_CANDIDATES = 10  # an ambiguous prefix: the newest runs it matches, named
 
 
-def _resolve_alias(alias: str, runs_dir: Path, inventory: str | None) -> Path:
+def alias_runs(
+    ref: str, runs_dir: Path, inventory: str | None = None
+) -> tuple[int, list[Path]] | None:
+    """For `latest`/`previous` (`latest:INV` scoped): how far back it counts (1, 2) and the runs
+    it counts among, oldest first (those of INV, else of `inventory`); None for any other ref."""
+    alias, _, scope = ref.partition(":")
+    if alias not in ALIASES or not (scope or ":" not in ref):
+        return None
     runs = list_runs(runs_dir)
-    if inventory:
-        runs = _runs_of_inventory(runs, inventory, runs_dir)
-    back = ALIASES[alias]
-    if len(runs) < back:
-        scope = f" of inventory {inventory}" if inventory else ""
-        raise StoreError(
-            f"there is no {alias} run{scope} in {runs_dir}",
-            hint="run `fleet probe` first, or pass --runs-dir (`fleet runs` lists them)",
-        )
-    return runs[-back]
+    wanted = scope or inventory
+    return ALIASES[alias], _runs_of_inventory(runs, wanted, runs_dir) if wanted else runs
+
+
+def no_alias_run(ref: str, runs_dir: Path, inventory: str | None = None) -> StoreError:
+    alias, _, scope = ref.partition(":")
+    wanted = scope or inventory
+    of = f" of inventory {wanted}" if wanted else ""
+    return StoreError(
+        f"there is no {alias} run{of} in {runs_dir}",
+        hint="run `fleet probe` first, or pass --runs-dir (`fleet runs` lists them)",
+    )
 
 
 def _runs_of_inventory(runs: list[Path], wanted: str, runs_dir: Path) -> list[Path]:

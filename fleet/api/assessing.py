@@ -10,6 +10,7 @@ by `prepare`, before any host is contacted; `assess` then judges the run.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE
+from fleet.api.comparable import Covering, choose_baseline
 from fleet.api.comparing import cross_host_diff, drift
-from fleet.api.runs import load_run, resolve_run
 from fleet.exits import EXIT_CHECK_FAILED, EXIT_DRIFT
 from fleet.findings.assessment import Assessment
 from fleet.findings.fold import fold
@@ -70,12 +71,17 @@ class Prepared:
     baseline: Baseline | None = None
     old: Run | None = None
     probing: Probing | None = None  # how the rules files want the hosts probed (`probing:`)
+    old_chosen: str = ""  # why `old` is the run --baseline latest means (fleet/api/comparable.py)
 
 
-def prepare(judging: Judging, run_probes: Sequence[str] = ()) -> Prepared:
+def prepare(
+    judging: Judging, run_probes: Sequence[str] = (), covering: Covering | None = None
+) -> Prepared:
     """Read the rules, the baseline file and the earlier run: each can be wrong, and is said so
     before any host is contacted. `run_probes`: the probes of a saved run being judged (a rule
-    may read a probe of yours that it ran)."""
+    may read a probe of yours that it ran). `covering`: what the earlier run must cover (the
+    judged run's hosts and probes); without it (hosts not selected yet) the earlier run is read
+    by `with_baseline_run` once they are."""
     rules: Sequence[Rule] = ()
     sources: tuple[str, ...] = ()
     probing = None
@@ -89,10 +95,18 @@ def prepare(judging: Judging, run_probes: Sequence[str] = ()) -> Prepared:
         from fleet.api.baselines import load_baseline
 
         baseline = load_baseline(judging.baseline_file)
-    old = None
-    if judging.baseline_run:
-        old = load_run(resolve_run(judging.baseline_run, judging.runs_dir, judging.scope))
-    return Prepared(rules, sources, baseline, old, probing)
+    prepared = Prepared(rules, sources, baseline, None, probing)
+    return prepared if covering is None else with_baseline_run(prepared, judging, covering)
+
+
+def with_baseline_run(prepared: Prepared, judging: Judging, covering: Covering) -> Prepared:
+    """`prepared` with the earlier run --baseline names: for latest/previous, the newest of the
+    same inventory that covers `covering` (a --limit or -p run of fewer hosts or probes is
+    passed over, and said)."""
+    if not judging.baseline_run:
+        return prepared
+    old, chosen = choose_baseline(judging.baseline_run, judging.runs_dir, judging.scope, covering)
+    return dataclasses.replace(prepared, old=old, old_chosen=chosen)
 
 
 def assess(
@@ -168,10 +182,12 @@ def _drift(run: Run, judging: Judging, prepared: Prepared) -> Drift | None:
     if prepared.baseline is not None:
         from fleet.api.baselines import baseline_drift
 
-        return baseline_drift(
+        moved = baseline_drift(
             prepared.old, run, prepared.baseline, judging.tolerance, judging.probe_dirs
         )
-    return drift(prepared.old, run, judging.tolerance, judging.probe_dirs, judging.limit)
+    else:
+        moved = drift(prepared.old, run, judging.tolerance, judging.probe_dirs, judging.limit)
+    return dataclasses.replace(moved, baseline_chosen=prepared.old_chosen)
 
 
 def _line_rates(run: Run, judging: Judging) -> tuple[CohortLineRate, ...]:

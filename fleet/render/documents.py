@@ -71,6 +71,7 @@ def drift_document(drift: Drift, findings: Sequence[Finding] = ()) -> dict[str, 
         "schema": DRIFT_SCHEMA,
         "kind": "drift",
         "drift_found": drift.found,
+        "comparable": drift.comparable,
         "changed_hosts": list(drift.changed_hosts),
     }
     document.update(_plain(drift))
@@ -274,11 +275,14 @@ def _markdown_set_row(item: SetDivergence) -> str:
 def drift_markdown(drift: Drift, findings: Sequence[Finding] | None = None) -> str:
     lines = findings_markdown(findings) if findings is not None else []
     lines += [f"## fleet: drift from {drift.old_started} to {drift.new_started}", ""]
+    if drift.baseline_chosen:
+        lines += [md_text(drift.baseline_chosen), ""]
     lines += [f"> **warning:** {md_text(note)}" for note in drift.unlike]
     if drift.left_out:
         lines += ["", md_text(drift.left_out_note)]
     if not drift.found:
-        return "\n".join([*lines, "", "No drift.", ""])
+        verdict = "No drift." if drift.comparable else "No drift among what both runs compare."
+        return "\n".join([*lines, "", verdict, ""])
     new_label, gone_label = ("new hosts", "hosts gone")
     if not drift.same_inventory:
         new_label, gone_label = ("only in the new run", "only in the old run")

@@ -60,6 +60,9 @@ class Drift:
     # hosts not compared: one run did not select them (its --limit), or the diff's --limit
     left_out: tuple[str, ...] = ()
     left_out_why: str = ""
+    # why the old run is the one `--baseline latest` means, when it is not simply the latest
+    # (newer runs of fewer hosts or probes passed over); "" when it is, or was named
+    baseline_chosen: str = ""
 
     @property
     def same_inventory(self) -> bool:
@@ -71,6 +74,12 @@ class Drift:
         went. Runs of different inventories differ in hosts by design: that is not drift."""
         moved = self.same_inventory and bool(self.added_hosts or self.removed_hosts)
         return moved or bool(self.changes)
+
+    @property
+    def comparable(self) -> bool:
+        """Like with like: the same inventory, the same probes, every host compared. "No drift"
+        is a clean verdict only then; otherwise it holds among what both runs compare."""
+        return not self.unlike and not self.left_out
 
     @property
     def unlike(self) -> list[str]:

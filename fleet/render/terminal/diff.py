@@ -361,7 +361,12 @@ def unreported_view(items: Iterable[Unreported], heading: str = "not compared:")
 
 def drift_view(drift: Drift) -> Group:
     parts: list[Any] = [drift_summary(drift)]
-    parts += [Text(f"  warning: {note}", style="bold magenta") for note in drift.unlike]
+    if drift.baseline_chosen:
+        parts.append(Hanging(Text("  "), Text(drift.baseline_chosen, style="dim"), 4))
+    parts += [
+        Hanging(Text("  warning:", style="bold magenta"), Text(note, style="magenta"), 4)
+        for note in drift.unlike
+    ]
     if drift.left_out:
         parts.append(Hanging(Text("  "), Text(drift.left_out_note, style="dim"), 4))
     new_label, gone_label = ("new hosts", "hosts gone")
@@ -378,10 +383,9 @@ def drift_view(drift: Drift) -> Group:
 def drift_summary(drift: Drift) -> Text:
     text = Text(f"drift from {drift.old_started} to {drift.new_started}: ", style="bold")
     if not drift.found:
-        text.append("none", style="green")
-        if drift.unlike:
-            text.append(" (among what both runs can compare)", style="dim")
-        return text
+        if drift.comparable:
+            return text.append("none", style="green")
+        return text.append("none among what both runs compare (see below)", style="yellow")
     parts = []
     if drift.changes:
         parts.append(f"{len(drift.changes)} change(s) on {len(drift.changed_hosts)} host(s)")
