@@ -321,3 +321,17 @@ def test_identity_and_known_hosts_go_with_adhoc_hosts_only(tmp_path: Path) -> No
     missing = run_fleet(tmp_path, "hosts", "-H", "gpu-01", "--known-hosts", str(tmp_path / "no"))
     assert missing.returncode == 2
     assert f"--known-hosts {tmp_path / 'no'}: no such file" in missing.stderr
+
+
+def test_baseline_latest_of_adhoc_hosts_is_their_last_run(
+    farm: SshdFarm, tmp_path: Path, lone_host: str
+) -> None:
+    """Issue 46, item 7: `-H HOST --baseline latest` meant the latest run of this machine's
+    built-in inventory; it is the last run of the same -H hosts."""
+    known = farm.known_hosts(tmp_path / "known_hosts", [lone_host])
+    keys = ("--identity", str(farm.client_key), "--known-hosts", str(known))
+    first = adhoc_probe(farm, tmp_path, lone_host, *keys)
+    assert first.returncode == 0, first.stdout + first.stderr
+    again = adhoc_probe(farm, tmp_path, lone_host, *keys, "--baseline", "latest")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "drift from " in again.stdout
