@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet.analysis.across_hosts.diff import FleetDiff
+from fleet.analysis.across_hosts.findings import CHECK, DivergenceFinding
 from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE
 from fleet.api.comparable import Covering, choose_baseline
 from fleet.api.comparing import cross_host_diff, drift
@@ -114,16 +115,16 @@ def assess(
 ) -> Assessment:
     """Judge `run` by `judging` with what `prepare` read. `probed_code`: the bits of probing
     it now (none for a saved run)."""
-    diff = (
-        cross_host_diff(run, judging.tolerance, judging.probe_dirs, judging.cohort_by)
-        if judging.divergence
-        else FleetDiff(tuple(run.hosts), (), (), (), (), (), judging.tolerance)
-    )
+    diff = cross_host_diff(run, judging.tolerance, judging.probe_dirs, judging.cohort_by)
+    findings_diff = diff
+    if not judging.divergence:  # the drift's to say; its findings say a rule's cause as probe does
+        findings_diff = dataclasses.replace(diff, findings=_check_grade(diff))
+        diff = FleetDiff(tuple(run.hosts), (), (), (), (), (), judging.tolerance)
     judged = _judged_baseline(run, judging, prepared)
     checks = _checks(run, judging, prepared, judged)
     moved = _drift(run, judging, prepared)
     sources = prepared.sources + ((f"baseline {judging.baseline_file}",) if judged else ())
-    findings, not_judged = _findings(run, diff, checks)
+    findings, not_judged = _findings(run, findings_diff, checks)
     assessment = Assessment(
         run=run,
         where=where,
@@ -140,6 +141,12 @@ def assess(
         exit_code=probed_code,
     )
     return assessment.with_exit_bits(_judged_bits(assessment, judging))
+
+
+def _check_grade(diff: FleetDiff) -> tuple[DivergenceFinding, ...]:
+    """The diff's check-grade findings (a torch that cannot run on its GPUs, NCCL settings that
+    differ): the sentence a failed rule's finding folds into, whatever else is shown."""
+    return tuple(finding for finding in diff.findings if finding.rank == CHECK)
 
 
 def _judged_baseline(run: Run, judging: Judging, prepared: Prepared) -> BaselineJudgement | None:

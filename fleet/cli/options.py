@@ -144,7 +144,9 @@ def json_from_format(output_format: str, json_path: str | None) -> tuple[str, st
         return output_format, json_path
     click.echo("warning: --format json is deprecated: write --json - (or --json FILE)", err=True)
     if json_path not in (None, "-"):
-        raise UsageError("--format json and --json FILE: give one", hint="--json - for stdout")
+        raise UsageError(
+            "--format json (deprecated) and --json FILE: give one", hint="--json - for stdout"
+        )
     return "terminal", "-"
 
 

@@ -17,9 +17,11 @@ Three folds, in order:
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 
 from fleet.findings.model import ACTIONS, DIVERGENCE, RULE, SENTENCE, SEVERITIES, Finding
+from fleet.hostsets import compact_hosts
 from fleet.models import FINGERPRINT
 
 
@@ -158,16 +160,16 @@ def _fold_alike(findings: Iterable[Finding]) -> list[Finding]:
     return [_joined(group) for group in merged.values()]
 
 
-def _own_blanked(finding: Finding, text: str) -> str:
-    """`text` with a host's own name and address as HOST and key fingerprints as `SHA256:…`,
-    for a finding of one host that was not reached (its evidence names its address): an error
-    or hint that names its host (`try: ssh root@10.0.0.7 true`) reads alike on every host."""
+def _own_blanked(finding: Finding, text: str, name: str = "HOST") -> str:
+    """`text` with the finding's own hosts named `name`: a finding of one host that names it
+    (`h07: NCCL_ALGO=Tree, …`, `try: ssh root@10.0.0.7 true`) reads alike on every host, and
+    so folds into one finding over all of them. A host not reached (its evidence names its
+    address) has its address blanked too, and key fingerprints as `SHA256:…`."""
     address = str(finding.evidence.get("address") or "")
-    if not address:
-        return text
-    for own in sorted({address, *finding.hosts[:1]} - {""}, key=len, reverse=True):
-        text = text.replace(own, "HOST")
-    return FINGERPRINT.sub("SHA256:…", text)
+    owns = {address, *finding.hosts[:1]} if address else {compact_hosts(finding.hosts)}
+    for own in sorted(owns - {""}, key=len, reverse=True):
+        text = re.sub(rf"(?<![\w.-]){re.escape(own)}(?![\w-]|\.\w)", name, text)
+    return FINGERPRINT.sub("SHA256:…", text) if address else text
 
 
 def _joined(group: list[Finding]) -> Finding:
@@ -176,11 +178,13 @@ def _joined(group: list[Finding]) -> Finding:
     hosts = sorted({host for finding in group for host in finding.hosts})
     evidence = {k: v for k, v in group[0].evidence.items() if k != "address"}
     first = group[0]
+    # a command names a host (`ssh root@HOST true`); a sentence names them all (`h[01-04]: …`)
+    name = "HOST" if first.evidence.get("address") else compact_hosts(hosts)
     return dataclasses.replace(
         first,
         hosts=tuple(hosts),
-        what=_own_blanked(first, first.what),
-        fix=_own_blanked(first, first.fix),
+        what=_own_blanked(first, first.what, name),
+        fix=_own_blanked(first, first.fix, name),
         evidence=evidence,
     )
 

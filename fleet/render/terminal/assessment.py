@@ -77,7 +77,7 @@ def render_checked(console: Console, assessment: Assessment, details: bool = Fal
         console.print()
         render_report(console, report, f"fleet check · {judged}")
     else:
-        console.print("[dim]every rule and host: --details (or --format json)[/]")
+        console.print("[dim]every rule and host: --details (or --json -)[/]")
 
 
 # the findings of hosts not reached: their error and hint, said there rather than in the table

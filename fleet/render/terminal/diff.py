@@ -33,7 +33,7 @@ from fleet.render.terminal.wrap import KEEP, Hanging, keep, keep_all
 
 MAX_ITEMS = 8
 MAX_CONSEQUENCES = 2
-MAX_ACROSS = 12  # software facts listed per pair of cohorts (--format json lists every one)
+MAX_ACROSS = 12  # software facts listed per pair of cohorts (--json - lists every one)
 MAX_INDENT = 24  # a check-grade line's hosts wider than this: its text goes under them
 
 
@@ -208,7 +208,7 @@ def _consequences_text(item: Divergence) -> Text:
     names = ", ".join(item.consequences[:MAX_CONSEQUENCES])
     more = len(item.consequences) - MAX_CONSEQUENCES
     text = Text(f"and so {len(item.consequences)} more fact(s) differ: ", style="dim")
-    text.append(names + (f", … (+{more}; --format json lists all)" if more > 0 else ""))
+    text.append(names + (f", … (+{more}; fleet diff --json - lists all)" if more > 0 else ""))
     return text
 
 
@@ -247,7 +247,7 @@ def _software_finding(finding: DivergenceFinding, labels: dict[str, str]) -> lis
         lines.append(_across_line(entry, labels))
     if len(shown) > MAX_ACROSS:
         more = len(shown) - MAX_ACROSS
-        lines.append(Text(f"    … and {more} more (--format json lists them)", style="dim"))
+        lines.append(Text(f"    … and {more} more (fleet diff --json - lists them)", style="dim"))
     return lines
 
 
