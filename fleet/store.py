@@ -197,7 +197,7 @@ def alias_runs(
 def no_alias_run(ref: str, runs_dir: Path, inventory: str | None = None) -> StoreError:
     alias, _, scope = ref.partition(":")
     wanted = scope or inventory
-    of = f" of inventory {wanted}" if wanted else ""
+    of = f" of {source_words(wanted)}" if wanted else ""
     return StoreError(
         f"there is no {alias} run{of} in {runs_dir}",
         hint="run `fleet probe` first, or pass --runs-dir (`fleet runs` lists them)",
@@ -242,6 +242,19 @@ def _same_inventory(stored: str | None, wanted: str) -> bool:
 
 
 BUILT_IN_LOCAL = "<built-in local inventory>"
+ADHOC = "-H "  # how a run of -H NODESET records where its hosts came from (inventory/adhoc.py)
+
+
+def source_words(source: str | None) -> str:
+    """Where a run's hosts came from, as a sentence names it: `inventory inv/lab.yaml`, `hosts
+    -H gpu-[01-04]` (a nodeset is no inventory), `this machine`."""
+    if source is None:
+        return "an unrecorded inventory"
+    if source == BUILT_IN_LOCAL:
+        return "this machine (the built-in local inventory)"
+    return f"hosts {source}" if source.startswith(ADHOC) else f"inventory {source}"
+
+
 HEADER_BYTES = 64 * 1024
 INVENTORY_FIELD = re.compile(r'"inventory":\s*')
 

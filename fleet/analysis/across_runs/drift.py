@@ -30,6 +30,7 @@ from fleet.analysis.facts import (
 from fleet.hostsets import compact_hosts
 from fleet.inventory.fleet_yaml import select_names
 from fleet.models import HostOutcome, Run
+from fleet.store import source_words
 
 HOST_STATUS = "_host.status"  # the name rules read it by
 
@@ -87,8 +88,8 @@ class Drift:
         notes = []
         if not self.same_inventory:
             notes.append(
-                f"the runs are of different inventories ({self.old_inventory} → "
-                f"{self.new_inventory}): hosts in only one of them are not drift"
+                f"the runs are of different inventories ({source_words(self.old_inventory)} → "
+                f"{source_words(self.new_inventory)}): hosts in only one of them are not drift"
             )
         if self.probes_only_old:
             notes.append(f"not compared, not run in the new run: {', '.join(self.probes_only_old)}")
