@@ -19,6 +19,7 @@ from fleet.cli.completion import complete_hosts, complete_runs
 from fleet.errors import UsageError
 from fleet.models import Run
 from fleet.render.jsontext import write_indented
+from fleet.render.terminal.console import stderr_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -131,7 +132,7 @@ def write_json(document: Any, json_path: str) -> bool:
         with target.open("w", encoding="utf-8") as out:
             write_indented(document, out.write)
     except OSError as exc:
-        click.echo(f"error: cannot write {json_path}: {exc.strerror}", err=True)
+        click.echo(stderr_text(f"error: cannot write {json_path}: {exc.strerror}"), err=True)
         return False
     say_written(target)
     return True
