@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli.inprocess import GPULESS, LOOPBACK8, invoke, run_document
-from tests.cli.test_runs_scope import save
+from tests.cli.inprocess import save_document as save
 
 EXIT_DRIFT = 16
 INVENTORY = "inv/lab.yaml"

@@ -11,7 +11,7 @@ from pathlib import Path
 from fleet.findings.fold import fold
 from fleet.findings.model import Finding
 from tests.cli.inprocess import invoke
-from tests.cli.test_runs_scope import save
+from tests.cli.inprocess import save_document as save
 from tests.mixed_fleets import mixed8
 
 
