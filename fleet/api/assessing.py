@@ -21,6 +21,7 @@ from fleet.analysis.across_hosts.findings import CHECK, DivergenceFinding
 from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE
 from fleet.api.comparable import Covering, choose_baseline
 from fleet.api.comparing import cross_host_diff, drift
+from fleet.api.runs import load_run, resolve_run
 from fleet.exits import EXIT_CHECK_FAILED, EXIT_DRIFT
 from fleet.findings.assessment import Assessment
 from fleet.findings.fold import fold
@@ -81,8 +82,8 @@ def prepare(
     """Read the rules, the baseline file and the earlier run: each can be wrong, and is said so
     before any host is contacted. `run_probes`: the probes of a saved run being judged (a rule
     may read a probe of yours that it ran). `covering`: what the earlier run must cover (the
-    judged run's hosts and probes); without it (hosts not selected yet) the earlier run is read
-    by `with_baseline_run` once they are."""
+    judged run's hosts and probes: `latest` is then the newest that covers them); without it,
+    the run --baseline names as it is."""
     rules: Sequence[Rule] = ()
     sources: tuple[str, ...] = ()
     probing = None
@@ -97,7 +98,12 @@ def prepare(
 
         baseline = load_baseline(judging.baseline_file)
     prepared = Prepared(rules, sources, baseline, None, probing)
-    return prepared if covering is None else with_baseline_run(prepared, judging, covering)
+    if covering is not None:
+        return with_baseline_run(prepared, judging, covering)
+    if judging.baseline_run:
+        old = load_run(resolve_run(judging.baseline_run, judging.runs_dir, judging.scope))
+        return dataclasses.replace(prepared, old=old)
+    return prepared
 
 
 def with_baseline_run(prepared: Prepared, judging: Judging, covering: Covering) -> Prepared:

@@ -65,7 +65,7 @@ class ProbePlan:
     ) -> ProbePlan:
         """Read what judging needs (a bad rules or baseline file fails first), then `select` the
         hosts and build the bundle (bad probe names fail before any host is contacted)."""
-        prepared = prepare(judging)
+        prepared = prepare(dataclasses.replace(judging, baseline_run=None))  # read below
         options, notes = with_rules_probing(options, prepared.probing)
         selection = select()
         bundle = build_probe_bundle(options)
