@@ -45,6 +45,19 @@ def test_a_name_that_only_starts_like_the_host_is_not_blanked() -> None:
     assert len(folded) == 2  # h10 and h20 are other hosts: the findings differ
 
 
+def test_the_same_text_still_folds_when_a_host_is_named_like_a_word_in_it() -> None:
+    """Hosts `a` and `b` that read `a module is missing` are one finding: alike as written,
+    before any name is blanked (blanking `a` on host a alone would have split them)."""
+    said = [
+        Finding("warning", "probe-failed", "probe x failed: a module is missing", (h,))
+        for h in "ab"
+    ]
+    folded = fold(said)
+    assert [(f.hosts, f.what) for f in folded] == [
+        (("a", "b"), "probe x failed: a module is missing")
+    ]
+
+
 def test_drift_findings_say_the_sentence_not_a_rule_id_and_json(tmp_path: Path) -> None:
     old = save(tmp_path, mixed8(), "2026-11-30T01:00:00.000Z")
     new = save(tmp_path, mixed8(), "2026-11-30T02:00:00.000Z")
