@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.integration.conftest import ssh_host, write_inventory
+from tests.integration.fleet_runs import ssh_host, write_inventory
 from tests.integration.sshd import SshdFarm, find_sshd
 
 

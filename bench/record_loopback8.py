@@ -14,9 +14,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.integration.conftest import run_fleet, ssh_host, write_inventory  # noqa: E402
+from tests.integration.fleet_runs import run_fleet, ssh_host, write_inventory  # noqa: E402
+from tests.integration.gpu_stacks import host_env  # noqa: E402
 from tests.integration.sshd import SshdFarm, find_sshd  # noqa: E402
-from tests.integration.test_gpu_stacks import host_env  # noqa: E402
 
 TARGET = ROOT / "tests" / "probes" / "golden" / "real_run" / "loopback8_two_odd.json"
 ODD = {"gpu-07": ("torch_h200", {}), "gpu-08": ("torch_h200_symm", {"NCCL_P2P_DISABLE": "1"})}

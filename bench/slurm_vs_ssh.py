@@ -46,9 +46,9 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.conftest import FAKES, ROOT
-from tests.integration.conftest import write_inventory
+from tests.integration.fleet_runs import write_inventory
 from tests.integration.sshd import SshdFarm, find_sshd
+from tests.paths import FAKES, ROOT
 from tests.slurm.cluster import NodeStack, SlurmCluster
 
 CAPTURE = ROOT / "tests" / "probes" / "golden" / "gpu" / "h200x2_nvlink"

@@ -18,6 +18,7 @@ HostErrors never escape an orchestrator (the fan-out, fabric rounds): each becom
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
@@ -38,14 +39,38 @@ class FleetError(Exception):
         self.context = context
         self.hint = hint
 
-    def render(self) -> str:
-        """pip-style text: error, ╰─> context, hint."""
-        lines = [f"error: {self.message}"]
+    def render(self, width: int | None = None) -> str:
+        """pip-style text: error, ╰─> context, hint. `width` (the terminal's): each line wrapped
+        between words, continuation lines indented under its text; a word longer than the line
+        (a path, a command's argument) stays whole on a line of its own."""
+        lines = [("error: ", self.message)]
         if self.context:
-            lines.append(f"╰─> {self.context}")
+            lines.append(("╰─> ", self.context))
         if self.hint:
-            lines.append(f"hint: {self.hint}")
-        return "\n".join(lines)
+            lines.append(("hint: ", self.hint))
+        return "\n".join(_wrapped(lead, text, width) for lead, text in lines)
+
+
+def _wrapped(lead: str, text: str, width: int | None) -> str:
+    return lead + text if width is None else wrap_words(text, width, lead, len(lead))
+
+
+def wrap_words(text: str, width: int, lead: str = "", indent: int = 4) -> str:
+    """Each line of `text` wrapped between words at `width`, the first after `lead`, the rest
+    indented by `indent` (a line indented already keeps its own); a word longer than the line
+    (a path) stays whole on its own line."""
+    return "\n".join(
+        textwrap.fill(
+            line,
+            width,
+            initial_indent=lead if number == 0 else "" if line[:1].isspace() else " " * indent,
+            subsequent_indent=" " * indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        or lead.rstrip()
+        for number, line in enumerate(text.splitlines() or [""])
+    )
 
 
 class UsageError(FleetError):

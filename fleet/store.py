@@ -124,10 +124,21 @@ def save_run(run: Run, runs_dir: Path) -> Path:
 
 
 def list_runs(runs_dir: Path) -> list[Path]:
-    """Saved runs, oldest first (file names start with the UTC start time)."""
+    """Saved runs, oldest first (file names start with the UTC start time; runs started in the
+    same second in the order they were saved: `_2` after the plain name, `_10` after `_9`)."""
     if not runs_dir.is_dir():
         return []
-    return sorted(p for p in runs_dir.glob("*.json") if not p.name.startswith("."))
+    return sorted(
+        (p for p in runs_dir.glob("*.json") if not p.name.startswith(".")), key=_saved_order
+    )
+
+
+SAME_SECOND = re.compile(r"^(.*)_(\d+)$")
+
+
+def _saved_order(path: Path) -> tuple[str, int, str]:
+    found = SAME_SECOND.match(path.stem)
+    return (found.group(1), int(found.group(2)), path.name) if found else (path.stem, 1, path.name)
 
 
 def resolve_run(ref: str, runs_dir: Path, inventory: str | None = None) -> Path:
@@ -136,12 +147,19 @@ def resolve_run(ref: str, runs_dir: Path, inventory: str | None = None) -> Path:
     `latest:INV` / `previous:INV` (or `inventory=INV`) count only the runs of inventory INV: its
     path as given when probing, its file name, or its name without `.yaml` (`latest:blackwell`
     for inventory/blackwell.yaml; `local` for the built-in local inventory)."""
-    alias, _, scope = ref.partition(":")
-    if alias in ALIASES and (scope or ":" not in ref):
-        return _resolve_alias(alias, runs_dir, scope or inventory)
+    counted = alias_runs(ref, runs_dir, inventory)
+    if counted is not None:
+        back, runs = counted
+        if len(runs) < back:
+            raise no_alias_run(ref, runs_dir, inventory)
+        return runs[-back]
     if Path(ref).is_file():
         return Path(ref)
-    matches = [p for p in list_runs(runs_dir) if p.name.startswith(ref)]
+    runs = list_runs(runs_dir)
+    exact = [p for p in runs if ref in (p.stem, p.name)]  # an id always names its run: `_2` too
+    if exact:
+        return exact[0]
+    matches = [p for p in runs if p.name.startswith(ref)]
     if len(matches) > 1:
         newest = [p.stem for p in reversed(matches)]
         more = (
@@ -163,18 +181,27 @@ def resolve_run(ref: str, runs_dir: Path, inventory: str | None = None) -> Path:
 SHOWN_CANDIDATES = 10  # an ambiguous prefix: the newest runs it matches, named
 
 
-def _resolve_alias(alias: str, runs_dir: Path, inventory: str | None) -> Path:
+def alias_runs(
+    ref: str, runs_dir: Path, inventory: str | None = None
+) -> tuple[int, list[Path]] | None:
+    """For `latest`/`previous` (`latest:INV` scoped): how far back it counts (1, 2) and the runs
+    it counts among, oldest first (those of INV, else of `inventory`); None for any other ref."""
+    alias, _, scope = ref.partition(":")
+    if alias not in ALIASES or not (scope or ":" not in ref):
+        return None
     runs = list_runs(runs_dir)
-    if inventory:
-        runs = _runs_of_inventory(runs, inventory, runs_dir)
-    back = ALIASES[alias]
-    if len(runs) < back:
-        scope = f" of inventory {inventory}" if inventory else ""
-        raise StoreError(
-            f"there is no {alias} run{scope} in {runs_dir}",
-            hint="run `fleet probe` first, or pass --runs-dir (`fleet runs` lists them)",
-        )
-    return runs[-back]
+    wanted = scope or inventory
+    return ALIASES[alias], _runs_of_inventory(runs, wanted, runs_dir) if wanted else runs
+
+
+def no_alias_run(ref: str, runs_dir: Path, inventory: str | None = None) -> StoreError:
+    alias, _, scope = ref.partition(":")
+    wanted = scope or inventory
+    of = f" of {source_words(wanted)}" if wanted else ""
+    return StoreError(
+        f"there is no {alias} run{of} in {runs_dir}",
+        hint="run `fleet probe` first, or pass --runs-dir (`fleet runs` lists them)",
+    )
 
 
 def _runs_of_inventory(runs: list[Path], wanted: str, runs_dir: Path) -> list[Path]:
@@ -215,6 +242,19 @@ def _same_inventory(stored: str | None, wanted: str) -> bool:
 
 
 BUILT_IN_LOCAL = "<built-in local inventory>"
+ADHOC = "-H "  # how a run of -H NODESET records where its hosts came from (inventory/adhoc.py)
+
+
+def source_words(source: str | None) -> str:
+    """Where a run's hosts came from, as a sentence names it: `inventory inv/lab.yaml`, `hosts
+    -H gpu-[01-04]` (a nodeset is no inventory), `this machine`."""
+    if source is None:
+        return "an unrecorded inventory"
+    if source == BUILT_IN_LOCAL:
+        return "this machine (the built-in local inventory)"
+    return f"hosts {source}" if source.startswith(ADHOC) else f"inventory {source}"
+
+
 HEADER_BYTES = 64 * 1024
 INVENTORY_FIELD = re.compile(r'"inventory":\s*')
 

@@ -71,7 +71,28 @@ FACTS = {
         "timings_s",
         "timings_s.*",
     ],
-    "hardware": ["pci_bus.gpu_count", "interconnect", "fabric_manager.nvswitches"],
+    # what the machine is (its GPU model, board and system): unlike between cohorts by nature,
+    # compared inside a cohort like any fact (fleet/analysis/across_hosts/findings.py)
+    "hardware": [
+        "pci_bus.gpu_count",
+        "interconnect",
+        "fabric_manager.nvswitches",
+        "gpu_count",
+        "gpus",
+        "gpus[*].name",
+        "gpus[*].vbios",
+        "gpus[*].power.limit_w",
+        "gpus[*].ecc.mode",
+        "gpus[*].ecc.pending_mode",
+        "gpus[*].clocks.sm_max_mhz",
+        "gpus[*].pcie.gen_max",
+        "gpus[*].pcie.width_max",
+        "gpus[*].temperature.shutdown_c",
+        "gpus[*].temperature.slowdown_c",
+        "gpus[*].nvlink.links",
+        "gpus[*].nvlink.speeds_gbs",
+        "gpus[*].fabric.*",
+    ],
 }
 
 # The helpers this probe imports, shipped beside it (the runner serves them by module name).

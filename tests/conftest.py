@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import FAKES, PROBES, ROOT
+
 # The interpreter that plays the host's python in the probe and host-runner tests. CI sets it to a
 # real Python 3.8 (the oldest a host may have): the remote code then runs under 3.8 for real.
 REMOTE_PYTHON = os.environ.get("FLEET_TEST_REMOTE_PYTHON") or sys.executable
@@ -27,8 +28,7 @@ def remote_has(module: str) -> bool:
     return subprocess.run([REMOTE_PYTHON, "-c", probe], check=False).returncode == 0
 
 
-PROBES = ROOT / "probes"
-FAKES = ROOT / "tests" / "fakes"
+__all__ = ["FAKES", "PROBES", "REMOTE_PYTHON", "ROOT", "remote_has"]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import copy
 import json
 from typing import Any
 
-from tests.conftest import ROOT
+from tests.paths import ROOT
 
 REAL_RUN = ROOT / "tests" / "probes" / "golden" / "real_run"
 MIXED8 = REAL_RUN / "mixed8_loopback.json"

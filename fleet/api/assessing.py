@@ -10,13 +10,16 @@ by `prepare`, before any host is contacted; `assess` then judges the run.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet.analysis.across_hosts.diff import FleetDiff
+from fleet.analysis.across_hosts.findings import CHECK, DivergenceFinding
 from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE
+from fleet.api.comparable import Covering, choose_baseline
 from fleet.api.comparing import cross_host_diff, drift
 from fleet.api.runs import load_run, resolve_run
 from fleet.exits import EXIT_CHECK_FAILED, EXIT_DRIFT
@@ -70,12 +73,17 @@ class Prepared:
     baseline: Baseline | None = None
     old: Run | None = None
     probing: Probing | None = None  # how the rules files want the hosts probed (`probing:`)
+    old_chosen: str = ""  # why `old` is the run --baseline latest means (fleet/api/comparable.py)
 
 
-def prepare(judging: Judging, run_probes: Sequence[str] = ()) -> Prepared:
+def prepare(
+    judging: Judging, run_probes: Sequence[str] = (), covering: Covering | None = None
+) -> Prepared:
     """Read the rules, the baseline file and the earlier run: each can be wrong, and is said so
     before any host is contacted. `run_probes`: the probes of a saved run being judged (a rule
-    may read a probe of yours that it ran)."""
+    may read a probe of yours that it ran). `covering`: what the earlier run must cover (the
+    judged run's hosts and probes: `latest` is then the newest that covers them); without it,
+    the run --baseline names as it is."""
     rules: Sequence[Rule] = ()
     sources: tuple[str, ...] = ()
     probing = None
@@ -89,10 +97,23 @@ def prepare(judging: Judging, run_probes: Sequence[str] = ()) -> Prepared:
         from fleet.api.baselines import load_baseline
 
         baseline = load_baseline(judging.baseline_file)
-    old = None
+    prepared = Prepared(rules, sources, baseline, None, probing)
+    if covering is not None:
+        return with_baseline_run(prepared, judging, covering)
     if judging.baseline_run:
         old = load_run(resolve_run(judging.baseline_run, judging.runs_dir, judging.scope))
-    return Prepared(rules, sources, baseline, old, probing)
+        return dataclasses.replace(prepared, old=old)
+    return prepared
+
+
+def with_baseline_run(prepared: Prepared, judging: Judging, covering: Covering) -> Prepared:
+    """`prepared` with the earlier run --baseline names: for latest/previous, the newest of the
+    same inventory that covers `covering` (a --limit or -p run of fewer hosts or probes is
+    passed over, and said)."""
+    if not judging.baseline_run:
+        return prepared
+    old, chosen = choose_baseline(judging.baseline_run, judging.runs_dir, judging.scope, covering)
+    return dataclasses.replace(prepared, old=old, old_chosen=chosen)
 
 
 def assess(
@@ -100,16 +121,16 @@ def assess(
 ) -> Assessment:
     """Judge `run` by `judging` with what `prepare` read. `probed_code`: the bits of probing
     it now (none for a saved run)."""
-    diff = (
-        cross_host_diff(run, judging.tolerance, judging.probe_dirs, judging.cohort_by)
-        if judging.divergence
-        else FleetDiff(tuple(run.hosts), (), (), (), (), (), judging.tolerance)
-    )
+    diff = cross_host_diff(run, judging.tolerance, judging.probe_dirs, judging.cohort_by)
+    findings_diff = diff
+    if not judging.divergence:  # the drift's to say; its findings say a rule's cause as probe does
+        findings_diff = dataclasses.replace(diff, findings=_check_grade(diff))
+        diff = FleetDiff(tuple(run.hosts), (), (), (), (), (), judging.tolerance)
     judged = _judged_baseline(run, judging, prepared)
     checks = _checks(run, judging, prepared, judged)
     moved = _drift(run, judging, prepared)
     sources = prepared.sources + ((f"baseline {judging.baseline_file}",) if judged else ())
-    findings, not_judged = _findings(run, diff, checks)
+    findings, not_judged = _findings(run, findings_diff, checks)
     assessment = Assessment(
         run=run,
         where=where,
@@ -126,6 +147,12 @@ def assess(
         exit_code=probed_code,
     )
     return assessment.with_exit_bits(_judged_bits(assessment, judging))
+
+
+def _check_grade(diff: FleetDiff) -> tuple[DivergenceFinding, ...]:
+    """The diff's check-grade findings (a torch that cannot run on its GPUs, NCCL settings that
+    differ): the sentence a failed rule's finding folds into, whatever else is shown."""
+    return tuple(finding for finding in diff.findings if finding.rank == CHECK)
 
 
 def _judged_baseline(run: Run, judging: Judging, prepared: Prepared) -> BaselineJudgement | None:
@@ -171,10 +198,12 @@ def _drift(run: Run, judging: Judging, prepared: Prepared) -> Drift | None:
     if prepared.baseline is not None:
         from fleet.api.baselines import baseline_drift
 
-        return baseline_drift(
+        moved = baseline_drift(
             prepared.old, run, prepared.baseline, judging.tolerance, judging.probe_dirs
         )
-    return drift(prepared.old, run, judging.tolerance, judging.probe_dirs, judging.limit)
+    else:
+        moved = drift(prepared.old, run, judging.tolerance, judging.probe_dirs, judging.limit)
+    return dataclasses.replace(moved, baseline_chosen=prepared.old_chosen)
 
 
 def _line_rates(run: Run, judging: Judging) -> tuple[CohortLineRate, ...]:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet.api.assessing import Judging, Prepared, assess, prepare
+from fleet.api.assessing import Judging, Prepared, assess, prepare, with_baseline_run
+from fleet.api.comparable import Covering
 from fleet.api.probing import ProbeOptions, build_probe_bundle, probe_and_keep_async
 from fleet.api.runs import KeptRun, collection_paused, default_runs_dir, list_runs, load_run
 from fleet.errors import StoreError
@@ -65,10 +66,14 @@ class ProbePlan:
     ) -> ProbePlan:
         """Read what judging needs (a bad rules or baseline file fails first), then `select` the
         hosts and build the bundle (bad probe names fail before any host is contacted)."""
-        prepared = prepare(judging)
+        prepared = prepare(dataclasses.replace(judging, baseline_run=None))  # read below
         options, notes = with_rules_probing(options, prepared.probing)
         selection = select()
-        return cls(judging, prepared, selection, build_probe_bundle(options), options, notes)
+        bundle = build_probe_bundle(options)
+        names = frozenset(host.name for host in selection.hosts)
+        covering = Covering(names, frozenset(bundle.probes), selection.source)
+        prepared = with_baseline_run(prepared, judging, covering)  # the run to drift against
+        return cls(judging, prepared, selection, bundle, options, notes)
 
     @property
     def host_count(self) -> int:
@@ -114,7 +119,7 @@ def assess_run(run: Run, judging: Judging, where: str, probed_code: int = 0) -> 
     """A saved run judged (fleet show, diff, check --run, report): what judging needs read
     (the rules may read the probes the run carries), then the run assessed. `probed_code`: the
     exit bits to start from (report shows the hosts' own)."""
-    prepared = prepare(judging, run.probes)
+    prepared = prepare(judging, run.probes, Covering.of(run, where))
     with collection_paused():  # a verdict per rule and host, no garbage: fleet.collector
         return assess(run, judging, prepared, where, probed_code)
 

@@ -42,7 +42,7 @@ from fleet.models import Host
 from fleet.render.documents import findings_list
 from fleet.render.junit import write_junit
 from fleet.render.terminal.assessment import render_checked
-from fleet.render.terminal.console import make_console
+from fleet.render.terminal.console import make_console, stderr_text
 
 
 def _packs_epilog() -> str:
@@ -199,7 +199,9 @@ def _write_junit(assessment: api.Assessment, junit_path: str) -> bool:
             assessment.checks, Path(junit_path), assessment.run.started, assessment.findings
         )
     except OSError as exc:
-        click.echo(f"error: cannot write JUnit XML to {junit_path}: {exc.strerror}", err=True)
+        click.echo(
+            stderr_text(f"error: cannot write JUnit XML to {junit_path}: {exc.strerror}"), err=True
+        )
         return False
     say_written(Path(junit_path))
     return True

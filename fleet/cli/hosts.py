@@ -17,6 +17,7 @@ from fleet.render.terminal.tables import Column, print_table
 
 if TYPE_CHECKING:
     from fleet.api.hosts import SlurmNode
+    from fleet.models import Host
 
 
 BARE_JSON = "\0bare"  # what click hands over for `--json` given no FILE
@@ -62,13 +63,22 @@ def hosts(
     rows = [
         (h.name, h.transport, h.target(), h.python,
          h.jump or ("proxy: " + " ".join(h.proxy_command) if h.proxy_command else ""),
-         h.identity_file or "",
+         identity_shown(h),
          ",".join(h.groups), ", ".join(h.probe_args),
          slurm_state(states[h.name]) if h.name in states
          else f"REFUSED: {h.refused.splitlines()[0]}" if h.refused else origin_summary(h))
         for h in selection.hosts
     ]  # fmt: skip
     print_table(make_console(), str(selection.source), HOSTS_COLUMNS, rows)
+
+
+def identity_shown(host: Host) -> str:
+    """The key ssh would offer first: the first IdentityFile that exists; else the first named,
+    kept as `ssh -G` prints it (`C:\\Users\\x\\key.pem`, opened relative to the working
+    folder), said missing."""
+    if host.identity_file or not host.identity_files:
+        return host.identity_file or ""
+    return f"{host.identity_files[0]} (missing)"
 
 
 def slurm_state(node: SlurmNode) -> str:

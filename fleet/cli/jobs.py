@@ -28,7 +28,7 @@ from fleet.cli.selection import HostChoice, selection_options
 from fleet.errors import StoreError
 from fleet.exits import EXIT_NOT_KEPT, with_bits
 from fleet.render.jsontext import dumps_indented
-from fleet.render.terminal.console import make_console
+from fleet.render.terminal.console import error_text, make_console
 from fleet.render.terminal.jobs import render_jobs
 
 JOBS_OPTIONS = together(
@@ -103,6 +103,6 @@ def _write_json(json_path: str, view: api.JobsView) -> int:
     try:
         view.write(json_path)
     except StoreError as exc:
-        click.echo(exc.render(), err=True)  # the jobs were shown; only writing them failed
+        click.echo(error_text(exc), err=True)  # the jobs were shown; only writing them failed
         return EXIT_NOT_KEPT
     return 0

@@ -19,6 +19,7 @@ from fleet.cli.completion import complete_hosts, complete_runs
 from fleet.errors import UsageError
 from fleet.models import Run
 from fleet.render.jsontext import write_indented
+from fleet.render.terminal.console import stderr_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -131,7 +132,7 @@ def write_json(document: Any, json_path: str) -> bool:
         with target.open("w", encoding="utf-8") as out:
             write_indented(document, out.write)
     except OSError as exc:
-        click.echo(f"error: cannot write {json_path}: {exc.strerror}", err=True)
+        click.echo(stderr_text(f"error: cannot write {json_path}: {exc.strerror}"), err=True)
         return False
     say_written(target)
     return True
@@ -144,7 +145,9 @@ def json_from_format(output_format: str, json_path: str | None) -> tuple[str, st
         return output_format, json_path
     click.echo("warning: --format json is deprecated: write --json - (or --json FILE)", err=True)
     if json_path not in (None, "-"):
-        raise UsageError("--format json and --json FILE: give one", hint="--json - for stdout")
+        raise UsageError(
+            "--format json (deprecated) and --json FILE: give one", hint="--json - for stdout"
+        )
     return "terminal", "-"
 
 

@@ -8,7 +8,6 @@ import sys
 import click
 
 from fleet import api
-from fleet.api.runs import BUILT_IN_LOCAL
 from fleet.cli.metrics import openmetrics_option, write_openmetrics
 from fleet.cli.options import (
     baseline_file_option,
@@ -52,7 +51,9 @@ def probe(
         baseline_run=baseline,
         baseline_file=baseline_file,
         runs_dir=request.runs_dir,
-        scope=request.inventory_path or BUILT_IN_LOCAL,  # latest/previous: of this inventory
+        # latest/previous: of this inventory (-i), else of the hosts' source (-H, --slurm, this
+        # machine), as the run records it (fleet/api/comparable.py)
+        scope=request.inventory_path,
     )
     # the report's modules load while the hosts work
     probed = probe_and_assess(

@@ -40,7 +40,7 @@ from fleet.errors import FleetError
 from fleet.exits import EXIT_NOT_KEPT
 from fleet.models import Run
 from fleet.render.runjson import write_run_json
-from fleet.render.terminal.console import make_console
+from fleet.render.terminal.console import error_text, make_console, stderr_text
 from fleet.render.terminal.progress import ProgressEvents
 
 # The options of every command that probes hosts (probe, check): connection, selection, probes.
@@ -210,9 +210,9 @@ def probe_and_assess(
         request.inventory_path, request.limit, slurm=request.slurm_target
     ))  # fmt: skip
     for warning in plan.warnings:  # a broken probe file that was not chosen
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(stderr_text(f"warning: {warning}"), err=True)
     for note in plan.notes:  # what a rule pack chose where the command line did not
-        click.echo(note, err=True)
+        click.echo(stderr_text(note), err=True)
     # What is imported and built by now (modules, the inventory, the bundle) lives as long as the
     # command: frozen, the collector's full passes no longer walk it again while hosts answer
     # (fleet's own CPU at 1,024 Slurm nodes: about a tenth less).
@@ -271,7 +271,7 @@ def say_kept(
 
 def say_not_kept(errors: Sequence[FleetError]) -> None:
     for error in errors:
-        click.echo(error.render(), err=True)  # the run still shows; only keeping it failed
+        click.echo(error_text(error), err=True)  # the run still shows; only keeping it failed
 
 
 def write_html(path: str, assessment: api.Assessment, source: str | None) -> api.Assessment:

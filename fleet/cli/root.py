@@ -63,7 +63,9 @@ class FleetGroup(click.Group):
             return super().invoke(ctx)
         except FleetError as exc:
             log.debug("%s", type(exc).__name__, exc_info=exc)  # --debug: the cause chain
-            click.echo(exc.render(), err=True)
+            from fleet.render.terminal.console import error_text  # only when there is one
+
+            click.echo(error_text(exc), err=True)
             ctx.exit(exc.exit_code)
 
 

@@ -122,7 +122,9 @@ def print_fleet_diff(
     result = assessment.diff
     written = json_path is None or write_json(fleet_diff_document(result), json_path)
     if output_format == "markdown":  # for an issue: what is wrong first
-        click.echo(fleet_diff_markdown(result, between, assessment.findings), nl=False)
+        click.echo(
+            fleet_diff_markdown(result, between, assessment.findings, assessment.run), nl=False
+        )
     elif json_path != "-":  # the document lists every differing fact, --between or not
         console = make_console()
         render_findings(console, assessment.findings, exit_code=assessment.exit_code)

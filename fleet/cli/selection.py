@@ -14,6 +14,7 @@ import click
 from fleet import api
 from fleet.api.hosts import INVENTORY_FORMATS, AdhocSettings, slurm_argv
 from fleet.models import Host
+from fleet.render.terminal.console import stderr_text
 
 SELECTION_OPTIONS = (
     click.option(
@@ -113,7 +114,7 @@ class HostChoice:
             ssh_exec=not self.no_ssh_exec,
         )
         for warning in selection.warnings:
-            click.echo(f"warning: {warning}", err=True)
+            click.echo(stderr_text(f"warning: {warning}"), err=True)
         return selection
 
 

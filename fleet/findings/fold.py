@@ -17,9 +17,11 @@ Three folds, in order:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 
 from fleet.findings.model import ACTIONS, DIVERGENCE, RULE, SENTENCE, SEVERITIES, Finding
+from fleet.hostsets import compact_hosts
 from fleet.models import FINGERPRINT
 
 
@@ -144,43 +146,69 @@ def _absorb_into_sentences(findings: list[Finding]) -> list[Finding]:
 
 
 def _fold_alike(findings: Iterable[Finding]) -> list[Finding]:
+    """Findings that read alike fold over their hosts: first those whose text is the same (a
+    host not reached with its own address blanked); then those whose text differs only by the
+    host each names (`h07: NCCL_ALGO=Tree, …` on four hosts is one finding, `h[05-08]: …`)."""
+    once = [_joined(group, _address_blanked) for group in _grouped(findings, _address_blanked)]
+    return [_joined(group, _name_blanked) for group in _grouped(once, _name_blanked)]
+
+
+Blank = Callable[[Finding, str, str], str]
+
+
+def _grouped(findings: Iterable[Finding], blank: Blank) -> list[list[Finding]]:
     merged: dict[tuple[str, str, str, str, str, str], list[Finding]] = {}
     for finding in findings:
         key = (
             finding.severity,
             finding.kind,
-            _own_blanked(finding, finding.what),
+            blank(finding, finding.what, OWN),
             finding.where,
             finding.action,
-            _own_blanked(finding, finding.fix),
+            blank(finding, finding.fix, OWN),
         )
         merged.setdefault(key, []).append(finding)
-    return [_joined(group) for group in merged.values()]
+    return list(merged.values())
 
 
-def _own_blanked(finding: Finding, text: str) -> str:
-    """`text` with a host's own name and address as HOST and key fingerprints as `SHA256:…`,
-    for a finding of one host that was not reached (its evidence names its address): an error
-    or hint that names its host (`try: ssh root@10.0.0.7 true`) reads alike on every host."""
+OWN = "HOST"  # what a finding's own host is read as when findings are compared
+
+
+def _address_blanked(finding: Finding, text: str, name: str) -> str:
+    """A host not reached (its evidence names its address): its name and address as `name`, key
+    fingerprints as `SHA256:…` (`try: ssh root@10.0.0.7 true` reads alike on every host)."""
     address = str(finding.evidence.get("address") or "")
     if not address:
         return text
     for own in sorted({address, *finding.hosts[:1]} - {""}, key=len, reverse=True):
-        text = text.replace(own, "HOST")
+        text = _without_name(text, own, name)
     return FINGERPRINT.sub("SHA256:…", text)
 
 
-def _joined(group: list[Finding]) -> Finding:
+def _name_blanked(finding: Finding, text: str, name: str) -> str:
+    """Any other finding: the name of its hosts, as a whole word, as `name`."""
+    if finding.evidence.get("address"):
+        return text
+    return _without_name(text, compact_hosts(finding.hosts), name) if finding.hosts else text
+
+
+def _without_name(text: str, own: str, name: str) -> str:
+    return re.sub(rf"(?<![\w.-]){re.escape(own)}(?![\w-]|\.\w)", name, text)
+
+
+def _joined(group: list[Finding], blank: Blank) -> Finding:
     if len(group) == 1:
         return group[0]
     hosts = sorted({host for finding in group for host in finding.hosts})
     evidence = {k: v for k, v in group[0].evidence.items() if k != "address"}
     first = group[0]
+    # a command names a host (`ssh root@HOST true`); a sentence names them all (`h[01-04]: …`)
+    name = OWN if first.evidence.get("address") else compact_hosts(hosts)
     return dataclasses.replace(
         first,
         hosts=tuple(hosts),
-        what=_own_blanked(first, first.what),
-        fix=_own_blanked(first, first.fix),
+        what=blank(first, first.what, name),
+        fix=blank(first, first.fix, name),
         evidence=evidence,
     )
 

@@ -23,10 +23,12 @@ if TYPE_CHECKING:
 REACH_FIX = {
     "hostkey_unknown": "check the fingerprint, then run again with --accept-new",
     "hostkey_changed": "the host key changed: find out why before trusting the new key",
-    "auth_failed": "check the user and key (try: ssh USER@HOST true)",
     "no_python": "install Python 3.8 or newer on the host, or set python: in the inventory",
     "unavailable": "the scheduler says the node is down or drained: see sinfo -R",
 }
+# Where the host's own hint is better (it names the real command: `try: ssh -p 2222
+# root@10.0.0.7 true`), these are said only without one.
+REACH_FALLBACK = {"auth_failed": "check the user and the key against the host's authorized_keys"}
 
 
 # What a finding is about, from the probes it reads, first match wins: a rule reading torch and
@@ -139,7 +141,7 @@ def _not_reached(outcome: HostOutcome) -> Finding:
         what=f"not reached ({status}): {first}",
         hosts=(outcome.name,),
         action="check-access",
-        fix=REACH_FIX.get(status) or outcome.hint or "is the host up?",
+        fix=REACH_FIX.get(status) or outcome.hint or REACH_FALLBACK.get(status, "is the host up?"),
         evidence={"address": outcome.address} if outcome.address else {},
     )
 

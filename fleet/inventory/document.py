@@ -1,4 +1,4 @@
-"""`fleet hosts --json`: one JSON document of what fleet resolved for each selected host, and where
+"""`fleet hosts --json FILE`: one JSON document of what fleet resolved for each selected host, and where
 each setting came from, so that scripts and tests can check it (schema `fleet.hosts/1`).
 
     {"schema": "fleet.hosts/1", "source": "inv.yaml", "warnings": ["…"],
@@ -67,7 +67,7 @@ def hosts_document(selection: HostSelection) -> dict[str, Any]:
 
 
 def host_entry(host: Host) -> dict[str, Any]:
-    """One host's resolved settings, as in `fleet hosts --json`."""
+    """One host's resolved settings, as in `fleet hosts --json FILE`."""
     entry: dict[str, Any] = {
         "transport": host.transport,
         "hostname": host.address,

@@ -27,8 +27,10 @@ from fleet.analysis.across_hosts.findings import CHECK, COHORT, HARDWARE, SOFTWA
 from fleet.analysis.across_runs.drift import Drift
 from fleet.findings.model import Finding
 from fleet.hostsets import compact_hosts, count_hosts
+from fleet.models import Run
 from fleet.render.grouping import group_across, pair_rows, short, unreported_groups
 from fleet.render.sentences import fix_line
+from fleet.units import parts
 
 DIFF_SCHEMA = "fleet.diff/3"
 DRIFT_SCHEMA = DIFF_SCHEMA  # told apart by "kind": "drift"
@@ -70,6 +72,7 @@ def drift_document(drift: Drift, findings: Sequence[Finding] = ()) -> dict[str, 
         "schema": DRIFT_SCHEMA,
         "kind": "drift",
         "drift_found": drift.found,
+        "comparable": drift.comparable,
         "changed_hosts": list(drift.changed_hosts),
     }
     document.update(_plain(drift))
@@ -122,12 +125,18 @@ def md_code(value: object) -> str:
 
 
 def fleet_diff_markdown(
-    diff: FleetDiff, between: bool = False, findings: Sequence[Finding] | None = None
+    diff: FleetDiff,
+    between: bool = False,
+    findings: Sequence[Finding] | None = None,
+    run: Run | None = None,
 ) -> str:
     """The findings most serious first, then a table per cohort of what differs inside it, a
     table of the software that differs between cohorts, and the hardware per pair of cohorts
-    (`between`: a table of its facts per pair). `findings`: the run's, said first."""
+    (`between`: a table of its facts per pair). `findings`: the run's, said first; `run`: the
+    probes' own sections after them (fleet/units/PROBE/markdown.py: `--import`'s answers)."""
     lines = findings_markdown(findings) if findings is not None else []
+    if run is not None:
+        lines += [line for _, unit in parts("markdown") for line in unit.lines(run)]
     lines += ["## fleet: cross-host divergence", ""]
     if diff.clean:
         lines.append("No divergence: every compared fact is the same on every host.")
@@ -267,11 +276,14 @@ def _markdown_set_row(item: SetDivergence) -> str:
 def drift_markdown(drift: Drift, findings: Sequence[Finding] | None = None) -> str:
     lines = findings_markdown(findings) if findings is not None else []
     lines += [f"## fleet: drift from {drift.old_started} to {drift.new_started}", ""]
+    if drift.baseline_chosen:
+        lines += [md_text(drift.baseline_chosen), ""]
     lines += [f"> **warning:** {md_text(note)}" for note in drift.unlike]
     if drift.left_out:
         lines += ["", md_text(drift.left_out_note)]
     if not drift.found:
-        return "\n".join([*lines, "", "No drift.", ""])
+        verdict = "No drift." if drift.comparable else "No drift among what both runs compare."
+        return "\n".join([*lines, "", verdict, ""])
     new_label, gone_label = ("new hosts", "hosts gone")
     if not drift.same_inventory:
         new_label, gone_label = ("only in the new run", "only in the old run")

@@ -6,7 +6,7 @@
 Kinds: run, fabric (the `fabric` section of a `fleet fabric` run), diff and drift (both
 fleet.diff/3, told apart by `kind`), check, baseline (`fleet baseline`'s YAML, as data), findings
 (the `findings` list the run, check and drift documents carry), jobs (`fleet jobs --json`), hosts
-(`fleet hosts --json`), runs (`fleet runs --json`). Each file's `$id` is `urn:fleet:schemas:KIND`; the run
+(`fleet hosts --json FILE`), runs (`fleet runs --json`). Each file's `$id` is `urn:fleet:schemas:KIND`; the run
 schema refers to the fabric one by that id, so a validator needs both (`all_schemas()` gives every
 one by its `$id`). docs/documents.md says what each document is and how its versions changed; the
 same files are published under docs/schemas/. fleet itself never validates (jsonschema is not a

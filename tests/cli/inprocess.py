@@ -32,3 +32,17 @@ def run_document(path: Path) -> dict[str, Any]:
 def write_run(path: Path, document: dict[str, Any]) -> Path:
     path.write_text(json.dumps(document))
     return path
+
+
+def saved_runs_dir(tmp_path: Path) -> Path:
+    """The runs folder of `invoke(tmp_path, …)`."""
+    return tmp_path / "state" / "fleet" / "runs"
+
+
+def save_document(tmp_path: Path, document: dict[str, Any], started: str, **changes: Any) -> Path:
+    """`document` (a copy, `started` and `changes` set) saved in invoke's runs folder."""
+    from fleet.models import Run
+    from fleet.store import save_run
+
+    document = {**json.loads(json.dumps(document)), "started": started, **changes}
+    return save_run(Run.from_dict(document), saved_runs_dir(tmp_path))

@@ -7,22 +7,21 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
 
-from fleet.models import Run
-from fleet.store import save_run
-from tests.cli.inprocess import GPULESS, LOOPBACK8, invoke, run_document
+from tests.cli.inprocess import (
+    GPULESS,
+    LOOPBACK8,
+    invoke,
+    run_document,
+    save_document,
+    saved_runs_dir,
+)
 
 EXIT_DRIFT = 16
 
 
-def runs_dir(tmp_path: Path) -> Path:
-    return tmp_path / "state" / "fleet" / "runs"
-
-
-def save(tmp_path: Path, document: dict[str, Any], started: str, **changes: Any) -> Path:
-    document = {**json.loads(json.dumps(document)), "started": started, **changes}
-    return save_run(Run.from_dict(document), runs_dir(tmp_path))
+runs_dir = saved_runs_dir
+save = save_document
 
 
 def test_runs_of_two_inventories_are_not_drift(tmp_path: Path) -> None:

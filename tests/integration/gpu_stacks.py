@@ -4,7 +4,7 @@ that must never leave it."""
 
 from __future__ import annotations
 
-from tests.conftest import FAKES, ROOT
+from tests.paths import FAKES, ROOT
 
 GOLDEN_GPU = ROOT / "tests" / "probes" / "golden" / "gpu"
 CANARY = "hf_CANARY" + "Zq" * 16

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tests.integration.conftest import FleetResult, run_fleet, ssh_host, write_inventory
+from tests.integration.fleet_runs import FleetResult, run_fleet, ssh_host, write_inventory
 from tests.integration.gpu_stacks import host_env
 from tests.integration.sshd import SshdFarm
 

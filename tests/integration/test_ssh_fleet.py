@@ -321,3 +321,40 @@ def test_identity_and_known_hosts_go_with_adhoc_hosts_only(tmp_path: Path) -> No
     missing = run_fleet(tmp_path, "hosts", "-H", "gpu-01", "--known-hosts", str(tmp_path / "no"))
     assert missing.returncode == 2
     assert f"--known-hosts {tmp_path / 'no'}: no such file" in missing.stderr
+
+
+def test_baseline_latest_of_adhoc_hosts_is_their_last_run(
+    farm: SshdFarm, tmp_path: Path, lone_host: str
+) -> None:
+    """Issue 46, item 7: `-H HOST --baseline latest` meant the latest run of this machine's
+    built-in inventory; it is the last run of the same -H hosts."""
+    known = farm.known_hosts(tmp_path / "known_hosts", [lone_host])
+    keys = ("--identity", str(farm.client_key), "--known-hosts", str(known))
+    first = adhoc_probe(farm, tmp_path, lone_host, *keys)
+    assert first.returncode == 0, first.stdout + first.stderr
+    again = adhoc_probe(farm, tmp_path, lone_host, *keys, "--baseline", "latest")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "drift from " in again.stdout
+
+
+def test_hints_give_the_real_command_and_call_a_nodeset_no_inventory(
+    farm: SshdFarm, tmp_path: Path, lone_host: str
+) -> None:
+    """Issue 46, item 8: a refused login's finding gave `try: ssh USER@HOST true` where the
+    host's own hint names the real command; `-H … --baseline latest` with no run before said
+    `no latest run of inventory -H …`."""
+    known = farm.known_hosts(tmp_path / "known_hosts", [lone_host])
+    host = farm.hosts[lone_host]
+    wrong = adhoc_probe(
+        farm, tmp_path, lone_host, "--identity", str(farm.wrong_key), "--known-hosts", str(known)
+    )
+    words = " ".join(wrong.stdout.split())
+    assert f"try: ssh -p {host.port} -i {farm.wrong_key} " in words
+    assert f" {getpass.getuser()}@{host.address} true" in words
+    assert "USER@HOST" not in words
+    fresh = tmp_path / "fresh"  # no run saved there yet
+    fresh.mkdir()
+    first = adhoc_probe(farm, fresh, lone_host, "--no-save", "--baseline", "latest")
+    assert first.returncode == 2
+    assert f"there is no latest run of hosts -H {host.address}" in first.stderr
+    assert "inventory -H" not in first.stderr

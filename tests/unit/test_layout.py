@@ -44,6 +44,7 @@ UNIT_PART_STAGES = {
     "checks": "fleet.checks",
     "terminal": "fleet.render",
     "html": "fleet.render",
+    "markdown": "fleet.render",
 }
 
 

@@ -109,3 +109,19 @@ def test_a_document_that_is_no_object_or_has_no_host_map_is_a_store_error(tmp_pa
     document = {**make_run("2026-11-30T01:02:03.000Z").to_dict(), "hosts": ["a"]}
     with pytest.raises(StoreError, match="cannot read run"):  # was an AttributeError
         read_run_file(write_document(tmp_path, document))
+
+
+def test_a_runs_exact_id_names_it_when_a_second_run_started_in_the_same_second(
+    tmp_path: Path,
+) -> None:
+    """Issue 46, item 4: `X` and `X_2` both start with `X`; the exact id is not a prefix."""
+    saved = [save_run(make_run("2026-11-30T01:00:00.000Z"), tmp_path) for _ in range(11)]
+    first = "20261130T010000Z-abababab"
+    assert [p.stem for p in saved[:2]] == [first, f"{first}_2"]
+    for path in saved:
+        assert resolve_run(path.stem, tmp_path) == path
+        assert resolve_run(path.name, tmp_path) == path
+    assert list_runs(tmp_path) == saved  # `_10` after `_9`: in the order they were saved
+    assert resolve_run("latest", tmp_path) == saved[-1]
+    with pytest.raises(StoreError, match="11 saved runs match '20261130T010000Z'"):
+        resolve_run("20261130T010000Z", tmp_path)

@@ -12,6 +12,7 @@ ASKED_FOR = {
     "checks": ("HELPERS", "add_helpers"),
     "terminal": ("view",),
     "html": ("ANCHOR", "NAV", "TITLE", "INTRO", "shown", "body"),
+    "markdown": ("lines",),
 }
 
 
@@ -41,8 +42,11 @@ def test_helpers_are_underscored_and_named_once() -> None:
 
 
 def test_parts_come_in_the_table_order_and_only_where_they_exist() -> None:
-    assert [probe for probe, _ in units.parts("html")] == ["allreduce", "health", "net", "live"]
+    html = ["imports", "allreduce", "health", "net", "live"]
+    assert [probe for probe, _ in units.parts("html")] == html
+    assert [probe for probe, _ in units.parts("markdown")] == ["imports"]
     assert [probe for probe, _ in units.parts("terminal")] == [
+        "imports",
         "allreduce",
         "health",
         "gpubench",

@@ -233,9 +233,15 @@ def import_spec(fact: str) -> str:
 
 
 def _resolved(spec: str, value: Value) -> str:
-    """An import's resolved name, without the module the spec already names."""
+    name = resolved_name(spec, value)
+    return "nothing (it does not import)" if name is None else name
+
+
+def resolved_name(spec: str, value: object) -> str | None:
+    """An import's resolved name, without the module the spec already names (`mod:Alt` of
+    `mod:Name|Alt` → `Alt`); None: nothing imported."""
     if value is None:
-        return "nothing (it does not import)"
+        return None
     module = spec.split(":", 1)[0] + ":"
     text = str(value)
     return text[len(module) :] if ":" in spec and text.startswith(module) else text

@@ -71,14 +71,21 @@ class DefaultKey:
         )
 
 
+# The probes that say what a host's GPUs are, in the order asked: `-p health` alone still
+# groups H200 hosts apart from RTX 5090 hosts (the health probe reads the same nvidia-smi).
+GPU_SOURCES = ("gpu", "health")
+
+
 def default_key(facts: HostFacts) -> DefaultKey:
     values = facts.values
-    model = values.get("gpu.gpus[0].name")
-    count = values.get("gpu.gpu_count", values.get(length_path("gpu.gpus"), "?"))
-    return DefaultKey(
-        count, None if model is None else str(model), values.get("gpu.interconnect", "?"),
-        values.get("_status.gpu"),
-    )  # fmt: skip
+    for probe in GPU_SOURCES:
+        model = values.get(f"{probe}.gpus[0].name")
+        if model is not None:
+            count = values.get(f"{probe}.gpu_count", values.get(length_path(f"{probe}.gpus"), "?"))
+            link = values.get(f"{probe}.interconnect") or "?"
+            return DefaultKey(count, str(model), link, values.get(f"_status.{probe}"))
+    status = next((values[s] for s in (f"_status.{p}" for p in GPU_SOURCES) if s in values), None)
+    return DefaultKey("?", None, "?", status)
 
 
 def cohort_name(facts: HostFacts) -> str:

@@ -30,6 +30,7 @@ from fleet.analysis.facts import (
 from fleet.hostsets import compact_hosts
 from fleet.inventory.fleet_yaml import select_names
 from fleet.models import HostOutcome, Run
+from fleet.store import source_words
 
 HOST_STATUS = "_host.status"  # the name rules read it by
 
@@ -60,6 +61,9 @@ class Drift:
     # hosts not compared: one run did not select them (its --limit), or the diff's --limit
     left_out: tuple[str, ...] = ()
     left_out_why: str = ""
+    # why the old run is the one `--baseline latest` means, when it is not simply the latest
+    # (newer runs of fewer hosts or probes passed over); "" when it is, or was named
+    baseline_chosen: str = ""
 
     @property
     def same_inventory(self) -> bool:
@@ -73,13 +77,19 @@ class Drift:
         return moved or bool(self.changes)
 
     @property
+    def comparable(self) -> bool:
+        """Like with like: the same inventory, the same probes, every host compared. "No drift"
+        is a clean verdict only then; otherwise it holds among what both runs compare."""
+        return not self.unlike and not self.left_out
+
+    @property
     def unlike(self) -> list[str]:
         """What makes the two runs not like with like, one sentence each (empty: comparable)."""
         notes = []
         if not self.same_inventory:
             notes.append(
-                f"the runs are of different inventories ({self.old_inventory} → "
-                f"{self.new_inventory}): hosts in only one of them are not drift"
+                f"the runs are of different inventories ({source_words(self.old_inventory)} → "
+                f"{source_words(self.new_inventory)}): hosts in only one of them are not drift"
             )
         if self.probes_only_old:
             notes.append(f"not compared, not run in the new run: {', '.join(self.probes_only_old)}")

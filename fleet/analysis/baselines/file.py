@@ -31,7 +31,7 @@ BAND_KEYS = ("median", "low", "high", "n")
 PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+/@-]*$")
 HEADER = """\
 # A fleet baseline: what known-good runs measured, per cohort of hosts (docs/documents.md).
-# Judge a run against it:  fleet check --baseline FILE   ·   fleet probe --baseline-file FILE
+# Judge a run against it:  fleet check --baseline-file FILE  (or fleet probe, diff, report)
 # Each band is median ± max(floor × median, min(k × 1.4826 × MAD, spread + floor × median))
 # over every host and run of the cohort, spread the farthest value's distance from the median;
 # a host fails a measurement worse than its band (latency above, bus bandwidth below).

@@ -193,10 +193,9 @@ def _apply_identities(
     expanded = []
     for path, place in parsed.identity_files:
         full = _expand_path(path, host, given, parsed)
-        if full is None:
+        if full is None:  # kept as `ssh -G` prints it; the host is refused, as ssh stops there
             refusals.append(f"{place}: IdentityFile {path}: ssh cannot expand it")
-            continue
-        expanded.append(full)
+        expanded.append(path if full is None else full)
     if not expanded:
         return
     changes["identity_files"] = tuple(expanded)

@@ -80,14 +80,19 @@ def drift_section(drift: Drift) -> str:
         f"<p>baseline started {esc(drift.old_started)} · this run {esc(drift.new_started)} · "
         f"{len(drift.changes)} change(s) on {len(drift.changed_hosts)} host(s)</p>"
     ]
+    if drift.baseline_chosen:
+        lines.append(f'<p class="dim">{esc(drift.baseline_chosen)}</p>')
+    lines += [f'<p class="note">warning: {esc(note)}</p>' for note in drift.unlike]
     if drift.left_out:
-        lines.append(f'<p class="dim">{esc(drift.left_out_note)}</p>')
+        lines.append(f'<p class="note">{esc(drift.left_out_note)}</p>')
     if drift.added_hosts:
         lines.append(f"<p>hosts new since the baseline: {hosts_label(drift.added_hosts)}</p>")
     if drift.removed_hosts:
         lines.append(f"<p>hosts gone since the baseline: {hosts_label(drift.removed_hosts)}</p>")
-    if not drift.found:
+    if not drift.found and drift.comparable:
         lines.append('<p class="ok">no drift: nothing changed beyond tolerance</p>')
+    elif not drift.found:
+        lines.append('<p class="note">no drift among what both runs compare (above)</p>')
     rows = [
         row(
             [

@@ -78,7 +78,7 @@ def render_checked(console: Console, assessment: Assessment, details: bool = Fal
         console.print()
         render_report(console, report, f"fleet check · {judged}", every=True)
     else:
-        console.print("[dim]every rule and host: --details (or --format json)[/]")
+        console.print("[dim]every rule and host: --details (or --json -)[/]")
 
 
 def _errors_in_table(assessment: Assessment) -> bool:

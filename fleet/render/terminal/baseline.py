@@ -33,7 +33,7 @@ def print_measurement_failures(console: Console, verdicts: list[RuleVerdict]) ->
     if len(lines) > MAX_LINES:
         console.print(
             f"      … and {len(lines) - MAX_LINES} more outside their bands "
-            "(--format json lists every one)"
+            "(--json - lists every one)"
         )
     if first.reason:
         console.print(f"      [dim]{escape(first.reason)}[/]")

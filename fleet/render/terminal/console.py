@@ -10,6 +10,8 @@ from typing import TextIO
 
 from rich.console import Console
 
+from fleet.errors import FleetError, wrap_words
+
 TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)$")
 
 
@@ -48,3 +50,15 @@ def make_console(stderr: bool = False) -> Console:
     if stream.isatty():
         return Console(stderr=stderr)
     return Console(file=TrimmedLines(stream))  # type: ignore[arg-type]
+
+
+def error_text(error: FleetError) -> str:
+    """An error as stderr shows it: wrapped to the terminal's width (80 off a terminal, or
+    COLUMNS), words never broken."""
+    return error.render(width=make_console(stderr=True).width)
+
+
+def stderr_text(text: str, indent: int = 4) -> str:
+    """A note or warning for stderr, wrapped as errors are (error_text), continuation lines
+    indented by `indent`."""
+    return wrap_words(text, make_console(stderr=True).width, indent=indent)

@@ -33,7 +33,7 @@ from fleet.render.terminal.wrap import KEEP, Hanging, keep, keep_all
 
 MAX_ITEMS = 8
 MAX_CONSEQUENCES = 2
-MAX_ACROSS = 12  # software facts listed per pair of cohorts (--format json lists every one)
+MAX_ACROSS = 12  # software facts listed per pair of cohorts (--json - lists every one)
 MAX_INDENT = 24  # a check-grade line's hosts wider than this: its text goes under them
 
 
@@ -208,7 +208,7 @@ def _consequences_text(item: Divergence) -> Text:
     names = ", ".join(item.consequences[:MAX_CONSEQUENCES])
     more = len(item.consequences) - MAX_CONSEQUENCES
     text = Text(f"and so {len(item.consequences)} more fact(s) differ: ", style="dim")
-    text.append(names + (f", … (+{more}; --format json lists all)" if more > 0 else ""))
+    text.append(names + (f", … (+{more}; fleet diff --json - lists all)" if more > 0 else ""))
     return text
 
 
@@ -247,7 +247,7 @@ def _software_finding(finding: DivergenceFinding, labels: dict[str, str]) -> lis
         lines.append(_across_line(entry, labels))
     if len(shown) > MAX_ACROSS:
         more = len(shown) - MAX_ACROSS
-        lines.append(Text(f"    … and {more} more (--format json lists them)", style="dim"))
+        lines.append(Text(f"    … and {more} more (fleet diff --json - lists them)", style="dim"))
     return lines
 
 
@@ -367,7 +367,12 @@ def unreported_view(
 
 def drift_view(drift: Drift) -> Group:
     parts: list[Any] = [drift_summary(drift)]
-    parts += [Text(f"  warning: {note}", style="bold magenta") for note in drift.unlike]
+    if drift.baseline_chosen:
+        parts.append(Hanging(Text("  "), Text(drift.baseline_chosen, style="dim"), 4))
+    parts += [
+        Hanging(Text("  warning:", style="bold magenta"), Text(note, style="magenta"), 4)
+        for note in drift.unlike
+    ]
     if drift.left_out:
         parts.append(Hanging(Text("  "), Text(drift.left_out_note, style="dim"), 4))
     new_label, gone_label = ("new hosts", "hosts gone")
@@ -384,10 +389,9 @@ def drift_view(drift: Drift) -> Group:
 def drift_summary(drift: Drift) -> Text:
     text = Text(f"drift from {drift.old_started} to {drift.new_started}: ", style="bold")
     if not drift.found:
-        text.append("none", style="green")
-        if drift.unlike:
-            text.append(" (among what both runs can compare)", style="dim")
-        return text
+        if drift.comparable:
+            return text.append("none", style="green")
+        return text.append("none among what both runs compare (see below)", style="yellow")
     parts = []
     if drift.changes:
         parts.append(f"{len(drift.changes)} change(s) on {len(drift.changed_hosts)} host(s)")

@@ -40,7 +40,7 @@ def render_findings(
     if len(findings) > limit:
         rest = Counter(f.severity for f in findings[limit:])
         said = ", ".join(f"{n} {severity}" for severity, n in rest.items())
-        console.print(f"  … {len(findings) - limit} more ({said}): --format json lists them all")
+        console.print(f"  … {len(findings) - limit} more ({said}): --json - lists them all")
     for line in not_judged:
         say(console, f"  [yellow]not judged[/]: {escape(_not_judged_text(line, rule_count))}", 4)
 

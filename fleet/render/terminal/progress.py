@@ -23,11 +23,13 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.text import Text
 
 from fleet.execution.fanout import Events
 from fleet.execution.limits import FanLimits
-from fleet.hostsets import count_hosts
+from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import Host, HostOutcome
+from fleet.render.terminal.wrap import Hanging
 
 PROGRESS_REFRESH_PER_S = 4  # the bar redraws at this bounded rate (its own thread), never per host
 SMALL_FLEET = 8  # up to this many hosts, each gets its own row (terminal) or names (log lines)
@@ -138,8 +140,12 @@ class ProgressEvents(Events):
 
     def _detail(self, names: bool = False) -> str:
         parts = [f"{self.counts[p]} {p}" for p in ("connecting", "running") if self.counts[p]]
-        if names and self.on:
-            parts.append("; ".join(f"{h} on {', '.join(p)}" for h, p in self.on.items() if p))
+        if names and self.on:  # hosts on the same probes folded: `h[01-08] on health`
+            alike: dict[str, list[str]] = {}
+            for host, probes in self.on.items():
+                if probes:
+                    alike.setdefault(", ".join(probes), []).append(host)
+            parts.append("; ".join(f"{compact_hosts(h)} on {p}" for p, h in alike.items()))
         parts += [f"{n} {status}" for status, n in self.failures.most_common()]
         return " · ".join(p for p in parts if p)
 
@@ -166,7 +172,10 @@ class ProgressEvents(Events):
             self.progress.update(self.rows[name], detail=detail)
 
     def _say(self, line: str) -> None:
-        self.console.print(line, highlight=False, markup=False, soft_wrap=True)
+        """A log line, wrapped between words at the console's width, continuation lines
+        indented under its text (a host's error, a long status line)."""
+        lead = len(line) - len(line.lstrip(" "))
+        self.console.print(Hanging(Text(line[:lead]), Text(line[lead:]), lead + 4), crop=False)
 
 
 def _progress(console: Console) -> Progress:
