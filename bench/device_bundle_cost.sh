@@ -2,8 +2,8 @@
 # What the default bundle costs on a real GPU host (issue 45): `fleet probe --no-allreduce` on this
 # machine (no interpreter named: fleet chooses the python3 with torch) against a bare
 # `python3 -c "import torch"`, ROUNDS interleaved rounds in one call, each command's median; then
-# where the time goes: the bundle's timeline (bench/bundle_timeline.py, the runner and each probe)
-# and the controller's own imports (`python3 -X importtime`, the 15 costliest).
+# where the time goes: the bundle's timeline (bench/bundle_timeline.py, the runner and each probe),
+# the controller's phases (bench/controller_phases.py) and its own imports (`python3 -X importtime`, the 15 costliest).
 #
 #   OUT=/tmp/out bash bench/device_bundle_cost.sh        # ROUNDS=3 by default
 #
@@ -47,6 +47,9 @@ PY
 
 echo "--- the bundle's timeline (runner, preloader, each probe; seconds since the interpreter started)"
 timeout -k 5 120 python3 bench/bundle_timeline.py --runs 2 2>&1 | tail -40
+
+echo "--- the controller's phases (bench/controller_phases.py, medians of 3)"
+timeout -k 5 90 python3 bench/controller_phases.py --runs 3 --no-allreduce --runs-dir "$RUNS" 2>&1 | tail -7
 
 echo "--- the controller's costliest imports (python3 -X importtime, cumulative us)"
 timeout -k 5 60 python3 -X importtime -m fleet probe -p system --runs-dir "$RUNS" 2>"$OUT/importtime.txt" >/dev/null
