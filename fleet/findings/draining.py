@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from fleet.findings.model import ACTIONS, Finding
 from fleet.inventory.slurm import UNUSABLE_FLAGS, SlurmNode
 
-# The actions that take a node out of service: the GPU or the host needs hands or a reset.
-DRAIN_ACTIONS = ("drain", "reset-gpu", "reboot", "inspect-hw")
+# The actions that take a node out of service: the GPU or the host needs hands, a reset or a
+# replacement. contact-vendor is where health-row-remap escalates a pending remap (reset-gpu)
+# once no spare rows are left: a worse GPU must not stay in service where a better one would not.
+DRAIN_ACTIONS = ("drain", "reset-gpu", "reboot", "inspect-hw", "contact-vendor")
 PREFIX = "fleet:"  # every reason fleet sets starts so; only such a node is fleet's to resume
 # Slurm keeps a reason of any length, but sinfo -R, squeue and dashboards show the first few
 # dozen characters; NHC's reasons are one short line. fleet's stays within this many.

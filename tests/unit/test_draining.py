@@ -190,3 +190,12 @@ def test_a_slurm_run_rechecks_only_its_own_hosts_that_fleet_drained_and_that_hol
     assert "Nodes=n1" in create
     assert resume == ("scontrol", "update", "NodeName=n1", "State=RESUME")
     assert recheck.release() == ("scontrol", "delete", f"ReservationName={recheck.reservation}")
+
+
+def test_a_gpu_to_be_replaced_is_drained_as_a_pending_remap_is() -> None:
+    """health-row-remap escalates reset-gpu to contact-vendor when no spare rows are left: the
+    worse GPU is drained too, not left in service."""
+    for action in ("reset-gpu", "contact-vendor"):
+        [step] = plan_drain([ecc(action=action)], {"h0002": OK}, {}, nodes(node("h0002")), RUN)
+        assert step.verb == "drain", action
+        assert step.reason.endswith(f"→ {action}, run {RUN}")
