@@ -69,7 +69,7 @@ def test_only_error_findings_with_an_out_of_service_action_drain() -> None:
     ]
     seen = dict.fromkeys("abcde", OK)
     steps = plan_drain(findings, seen, {}, nodes(*(node(n) for n in "abcde")), RUN)
-    assert [(s.node, s.verb) for s in steps] == [("a", "drain"), ("e", "drain")]
+    assert [(s.node, s.verb) for s in steps] == [("a", "drain"), ("d", "drain"), ("e", "drain")]
     assert steps[0].argv == (
         "scontrol",
         "update",
