@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
+from pathlib import Path
 from typing import Any
 
 from fleet.models import Run
@@ -12,6 +14,7 @@ from tests.conftest import ROOT
 
 REAL_RUN = ROOT / "tests" / "probes" / "golden" / "real_run" / "h200x2_run.json"
 GOLDEN_GPU = ROOT / "tests" / "probes" / "golden" / "gpu"
+GOLDEN_HEALTH = ROOT / "tests" / "probes" / "golden" / "health"
 RTX = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 Host = dict[str, Any]
 
@@ -127,3 +130,14 @@ def host_with_p2p(status_of_link: dict[str, str]) -> Host:
         for i, row in enumerate(devices)
     }
     return host
+
+
+def h200_stack(folder: Path, health_case: str) -> Path:
+    """A fake nvidia-smi's folder (FLEET_FAKE_GPU_DIR): the H200 pair's gpu captures, with the
+    health probe's `-q -x` from `health_case` (h200x2: healthy; remap_pending_gpud80: sick)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for capture in (GOLDEN_GPU / "h200x2_nvlink").glob("nvidia-smi_*"):
+        shutil.copy(capture, folder)
+    shutil.copy(GOLDEN_HEALTH / "h200x2" / "nvidia-smi_nvlink_-s.txt", folder)
+    shutil.copy(GOLDEN_HEALTH / health_case / "nvidia-smi_-q_-x.xml", folder)
+    return folder

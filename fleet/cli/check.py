@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
 from fleet import api
 from fleet.api.checking import rule_packs
@@ -139,19 +140,33 @@ def check_command(
         probed = probe_and_assess(request, judging)
         assessment, hosts = probed.assessment, probed.hosts
     with collection_paused():  # a verdict per rule and host, no garbage: fleet.collector
-        if junit_path and not _write_junit(assessment, junit_path):
-            assessment = assessment.with_exit_bits(EXIT_NOT_KEPT)
-        if json_path is not None and not write_json(check_document(assessment), json_path):
-            assessment = assessment.with_exit_bits(EXIT_NOT_KEPT)
-        render_checked(console, assessment, details)  # on stderr when the document is on stdout
-        if request.html_path:
-            assessment = write_html(request.html_path, assessment, assessment.where)
+        assessment = _say_checked(assessment, console, details, junit_path, json_path, request)
     if operation.wanted:
         probed_now = request if run_ref is None else None
         assessment = operate(operation, assessment, hosts, probed_now, judging)
     if openmetrics_path is not None:
         assessment = write_openmetrics(openmetrics_path, assessment)
     sys.exit(assessment.exit_code)
+
+
+def _say_checked(
+    assessment: api.Assessment,
+    console: Console,
+    details: bool,
+    junit_path: str | None,
+    json_path: str | None,
+    request: ProbeRequest,
+) -> api.Assessment:
+    """--junit, --json, the terminal (on stderr when the document is on stdout), --html; a file
+    that could not be written sets exit bit 64."""
+    if junit_path and not _write_junit(assessment, junit_path):
+        assessment = assessment.with_exit_bits(EXIT_NOT_KEPT)
+    if json_path is not None and not write_json(check_document(assessment), json_path):
+        assessment = assessment.with_exit_bits(EXIT_NOT_KEPT)
+    render_checked(console, assessment, details)
+    if request.html_path:
+        assessment = write_html(request.html_path, assessment, assessment.where)
+    return assessment
 
 
 def _baseline_file(baseline_file: str | None, old_baseline: str | None) -> str | None:

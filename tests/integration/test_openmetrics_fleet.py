@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -18,31 +17,25 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleet.store import read_run_file
-from tests.conftest import FAKES, ROOT
+from tests.conftest import FAKES
 from tests.integration.conftest import run_fleet, ssh_host, write_inventory
 from tests.integration.sshd import SshdFarm
+from tests.recorded import h200_stack
 
 pytestmark = pytest.mark.integration
 
-GOLDEN = ROOT / "tests" / "probes" / "golden"
 SICK, HEALTHY, BENCH = "om-sick", "om-healthy", "om-bench"
-
-
-def _stack(folder: Path, health_case: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for capture in (GOLDEN / "gpu" / "h200x2_nvlink").glob("nvidia-smi_*"):
-        shutil.copy(capture, folder)
-    shutil.copy(GOLDEN / "health" / "h200x2" / "nvidia-smi_nvlink_-s.txt", folder)
-    shutil.copy(GOLDEN / "health" / health_case / "nvidia-smi_-q_-x.xml", folder)
-    return folder
 
 
 def _envs(tmp_path: Path) -> dict[str, dict[str, str]]:
     path = "/usr/local/bin:/usr/bin:/bin"
     gpu = {"PATH": f"{FAKES / 'bin'}:{path}", "PYTHONPATH": str(FAKES / "stubs" / "torch_h200")}
     return {
-        SICK: {**gpu, "FLEET_FAKE_GPU_DIR": str(_stack(tmp_path / "sick", "remap_pending_gpud80"))},
-        HEALTHY: {**gpu, "FLEET_FAKE_GPU_DIR": str(_stack(tmp_path / "healthy", "h200x2"))},
+        SICK: {
+            **gpu,
+            "FLEET_FAKE_GPU_DIR": str(h200_stack(tmp_path / "sick", "remap_pending_gpud80")),
+        },
+        HEALTHY: {**gpu, "FLEET_FAKE_GPU_DIR": str(h200_stack(tmp_path / "healthy", "h200x2"))},
         BENCH: {
             "PATH": f"{FAKES / 'gpubench_bin'}:{path}",
             "PYTHONPATH": str(FAKES / "stubs" / "torch_gpubench"),  # 2 simulated H200

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,12 +17,12 @@ import pytest
 
 from tests.conftest import FAKES, ROOT
 from tests.integration.conftest import FleetResult, fleet_invocation, fleet_result
+from tests.recorded import h200_stack
 from tests.slurm.cluster import NodeStack, SlurmCluster
 from tests.slurm.conftest import DRAIN_REASON
 
 pytestmark = pytest.mark.integration
 
-GOLDEN = ROOT / "tests" / "probes" / "golden"
 SICK, HUNG = "gpu-02", "gpu-03"
 PROBES = "system,gpu,health"
 REASON = re.compile(
@@ -31,22 +30,12 @@ REASON = re.compile(
 )
 
 
-def _stack_folder(folder: Path, health_case: str) -> Path:
-    """The H200 pair's gpu captures with the health probe's from `health_case` (-q -x)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for capture in (GOLDEN / "gpu" / "h200x2_nvlink").glob("nvidia-smi_*"):
-        shutil.copy(capture, folder)
-    shutil.copy(GOLDEN / "health" / "h200x2" / "nvidia-smi_nvlink_-s.txt", folder)
-    shutil.copy(GOLDEN / "health" / health_case / "nvidia-smi_-q_-x.xml", folder)
-    return folder
-
-
 @pytest.fixture
 def stacks(tmp_path: Path) -> tuple[dict[str, NodeStack], dict[str, NodeStack]]:
     """(one sick node among healthy ones, every node healthy)."""
     torch = FAKES / "stubs" / "torch_h200_symm"
-    healthy = NodeStack(_stack_folder(tmp_path / "healthy", "h200x2"), torch)
-    sick = NodeStack(_stack_folder(tmp_path / "sick", "remap_pending_gpud80"), torch)
+    healthy = NodeStack(h200_stack(tmp_path / "healthy", "h200x2"), torch)
+    sick = NodeStack(h200_stack(tmp_path / "sick", "remap_pending_gpud80"), torch)
     nodes = [f"gpu-0{i}" for i in range(1, 6)]
     all_healthy = dict.fromkeys(nodes, healthy)
     return {**all_healthy, SICK: sick}, all_healthy
