@@ -113,3 +113,33 @@ def test_the_plan_reads_the_default_pack_while_the_host_runs(tmp_path: Path) -> 
     assert probed.assessment.checks is not None
     judged = [r.rule.id for r in probed.assessment.checks.results]
     assert judged == [rule.id for rule in prepare(check).rules]
+
+
+COLLECTOR = """
+import gc
+import click
+import fleet.__main__  # as the executable starts: its modules load with the collector paused
+print(gc.isenabled(), gc.get_freeze_count() > 0)
+from fleet.cli.root import main
+main.get_command(click.Context(main), "runs")  # the command's module loaded: back on, frozen
+print(gc.isenabled(), gc.get_freeze_count() > 0)
+"""
+
+
+def test_the_executable_loads_with_the_collector_paused_then_turns_it_back_on() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTOR], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split("\n")[:2] == ["False False", "True True"]
+
+
+def test_fleet_called_in_process_keeps_its_collector_as_it_is() -> None:
+    import gc
+
+    import click
+
+    from fleet.cli.root import main
+
+    assert gc.isenabled()
+    main.get_command(click.Context(main), "runs")
+    assert gc.isenabled()
