@@ -22,7 +22,8 @@ from fleet.execution.fanout import (
     FanOut,
     RunSettings,
 )
-from fleet.models import OPT_IN_PROBES, Host, Run
+from fleet.execution.workers import WorkerFanOut, spread, worker_count
+from fleet.models import OPT_IN_PROBES, Host, HostOutcome, Run
 from fleet.store import default_state_dir
 from fleet.transport import LocalTransport, Transport
 from fleet.transport.unsupported import PREFIX as UNSUPPORTED
@@ -73,6 +74,9 @@ class ProbeOptions:
     slurm_gpus: str = "exclusive"  # how srun asks for the nodes' GPUs: exclusive | none | N
     # told of each host key --accept-new records, one line: host, fingerprint, file
     on_key_recorded: Callable[[str], None] | None = None
+    # worker processes the SSH hosts are spread over (fleet/execution/workers.py); None: one per
+    # core, fewer for a small fleet; 1: every host in this process
+    workers: int | None = None
 
     @property
     def host_timeout_s(self) -> float:
@@ -168,11 +172,7 @@ async def probe_async(
     )
     slurm = slurm_transport(selection, options) if selection.slurm else None
     started = now()
-    async with transports_for(
-        selection.hosts, options.accept_new, options.on_key_recorded, slurm
-    ) as transports:
-        fan_out = FanOut(bundle, transports, settings, events, interrupt)
-        outcomes = await fan_out.run(selection.hosts)
+    outcomes = await fan_out(selection, bundle, options, settings, events, interrupt, slurm)
     return Run(
         fleet_version=__version__,
         started=started,
@@ -188,6 +188,45 @@ async def probe_async(
         facts=bundle.facts(),
         limit=selection.limit,
     )
+
+
+async def fan_out(
+    selection: Selection,
+    bundle: Bundle,
+    options: ProbeOptions,
+    settings: RunSettings,
+    events: Events | None,
+    interrupt: asyncio.Event,
+    slurm: SlurmTransport | None,
+) -> dict[str, HostOutcome]:
+    """Every selected host's outcome, in the selection's order: in this process, or the SSH hosts
+    spread over worker processes (options.workers) while the others run here."""
+    remote, here = spread(selection.hosts)
+    count = 1 if slurm else worker_count(options.workers, len(remote), settings.concurrency)
+    if count <= 1:  # exactly the single process of old
+        remote, here = [], list(selection.hosts)
+    async with transports_for(here, options.accept_new, options.on_key_recorded, slurm) as ours:
+        runs = [FanOut(bundle, ours, settings, events, interrupt).run(here)] if here else []
+        if remote:
+            opener = WorkerTransports(options.accept_new)
+            workers = WorkerFanOut(
+                bundle, opener, settings, count, events, interrupt, options.on_key_recorded
+            )
+            runs.append(workers.run(remote))
+        outcomes = {name: o for part in await asyncio.gather(*runs) for name, o in part.items()}
+    return {host.name: outcomes[host.name] for host in selection.hosts}
+
+
+@dataclass(frozen=True)
+class WorkerTransports:
+    """How a worker process opens its hosts' transports (picklable: it travels to the worker)."""
+
+    accept_new: bool
+
+    def __call__(
+        self, hosts: Sequence[Host], on_key_recorded: Callable[[str], None] | None
+    ) -> contextlib.AbstractAsyncContextManager[dict[str, Transport]]:
+        return transports_for(hosts, self.accept_new, on_key_recorded)
 
 
 def probe_and_keep(

@@ -22,6 +22,7 @@ from fleet.cli.options import (
     slurm_options,
     timeout_option,
     together,
+    workers_option,
 )
 from fleet.cli.probing import ProbeRequest, probe_and_assess
 from fleet.cli.selection import HostChoice, selection_options
@@ -52,6 +53,7 @@ JOBS_OPTIONS = together(
     timeout_option(api.ProbeOptions.timeout_s, 86400, "Seconds per host, connecting included."),
     accept_new_option,
     slurm_options,
+    workers_option,
 )
 
 

@@ -82,6 +82,15 @@ limit_option = click.option(
     shell_complete=complete_hosts,
     help="Hosts or groups to select: globs, comma-separated, !PATTERN excludes.",
 )
+workers_option = click.option(
+    "--workers",
+    type=click.IntRange(1, 4096),
+    default=None,
+    metavar="N",
+    help="Controller processes the SSH hosts are spread over, each with its own connections "
+    "(default: one per core, fewer for a small fleet: 64 hosts or more each; 1: every host in "
+    "this process).",
+)
 probe_dir_option = click.option(
     "--probe-dir",
     "probe_dirs",

@@ -34,6 +34,7 @@ from fleet.cli.options import (
     slurm_options,
     timeout_option,
     together,
+    workers_option,
 )
 from fleet.cli.selection import HostChoice, selection_options, srun_options
 from fleet.errors import FleetError
@@ -107,6 +108,7 @@ PROBE_OPTIONS = together(
         "and name the winner per size (per-host timeout at least 300 s).",
     ),
     gpubench_option,
+    workers_option,
 )
 
 
@@ -146,6 +148,7 @@ class ProbeRequest:
     allreduce_matrix: bool
     gpubench: bool = False
     sample_s: float | None = None
+    workers: int | None = None
     choice: HostChoice = dataclasses.field(default_factory=HostChoice)
 
     def console(self) -> Console:
@@ -170,6 +173,7 @@ class ProbeRequest:
             slurm_gpus=self.slurm_gpus,
             health_sample_s=self.sample_s,
             on_key_recorded=_say_key_recorded,
+            workers=self.workers,
         )
 
 

@@ -46,6 +46,9 @@ class RunSettings:
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     remote_parallel: int = REMOTE_PARALLEL
     cli_probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # the open-file budget this fan-out works within; None: the process's own (raised) limit.
+    # A worker process gets its share of the controller's (fleet/execution/workers.py)
+    open_files: int | None = None
 
 
 class Events:
@@ -111,7 +114,8 @@ class FanOut:
         return {h.name: self._outcome_of(h, tasks[h.name]) for h in hosts}
 
     def _plan(self, hosts: Sequence[Host]) -> FanLimits:
-        limits = plan_limits(hosts, self.settings.concurrency, self.settings.handshakes)
+        settings = self.settings
+        limits = plan_limits(hosts, settings.concurrency, settings.handshakes, settings.open_files)
         if limits.capped_by_open_files:
             log.warning("the open-file limit caps this run: %s", limits.describe())
         self._handshakes = asyncio.Semaphore(limits.handshakes)

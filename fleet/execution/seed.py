@@ -1,0 +1,185 @@
+"""The seed of the worker processes (execution/workers.py has the why): a fresh interpreter that
+reads its SeedJob on stdin, imports what a worker needs once, forks the workers while it has no
+thread and no event loop, and reaps them, saying on stdout, a JSON line each, when a worker
+started (its pid) and how it ended (`exited with status 1`, `was killed by SIGKILL`).
+
+Each worker runs a plain FanOut over its hosts in its own event loop and streams its events and
+outcomes to the parent as frames (workers.frame). Closing its stop pipe (the parent on Ctrl-C,
+or the parent gone) interrupts it: its unfinished hosts end as `interrupted`, with whatever they
+had reported, and their sessions and remote processes are ended, as the single process does.
+Ctrl-C itself is the parent's to act on: the seed and the workers ignore SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import importlib
+import json
+import logging
+import os
+import pickle
+import signal
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from fleet.execution.fanout import Events, FanOut
+from fleet.execution.workers import SeedJob, WorkerJob, frame
+from fleet.models import Host, HostOutcome
+
+PRELOADED = ("fleet.transport.ssh",)  # imported once here, not once per worker
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    job: SeedJob = pickle.load(sys.stdin.buffer)
+    for module in PRELOADED:
+        importlib.import_module(module)
+    gc.freeze()  # what is imported stays shared with the workers, page for page
+    started = {start_worker(job, worker): worker.index for worker in job.workers}
+    for worker in job.workers:
+        os.close(worker.stream_fd)
+        os.close(worker.stop_fd)
+    while started:
+        pid, status = os.wait()
+        if pid in started:
+            report({"worker": started.pop(pid), "pid": pid, "ended": how_it_ended(status)})
+
+
+def start_worker(job: SeedJob, worker: WorkerJob) -> int:
+    sys.stdout.flush()  # nothing buffered is written twice
+    pid = os.fork()
+    if pid == 0:
+        os._exit(run_worker(job, worker))
+    report({"worker": worker.index, "pid": pid})
+    return pid
+
+
+def report(line: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+
+def how_it_ended(status: int) -> str:
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with status {code}"
+
+
+def run_worker(job: SeedJob, worker: WorkerJob) -> int:
+    """In the forked worker: its hosts' fan-out; the exit status (1: it raised, said on stderr)."""
+    for other in job.workers:
+        if other.index != worker.index:
+            os.close(other.stream_fd)
+            os.close(other.stop_fd)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # stdout is the seed's report to the parent
+    logging.getLogger("fleet").setLevel(job.log_level)
+    try:
+        asyncio.run(fan_out(job, worker))
+    except BaseException:  # noqa: BLE001 - said, and the parent makes it its hosts' error
+        traceback.print_exc()
+        sys.stderr.flush()
+        return 1
+    return 0
+
+
+async def fan_out(job: SeedJob, worker: WorkerJob) -> None:
+    interrupt = asyncio.Event()
+    stream = await FrameWriter.open(worker.stream_fd)
+    await watch_stop(worker.stop_fd, interrupt)
+    hosts = list(worker.hosts)
+    async with job.open_transports(hosts, lambda line: stream.send(("key", line))) as transports:
+        fan = FanOut(job.bundle, transports, worker.settings, RelayEvents(stream), interrupt)
+        await fan.run(hosts)
+    stream.send(("done",))
+    await stream.close()
+
+
+class StopWatch(asyncio.Protocol):
+    """The stop pipe: anything on it, or its end, interrupts the worker's hosts."""
+
+    def __init__(self, interrupt: asyncio.Event) -> None:
+        self.interrupt = interrupt
+
+    def data_received(self, data: bytes) -> None:
+        self.interrupt.set()
+
+    def eof_received(self) -> bool | None:
+        self.interrupt.set()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.interrupt.set()
+
+
+async def watch_stop(fd: int, interrupt: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    pipe = os.fdopen(fd, "rb", buffering=0)
+    await loop.connect_read_pipe(lambda: StopWatch(interrupt), pipe)
+
+
+class FrameWriter(asyncio.Protocol):
+    """The worker's stream to the parent: frames gathered over one turn of the loop, written as
+    one (a host's events come in bursts), never blocking the loop."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.transport: asyncio.WriteTransport | None = None
+        self.closed = asyncio.get_running_loop().create_future()
+
+    @classmethod
+    async def open(cls, fd: int) -> FrameWriter:
+        loop = asyncio.get_running_loop()
+        pipe = os.fdopen(fd, "wb", buffering=0)
+        _, writer = await loop.connect_write_pipe(cls, pipe)
+        return writer
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)  # the parent is gone: what is left to say is dropped
+
+    def send(self, message: object) -> None:
+        if not self.parts:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self.parts.append(frame(message))
+
+    def flush(self) -> None:
+        parts, self.parts = self.parts, []
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(b"".join(parts))
+
+    async def close(self) -> None:
+        self.flush()
+        if self.transport is not None:
+            self.transport.close()  # after what is buffered is written
+        await self.closed
+
+
+class RelayEvents(Events):
+    """The fan-out's events, as frames to the parent (which relays them to its own Events)."""
+
+    def __init__(self, stream: FrameWriter) -> None:
+        self.stream = stream
+
+    def host_connecting(self, host: Host) -> None:
+        self.stream.send(("connecting", host.name))
+
+    def host_running(self, host: Host) -> None:
+        self.stream.send(("running", host.name))
+
+    def probes_running(self, host: Host, probes: Sequence[str]) -> None:
+        self.stream.send(("probes", host.name, list(probes)))
+
+    def probe_finished(self, host: Host, probe: str, status: str) -> None:
+        self.stream.send(("probe", host.name, probe, status))
+
+    def host_finished(self, outcome: HostOutcome) -> None:
+        self.stream.send(("finished", outcome))

@@ -1,0 +1,390 @@
+"""The fan-out over worker processes: the controller on every core.
+
+A host costs the controller about 5 ms of CPU (its handshake, its session, reading its results),
+almost all of it in one event loop: one core. `--workers N` deals the SSH hosts out to N worker
+processes, each with its own event loop, its own SSH connections and its own FanOut
+(execution/fanout.py), all bounded by their share of the controller's limits (handshakes, sessions,
+`--concurrency`, the open-file budget). Each worker streams its events and HostOutcomes back as
+they happen; this side relays them to the parent's Events (progress, the rule pack's start) and
+keeps the outcomes, so the run document is made and written here, host by host, as without workers.
+
+How the workers start, and why so: the parent already runs an event loop and threads (the progress
+display, the rule pack read while the hosts run), so it must not fork; `spawn` would re-import
+fleet, asyncssh and cryptography in every worker (a few hundred ms of CPU each: at 125 hosts per
+worker, more than the hosts' own work). So one fresh interpreter, the seed (execution/seed.py),
+is started as a plain subprocess: it imports all a worker needs once, while it has no thread and
+no loop, then forks the workers and reaps them (so that their CPU is counted in the controller's
+process tree, as wait4 sees it, and each death is reported with its cause). multiprocessing's
+forkserver does the same but leaves its server and the workers' accounting outside the parent's
+tree. Messages are length-prefixed pickles over plain pipes: one pipe per worker for its stream,
+one per worker whose closing tells it to stop (Ctrl-C here, or this process gone).
+
+A worker that dies is a host error for the hosts it had not finished (`unreachable`, naming the
+worker and how it died), never a lost run. Hosts that are not SSH hosts (this machine, Slurm's one
+step) always run in this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import pickle
+import signal
+import struct
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from fleet.execution.bundle import Bundle
+from fleet.execution.fanout import Events, RunSettings
+from fleet.execution.limits import (
+    RESERVED_FDS,
+    FanLimits,
+    default_handshakes,
+    plan_limits,
+    raise_open_file_limit,
+    usable_cores,
+)
+from fleet.models import Host, HostOutcome
+from fleet.transport.base import Transport
+
+log = logging.getLogger(__name__)
+
+MIN_HOSTS_PER_WORKER = 64  # by default, fewer hosts than this per worker: fewer workers
+SPREAD_TRANSPORTS = frozenset({"ssh"})  # what workers run; the rest stays in this process
+DEATH_REPORT_WAIT_S = 2.0  # a worker's stream ended early: how long to wait for the seed's word
+STOP_GRACE_S = 20.0  # after Ctrl-C, how long workers have to end their hosts before SIGKILL
+FRAME_HEAD = struct.Struct("!I")
+
+# What a worker opens its transports with: a picklable callable (fleet.api.probing's), given the
+# worker's hosts and a callback for host keys --accept-new records (relayed to the parent's).
+OpenTransports = Callable[
+    [Sequence[Host], Callable[[str], None] | None],
+    contextlib.AbstractAsyncContextManager[Mapping[str, Transport]],
+]
+SEED_CODE = "from fleet.execution.seed import main; main()"
+
+
+def worker_count(
+    requested: int | None, hosts: int, concurrency: int | None = None, cores: int | None = None
+) -> int:
+    """Workers for `hosts` spread hosts: `requested` (at most one per host), or by default one per
+    core with at least MIN_HOSTS_PER_WORKER hosts each; never more than `--concurrency`. 1: no
+    worker process at all (the fan-out runs in this process, as it always did)."""
+    if requested is None:
+        count = min(cores or usable_cores(), hosts // MIN_HOSTS_PER_WORKER)
+    else:
+        count = min(requested, hosts)
+    if concurrency is not None:
+        count = min(count, concurrency)
+    return max(1, count)
+
+
+def spread(hosts: Sequence[Host]) -> tuple[list[Host], list[Host]]:
+    """The hosts workers may run (SSH), and those that stay in this process."""
+    remote = [h for h in hosts if h.transport in SPREAD_TRANSPORTS]
+    return remote, [h for h in hosts if h.transport not in SPREAD_TRANSPORTS]
+
+
+def deal(hosts: Sequence[Host], count: int) -> list[list[Host]]:
+    """Round robin: each worker gets every count-th host (neighbours in an inventory often share a
+    rack, a bastion or a slow network; dealt out, no worker gets all the slow ones)."""
+    return [list(hosts[index::count]) for index in range(count)]
+
+
+def share_settings(settings: RunSettings, count: int, open_files: int) -> RunSettings:
+    """One worker's share of the controller's bounds: handshakes, --concurrency, open files."""
+    handshakes = settings.handshakes or default_handshakes()
+    concurrency = settings.concurrency
+    return replace(
+        settings,
+        handshakes=max(1, handshakes // count),
+        concurrency=None if concurrency is None else max(1, concurrency // count),
+        open_files=max(RESERVED_FDS + 1, open_files // count),
+    )
+
+
+def frame(message: object) -> bytes:
+    """One message on a worker's stream: its length, then its pickle. Pickle, because the messages
+    are fleet's own dataclasses between processes of one controller (never from a host)."""
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return FRAME_HEAD.pack(len(body)) + body
+
+
+class FrameReader(asyncio.Protocol):
+    """A worker's stream, read as frames: each message to `deliver`; `ended` once it is closed."""
+
+    def __init__(self, deliver: Callable[[Any], None]) -> None:
+        self.deliver = deliver
+        self.buffer = bytearray()
+        self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        start, size = 0, len(self.buffer)
+        while size - start >= FRAME_HEAD.size:
+            (length,) = FRAME_HEAD.unpack_from(self.buffer, start)
+            end = start + FRAME_HEAD.size + length
+            if end > size:
+                break
+            self.deliver(pickle.loads(memoryview(self.buffer)[start + FRAME_HEAD.size : end]))
+            start = end
+        del self.buffer[:start]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.ended.done():
+            self.ended.set_result(None)
+
+
+@dataclass(frozen=True)
+class WorkerJob:
+    """What one worker does: its hosts, its share of the bounds, its two pipes (fds in the seed)."""
+
+    index: int
+    hosts: tuple[Host, ...]
+    settings: RunSettings
+    stream_fd: int  # the worker writes its frames here
+    stop_fd: int  # closed by the parent: stop (interrupt every unfinished host)
+
+
+@dataclass(frozen=True)
+class SeedJob:
+    """What the seed is given on its stdin: every worker's job and what they share."""
+
+    bundle: Bundle
+    open_transports: OpenTransports
+    workers: tuple[WorkerJob, ...]
+    log_level: int = logging.WARNING
+
+
+@dataclass
+class Worker:
+    """The parent's side of one worker: its hosts, what it has reported, its pipes."""
+
+    job: WorkerJob
+    stream: FrameReader | None = None
+    stop_fd: int | None = None  # the parent's end of the stop pipe
+    pid: int | None = None
+    done: bool = False  # it said it ended every host
+    ended_how: str | None = None  # the seed's word on how it ended
+    reported: asyncio.Event = field(default_factory=asyncio.Event)
+    outcomes: dict[str, HostOutcome] = field(default_factory=dict)
+
+    def stop(self) -> None:
+        if self.stop_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.stop_fd)
+            self.stop_fd = None
+
+
+class WorkerFanOut:
+    """The fan-out of `hosts` over `count` worker processes (see the module docstring)."""
+
+    def __init__(
+        self,
+        bundle: Bundle,
+        open_transports: OpenTransports,
+        settings: RunSettings,
+        count: int,
+        events: Events | None = None,
+        interrupt: asyncio.Event | None = None,
+        on_key_recorded: Callable[[str], None] | None = None,
+    ) -> None:
+        self.bundle, self.open_transports, self.settings = bundle, open_transports, settings
+        self.count = count
+        self.events = events or Events()
+        self.interrupt = interrupt or asyncio.Event()
+        self.on_key_recorded = on_key_recorded
+        self.by_name: dict[str, Host] = {}
+        self.workers: list[Worker] = []
+
+    async def run(self, hosts: Sequence[Host]) -> dict[str, HostOutcome]:
+        self.by_name = {h.name: h for h in hosts}
+        self.workers = self._plan(hosts)
+        async with self._seed() as seed:
+            stopping = asyncio.ensure_future(self._stop_on_interrupt(seed))
+            try:
+                await asyncio.gather(*(self._follow(worker) for worker in self.workers))
+            finally:
+                stopping.cancel()
+        outcomes = {name: o for w in self.workers for name, o in w.outcomes.items()}
+        return {h.name: outcomes[h.name] for h in hosts}
+
+    def _plan(self, hosts: Sequence[Host]) -> list[Worker]:
+        files = raise_open_file_limit()
+        settings = share_settings(self.settings, self.count, files)
+        shares = [share for share in deal(hosts, self.count) if share]
+        limits = [
+            plan_limits(s, settings.concurrency, settings.handshakes, settings.open_files)
+            for s in shares
+        ]
+        self.events.run_planned(joined_limits(limits, len(hosts), files))
+        return [Worker(WorkerJob(i, tuple(s), settings, -1, -1)) for i, s in enumerate(shares)]
+
+    @contextlib.asynccontextmanager
+    async def _seed(self) -> AsyncIterator[asyncio.subprocess.Process]:
+        """Start the seed with every worker's pipes; on the way out, every worker stopped and
+        the seed gone (killed, workers and all, if it outlives STOP_GRACE_S)."""
+        child_fds: list[int] = []
+        jobs = [await self._open_pipes(worker, child_fds) for worker in self.workers]
+        try:
+            seed = await start_seed(SeedJob(self.bundle, self.open_transports, tuple(jobs),
+                                            logging.getLogger("fleet").getEffectiveLevel()),
+                                    child_fds)  # fmt: skip
+        finally:
+            for fd in child_fds:
+                os.close(fd)
+        reports = asyncio.ensure_future(self._read_reports(seed))
+        try:
+            yield seed
+        finally:
+            for worker in self.workers:
+                worker.stop()
+            await end_seed(seed, self._pids())
+            await asyncio.wait([reports], timeout=DEATH_REPORT_WAIT_S)
+            reports.cancel()
+
+    async def _open_pipes(self, worker: Worker, child_fds: list[int]) -> WorkerJob:
+        loop = asyncio.get_running_loop()
+        stream_read, stream_write = os.pipe()
+        stop_read, stop_write = os.pipe()
+        child_fds += [stream_write, stop_read]
+        worker.stop_fd = stop_write
+        deliver = lambda message: self._deliver(worker, message)  # noqa: E731
+        pipe = os.fdopen(stream_read, "rb", buffering=0)
+        _, worker.stream = await loop.connect_read_pipe(lambda: FrameReader(deliver), pipe)
+        return replace(worker.job, stream_fd=stream_write, stop_fd=stop_read)
+
+    def _pids(self) -> list[int]:
+        return [w.pid for w in self.workers if w.pid is not None]
+
+    async def _read_reports(self, seed: asyncio.subprocess.Process) -> None:
+        """The seed's word, a JSON line each: a worker started (its pid), a worker ended (how)."""
+        assert seed.stdout is not None
+        async for line in seed.stdout:
+            report = json.loads(line)
+            worker = self.workers[int(report["worker"])]
+            worker.pid = int(report["pid"])
+            if "ended" in report:
+                worker.ended_how = str(report["ended"])
+                worker.reported.set()
+
+    async def _stop_on_interrupt(self, seed: asyncio.subprocess.Process) -> None:
+        await self.interrupt.wait()
+        for worker in self.workers:
+            worker.stop()  # each interrupts its unfinished hosts and ends their sessions
+        await asyncio.sleep(STOP_GRACE_S)
+        log.warning("workers still running %g s after Ctrl-C: killed", STOP_GRACE_S)
+        kill_all(seed, self._pids())
+
+    async def _follow(self, worker: Worker) -> None:
+        """Until the worker's stream ends; then a host error for each host it did not finish."""
+        assert worker.stream is not None
+        await worker.stream.ended
+        if worker.done:
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(worker.reported.wait(), DEATH_REPORT_WAIT_S)
+        for host in worker.job.hosts:
+            if host.name not in worker.outcomes:
+                self._finished(worker, self._lost(worker, host))
+
+    def _lost(self, worker: Worker, host: Host) -> HostOutcome:
+        who = f"worker {worker.job.index}" + (f" (pid {worker.pid})" if worker.pid else "")
+        how = worker.ended_how or "ended without a word"
+        if self.interrupt.is_set():
+            return HostOutcome(host.name, "interrupted", host.address, f"{who} {how}")
+        return HostOutcome(
+            host.name,
+            "unreachable",
+            host.address,
+            error=f"{who}, the controller process that ran this host, {how} before it finished",
+            hint="the host was not judged; run it again (--workers 1 runs every host in one "
+            "process)",
+        )
+
+    def _deliver(self, worker: Worker, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "finished":
+            self._finished(worker, message[1])
+        elif kind == "done":
+            worker.done = True
+        elif kind == "key":
+            if self.on_key_recorded is not None:
+                self.on_key_recorded(message[1])
+        else:
+            self._relay(kind, self.by_name[message[1]], message[2:])
+
+    def _relay(self, kind: str, host: Host, rest: tuple[Any, ...]) -> None:
+        if kind == "connecting":
+            self.events.host_connecting(host)
+        elif kind == "running":
+            self.events.host_running(host)
+        elif kind == "probes":
+            self.events.probes_running(host, rest[0])
+        elif kind == "probe":
+            self.events.probe_finished(host, rest[0], rest[1])
+
+    def _finished(self, worker: Worker, outcome: HostOutcome) -> None:
+        if outcome.name in worker.outcomes:
+            return  # one outcome per host
+        worker.outcomes[outcome.name] = outcome
+        self.events.host_finished(outcome)
+
+
+def joined_limits(limits: Sequence[FanLimits], hosts: int, open_files: int) -> FanLimits:
+    """The workers' bounds together, as the progress display says them."""
+    return FanLimits(
+        handshakes=sum(limit.handshakes for limit in limits),
+        sessions=sum(limit.sessions for limit in limits),
+        hosts=hosts,
+        open_files=open_files,
+        capped_by_open_files=any(limit.capped_by_open_files for limit in limits),
+    )
+
+
+async def start_seed(job: SeedJob, child_fds: Sequence[int]) -> asyncio.subprocess.Process:
+    """The seed (execution/seed.py) in a fresh interpreter of this Python, with this fleet on its
+    path, given its job on stdin. Its stderr is ours: a worker's traceback is seen."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
+    seed = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        SEED_CODE,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        pass_fds=tuple(child_fds),
+        env=env,
+    )
+    assert seed.stdin is not None
+    seed.stdin.write(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
+    await seed.stdin.drain()
+    seed.stdin.close()
+    return seed
+
+
+async def end_seed(seed: asyncio.subprocess.Process, pids: Sequence[int]) -> None:
+    """Wait for the seed (it ends once its workers have); past STOP_GRACE_S, kill them all."""
+    try:
+        await asyncio.wait_for(seed.wait(), STOP_GRACE_S)
+    except asyncio.TimeoutError:
+        kill_all(seed, pids)
+        await seed.wait()
+    except asyncio.CancelledError:
+        kill_all(seed, pids)
+        raise
+
+
+def kill_all(seed: asyncio.subprocess.Process, pids: Sequence[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        seed.kill()
