@@ -22,7 +22,7 @@ from fleet.execution.fanout import (
     FanOut,
     RunSettings,
 )
-from fleet.execution.workers import WorkerFanOut, spread, worker_count
+from fleet.execution.workers import SshTransports, WorkerFanOut, spread, worker_count
 from fleet.models import OPT_IN_PROBES, Host, HostOutcome, Run
 from fleet.store import default_state_dir
 from fleet.transport import LocalTransport, Transport
@@ -208,25 +208,13 @@ async def fan_out(
     async with transports_for(here, options.accept_new, options.on_key_recorded, slurm) as ours:
         runs = [FanOut(bundle, ours, settings, events, interrupt).run(here)] if here else []
         if remote:
-            opener = WorkerTransports(options.accept_new)
+            opener = SshTransports(options.accept_new, default_state_dir() / "known_hosts")
             workers = WorkerFanOut(
                 bundle, opener, settings, count, events, interrupt, options.on_key_recorded
             )
             runs.append(workers.run(remote))
         outcomes = {name: o for part in await asyncio.gather(*runs) for name, o in part.items()}
     return {host.name: outcomes[host.name] for host in selection.hosts}
-
-
-@dataclass(frozen=True)
-class WorkerTransports:
-    """How a worker process opens its hosts' transports (picklable: it travels to the worker)."""
-
-    accept_new: bool
-
-    def __call__(
-        self, hosts: Sequence[Host], on_key_recorded: Callable[[str], None] | None
-    ) -> contextlib.AbstractAsyncContextManager[dict[str, Transport]]:
-        return transports_for(hosts, self.accept_new, on_key_recorded)
 
 
 def probe_and_keep(

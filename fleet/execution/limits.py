@@ -37,10 +37,13 @@ class FanLimits:
     hosts: int  # hosts selected
     open_files: int  # the soft RLIMIT_NOFILE the run works within
     capped_by_open_files: bool  # the budget, not the fleet size or --concurrency, set `sessions`
+    workers: int = 1  # processes the hosts are spread over (execution/workers.py); 1: this one
 
     def describe(self) -> str:
         """One line for the user: what bounds this run."""
         text = f"handshakes ≤ {self.handshakes} at once, sessions ≤ {self.sessions}"
+        if self.workers > 1:
+            text += f", over {self.workers} worker processes"
         if self.capped_by_open_files:
             text += (
                 f" (open-file limit {self.open_files}, `ulimit -n`: the other "

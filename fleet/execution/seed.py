@@ -77,7 +77,7 @@ def run_worker(job: SeedJob, worker: WorkerJob) -> int:
             os.close(other.stop_fd)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())  # stdout is the seed's report to the parent
-    logging.getLogger("fleet").setLevel(job.log_level)
+    log_like_parent(job.log_level, worker.index)
     try:
         asyncio.run(fan_out(job, worker))
     except BaseException:  # noqa: BLE001 - said, and the parent makes it its hosts' error
@@ -87,12 +87,22 @@ def run_worker(job: SeedJob, worker: WorkerJob) -> int:
     return 0
 
 
+def log_like_parent(level: int, index: int) -> None:
+    """The parent's --debug: its `fleet` logger's level, said on stderr, each line marked."""
+    logger = logging.getLogger("fleet")
+    logger.setLevel(level)
+    if level < logging.WARNING:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(f"worker {index}: %(name)s: %(message)s"))
+        logger.addHandler(handler)
+
+
 async def fan_out(job: SeedJob, worker: WorkerJob) -> None:
     interrupt = asyncio.Event()
     stream = await FrameWriter.open(worker.stream_fd)
     await watch_stop(worker.stop_fd, interrupt)
     hosts = list(worker.hosts)
-    async with job.open_transports(hosts, lambda line: stream.send(("key", line))) as transports:
+    async with job.transports.open(lambda line: stream.send(("key", line))) as transports:
         fan = FanOut(job.bundle, transports, worker.settings, RelayEvents(stream), interrupt)
         await fan.run(hosts)
     stream.send(("done",))

@@ -61,13 +61,8 @@ DEATH_REPORT_WAIT_S = 2.0  # a worker's stream ended early: how long to wait for
 STOP_GRACE_S = 20.0  # after Ctrl-C, how long workers have to end their hosts before SIGKILL
 FRAME_HEAD = struct.Struct("!I")
 
-# What a worker opens its transports with: a picklable callable (fleet.api.probing's), given the
-# worker's hosts and a callback for host keys --accept-new records (relayed to the parent's).
-OpenTransports = Callable[
-    [Sequence[Host], Callable[[str], None] | None],
-    contextlib.AbstractAsyncContextManager[Mapping[str, Transport]],
-]
 SEED_CODE = "from fleet.execution.seed import main; main()"
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the seed imports this very fleet
 
 
 def worker_count(
@@ -142,6 +137,33 @@ class FrameReader(asyncio.Protocol):
 
 
 @dataclass(frozen=True)
+class SshTransports:
+    """How a worker opens its hosts' transport (SSH: the only kind workers run), as the
+    single process does (fleet.api.probing.make_transports); host keys --accept-new records are
+    said through `on_key_recorded` (the worker relays them to the parent)."""
+
+    accept_new: bool
+    fleet_known_hosts: Path  # fleet's own known_hosts, where --accept-new writes
+
+    @contextlib.asynccontextmanager
+    async def open(
+        self, on_key_recorded: Callable[[str], None] | None
+    ) -> AsyncIterator[Mapping[str, Transport]]:
+        from fleet.transport.ssh import SSHOptions, SSHTransport
+
+        options = SSHOptions(
+            accept_new=self.accept_new,
+            fleet_known_hosts=self.fleet_known_hosts,
+            on_key_recorded=on_key_recorded,
+        )
+        transport = SSHTransport(options)
+        try:
+            yield {"ssh": transport}
+        finally:
+            await transport.close()
+
+
+@dataclass(frozen=True)
 class WorkerJob:
     """What one worker does: its hosts, its share of the bounds, its two pipes (fds in the seed)."""
 
@@ -157,7 +179,7 @@ class SeedJob:
     """What the seed is given on its stdin: every worker's job and what they share."""
 
     bundle: Bundle
-    open_transports: OpenTransports
+    transports: SshTransports
     workers: tuple[WorkerJob, ...]
     log_level: int = logging.WARNING
 
@@ -188,14 +210,14 @@ class WorkerFanOut:
     def __init__(
         self,
         bundle: Bundle,
-        open_transports: OpenTransports,
+        transports: SshTransports,
         settings: RunSettings,
         count: int,
         events: Events | None = None,
         interrupt: asyncio.Event | None = None,
         on_key_recorded: Callable[[str], None] | None = None,
     ) -> None:
-        self.bundle, self.open_transports, self.settings = bundle, open_transports, settings
+        self.bundle, self.transports, self.settings = bundle, transports, settings
         self.count = count
         self.events = events or Events()
         self.interrupt = interrupt or asyncio.Event()
@@ -223,7 +245,9 @@ class WorkerFanOut:
             plan_limits(s, settings.concurrency, settings.handshakes, settings.open_files)
             for s in shares
         ]
-        self.events.run_planned(joined_limits(limits, len(hosts), files))
+        joined = joined_limits(limits, len(hosts), files)
+        log.debug("%d hosts: %s", len(hosts), joined.describe())
+        self.events.run_planned(joined)
         return [Worker(WorkerJob(i, tuple(s), settings, -1, -1)) for i, s in enumerate(shares)]
 
     @contextlib.asynccontextmanager
@@ -233,7 +257,7 @@ class WorkerFanOut:
         child_fds: list[int] = []
         jobs = [await self._open_pipes(worker, child_fds) for worker in self.workers]
         try:
-            seed = await start_seed(SeedJob(self.bundle, self.open_transports, tuple(jobs),
+            seed = await start_seed(SeedJob(self.bundle, self.transports, tuple(jobs),
                                             logging.getLogger("fleet").getEffectiveLevel()),
                                     child_fds)  # fmt: skip
         finally:
@@ -345,15 +369,15 @@ def joined_limits(limits: Sequence[FanLimits], hosts: int, open_files: int) -> F
         hosts=hosts,
         open_files=open_files,
         capped_by_open_files=any(limit.capped_by_open_files for limit in limits),
+        workers=len(limits),
     )
 
 
 async def start_seed(job: SeedJob, child_fds: Sequence[int]) -> asyncio.subprocess.Process:
     """The seed (execution/seed.py) in a fresh interpreter of this Python, with this fleet on its
     path, given its job on stdin. Its stderr is ours: a worker's traceback is seen."""
-    package_root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
     seed = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
