@@ -1,0 +1,51 @@
+"""`fleet probe --workers N` over real sshd hosts: the same run as one process makes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import run_fleet, ssh_host, write_inventory
+from tests.integration.sshd import SshdFarm
+
+pytestmark = pytest.mark.integration
+
+TIMINGS = frozenset({"started", "finished", "elapsed_s"})
+
+
+def without_timings(document: Any) -> Any:
+    if isinstance(document, dict):
+        return {k: without_timings(v) for k, v in document.items() if k not in TIMINGS}
+    if isinstance(document, list):
+        return [without_timings(item) for item in document]
+    return document
+
+
+def test_two_workers_make_the_run_one_process_makes(farm: SshdFarm, tmp_path: Path) -> None:
+    names = [f"spread-{i}" for i in range(5)]
+    for index, name in enumerate(names):
+        farm.start(name, f"127.0.12.{index + 2}")
+    hosts = {n: ssh_host(farm, n) for n in names}
+    hosts["spread-refused"] = {"address": "127.0.12.99", "port": 9}  # nothing listens there
+    known = farm.known_hosts(tmp_path / "known_hosts", names)
+    inventory = write_inventory(tmp_path / "inv.yaml", farm, hosts, known)
+    runs = {}
+    for workers in ("1", "2"):
+        folder = tmp_path / f"workers-{workers}"
+        folder.mkdir()
+        args = ("probe", "-i", str(inventory), "-p", "system,packages", "--workers", workers)
+        runs[workers] = run_fleet(folder, *args, "--debug")
+
+    one, two = runs["1"], runs["2"]
+    assert "over 2 worker processes" in two.stderr
+    assert "worker process" not in one.stderr
+    assert one.returncode == two.returncode != 0, two.stderr  # the refused host: a host error
+    assert two.status("spread-refused") == "unreachable"
+    assert all(two.status(n) == "ok" for n in names), two.stderr
+    assert list(two.document["hosts"]) == list(one.document["hosts"])  # the inventory's order
+    assert without_timings(two.document) == without_timings(one.document)
+    saved = [json.loads(p.read_text()) for p in (tmp_path / "workers-2").rglob("runs/*.json")]
+    assert len(saved) == 1 and set(saved[0]["hosts"]) == set(hosts)
