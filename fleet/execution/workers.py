@@ -256,10 +256,11 @@ class WorkerFanOut:
         the seed gone (killed, workers and all, if it outlives STOP_GRACE_S)."""
         child_fds: list[int] = []
         jobs = [await self._open_pipes(worker, child_fds) for worker in self.workers]
+        level = logging.getLogger("fleet").getEffectiveLevel()  # --debug reaches the workers
         try:
-            seed = await start_seed(SeedJob(self.bundle, self.transports, tuple(jobs),
-                                            logging.getLogger("fleet").getEffectiveLevel()),
-                                    child_fds)  # fmt: skip
+            seed = await start_seed(
+                SeedJob(self.bundle, self.transports, tuple(jobs), level), child_fds
+            )
         finally:
             for fd in child_fds:
                 os.close(fd)

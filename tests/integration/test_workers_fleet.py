@@ -48,4 +48,5 @@ def test_two_workers_make_the_run_one_process_makes(farm: SshdFarm, tmp_path: Pa
     assert list(two.document["hosts"]) == list(one.document["hosts"])  # the inventory's order
     assert without_timings(two.document) == without_timings(one.document)
     saved = [json.loads(p.read_text()) for p in (tmp_path / "workers-2").rglob("runs/*.json")]
-    assert len(saved) == 1 and set(saved[0]["hosts"]) == set(hosts)
+    assert len(saved) == 1
+    assert set(saved[0]["hosts"]) == set(hosts)
