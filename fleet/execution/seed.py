@@ -13,6 +13,7 @@ Ctrl-C itself is the parent's to act on: the seed and the workers ignore SIGINT.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import importlib
 import json
@@ -58,8 +59,9 @@ def start_worker(job: SeedJob, worker: WorkerJob) -> int:
 
 
 def report(line: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(line) + "\n")
-    sys.stdout.flush()
+    with contextlib.suppress(OSError):  # the parent gone: its workers still end their hosts
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
 
 
 def how_it_ended(status: int) -> str:

@@ -136,3 +136,23 @@ def test_each_worker_keeps_its_hosts_deadlines(
     assert result.status(fast) == "ok"
     assert result.returncode & 8, result.stderr  # probe trouble, as in one process
     assert_nothing_left(farm, hanging, "sleep 624")
+
+
+def test_a_killed_controller_leaves_no_worker_and_nothing_on_hosts(
+    farm: SshdFarm, tmp_path: Path, fresh_host: Any
+) -> None:
+    """SIGKILL to the controller: its workers see their stop pipe close, end their hosts'
+    sessions and remote processes, and exit; nothing of the run is left anywhere."""
+    hanging = [hanging_host(fresh_host, tmp_path, 625 + 10 * i) for i in range(2)]
+    inventory = inventory_for(farm, tmp_path, hanging)
+    controller = start_fleet(tmp_path, *probe_args(inventory))
+    both_hang = lambda: all(sleeping(farm, h, 625 + 10 * i) for i, h in enumerate(hanging))  # noqa: E731
+    assert wait_until(both_hang, 30), controller.finish(5).stderr
+    ours = descendants(controller.process.pid)
+    assert len(workers_of(controller)) == 2
+    controller.process.kill()
+    controller.finish(10)
+
+    for index, host in enumerate(hanging):
+        assert_nothing_left(farm, host, f"sleep {625 + 10 * index}")
+    assert wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in ours), 15)
