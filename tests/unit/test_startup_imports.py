@@ -20,6 +20,7 @@ from fleet.api.judging import Judging, Prepared, RulesLater, prepare
 from fleet.api.probing import ProbeOptions
 
 ROOT = Path(__file__).resolve().parents[2]
+PROBES = ("system", "packages", "gpu", "torch", "nccl", "health")
 
 # The judging's modules: none of them is needed to start the hosts.
 JUDGING = ("fleet.api.assessing", "fleet.checks", "fleet.findings", "fleet.analysis.across_hosts")
@@ -60,12 +61,13 @@ def test_the_default_pack_asks_for_no_probing_of_its_own() -> None:
 
 def test_rules_read_later_are_the_rules_prepare_reads() -> None:
     now = prepare(Judging(rules=True))
-    later = RulesLater(Judging(rules=True))
+    later = RulesLater(Judging(rules=True, gate=True), PROBES)  # fleet check: all of them
     later.start()
     joined = later.joined(Prepared())
     assert [r.id for r in joined.rules] == [r.id for r in now.rules]
     assert joined.sources == now.sources == ("pack inference",)
-    assert RulesLater(Judging(rules=True)).joined(Prepared()).rules == joined.rules  # never started
+    never_started = RulesLater(Judging(rules=True, gate=True), PROBES)
+    assert never_started.joined(Prepared()).rules == joined.rules
 
 
 def test_only_the_default_pack_alone_is_read_later() -> None:
@@ -92,11 +94,11 @@ def test_a_user_rules_file_is_still_read_before_any_host(tmp_path: Path) -> None
 
 
 def test_what_reading_later_raised_is_raised_when_joined(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(judging: Judging, run_probes: object = ()) -> None:
+    def broken(judging: Judging, run_probes: object = (), among: object = None) -> None:
         raise OSError("the pack went away")
 
     monkeypatch.setattr(judging, "read_rules", broken)
-    later = RulesLater(Judging(rules=True))
+    later = RulesLater(Judging(rules=True), PROBES)
     later.start()
     with pytest.raises(OSError, match="went away"):
         later.joined(Prepared())
