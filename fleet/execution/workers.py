@@ -286,7 +286,8 @@ class WorkerFanOut:
         return replace(worker.job, stream_fd=stream_write, stop_fd=stop_read)
 
     def _pids(self) -> list[int]:
-        return [w.pid for w in self.workers if w.pid is not None]
+        """The workers still running (one the seed has reaped may have a new owner by now)."""
+        return [w.pid for w in self.workers if w.pid is not None and w.ended_how is None]
 
     async def _read_reports(self, seed: asyncio.subprocess.Process) -> None:
         """The seed's word, a JSON line each: a worker started (its pid), a worker ended (how)."""
@@ -311,10 +312,9 @@ class WorkerFanOut:
         """Until the worker's stream ends; then a host error for each host it did not finish."""
         assert worker.stream is not None
         await worker.stream.ended
-        if worker.done:
-            return
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(worker.reported.wait(), DEATH_REPORT_WAIT_S)
+        if not worker.done:  # it died: the seed says how
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(worker.reported.wait(), DEATH_REPORT_WAIT_S)
         for host in worker.job.hosts:
             if host.name not in worker.outcomes:
                 self._finished(worker, self._lost(worker, host))
