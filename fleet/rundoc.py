@@ -24,7 +24,7 @@ from typing import IO, Any, NoReturn
 
 from fleet.models import Run
 from fleet.redact import mask_secrets, might_hold_secret
-from fleet.render.jsontext import Members, write_indented
+from fleet.jsontext import Members, write_indented
 
 CHUNK = 1 << 20  # characters read at a time
 SPACE = re.compile(r"[ \t\n\r]*")

@@ -24,10 +24,26 @@ ONLY_IN = {
 }
 # The flow runs top to bottom; a stage never imports a later one. The transports (and the launch
 # seam, fleet/transport/launch.py) sit under everything that sends scripts: execution/, fabric/.
+# Every module of fleet has a stage (test_every_fleet_module_has_a_stage): the two ground stages
+# hold the declared leaves, which every stage may import.
+LEAVES = (  # import no module of fleet
+    "fleet.version",
+    "fleet.models",
+    "fleet.hostsets",
+    "fleet.files",
+    "fleet.collector",
+    "fleet.shipped",
+    "fleet.jsontext",
+    "fleet.schemas",
+    "fleet.units",  # the unit table and keyfacts; a unit's parts take their role's stage
+)
+FOUNDATIONS = ("fleet.errors", "fleet.exits", "fleet.redact", "fleet.yamlfile")  # on the leaves
 STAGES = [
+    LEAVES,
+    FOUNDATIONS,
     ("fleet.inventory", "fleet.transport"),
     ("fleet.execution", "fleet.fabric"),
-    ("fleet.store",),
+    ("fleet.rundoc", "fleet.store"),
     ("fleet.analysis",),
     ("fleet.checks",),
     ("fleet.findings",),
@@ -35,6 +51,8 @@ STAGES = [
     ("fleet.api",),
     ("fleet.cli",),
 ]
+# The package's face (fleet/__init__.py hands on the API's names) and `python -m fleet`: above all.
+TOP = ("fleet", "fleet.__main__")
 
 
 # A probe's unit (fleet/units/PROBE/) is split by stage: each part belongs to the stage that asks
@@ -69,6 +87,8 @@ def stage_of(module: str) -> int | None:
     parts = module.split(".")
     if parts[:2] == ["fleet", "units"] and len(parts) >= 4:  # fleet.units.PROBE.PART
         module = UNIT_PART_STAGES.get(parts[3], "fleet.analysis")
+    if module in TOP:
+        return len(STAGES)
     for index, prefixes in enumerate(STAGES):
         if any(module == p or module.startswith(p + ".") for p in prefixes):
             return index
@@ -96,7 +116,7 @@ def test_unit_parts_have_the_stage_of_their_role() -> None:
     assert stage_of("fleet.units.gpubench.checks") == stage_of("fleet.checks")
     assert stage_of("fleet.units.net.html") == stage_of("fleet.render")
     assert stage_of("fleet.units.gpubench.terminal") == stage_of("fleet.render")
-    assert stage_of("fleet.units") is None
+    assert stage_of("fleet.units") == stage_of("fleet.units.keyfacts") == stage_of("fleet.models")
     assert allowed("fleet/units/gpubench/terminal.py", ONLY_IN["rich"])
     assert not allowed("fleet/units/gpubench/html.py", ONLY_IN["rich"])
 
@@ -120,15 +140,24 @@ def test_the_unit_registry_imports_no_part() -> None:
     assert not [n for n in imported(FLEET / "units" / "__init__.py") if n.startswith("fleet")]
 
 
+def test_every_fleet_module_has_a_stage() -> None:
+    """A new top-level module must be placed: in a stage, or declared a leaf."""
+    assert [name for name in fleet_modules() if stage_of(name) is None] == []
+
+
+def test_the_leaves_import_no_fleet_module() -> None:
+    graph = import_graph()
+    leaves = {name for name in graph if stage_of(name) == 0 and not name.startswith("fleet.units")}
+    assert {f"{name} imports {graph[name]}" for name in leaves if graph[name]} == set()
+
+
 def test_nothing_imports_back_up_the_flow() -> None:
-    backwards = []
-    for path in modules():
-        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-        here = stage_of(module)
-        for name in imported(path):
-            there = stage_of(name)
-            if here is not None and there is not None and there > here:
-                backwards.append(f"{module} imports {name}")
+    backwards = [
+        f"{module} imports {name}"
+        for module, names in import_graph().items()
+        for name in names
+        if (stage_of(name) or 0) > (stage_of(module) or 0)
+    ]
     assert backwards == []
 
 
@@ -148,12 +177,14 @@ def test_the_rule_engine_is_used_through_fleet_checks() -> None:
 
 # ------------------------------------------------ the CLI one floor over the API (issue 22)
 
-# What fleet/cli/ may import of fleet: the API, the errors, the models, the renderers, itself.
+# What fleet/cli/ may import of fleet: the API, the errors, the models, the JSON text writer, the
+# renderers, itself.
 CLI_MAY_IMPORT = (
     "fleet.api",
     "fleet.errors",
     "fleet.exits",
     "fleet.models",
+    "fleet.jsontext",
     "fleet.render",
     "fleet.cli",
 )
