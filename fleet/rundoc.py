@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import IO, Any, NoReturn
 
+from fleet.jsontext import Members, write_indented
 from fleet.models import Run
 from fleet.redact import mask_secrets, might_hold_secret
-from fleet.jsontext import Members, write_indented
 
 CHUNK = 1 << 20  # characters read at a time
 SPACE = re.compile(r"[ \t\n\r]*")
