@@ -54,15 +54,16 @@ SHIPS = (
 WORKER_FILE = SHIPS[0]
 
 
-# The rank processes run probes/_allreduce_worker.py: a file of its own (linted and type-checked),
-# shipped beside this one in the bundle (fleet/execution/bundle.py reads SHIPS) and handed to the
+# The rank processes run probes/helpers/allreduce/_allreduce_worker.py: a file of its own (linted
+# and type-checked), shipped beside this one in the bundle (fleet/execution/bundle.py reads SHIPS) and handed to the
 # ranks as `python -c SOURCE`, so nothing is written on the host.
 def worker_source() -> str:
-    """The worker's text: from the bundle on a host, else from the file beside this one."""
+    """The worker's text: from the bundle on a host, else from the file beside the helpers this
+    probe imports (probes/helpers/allreduce/, run by hand or in the tests)."""
     shipped = globals().get("__shipped__") or {}
     if WORKER_FILE in shipped:
         return str(shipped[WORKER_FILE])
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.abspath(str(sys.modules[Config.__module__].__file__)))
     with open(os.path.join(here, WORKER_FILE), encoding="utf-8") as handle:
         return handle.read()
 

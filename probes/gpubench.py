@@ -66,7 +66,7 @@ SHIPS = (
     "_host_io.py",
 )
 WORKER_FILE = SHIPS[0]
-PRELOAD = ("torch",)  # imported once by the runner's fork server (probes/_host_runner.py)
+PRELOAD = ("torch",)  # imported once by the runner's fork server (probes/runner/_host_runner.py)
 
 MAX_BUDGET_S = TIMEOUT_S - 20  # leave the runner's backstop room to see the probe end itself
 
@@ -78,11 +78,12 @@ def parse_options(options: Dict[str, Any]) -> plan.Config:
 
 # ------------------------------------------------------------------------------ the workers
 def worker_source() -> str:
-    """The worker's text: from the bundle on a host, else from the file beside this one."""
+    """The worker's text: from the bundle on a host, else from the file beside the helpers this
+    probe imports (probes/helpers/gpubench/, run by hand or in the tests)."""
     shipped = globals().get("__shipped__") or {}
     if WORKER_FILE in shipped:
         return str(shipped[WORKER_FILE])
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.abspath(str(plan.__file__)))
     with open(os.path.join(here, WORKER_FILE), encoding="utf-8") as handle:
         return handle.read()
 

@@ -281,11 +281,11 @@ def test_no_fleet_module_over_600_lines() -> None:
 
 
 def test_runner_names_only_the_host_runner() -> None:
-    """ "Runner" means the host runner (probes/_host_runner.py) and nothing else."""
+    """ "Runner" means the host runner (probes/runner/_host_runner.py) and nothing else."""
     runners = [
         f"{path.relative_to(ROOT)}: {node.name}"
-        for path in [*modules(), *sorted((ROOT / "probes").glob("*.py"))]
-        if path != ROOT / "probes" / "_host_runner.py"
+        for path in [*modules(), *sorted((ROOT / "probes").rglob("*.py"))]
+        if path != ROOT / "probes" / "runner" / "_host_runner.py"
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.ClassDef) and node.name.endswith("Runner")
     ]

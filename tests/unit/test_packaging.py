@@ -49,8 +49,8 @@ def test_wheel_ships_probes_as_fleet_probes_not_top_level(tmp_path: Path) -> Non
         "fleet",
         wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info",
     }
-    assert "fleet/_probes/_host_runner.py" in names
-    assert "fleet/_probes/_runner_secrets.py" in names  # the controller masks with it too
+    assert "fleet/_probes/runner/_host_runner.py" in names
+    assert "fleet/_probes/runner/_runner_secrets.py" in names  # the controller masks with it too
     assert "fleet/api/probing.py" in names
     assert "fleet/_probes/gpu.py" in names
     assert "fleet/checks/packs/inference.yaml" in names
