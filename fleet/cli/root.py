@@ -39,7 +39,7 @@ class FleetGroup(click.Group):
         "show": ("fleet.cli.runs", "show"),
         "jobs": ("fleet.cli.jobs", "jobs"),
         "check": ("fleet.cli.check", "check"),
-        "report": ("fleet.cli.runs", "report"),
+        "report": ("fleet.cli.report", "report"),
         "fabric": ("fleet.cli.fabric", "fabric"),
         "baseline": ("fleet.cli.baseline", "baseline"),
     }

@@ -1,7 +1,5 @@
 """The saved runs: `fleet diff` (two runs' drift, or one run's cross-host diff), `fleet show`
-(a run again), `fleet runs` (list them, or prune them), `fleet report` (one self-contained HTML
-page for a saved run: api.write_page; the page itself is fleet/render/html/page.py; `--html FILE`
-of probe and check writes the same page, fleet.cli.probing.write_html)."""
+(a run again), `fleet runs` (list them, or prune them)."""
 
 from __future__ import annotations
 
@@ -14,10 +12,8 @@ from rich.text import Text
 from fleet import api
 from fleet.api.commands import RunSummary
 from fleet.cli.completion import complete_runs
-from fleet.cli.metrics import openmetrics_option, write_openmetrics
 from fleet.cli.options import (
     baseline_file_option,
-    baseline_option,
     between_option,
     cohort_by_option,
     collection_paused,
@@ -27,20 +23,16 @@ from fleet.cli.options import (
     json_from_format,
     limit_option,
     load_run,
-    pack_option,
-    resolve_and_load,
-    rules_option,
     run_argument,
     run_file,
     runs_dir_option,
-    say_written,
     scope_option,
     tolerance_option,
     write_json,
 )
+from fleet.cli.report import openmetrics_option, write_openmetrics
 from fleet.errors import UsageError
 from fleet.exits import EXIT_NOT_KEPT, exit_code, with_bits
-from fleet.models import Run
 from fleet.render.documents import (
     drift_document,
     drift_markdown,
@@ -267,54 +259,3 @@ def prune_command(
     click.echo(f"{verb} {len(doomed)} run(s) from {folder}; {total - len(doomed)} kept")
     for path in doomed:
         click.echo(f"  {path.name}")
-
-
-@click.command("report")
-@run_argument
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The HTML file to write. Default: fleet-report-<run start>.html here.",
-)
-@baseline_option("Add the drift against this saved run.")
-@pack_option("Add the verdicts of this built-in rule pack (repeatable), as `fleet check` does.")
-@rules_option("Add the verdicts of this rules file (repeatable).")
-@runs_dir_option
-@tolerance_option()
-@baseline_file_option(
-    "--baseline-file",
-    help="Judge the run against this baseline file: its verdicts, and its bands drawn behind "
-    "the allreduce curves (with --baseline RUN, the drift judged by its bands too).",
-)
-@collection_paused
-def report(
-    run_ref: str,
-    output: Path | None,
-    baseline: str | None,
-    packs: tuple[str, ...],
-    rules_files: tuple[str, ...],
-    runs_dir: Path | None,
-    tolerance: float,
-    baseline_file: str | None,
-) -> None:
-    """Write one HTML page for a saved run (default: the latest): opens offline, prints, plots."""
-    path, run = resolve_and_load(run_ref, runs_dir)
-    judging = api.Judging(
-        tolerance=tolerance,
-        packs=packs,
-        rules_files=rules_files,
-        rules=True,  # the findings: the built-in pack when none is named
-        gate=bool(packs or rules_files),  # their verdicts shown, and their exit bit
-        baseline_run=baseline,
-        baseline_file=baseline_file,
-        runs_dir=runs_dir,
-    )
-    # the page shows the exit code fleet would give this run: its hosts' bits too
-    assessment = api.assess_run(run, judging, str(path), exit_code(run))
-    target = output or Path(f"fleet-report-{_stamp(run)}.html")
-    say_written(api.write_page(assessment, target, str(path), tolerance))
-
-
-def _stamp(run: Run) -> str:
-    return "".join(c for c in run.started if c.isalnum()) or "run"
