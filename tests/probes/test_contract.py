@@ -114,8 +114,10 @@ def test_runs_by_hand_and_prints_a_result(name: str) -> None:
 # ast's feature_version checks the grammar only; a real 3.8 also runs the module body, where a
 # `dict[str, Any]` alias or a 3.9+ call at module level fails (TypeError, AttributeError).
 # The file's folder is importable, as the runner makes a probe's shipped helpers importable.
+# A host file loaded as the host loads it: its helpers (probes/helpers/*/) importable by name.
 LOAD = (
-    "import os, runpy, sys; sys.path.append(os.path.dirname(sys.argv[1])); "
+    "import glob, os, runpy, sys; sys.path.append(os.path.dirname(sys.argv[1])); "
+    "sys.path += sorted(glob.glob(os.path.join(sys.argv[2], 'helpers', '*'))); "
     "runpy.run_path(sys.argv[1], run_name='fleet_host_file')"
 )
 
@@ -151,7 +153,10 @@ def problems_under_3_8(path: Path, python: str | None) -> list[str]:
     if python is None:
         return []
     done = subprocess.run(
-        [python, "-I", "-c", LOAD, str(path)], capture_output=True, text=True, timeout=60
+        [python, "-I", "-c", LOAD, str(path), str(PROBES)],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     return [f"{python}: {done.stderr.strip()}"] if done.returncode else []
 
