@@ -28,8 +28,6 @@ from fleet.cli.options import (
 )
 from fleet.exits import EXIT_NOT_KEPT, exit_code
 from fleet.models import Run
-from fleet.render.openmetrics import openmetrics_text
-from fleet.render.openmetrics import write_openmetrics as write_text
 
 
 @click.command("report")
@@ -100,6 +98,9 @@ def write_openmetrics(
 ) -> api.Assessment:
     """Write the metrics file, said on stderr; exit bit 64 (like --json) when it cannot be.
     `exit_code`: the one to report (default: the assessment's, this command's)."""
+    from fleet.render.openmetrics import openmetrics_text  # only with --openmetrics
+    from fleet.render.openmetrics import write_openmetrics as write_text
+
     code = assessment.exit_code if exit_code is None else exit_code
     text = openmetrics_text(assessment.run, assessment.findings, code)
     target = Path(path)
