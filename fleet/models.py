@@ -44,9 +44,6 @@ PROBE_TROUBLE: frozenset[HostStatus] = frozenset({"partial", "timeout", "output_
 # Nodes the scheduler itself reports unusable (down, drained, draining, failed): not part of the
 # usable fleet, so they are listed and counted apart but set no exit bit (neither set above).
 NOT_USABLE: frozenset[HostStatus] = frozenset({"unavailable"})
-# Probes never in the default set: run when named (-p) or asked for by their flag (--gpubench).
-# A rule reading one is n/a on a run without it, not skipped (nothing went wrong).
-OPT_IN_PROBES: frozenset[str] = frozenset({"gpubench"})
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,13 @@ from fleet.cli.options import (
     say_written,
     write_json,
 )
-from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, write_html
+from fleet.cli.probing import (
+    ProbeRequest,
+    probe_and_assess,
+    probe_options,
+    write_html,
+)
+from fleet.cli.unit_options import ProbingCommand
 from fleet.errors import UsageError
 from fleet.exits import EXIT_NOT_KEPT
 from fleet.models import Host
@@ -57,7 +63,7 @@ def _packs_epilog() -> str:
     )
 
 
-@click.command("check", epilog=_packs_epilog())
+@click.command("check", cls=ProbingCommand, epilog=_packs_epilog())
 @rules_option("A rules YAML file (repeatable). Copy a built-in pack to start one (see below).")
 @pack_option(
     f"A built-in rule pack (repeatable): {', '.join(rule_packs().names)}. "

@@ -30,6 +30,7 @@ from fleet.exits import EXIT_NOT_KEPT, with_bits
 from fleet.render.jsontext import dumps_indented
 from fleet.render.terminal.console import error_text, make_console
 from fleet.render.terminal.jobs import render_jobs
+from fleet.units import declared
 
 JOBS_OPTIONS = together(
     inventory_option,
@@ -80,19 +81,14 @@ def jobs(run_ref: str | None, json_path: str | None, **options: Any) -> None:
 
 
 def live_request(options: dict[str, Any]) -> ProbeRequest:
-    """What `fleet probe -p live` would be asked with these options: the same probing path."""
+    """What `fleet probe -p PROBE` would be asked (the probe whose unit names `jobs` its COMMAND) with these options: the same probing path."""
     choice = HostChoice.pop_from(options)
     return ProbeRequest(
-        probe_list="live",
+        probe_list=declared.command_probe("jobs"),
         json_path=None,  # --json is the jobs document here, not the run's
         html_path=None,
         concurrency=api.ProbeOptions.concurrency,
-        imports=(),
-        dir_modules=(),
-        allreduce=False,
-        quick=False,
         probe_dirs=(),
-        allreduce_matrix=False,
         choice=choice,
         **options,
     )

@@ -16,10 +16,16 @@ from fleet.cli.options import (
     fail_on_option,
     tolerance_option,
 )
-from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, write_html
+from fleet.cli.probing import (
+    ProbeRequest,
+    probe_and_assess,
+    probe_options,
+    write_html,
+)
+from fleet.cli.unit_options import ProbingCommand
 
 
-@click.command()
+@click.command(cls=ProbingCommand)
 @probe_options
 @tolerance_option()
 @cohort_by_option

@@ -82,7 +82,7 @@ LOCAL = str(ROOT / "inventory" / "local.yaml")
 
 
 def test_probe_takes_typed_options_and_probes_wins_over_theirs() -> None:
-    options = fleet.ProbeOptions(probes=["gpu"], allreduce=False, timeout_s=60)
+    options = fleet.ProbeOptions(probes=["gpu"], values={"allreduce": False}, timeout_s=60)
     run = fleet.probe(inventory=LOCAL, probes=["system"], options=options)
     assert run.probes == ("system",)
     assert fleet.probe(inventory=LOCAL, options=fleet.ProbeOptions(probes=["system"])).probes == (
