@@ -102,6 +102,8 @@ if TYPE_CHECKING:
     from fleet.findings.assessment import (
         Assessment,
     )
+    from fleet.units.declared import command_line_options, command_probe
+    from fleet.units.options import ProbeOption
 else:
     # name → (module, attribute): loaded on first use (PEP 562), so `import fleet` stays quick
     _ON_FIRST_USE = {
@@ -144,6 +146,9 @@ else:
         "select_hosts": ("fleet.api.hosts", "select_hosts"),
         "hosts_document": ("fleet.api.hosts", "hosts_document"),
         "CheckReport": ("fleet.checks", "CheckReport"),
+        "ProbeOption": ("fleet.units.options", "ProbeOption"),
+        "command_line_options": ("fleet.units.declared", "command_line_options"),
+        "command_probe": ("fleet.units.declared", "command_probe"),
     }
 
     def __getattr__(name: str) -> Any:
@@ -170,6 +175,7 @@ __all__ = [
     "Judging",
     "KeptRun",
     "Prepared",
+    "ProbeOption",
     "ProbeOptions",
     "ProbePlan",
     "Probed",
@@ -180,6 +186,8 @@ __all__ = [
     "available_packs",
     "available_probes",
     "check",
+    "command_line_options",
+    "command_probe",
     "cross_host_diff",
     "drift",
     "fabric",

@@ -30,7 +30,6 @@ from fleet.exits import EXIT_NOT_KEPT, with_bits
 from fleet.render.jsontext import dumps_indented
 from fleet.render.terminal.console import error_text, make_console
 from fleet.render.terminal.jobs import render_jobs
-from fleet.units import declared
 
 JOBS_OPTIONS = together(
     inventory_option,
@@ -84,7 +83,7 @@ def live_request(options: dict[str, Any]) -> ProbeRequest:
     """What `fleet probe -p PROBE` would be asked (the probe whose unit names `jobs` its COMMAND) with these options: the same probing path."""
     choice = HostChoice.pop_from(options)
     return ProbeRequest(
-        probe_list=declared.command_probe("jobs"),
+        probe_list=api.command_probe("jobs"),
         json_path=None,  # --json is the jobs document here, not the run's
         html_path=None,
         concurrency=api.ProbeOptions.concurrency,

@@ -9,12 +9,11 @@ import functools
 
 import click
 
-from fleet.units import declared
-from fleet.units.options import ProbeOption
+from fleet import api
 
 
 @functools.cache
-def click_option(option: ProbeOption) -> click.Option:
+def click_option(option: api.ProbeOption) -> click.Option:
     """The click option for one declared probe option; its value arrives as `option.key`."""
     common = {"help": option.help, "metavar": option.metavar, "default": option.default}
     if option.kind == "switch":
@@ -27,7 +26,7 @@ def click_option(option: ProbeOption) -> click.Option:
 
 
 def unit_option_keys() -> set[str]:
-    return {option.key for option in declared.command_options()}
+    return {option.key for option in api.command_line_options()}
 
 
 class ProbingCommand(click.Command):
@@ -38,6 +37,6 @@ class ProbingCommand(click.Command):
         params = super().get_params(ctx)
         have = {param.name for param in params}
         extra = [
-            click_option(option) for option in declared.command_options() if option.key not in have
+            click_option(option) for option in api.command_line_options() if option.key not in have
         ]
         return params[:-1] + extra + params[-1:] if params else extra  # --help stays last

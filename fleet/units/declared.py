@@ -24,7 +24,7 @@ def probe_options() -> list[tuple[str, ProbeOption]]:
     ]
 
 
-def command_options() -> list[ProbeOption]:
+def command_line_options() -> list[ProbeOption]:
     """The options as the command line offers them: one per key, the first unit's declaration."""
     seen: dict[str, ProbeOption] = {}
     for _, option in probe_options():
@@ -33,7 +33,7 @@ def command_options() -> list[ProbeOption]:
 
 
 def option_defaults() -> dict[str, object]:
-    return {option.key: option.default for option in command_options()}
+    return {option.key: option.default for option in command_line_options()}
 
 
 def option_probes(key: str) -> tuple[str, ...]:
