@@ -23,7 +23,7 @@ from fleet.analysis.across_runs.bands import DEFAULT_FLOOR, DEFAULT_K
 from fleet.analysis.across_runs.drift import Drift
 from fleet.analysis.baselines.build import Baseline, place_hosts
 from fleet.analysis.baselines.file import BaselineFileError, baseline_text, parse_baseline
-from fleet.analysis.baselines.judge import FAMILY_TEXT, BaselineJudgement, judge_run
+from fleet.analysis.baselines.judge import BaselineJudgement, family_text, judge_run
 from fleet.analysis.facts import declared_facts
 from fleet.api.comparing import DEFAULT_TOLERANCE, drift
 from fleet.api.runs import resolve_run
@@ -212,7 +212,7 @@ def baseline_results(judged: BaselineJudgement) -> tuple[RuleResult, ...]:
     for family in baseline.families:
         rule = Rule(
             id=f"baseline-{family}",
-            description=f"{FAMILY_TEXT[family]}: inside the band of the host's cohort in {where}",
+            description=f"{family_text(family)}: inside the band of the host's cohort in {where}",
             severity="error",
             fix=FIX,
             source=baseline.path or "(made here)",

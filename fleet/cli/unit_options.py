@@ -36,7 +36,7 @@ class ProbingCommand(click.Command):
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         params = super().get_params(ctx)
         have = {param.name for param in params}
-        extra = [
+        extra: list[click.Parameter] = [
             click_option(option) for option in api.command_line_options() if option.key not in have
         ]
         return params[:-1] + extra + params[-1:] if params else extra  # --help stays last

@@ -16,17 +16,11 @@ from typing import Any
 
 from fleet.analysis.across_hosts.cohorts import default_key, find_cohorts
 from fleet.analysis.across_runs.bands import DEFAULT_FLOOR, DEFAULT_K, Band, make_band
-from fleet.analysis.across_runs.measured import (
-    FAMILIES,
-    VERSIONS,
-    Key,
-    gpu_identity,
-    host_measured,
-    host_versions,
-)
+from fleet.analysis.across_runs.measured import Key, families, host_measured
 from fleet.analysis.facts import FactCache, HostFacts, ProbeFacts
 from fleet.errors import UsageError
 from fleet.models import NOT_REACHED, HostOutcome, ProbeResult, Run
+from fleet.units.allreduce.baselines import VERSIONS, gpu_identity, host_versions
 
 BASELINE_SCHEMA = "fleet.baseline/1"
 
@@ -90,7 +84,7 @@ class Baseline:
     @property
     def families(self) -> tuple[str, ...]:
         have = {key.family for c in self.cohorts.values() for key in c.bands}
-        return tuple(f for f in FAMILIES if f in have)
+        return tuple(f for f in families() if f in have)
 
 
 # ------------------------------------------------------------------------------------- cohorts
