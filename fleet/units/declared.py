@@ -78,3 +78,22 @@ def command_probe(command: str) -> str:
     if len(found) != 1:
         raise LookupError(f"{len(found)} units name {command!r} their COMMAND: expected one")
     return found[0]
+
+
+def drain_witness() -> str:
+    """The probe whose success lets `fleet drain` resume a node (its unit's DRAIN_WITNESS)."""
+    found = [probe for probe, part in _declared() if getattr(part, "DRAIN_WITNESS", False)]
+    if len(found) != 1:
+        raise LookupError(f"{len(found)} units are the drain witness: expected one")
+    return found[0]
+
+
+def gpu_sources() -> tuple[str, ...]:
+    """The probes that say what a host's GPUs are, in the order asked (GPU_SOURCE_RANK): a run
+    with only the second still groups H200 hosts apart from RTX 5090 hosts."""
+    ranked = [
+        (part.GPU_SOURCE_RANK, probe)
+        for probe, part in _declared()
+        if getattr(part, "GPU_SOURCE_RANK", None) is not None
+    ]
+    return tuple(probe for _, probe in sorted(ranked))

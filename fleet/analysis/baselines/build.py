@@ -20,6 +20,7 @@ from fleet.analysis.across_runs.measured import Key, families, host_measured
 from fleet.analysis.facts import FactCache, HostFacts, ProbeFacts
 from fleet.errors import UsageError
 from fleet.models import NOT_REACHED, HostOutcome, ProbeResult, Run
+from fleet.units import declared
 from fleet.units.allreduce.baselines import VERSIONS, gpu_identity, host_versions
 
 BASELINE_SCHEMA = "fleet.baseline/1"
@@ -98,15 +99,16 @@ def place_hosts(
     cache = FactCache(declarations)
     facts: dict[str, HostFacts] = {}
     alike: dict[tuple[str, ...], HostFacts] = {}  # hosts whose GPUs read alike: flattened once
+    source = declared.gpu_sources()[0]  # the gpu probe: what a host's GPUs are
     for outcome in reporting:
-        result = outcome.probes.get("gpu")
+        result = outcome.probes.get(source)
         if result is None:
             facts[outcome.name] = HostFacts()
             continue
         key = _gpu_key(result)
         found = alike.get(key)
         if found is None:
-            found = alike[key] = cache.part("gpu", result)[1]
+            found = alike[key] = cache.part(source, result)[1]
         facts[outcome.name] = found
     cohorts = find_cohorts(reporting, {n: (n,) for n in facts}, facts, cohort_by)
     placed: dict[str, Placed] = {}

@@ -35,3 +35,8 @@ OPTIONS = (
 )
 TOPIC = "health"
 TOPIC_RANK = 10
+# Its success on a host is what lets `fleet drain` resume a node it drained (nothing else proves
+# the GPUs healthy again).
+DRAIN_WITNESS = True
+# It reads the GPUs' model and count too: the second place a host's cohort is found (after gpu).
+GPU_SOURCE_RANK = 2
