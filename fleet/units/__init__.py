@@ -7,6 +7,7 @@ split by the stage its code belongs to (docs/layers.md):
     terminal.py  render: its section of the terminal report
     html.py      render: its section of the HTML page
     markdown.py  render: its section of the Markdown (`fleet diff RUN --format markdown`)
+    openmetrics.py  render: its figures as Prometheus metrics (`--openmetrics FILE`)
     probe.py     below every stage: what is known before any host answers: its options
                  (fleet/units/options.py), opt-in, its findings' topic (read by fleet/units/declared.py)
 
@@ -22,7 +23,7 @@ import importlib
 from collections.abc import Collection
 from types import ModuleType
 
-ROLES = ("probe", "facts", "checks", "terminal", "html", "markdown")
+ROLES = ("probe", "facts", "checks", "terminal", "html", "markdown", "openmetrics")
 
 # The probes (and results beside them: `fabric`) with a unit, in the reports' order: key facts
 # rows, terminal and HTML sections and rule helpers come in this order.

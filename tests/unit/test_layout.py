@@ -47,6 +47,7 @@ UNIT_PART_STAGES = {
     "terminal": "fleet.render",
     "html": "fleet.render",
     "markdown": "fleet.render",
+    "openmetrics": "fleet.render",
 }
 
 
