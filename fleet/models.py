@@ -18,7 +18,7 @@ DEFAULT_TOLERANCE = 0.25
 READABLE_RUN_SCHEMAS = ("fleet.run/1", RUN_SCHEMA)
 FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/=]+")
 
-# Every host ends with exactly one of these (README, "Host statuses"). Who says which:
+# Every host ends with exactly one of these (docs/using.md, "Host statuses"). Who says which:
 # execution.protocol (ok, partial, timeout, no_python, output_truncated, interrupted, unreachable
 # when the connection is lost), the transports through fleet.errors' HostError subclasses
 # (unreachable, auth_failed, hostkey_unknown, hostkey_changed, no_python, unavailable), and
