@@ -8,12 +8,11 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet.api.hosts import Selection, select_hosts
-from fleet.api.runs import KeptRun, keep_run
+from fleet.api.runs import KeptRun, assemble_run, keep_run, now
 from fleet.errors import UsageError
 from fleet.execution.bundle import Bundle, available_probes, build_bundle
 from fleet.execution.fanout import (
@@ -30,7 +29,6 @@ from fleet.transport.unsupported import PREFIX as UNSUPPORTED
 from fleet.transport.unsupported import UnsupportedTransport
 from fleet.units import declared
 from fleet.units.options import ProbeOption
-from fleet.version import __version__
 
 if TYPE_CHECKING:  # loaded only when asked for
     from fleet.transport.slurm import SlurmTransport
@@ -170,16 +168,14 @@ async def probe_async(
     ) as transports:
         fan_out = FanOut(bundle, transports, settings, events, interrupt)
         outcomes = await fan_out.run(selection.hosts)
-    return Run(
-        fleet_version=__version__,
-        started=started,
-        finished=now(),
+    return assemble_run(
+        started,
+        selection.hosts,
+        outcomes,
         bundle_sha256=bundle.sha256,
-        hosts=outcomes,
         probes=tuple(bundle.probes),
         inventory=selection.source,
         interrupted=interrupt.is_set(),
-        transport=",".join(sorted({h.transport for h in selection.hosts})),
         slurm=slurm.record() if slurm else None,
         cohort_by=selection.cohort_by,
         facts=bundle.facts(),
@@ -277,8 +273,3 @@ def make_transports(
         )
         transports["ssh"] = SSHTransport(options)
     return transports
-
-
-def now() -> str:
-    """This moment in UTC, as runs record their start and end: 2025-01-31T12:00:00.000Z."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
@@ -21,7 +20,6 @@ from rich.console import Console
 from fleet import api
 from fleet.api.checking import rule_packs
 from fleet.api.hosts import inventory_probe_args
-from fleet.api.runs import collection_paused
 from fleet.cli.completion import complete_runs
 from fleet.cli.draining import DRAIN_OPTIONS, Operation, operate
 from fleet.cli.metrics import openmetrics_option, write_openmetrics
@@ -46,7 +44,6 @@ from fleet.cli.unit_options import ProbingCommand
 from fleet.errors import UsageError
 from fleet.exits import EXIT_NOT_KEPT
 from fleet.models import Host
-from fleet.render.documents import findings_list
 from fleet.render.junit import write_junit
 from fleet.render.terminal.assessment import render_checked
 from fleet.render.terminal.console import make_console, stderr_text
@@ -145,7 +142,7 @@ def check_command(
     else:
         probed = probe_and_assess(request, judging)
         assessment, hosts = probed.assessment, probed.hosts
-    with collection_paused():  # a verdict per rule and host, no garbage: fleet.collector
+    with api.collection_paused():  # a verdict per rule and host, no garbage: fleet.collector
         assessment = _say_checked(assessment, console, details, junit_path, json_path, request)
     if operation.wanted:
         probed_now = request if run_ref is None else None
@@ -167,7 +164,7 @@ def _say_checked(
     that could not be written sets exit bit 64."""
     if junit_path and not _write_junit(assessment, junit_path):
         assessment = assessment.with_exit_bits(EXIT_NOT_KEPT)
-    if json_path is not None and not write_json(check_document(assessment), json_path):
+    if json_path is not None and not write_json(api.check_document(assessment), json_path):
         assessment = assessment.with_exit_bits(EXIT_NOT_KEPT)
     render_checked(console, assessment, details)
     if request.html_path:
@@ -192,24 +189,6 @@ def _baseline_file(baseline_file: str | None, old_baseline: str | None) -> str |
 
 # The name fleet.cli.root's FleetGroup loads on first use of `fleet check`.
 check: click.Command = check_command
-
-
-def check_document(assessment: api.Assessment) -> dict[str, Any]:
-    """The fleet.check/3 document: the report plus which run and rules it judged."""
-    assert assessment.checks is not None  # fleet check always judges rules
-    run = assessment.run
-    document = assessment.checks.to_dict()
-    result = {
-        "schema": document.pop("schema"),
-        "run": {"started": run.started, "finished": run.finished, "location": assessment.where},
-        "rules_from": list(assessment.sources),
-        **document,
-    }
-    if assessment.baseline is not None:
-        result["baseline"] = assessment.baseline.to_dict()
-    result["line_rate"] = [rate.to_dict() for rate in assessment.line_rates]
-    result["findings"] = findings_list(assessment.findings)
-    return result
 
 
 def _write_junit(assessment: api.Assessment, junit_path: str) -> bool:

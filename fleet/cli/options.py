@@ -4,8 +4,6 @@ The host-choosing options (-H, --user, --ssh-config, …) are in fleet.cli.selec
 
 from __future__ import annotations
 
-import functools
-import gc
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -14,7 +12,6 @@ from typing import Any, TypeVar
 import click
 
 from fleet import api
-from fleet.api.runs import collection_paused as paused_collection
 from fleet.cli.completion import complete_hosts, complete_runs
 from fleet.errors import UsageError
 from fleet.models import DEFAULT_TOLERANCE, Run
@@ -22,15 +19,6 @@ from fleet.render.jsontext import write_indented
 from fleet.render.terminal.console import stderr_text
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def load_run(ref: str | Path, runs_dir: Path | None = None, scope: str | None = None) -> Run:
-    """api.load_run, for a command that then works on the run until it exits: the run's objects
-    (millions at 20,000 hosts) are moved out of the garbage collector's sight, so that the
-    collections the command's own work sets off do not walk them again and again."""
-    run = api.load_run(ref, runs_dir, scope)
-    gc.freeze()
-    return run
 
 
 def run_file(ref: str | Path, runs_dir: Path | None = None, scope: str | None = None) -> Path:
@@ -41,21 +29,10 @@ def run_file(ref: str | Path, runs_dir: Path | None = None, scope: str | None = 
 def resolve_and_load(
     ref: str | Path, runs_dir: Path | None = None, scope: str | None = None
 ) -> tuple[Path, Run]:
-    """The file of a saved run and the run (as load_run): for a command that names the file."""
+    """The file of a saved run and the run (api.load_run, frozen: the command works on it until
+    it exits): for a command that names the file."""
     path = run_file(ref, runs_dir, scope)
-    return path, load_run(path)
-
-
-def collection_paused(command: F) -> F:
-    """The command runs with the garbage collector paused (fleet.collector): a diff, the checks
-    or a page of 20,000 hosts make millions of objects and next to no garbage."""
-
-    @functools.wraps(command)
-    def paused_command(*args: Any, **kwargs: Any) -> Any:
-        with paused_collection():
-            return command(*args, **kwargs)
-
-    return paused_command  # type: ignore[return-value]
+    return path, api.load_run(path, frozen=True)
 
 
 def together(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:

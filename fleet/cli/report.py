@@ -15,7 +15,6 @@ from fleet import api
 from fleet.cli.options import (
     baseline_file_option,
     baseline_option,
-    collection_paused,
     pack_option,
     resolve_and_load,
     rules_option,
@@ -46,7 +45,7 @@ from fleet.models import Run
     help="Judge the run against this baseline file: its verdicts, and its bands drawn behind "
     "the allreduce curves (with --baseline RUN, the drift judged by its bands too).",
 )
-@collection_paused
+@api.collection_paused()
 def report(
     run_ref: str,
     output: Path | None,
