@@ -22,6 +22,7 @@ from fleet.checks import (
     format_value,
     observed_text,
 )
+from fleet.checks.model import PUBLISHED_SEVERITY
 from fleet.findings.model import Finding
 from fleet.hostsets import compact_hosts
 
@@ -66,7 +67,7 @@ def _suite(result: RuleResult, timestamp: str, strict: bool = False) -> ET.Eleme
         suite.set("timestamp", timestamp)
     properties = ET.SubElement(suite, "properties")
     for name, value in (
-        ("severity", rule.severity),
+        ("severity", PUBLISHED_SEVERITY.get(rule.severity, rule.severity)),
         ("source", rule.source),
         ("description", rule.description),
     ):
@@ -86,14 +87,17 @@ def _case(result: RuleResult, verdict: RuleVerdict, strict: bool = False) -> ET.
         failure = ET.SubElement(
             case,
             "failure",
-            type=rule.severity,
+            type=PUBLISHED_SEVERITY.get(rule.severity, rule.severity),
             message=f"{verdict.status}, a failure with --strict: {verdict.reason}".strip(": "),
         )
         failure.text = f"{rule.description}\nrule: {rule.source}".strip()
     elif verdict.status == "fail":
         observed = observed_text(rule, verdict)
         failure = ET.SubElement(
-            case, "failure", type=rule.severity, message=_failure_message(result, verdict)
+            case,
+            "failure",
+            type=PUBLISHED_SEVERITY.get(rule.severity, rule.severity),
+            message=_failure_message(result, verdict),
         )
         failure.text = "\n".join(
             line
