@@ -45,9 +45,6 @@ if TYPE_CHECKING:
         write_page,
     )
     from fleet.api.baselines import (
-        BandWidth,
-        baseline_document,
-        baseline_text,
         load_baseline,
         make_baseline,
         write_baseline,
@@ -55,12 +52,10 @@ if TYPE_CHECKING:
     from fleet.api.checking import (
         available_packs,
         check,
-        rule_packs,
     )
     from fleet.api.commands import (
         Probed,
         ProbePlan,
-        RunSummary,
         assess_run,
         saved_runs,
     )
@@ -70,29 +65,14 @@ if TYPE_CHECKING:
         cross_host_diff,
         drift,
     )
-    from fleet.api.draining import (
-        apply_changes,
-        plan_changes,
-        recheck_held,
-    )
     from fleet.api.fabric_runs import (
-        FabricEvents,
-        GroupResult,
         fabric,
-        fabric_and_keep,
         fabric_async,
-        fabric_settings,
     )
     from fleet.api.hosts import (
-        INVENTORY_FORMATS,
-        AdhocSettings,
         Selection,
-        SlurmNode,
         hosts_document,
-        inventory_probe_args,
-        open_inventory,
         select_hosts,
-        slurm_argv,
     )
     from fleet.api.jobs import JobsView, jobs
     from fleet.api.judging import Judging, Prepared, prepare
@@ -104,7 +84,6 @@ if TYPE_CHECKING:
     )
     from fleet.api.runs import (
         KeptRun,
-        collection_paused,
         list_runs,
         load_run,
         prune_runs,
@@ -121,13 +100,6 @@ if TYPE_CHECKING:
     from fleet.findings.assessment import (
         Assessment,
     )
-    from fleet.render.documents import (
-        check_document,
-        drift_document,
-        fleet_diff_document,
-    )
-    from fleet.units.declared import command_line_options, command_probe
-    from fleet.units.options import ProbeOption
 else:
     # name → (module, attribute): loaded on first use (PEP 562), so `import fleet` stays quick
     _ON_FIRST_USE = {
@@ -170,31 +142,6 @@ else:
         "select_hosts": ("fleet.api.hosts", "select_hosts"),
         "hosts_document": ("fleet.api.hosts", "hosts_document"),
         "CheckReport": ("fleet.checks", "CheckReport"),
-        "AdhocSettings": ("fleet.api.hosts", "AdhocSettings"),
-        "INVENTORY_FORMATS": ("fleet.api.hosts", "INVENTORY_FORMATS"),
-        "SlurmNode": ("fleet.api.hosts", "SlurmNode"),
-        "inventory_probe_args": ("fleet.api.hosts", "inventory_probe_args"),
-        "open_inventory": ("fleet.api.hosts", "open_inventory"),
-        "slurm_argv": ("fleet.api.hosts", "slurm_argv"),
-        "BandWidth": ("fleet.api.baselines", "BandWidth"),
-        "baseline_document": ("fleet.api.baselines", "baseline_document"),
-        "baseline_text": ("fleet.api.baselines", "baseline_text"),
-        "FabricEvents": ("fleet.api.fabric_runs", "FabricEvents"),
-        "GroupResult": ("fleet.api.fabric_runs", "GroupResult"),
-        "fabric_and_keep": ("fleet.api.fabric_runs", "fabric_and_keep"),
-        "fabric_settings": ("fleet.api.fabric_runs", "fabric_settings"),
-        "RunSummary": ("fleet.api.commands", "RunSummary"),
-        "apply_changes": ("fleet.api.draining", "apply_changes"),
-        "plan_changes": ("fleet.api.draining", "plan_changes"),
-        "recheck_held": ("fleet.api.draining", "recheck_held"),
-        "rule_packs": ("fleet.api.checking", "rule_packs"),
-        "collection_paused": ("fleet.api.runs", "collection_paused"),
-        "check_document": ("fleet.render.documents", "check_document"),
-        "drift_document": ("fleet.render.documents", "drift_document"),
-        "fleet_diff_document": ("fleet.render.documents", "fleet_diff_document"),
-        "ProbeOption": ("fleet.units.options", "ProbeOption"),
-        "command_line_options": ("fleet.units.declared", "command_line_options"),
-        "command_probe": ("fleet.units.declared", "command_probe"),
     }
 
     def __getattr__(name: str) -> Any:
@@ -212,68 +159,43 @@ else:
 
 
 __all__ = [
-    "INVENTORY_FORMATS",
-    "AdhocSettings",
     "Assessment",
-    "BandWidth",
     "CheckReport",
     "Drift",
-    "FabricEvents",
     "FabricSettings",
     "FleetDiff",
-    "GroupResult",
     "JobsView",
     "Judging",
     "KeptRun",
     "Prepared",
-    "ProbeOption",
     "ProbeOptions",
     "ProbePlan",
     "Probed",
-    "RunSummary",
     "Selection",
-    "SlurmNode",
     "__version__",
-    "apply_changes",
     "assess",
     "assess_run",
     "available_packs",
     "available_probes",
-    "baseline_document",
-    "baseline_text",
     "check",
-    "check_document",
-    "collection_paused",
-    "command_line_options",
-    "command_probe",
     "cross_host_diff",
     "drift",
-    "drift_document",
     "fabric",
-    "fabric_and_keep",
     "fabric_async",
-    "fabric_settings",
-    "fleet_diff_document",
     "hosts_document",
-    "inventory_probe_args",
     "jobs",
     "list_runs",
     "load_baseline",
     "load_run",
     "make_baseline",
-    "open_inventory",
-    "plan_changes",
     "prepare",
     "probe",
     "probe_async",
     "prune_runs",
-    "recheck_held",
     "resolve_run",
-    "rule_packs",
     "save_run",
     "saved_runs",
     "select_hosts",
-    "slurm_argv",
     "write_baseline",
     "write_page",
     "write_report",

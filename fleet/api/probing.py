@@ -78,7 +78,17 @@ class ProbeOptions:
 
     def given(self) -> list[tuple[str, ProbeOption]]:
         """(probe, option) for every option that asks for something."""
-        return [(p, o) for p, o in declared.probe_options() if o.given(self.value(o.key))]
+        return [(p, o) for p, o in declared.declared_options() if o.given(self.value(o.key))]
+
+    @staticmethod
+    def command_line() -> list[ProbeOption]:
+        """The probes' options as the command line offers them (their units declare them)."""
+        return declared.command_line_options()
+
+    @staticmethod
+    def probe_run_by(command: str) -> str:
+        """The probe a command runs alone (`jobs`: live), as its unit says (COMMAND)."""
+        return declared.command_probe(command)
 
     @property
     def host_timeout_s(self) -> float:

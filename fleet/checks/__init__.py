@@ -23,6 +23,8 @@ from fleet.checks.language import EvaluationError, Expression, compile_expressio
 from fleet.checks.model import (
     ACTIONS,
     CHECK_SCHEMA,
+    PUBLISHED_SEVERITY,
+    SEVERITIES,
     UNJUDGED,
     VERDICTS,
     CheckReport,
@@ -50,6 +52,8 @@ __all__ = [
     "ACTIONS",
     "CHECK_SCHEMA",
     "LONG_LIST",
+    "PUBLISHED_SEVERITY",
+    "SEVERITIES",
     "UNJUDGED",
     "VERDICTS",
     "CheckReport",

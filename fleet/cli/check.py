@@ -20,9 +20,10 @@ from rich.console import Console
 from fleet import api
 from fleet.api.checking import rule_packs
 from fleet.api.hosts import inventory_probe_args
+from fleet.api.runs import collection_paused
 from fleet.cli.completion import complete_runs
 from fleet.cli.draining import DRAIN_OPTIONS, Operation, operate
-from fleet.cli.metrics import openmetrics_option, write_openmetrics
+from fleet.cli.metrics import openmetrics_option, write_openmetrics_and_say
 from fleet.cli.options import (
     baseline_file_option,
     fail_on_option,
@@ -38,7 +39,7 @@ from fleet.cli.probing import (
     ProbeRequest,
     probe_and_assess,
     probe_options,
-    write_html,
+    write_html_and_say,
 )
 from fleet.cli.unit_options import ProbingCommand
 from fleet.errors import UsageError
@@ -142,13 +143,13 @@ def check_command(
     else:
         probed = probe_and_assess(request, judging)
         assessment, hosts = probed.assessment, probed.hosts
-    with api.collection_paused():  # a verdict per rule and host, no garbage: fleet.collector
+    with collection_paused():  # a verdict per rule and host, no garbage: fleet.collector
         assessment = _say_checked(assessment, console, details, junit_path, json_path, request)
     if operation.wanted:
         probed_now = request if run_ref is None else None
         assessment = operate(operation, assessment, hosts, probed_now, judging)
     if openmetrics_path is not None:
-        assessment = write_openmetrics(openmetrics_path, assessment)
+        assessment = write_openmetrics_and_say(openmetrics_path, assessment)
     sys.exit(assessment.exit_code)
 
 
@@ -164,11 +165,11 @@ def _say_checked(
     that could not be written sets exit bit 64."""
     if junit_path and not _write_junit(assessment, junit_path):
         assessment = assessment.with_exit_bits(EXIT_NOT_KEPT)
-    if json_path is not None and not write_json(api.check_document(assessment), json_path):
+    if json_path is not None and not write_json(assessment.check_document(), json_path):
         assessment = assessment.with_exit_bits(EXIT_NOT_KEPT)
     render_checked(console, assessment, details)
     if request.html_path:
-        assessment = write_html(request.html_path, assessment, assessment.where)
+        assessment = write_html_and_say(request.html_path, assessment, assessment.where)
     return assessment
 
 

@@ -55,10 +55,10 @@ JOBS_OPTIONS = together(
 )
 
 
-@click.command()
+@click.command("jobs")
 @JOBS_OPTIONS
 @selection_options
-def jobs(run_ref: str | None, json_path: str | None, **options: Any) -> None:
+def jobs_command(run_ref: str | None, json_path: str | None, **options: Any) -> None:
     """Every NCCL job across the hosts: its ranks (host, pid, GPU, state), libnccl, RAS status.
 
     Probes the selected hosts with the live probe now, or reads --run RUN. Dead, stopped,
@@ -83,7 +83,7 @@ def live_request(options: dict[str, Any]) -> ProbeRequest:
     """What `fleet probe -p PROBE` would be asked (the probe whose unit names `jobs` its COMMAND) with these options: the same probing path."""
     choice = HostChoice.pop_from(options)
     return ProbeRequest(
-        probe_list=api.command_probe("jobs"),
+        probe_list=api.ProbeOptions.probe_run_by("jobs"),
         json_path=None,  # --json is the jobs document here, not the run's
         html_path=None,
         concurrency=api.ProbeOptions.concurrency,

@@ -21,7 +21,7 @@ openmetrics_option = click.option(
 )
 
 
-def write_openmetrics(
+def write_openmetrics_and_say(
     path: str, assessment: api.Assessment, exit_code: int | None = None
 ) -> api.Assessment:
     """Write the metrics file, said on stderr; exit bit 64 (like --json) when it cannot be.

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from fleet import api
+from fleet.api.runs import collection_paused
 from fleet.cli.completion import complete_hosts, complete_runs
 from fleet.errors import UsageError
 from fleet.models import DEFAULT_TOLERANCE, Run
@@ -19,6 +20,19 @@ from fleet.render.jsontext import write_indented
 from fleet.render.terminal.console import stderr_text
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def load_for_command(
+    ref: str | Path, runs_dir: Path | None = None, scope: str | None = None
+) -> Run:
+    """A saved run for a command that works on it until it exits (api.load_run, frozen)."""
+    return api.load_run(ref, runs_dir, scope, frozen=True)
+
+
+def gc_paused(command: F) -> F:
+    """The command runs with the garbage collector paused (api.runs.collection_paused): a diff,
+    the checks or a page of 20,000 hosts make millions of objects and next to no garbage."""
+    return collection_paused()(command)
 
 
 def run_file(ref: str | Path, runs_dir: Path | None = None, scope: str | None = None) -> Path:

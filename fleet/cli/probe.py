@@ -8,7 +8,7 @@ import sys
 import click
 
 from fleet import api
-from fleet.cli.metrics import openmetrics_option, write_openmetrics
+from fleet.cli.metrics import openmetrics_option, write_openmetrics_and_say
 from fleet.cli.options import (
     baseline_file_option,
     baseline_option,
@@ -20,12 +20,12 @@ from fleet.cli.probing import (
     ProbeRequest,
     probe_and_assess,
     probe_options,
-    write_html,
+    write_html_and_say,
 )
 from fleet.cli.unit_options import ProbingCommand
 
 
-@click.command(cls=ProbingCommand)
+@click.command("probe", cls=ProbingCommand)
 @probe_options
 @tolerance_option()
 @cohort_by_option
@@ -38,7 +38,7 @@ from fleet.cli.unit_options import ProbingCommand
     "file (`fleet baseline` makes one); outside a band sets exit bit 16. With --baseline RUN, "
     "drift in measurements is judged against its bands instead of --tolerance.",
 )
-def probe(
+def probe_command(
     request: ProbeRequest,
     tolerance: float,
     cohort_by: str | None,
@@ -75,7 +75,7 @@ def probe(
     render_probed(request.console(), assessment, str(saved) if saved else None)
     if request.html_path:
         source = str(saved) if saved else (assessment.run.inventory or None)
-        assessment = write_html(request.html_path, assessment, source)
+        assessment = write_html_and_say(request.html_path, assessment, source)
     if openmetrics_path is not None:
-        assessment = write_openmetrics(openmetrics_path, assessment)
+        assessment = write_openmetrics_and_say(openmetrics_path, assessment)
     sys.exit(assessment.exit_code)

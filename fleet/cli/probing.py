@@ -39,7 +39,7 @@ from fleet.cli.unit_options import unit_option_keys
 from fleet.errors import FleetError
 from fleet.exits import EXIT_NOT_KEPT
 from fleet.models import Run
-from fleet.render.runjson import write_run_json
+from fleet.render.runjson import print_run_json
 from fleet.render.terminal.console import error_text, make_console, stderr_text
 from fleet.render.terminal.progress import ProgressEvents
 
@@ -219,7 +219,7 @@ def say_kept(
     each file written (--json FILE) said in one line on stderr."""
     say_not_kept(errors)
     if json_path == "-":
-        write_run_json(run, sys.stdout.write)  # a host at a time
+        print_run_json(run, sys.stdout.write)  # a host at a time
     for path in written:
         say_written(path)
 
@@ -229,7 +229,7 @@ def say_not_kept(errors: Sequence[FleetError]) -> None:
         click.echo(error_text(error), err=True)  # the run still shows; only keeping it failed
 
 
-def write_html(path: str, assessment: api.Assessment, source: str | None) -> api.Assessment:
+def write_html_and_say(path: str, assessment: api.Assessment, source: str | None) -> api.Assessment:
     """--html of probe and check: write the page, said on stderr; exit bit 64 (like --json)
     when it cannot be."""
     try:

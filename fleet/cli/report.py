@@ -1,6 +1,6 @@
 """`fleet report`: one self-contained HTML page for a saved run (api.write_report; the page itself
 is fleet/render/html/page.py). `--html FILE` of probe and check writes the same page
-(fleet.cli.probing.write_html).
+(fleet.cli.probing.write_html_and_say).
 
 fleet.cli.root loads this module on the first use of `fleet report` (FleetGroup.LAZY).
 """
@@ -15,6 +15,7 @@ from fleet import api
 from fleet.cli.options import (
     baseline_file_option,
     baseline_option,
+    gc_paused,
     pack_option,
     resolve_and_load,
     rules_option,
@@ -45,7 +46,7 @@ from fleet.models import Run
     help="Judge the run against this baseline file: its verdicts, and its bands drawn behind "
     "the allreduce curves (with --baseline RUN, the drift judged by its bands too).",
 )
-@api.collection_paused()
+@gc_paused
 def report(
     run_ref: str,
     output: Path | None,

@@ -12,7 +12,7 @@ from rich.text import Text
 from fleet import api
 from fleet.api.commands import RunSummary
 from fleet.cli.completion import complete_runs
-from fleet.cli.metrics import openmetrics_option, write_openmetrics
+from fleet.cli.metrics import openmetrics_option, write_openmetrics_and_say
 from fleet.cli.options import (
     baseline_file_option,
     between_option,
@@ -20,8 +20,10 @@ from fleet.cli.options import (
     document_option,
     fail_on_option,
     format_option,
+    gc_paused,
     json_from_format,
     limit_option,
+    load_for_command,
     run_argument,
     run_file,
     runs_dir_option,
@@ -31,7 +33,12 @@ from fleet.cli.options import (
 )
 from fleet.errors import UsageError
 from fleet.exits import EXIT_NOT_KEPT, exit_code, with_bits
-from fleet.render.documents import drift_markdown, fleet_diff_markdown
+from fleet.render.documents import (
+    drift_document,
+    drift_markdown,
+    fleet_diff_document,
+    fleet_diff_markdown,
+)
 from fleet.render.terminal.assessment import render_probed
 from fleet.render.terminal.console import make_console
 from fleet.render.terminal.diff import drift_view, fleet_diff_view
@@ -56,7 +63,7 @@ from fleet.render.terminal.tables import Column, print_table
     help="Drift: judge each measurement's change against its band in this baseline file (the "
     "noise of known-good runs) instead of --tolerance, which stays for those it has no band for.",
 )
-@api.collection_paused()
+@gc_paused
 def diff(
     old: str,
     new: str | None,
@@ -87,7 +94,7 @@ def diff(
         if limit:
             raise UsageError("--limit narrows the drift of two runs", hint="give OLD and NEW")
         judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True, fail_on=fail_on)
-        assessment = api.assess_run(api.load_run(old, runs_dir, scope, frozen=True), judging, old)
+        assessment = api.assess_run(load_for_command(old, runs_dir, scope), judging, old)
         sys.exit(print_fleet_diff(assessment, output_format, json_path, between))  # 32: --fail-on
     judging = api.Judging(
         tolerance=tolerance,
@@ -100,7 +107,7 @@ def diff(
         scope=scope,
         limit=limit,
     )
-    assessment = api.assess_run(api.load_run(new, runs_dir, scope, frozen=True), judging, new)
+    assessment = api.assess_run(load_for_command(new, runs_dir, scope), judging, new)
     sys.exit(print_drift(assessment, output_format, json_path))
 
 
@@ -113,7 +120,7 @@ def print_fleet_diff(
     """The run's cross-host diff as `output_format`, its document to --json; the exit code (32:
     --fail-on; 64: --json FILE could not be written)."""
     result = assessment.diff
-    written = json_path is None or write_json(api.fleet_diff_document(result), json_path)
+    written = json_path is None or write_json(fleet_diff_document(result), json_path)
     if output_format == "markdown":  # for an issue: what is wrong first
         click.echo(
             fleet_diff_markdown(result, between, assessment.findings, assessment.run), nl=False
@@ -129,7 +136,7 @@ def print_drift(assessment: api.Assessment, output_format: str, json_path: str |
     """The drift as `output_format`, its document to --json; the exit code (16: drift found)."""
     drift = assessment.drift
     assert drift is not None  # judging names an earlier run
-    document = None if json_path is None else api.drift_document(drift, assessment.findings)
+    document = None if json_path is None else drift_document(drift, assessment.findings)
     written = json_path is None or write_json(document, json_path)
     if output_format == "markdown":
         click.echo(drift_markdown(drift, assessment.findings), nl=False)
@@ -151,7 +158,7 @@ def print_drift(assessment: api.Assessment, output_format: str, json_path: str |
 @fail_on_option
 @between_option
 @openmetrics_option
-@api.collection_paused()
+@gc_paused
 def show(
     run_ref: str,
     runs_dir: Path | None,
@@ -166,19 +173,17 @@ def show(
 ) -> None:
     """Render a saved run again (default: the latest)."""
     output_format, json_path = json_from_format(output_format, json_path)
-    run = api.load_run(run_ref, runs_dir, scope, frozen=True)
+    run = load_for_command(run_ref, runs_dir, scope)
     judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True, fail_on=fail_on)
     assessment = api.assess_run(run, judging, run_ref)
     if openmetrics_path is not None:  # the run's own exit code: its probing's bits
         probed = with_bits(exit_code(run), assessment.exit_code)
-        kept = write_openmetrics(openmetrics_path, assessment, probed)
+        kept = write_openmetrics_and_say(openmetrics_path, assessment, probed)
         assessment = assessment.with_exit_bits(kept.exit_code & EXIT_NOT_KEPT)
     if output_format != "terminal" or json_path == "-":
         sys.exit(print_fleet_diff(assessment, output_format, json_path, between))
     code = assessment.exit_code  # 0, or 32 with --fail-on
-    if json_path is not None and not write_json(
-        api.fleet_diff_document(assessment.diff), json_path
-    ):
+    if json_path is not None and not write_json(fleet_diff_document(assessment.diff), json_path):
         code |= EXIT_NOT_KEPT
     if run.fabric is not None:  # a `fleet fabric` run: its pairs and suspects, not probe tables
         from fleet.render.terminal.fabric import render_fabric

@@ -6,6 +6,7 @@ every unit's options, those of a unit registered after fleet.cli was imported in
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import click
 
@@ -13,8 +14,9 @@ from fleet import api
 
 
 @functools.cache
-def click_option(option: api.ProbeOption) -> click.Option:
-    """The click option for one declared probe option; its value arrives as `option.key`."""
+def click_option(option: Any) -> click.Option:
+    """The click option for one declared probe option (a fleet.units.options.ProbeOption, as
+    api.ProbeOptions.command_line() gives them); its value arrives as `option.key`."""
     common = {"help": option.help, "metavar": option.metavar, "default": option.default}
     if option.kind == "switch":
         return click.Option([option.flag, option.key], show_default=True, **common)
@@ -26,7 +28,7 @@ def click_option(option: api.ProbeOption) -> click.Option:
 
 
 def unit_option_keys() -> set[str]:
-    return {option.key for option in api.command_line_options()}
+    return {option.key for option in api.ProbeOptions.command_line()}
 
 
 class ProbingCommand(click.Command):
@@ -37,6 +39,8 @@ class ProbingCommand(click.Command):
         params = super().get_params(ctx)
         have = {param.name for param in params}
         extra: list[click.Parameter] = [
-            click_option(option) for option in api.command_line_options() if option.key not in have
+            click_option(option)
+            for option in api.ProbeOptions.command_line()
+            if option.key not in have
         ]
         return params[:-1] + extra + params[-1:] if params else extra  # --help stays last

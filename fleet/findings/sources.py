@@ -32,13 +32,6 @@ REACH_FIX = {
 REACH_FALLBACK = {"auth_failed": "check the user and the key against the host's authorized_keys"}
 
 
-def topic_of(probes: Iterable[str]) -> str:
-    """What a finding reading `probes` is about (their units' TOPIC, fleet/units/PROBE/probe.py):
-    a rule reading torch and gpu (torch sees every GPU) is about torch; one reading health is
-    about the GPU's health."""
-    return declared.topic_of(probes)
-
-
 def live_topic() -> str:
     from fleet.units.live.facts import TOPIC
 
@@ -156,7 +149,7 @@ def check_findings(report: CheckReport) -> tuple[list[Finding], list[NotJudgedLi
     that one cause folds into one finding; the rules not judged, one line per cause."""
     from fleet.findings.from_checks import failed_rules, not_judged_lines
 
-    topics = {result.rule.id: topic_of(result.rule.needs) for result in report.results}
+    topics = {result.rule.id: declared.topic_of(result.rule.needs) for result in report.results}
     found = [
         dataclasses.replace(f, what=_without_where(f), topic=topics.get(f.kind, ""), weight=RULE)
         for f in failed_rules(report)
@@ -206,7 +199,7 @@ def _from_diff(item: DivergenceFinding) -> Finding | None:
             "fix-config",
             "fleet diff RUN lists the facts; make the odd hosts match",
             evidence=facts,
-            topic=topic_of(probe_of(fact) for fact in item.facts),
+            topic=declared.topic_of(probe_of(fact) for fact in item.facts),
             weight=DIVERGENCE,
         )
     if item.rank == SOFTWARE:

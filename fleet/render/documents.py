@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fleet.analysis.across_hosts.diff import (
     CrossCohort,
@@ -31,9 +31,6 @@ from fleet.models import Run
 from fleet.render.grouping import group_across, pair_rows, short, unreported_groups
 from fleet.render.sentences import fix_line
 from fleet.units import parts
-
-if TYPE_CHECKING:
-    from fleet.findings.assessment import Assessment
 
 DIFF_SCHEMA = "fleet.diff/3"
 DRIFT_SCHEMA = DIFF_SCHEMA  # told apart by "kind": "drift"
@@ -301,21 +298,3 @@ def drift_markdown(drift: Drift, findings: Sequence[Finding] | None = None) -> s
         )
         lines.append(f"| {md_code(c.fact)} | {change} | {md_text(compact_hosts(c.hosts))} |")
     return "\n".join(lines) + "\n"
-
-
-def check_document(assessment: Assessment) -> dict[str, Any]:
-    """The fleet.check/3 document: the report plus which run and rules it judged."""
-    assert assessment.checks is not None  # fleet check always judges rules
-    run = assessment.run
-    document = assessment.checks.to_dict()
-    result = {
-        "schema": document.pop("schema"),
-        "run": {"started": run.started, "finished": run.finished, "location": assessment.where},
-        "rules_from": list(assessment.sources),
-        **document,
-    }
-    if assessment.baseline is not None:
-        result["baseline"] = assessment.baseline.to_dict()
-    result["line_rate"] = [rate.to_dict() for rate in assessment.line_rates]
-    result["findings"] = findings_list(assessment.findings)
-    return result

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fleet.checks import (
+    PUBLISHED_SEVERITY,
     UNJUDGED,
     CheckReport,
     RuleResult,
@@ -22,7 +23,6 @@ from fleet.checks import (
     format_value,
     observed_text,
 )
-from fleet.checks.model import PUBLISHED_SEVERITY
 from fleet.findings.model import Finding
 from fleet.hostsets import compact_hosts
 

@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from fleet.analysis.facts import is_number
 from fleet.findings.model import Finding
 from fleet.models import HOST_STATUSES, Run
 from fleet.redact import mask_secrets
@@ -46,7 +47,7 @@ METRICS: dict[str, tuple[str, str]] = {
 
 
 @dataclass
-class Family:
+class MetricFamily:
     """One metric: its name, type and help, and its samples (labels → value)."""
 
     name: str
@@ -55,7 +56,7 @@ class Family:
     samples: dict[Labels, float] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, name: str) -> Family:
+    def of(cls, name: str) -> MetricFamily:
         kind, help_text = all_metrics()[name]
         return cls(name, kind, help_text)
 
@@ -111,18 +112,18 @@ def _seconds(stamp: str) -> float | None:
         return None
 
 
-def _run_families(run: Run, exit_code: int) -> list[Family]:
+def _run_families(run: Run, exit_code: int) -> list[MetricFamily]:
     started, finished = _seconds(run.started), _seconds(run.finished)
-    when = Family.of("fleet_run_timestamp_seconds")
-    took = Family.of("fleet_run_duration_seconds")
+    when = MetricFamily.of("fleet_run_timestamp_seconds")
+    took = MetricFamily.of("fleet_run_duration_seconds")
     if finished is not None:
         when.set(finished)
         if started is not None:
             took.set(finished - started)
-    code = Family.of("fleet_run_exit_code")
+    code = MetricFamily.of("fleet_run_exit_code")
     code.set(exit_code)
-    hosts = Family.of("fleet_hosts")
-    outcome = Family.of("fleet_host_outcome")
+    hosts = MetricFamily.of("fleet_hosts")
+    outcome = MetricFamily.of("fleet_host_outcome")
     for status in HOST_STATUSES:
         hosts.set(0, outcome=status)
     for name, host in run.hosts.items():
@@ -131,8 +132,8 @@ def _run_families(run: Run, exit_code: int) -> list[Family]:
     return [when, took, code, hosts, outcome]
 
 
-def _finding_family(findings: Iterable[Finding]) -> Family:
-    family = Family.of("fleet_finding")
+def _finding_family(findings: Iterable[Finding]) -> MetricFamily:
+    family = MetricFamily.of("fleet_finding")
     for finding in findings:
         gpus = list(dict.fromkeys(GPU_IN_WHERE.findall(finding.where))) or [""]
         for host in finding.hosts:
@@ -167,10 +168,6 @@ def gpus(data: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
             yield str(gpu["index"]), gpu
 
 
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def write_openmetrics(path: Path, text: str) -> None:
     """Replace `path` with `text` atomically: a temporary file in the same folder (no `.prom`
     ending: the collector skips it), renamed over it. Readable by all (mode 0644): the
@@ -188,7 +185,9 @@ def write_openmetrics(path: Path, text: str) -> None:
         raise
 
 
-def scaled(family: Family, values: Any, scale: float, where: Mapping[str, str], label: str) -> None:
+def scaled(
+    family: MetricFamily, values: Any, scale: float, where: Mapping[str, str], label: str
+) -> None:
     """Each number of `values` (name → number) times `scale`, the name as `label`."""
     for name, value in (values if isinstance(values, Mapping) else {}).items():
         if is_number(value):

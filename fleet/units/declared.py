@@ -17,7 +17,7 @@ def _declared() -> list[tuple[str, ModuleType]]:
     return units.parts("probe")
 
 
-def probe_options() -> list[tuple[str, ProbeOption]]:
+def declared_options() -> list[tuple[str, ProbeOption]]:
     """Every unit's options, (probe, option), in the units' order."""
     return [
         (probe, option) for probe, part in _declared() for option in getattr(part, "OPTIONS", ())
@@ -27,7 +27,7 @@ def probe_options() -> list[tuple[str, ProbeOption]]:
 def command_line_options() -> list[ProbeOption]:
     """The options as the command line offers them: one per key, the first unit's declaration."""
     seen: dict[str, ProbeOption] = {}
-    for _, option in probe_options():
+    for _, option in declared_options():
         seen.setdefault(option.key, option)
     return list(seen.values())
 
@@ -38,7 +38,7 @@ def option_defaults() -> dict[str, object]:
 
 def option_probes(key: str) -> tuple[str, ...]:
     """The probes whose unit declares the option `key`."""
-    return tuple(probe for probe, option in probe_options() if option.key == key)
+    return tuple(probe for probe, option in declared_options() if option.key == key)
 
 
 def opt_in() -> frozenset[str]:

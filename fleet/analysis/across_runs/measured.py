@@ -41,7 +41,7 @@ Source = tuple[str, "str | None"]
 
 
 @dataclass(frozen=True)
-class Family:
+class BaselineFamily:
     """A family of measurements a baseline keeps, as a unit declares it."""
 
     name: str  # the measurements' first word: `allreduce`, `fabric`
@@ -54,13 +54,13 @@ class Family:
     sized: bool = True  # its names carry a message size (`8 B`); False: none
 
 
-def families() -> dict[str, Family]:
+def baseline_families() -> dict[str, BaselineFamily]:
     """Every unit's baseline families, in the units' order."""
     return _families(units.version())
 
 
 @functools.lru_cache(maxsize=4)
-def _families(version: int) -> dict[str, Family]:
+def _families(version: int) -> dict[str, BaselineFamily]:
     return {
         family.name: family
         for _, facts in units.parts("facts")
@@ -98,9 +98,9 @@ class Key:
     @property
     def short(self) -> str:
         """What a verdict names, its family said by the rule: `graph 8 B latency`, the fabric's
-        `pairs (nccl) 256 MiB busbw` (its Family.mode_text)."""
+        `pairs (nccl) 256 MiB busbw` (its BaselineFamily.mode_text)."""
         variant = f"{self.variant} " if self.variant else ""
-        family = families().get(self.family)
+        family = baseline_families().get(self.family)
         mode = family.mode_text.format(self.mode) if family else self.mode
         return f"{variant}{mode} {self._size}{WORDS.get(self.metric, self.metric)}"
 
@@ -114,7 +114,7 @@ class Key:
         match = _name_pattern(units.version()).match(name)
         if match is None:
             return None
-        family, variant = families()[match["family"]], match["variant"] or ""
+        family, variant = baseline_families()[match["family"]], match["variant"] or ""
         if family.variants != bool(variant) or family.sized != bool(match["count"]):
             return None  # only a family with variants names one; only a sized one, a size
         if match["metric"] not in family.metrics:
@@ -156,7 +156,7 @@ def host_measured(run: Run, outcome: HostOutcome) -> dict[Key, float]:
     """Everything `outcome` measured that a baseline keeps, from probes that succeeded (what a
     failed or timed-out probe left is no measurement of a sound host)."""
     found: dict[Key, float] = {}
-    for family in families().values():
+    for family in baseline_families().values():
         if family.source(run, outcome)[0] == "ran":
             found.update(family.measure(run, outcome))
     return found
@@ -167,7 +167,7 @@ def family_source(run: Run, outcome: HostOutcome, family: str) -> Source:
     kind of run", why): a fabric figure in a probe run or the reverse (n/a, as for rules);
     ("not run", why): the probe was not asked for (the figures are missing: unknown);
     ("failed", why): it ran and did not succeed (skipped)."""
-    return families()[family].source(run, outcome)
+    return baseline_families()[family].source(run, outcome)
 
 
 def probe_source(outcome: HostOutcome, probe: str) -> Source:

@@ -16,7 +16,7 @@ from typing import Any
 
 from fleet.analysis.across_hosts.cohorts import default_key, find_cohorts
 from fleet.analysis.across_runs.bands import DEFAULT_FLOOR, DEFAULT_K, Band, make_band
-from fleet.analysis.across_runs.measured import Key, families, host_measured
+from fleet.analysis.across_runs.measured import Key, baseline_families, host_measured
 from fleet.analysis.facts import FactCache, HostFacts, ProbeFacts
 from fleet.errors import UsageError
 from fleet.models import NOT_REACHED, HostOutcome, ProbeResult, Run
@@ -85,7 +85,7 @@ class Baseline:
     @property
     def families(self) -> tuple[str, ...]:
         have = {key.family for c in self.cohorts.values() for key in c.bands}
-        return tuple(f for f in families() if f in have)
+        return tuple(f for f in baseline_families() if f in have)
 
 
 # ------------------------------------------------------------------------------------- cohorts

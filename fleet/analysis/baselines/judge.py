@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.analysis.across_runs.bands import Band, limit, worse_than
-from fleet.analysis.across_runs.measured import Key, families, family_source, host_measured
+from fleet.analysis.across_runs.measured import Key, baseline_families, family_source, host_measured
 from fleet.analysis.baselines.build import (
     Baseline,
     BaselineCohort,
@@ -34,7 +34,7 @@ from fleet.units.allreduce.baselines import VERSION_LABELS, VERSIONS, host_versi
 
 def family_text(family: str) -> str:
     """What a baseline family measures, as its unit says (measured.Family.text)."""
-    return families()[family].text
+    return baseline_families()[family].text
 
 
 NAMED = 3  # missing measurements named in a reason; the JSON lists all

@@ -8,7 +8,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from fleet.analysis.across_runs.measured import Family, Key, Source, probe_source, sized_rows
+from fleet.analysis.across_runs.measured import (
+    BaselineFamily,
+    Key,
+    Source,
+    probe_source,
+    sized_rows,
+)
 from fleet.models import HostOutcome, Run
 
 PROBE = "allreduce"
@@ -56,13 +62,13 @@ def _matrix_source(run: Run, outcome: HostOutcome) -> Source:
 
 
 BASELINE_FAMILIES = (
-    Family(
+    BaselineFamily(
         PROBE,
         "allreduce latency (below 1 MiB) and bus bandwidth (1 MiB and up), per size and mode",
         _sweep,
         _source,
     ),
-    Family(
+    BaselineFamily(
         MATRIX,
         "each variant of the allreduce matrix: latency and bus bandwidth per size and mode",
         _matrix,

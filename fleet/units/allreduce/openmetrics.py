@@ -3,8 +3,9 @@ bandwidth at the largest message and latency at the smallest, per mode."""
 
 from __future__ import annotations
 
+from fleet.analysis.facts import is_number
 from fleet.models import Run
-from fleet.render.openmetrics import GIGA, MICRO, Family, is_number, probe_data
+from fleet.render.openmetrics import GIGA, MICRO, MetricFamily, probe_data
 from fleet.units.allreduce.facts import allreduce_ends
 
 PROBE = "allreduce"
@@ -20,9 +21,9 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 
 
-def families(run: Run) -> list[Family]:
-    busbw = Family.of("fleet_allreduce_bus_bandwidth_bytes_per_second")
-    latency = Family.of("fleet_allreduce_latency_seconds")
+def families(run: Run) -> list[MetricFamily]:
+    busbw = MetricFamily.of("fleet_allreduce_bus_bandwidth_bytes_per_second")
+    latency = MetricFamily.of("fleet_allreduce_latency_seconds")
     for host, data in probe_data(run, PROBE):
         for mode, (small, large) in allreduce_ends(data).items():
             if is_number(large.get("busbw_gbps")):

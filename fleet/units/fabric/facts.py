@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.analysis.across_runs.measured import (
-    Family,
+    BaselineFamily,
     Key,
     Source,
     good_mode,
@@ -80,7 +80,7 @@ def _source(run: Run, outcome: HostOutcome) -> Source:
 
 
 BASELINE_FAMILIES = (
-    Family(
+    BaselineFamily(
         RESULT,
         "fabric pairs: each host's median over its pairs, latency and bus bandwidth per size",
         _measure,

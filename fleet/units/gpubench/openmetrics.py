@@ -4,7 +4,7 @@ best matmul rate per data type and the copy rates, per GPU."""
 from __future__ import annotations
 
 from fleet.models import Run
-from fleet.render.openmetrics import GIGA, TERA, Family, gpus, probe_data, scaled
+from fleet.render.openmetrics import GIGA, TERA, MetricFamily, gpus, probe_data, scaled
 
 PROBE = "gpubench"
 METRICS: dict[str, tuple[str, str]] = {
@@ -19,9 +19,9 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 
 
-def families(run: Run) -> list[Family]:
-    matmul = Family.of("fleet_gpubench_matmul_operations_per_second")
-    copy = Family.of("fleet_gpubench_copy_bytes_per_second")
+def families(run: Run) -> list[MetricFamily]:
+    matmul = MetricFamily.of("fleet_gpubench_matmul_operations_per_second")
+    copy = MetricFamily.of("fleet_gpubench_copy_bytes_per_second")
     for host, data in probe_data(run, PROBE):
         for gpu, facts in gpus(data):
             where = {"host": host, "gpu": gpu}

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fleet.analysis.facts import is_number
 from fleet.models import Run
-from fleet.render.openmetrics import Family, gpus, is_number, masked, probe_data
+from fleet.render.openmetrics import MetricFamily, gpus, masked, probe_data
 
 PROBE = "health"
 METRICS: dict[str, tuple[str, str]] = {
@@ -22,12 +23,12 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 
 
-def families(run: Run) -> list[Family]:
-    ecc = Family.of("fleet_gpu_ecc_errors")
-    rows = Family.of("fleet_gpu_remapped_rows")
-    pending = Family.of("fleet_gpu_remapped_rows_pending")
-    failure = Family.of("fleet_gpu_row_remap_failure")
-    clocks = Family.of("fleet_gpu_clock_event_active")
+def families(run: Run) -> list[MetricFamily]:
+    ecc = MetricFamily.of("fleet_gpu_ecc_errors")
+    rows = MetricFamily.of("fleet_gpu_remapped_rows")
+    pending = MetricFamily.of("fleet_gpu_remapped_rows_pending")
+    failure = MetricFamily.of("fleet_gpu_row_remap_failure")
+    clocks = MetricFamily.of("fleet_gpu_clock_event_active")
     for host, data in probe_data(run, PROBE):
         for gpu, facts in gpus(data):
             for scope in ("volatile", "aggregate"):
@@ -42,7 +43,12 @@ def families(run: Run) -> list[Family]:
 
 
 def _remapped(
-    remapped: Any, host: str, gpu: str, rows: Family, pending: Family, failure: Family
+    remapped: Any,
+    host: str,
+    gpu: str,
+    rows: MetricFamily,
+    pending: MetricFamily,
+    failure: MetricFamily,
 ) -> None:
     if not isinstance(remapped, Mapping):
         return

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.analysis.across_runs.measured import Family, Key, Source, probe_source
+from fleet.analysis.across_runs.measured import BaselineFamily, Key, Source, probe_source
 from fleet.models import HostOutcome, Run
 from fleet.units.keyfacts import KeyFact
 
@@ -19,7 +19,7 @@ def _source(run: Run, outcome: HostOutcome) -> Source:
 
 
 BASELINE_FAMILIES = (
-    Family(
+    BaselineFamily(
         "uptime",
         "the share of time the host's CPUs were idle since boot",
         _measure,
