@@ -70,16 +70,17 @@ class ProbePlan:
         """Read what judging needs (a bad rules or baseline file fails first), then `select` the
         hosts and build the bundle (bad probe names fail before any host is contacted). The
         default pack alone cannot be wrong: it is read once the hosts run (RulesLater)."""
-        later = RulesLater(judging) if RulesLater.applies(judging) else None
+        later = RulesLater.applies(judging)
         now = dataclasses.replace(judging, baseline_run=None, rules=judging.rules and not later)
         prepared = prepare(now)  # the run to drift against: below, once the hosts are known
         options, notes = with_rules_probing(options, prepared.probing)
         selection = select()
         bundle = build_probe_bundle(options)
+        rules_later = RulesLater(judging, bundle.probes) if later else None
         names = frozenset(host.name for host in selection.hosts)
         covering = Covering(names, frozenset(bundle.probes), selection.source)
         prepared = with_baseline_run(prepared, judging, covering)  # the run to drift against
-        return cls(judging, prepared, selection, bundle, options, notes, later)
+        return cls(judging, prepared, selection, bundle, options, notes, rules_later)
 
     @property
     def host_count(self) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,13 +127,14 @@ def with_baseline_run(prepared: Prepared, judging: Judging, covering: Covering) 
 
 
 def read_rules(
-    judging: Judging, run_probes: Sequence[str] = ()
+    judging: Judging, run_probes: Sequence[str] = (), among: Collection[str] | None = None
 ) -> tuple[Sequence[Rule], tuple[str, ...], Probing]:
     """The rules of `judging`'s packs and files (the `inference` pack when it names none), where
-    they came from, and their `probing:`."""
+    they came from, and their `probing:`. `among`: of the default pack, only the rules that read
+    none but these probes."""
     from fleet.api.checking import load_rule_set
 
-    found = load_rule_set(judging.packs, judging.rules_files, judging.probe_dirs, run_probes)
+    found = load_rule_set(judging.packs, judging.rules_files, judging.probe_dirs, run_probes, among)
     return found.rules, found.sources, found.probing
 
 
@@ -146,8 +147,11 @@ class RulesLater:
     wrong that should have stopped the run before it started, and that pack asks for no probes
     or sample of its own (`probing:`; tests/cli/test_pack_probing.py holds both)."""
 
-    def __init__(self, judging: Judging) -> None:
+    def __init__(self, judging: Judging, probes: Collection[str]) -> None:
         self.judging = judging
+        # findings only (fleet probe): a rule reading a probe the run has not is never judged
+        # (fleet.api.assessing._checks), so it is not even parsed; fleet check reports them all
+        self.among = None if judging.gate else probes
         self._thread: threading.Thread | None = None
         self._read: tuple[Sequence[Rule], tuple[str, ...], Probing] | None = None
         self._error: BaseException | None = None
@@ -163,7 +167,7 @@ class RulesLater:
 
     def _work(self) -> None:
         try:
-            self._read = read_rules(self.judging)
+            self._read = read_rules(self.judging, among=self.among)
         except BaseException as exc:  # noqa: BLE001 - raised again by `joined`, in its thread
             self._error = exc
 

@@ -20,6 +20,7 @@ from fleet.api.judging import Judging, Prepared, RulesLater, prepare
 from fleet.api.probing import ProbeOptions
 
 ROOT = Path(__file__).resolve().parents[2]
+PROBES = ("system", "packages", "gpu", "torch", "nccl", "health")
 
 # The judging's modules: none of them is needed to start the hosts.
 JUDGING = ("fleet.api.assessing", "fleet.checks", "fleet.findings", "fleet.analysis.across_hosts")
@@ -60,12 +61,13 @@ def test_the_default_pack_asks_for_no_probing_of_its_own() -> None:
 
 def test_rules_read_later_are_the_rules_prepare_reads() -> None:
     now = prepare(Judging(rules=True))
-    later = RulesLater(Judging(rules=True))
+    later = RulesLater(Judging(rules=True, gate=True), PROBES)  # fleet check: all of them
     later.start()
     joined = later.joined(Prepared())
     assert [r.id for r in joined.rules] == [r.id for r in now.rules]
     assert joined.sources == now.sources == ("pack inference",)
-    assert RulesLater(Judging(rules=True)).joined(Prepared()).rules == joined.rules  # never started
+    never_started = RulesLater(Judging(rules=True, gate=True), PROBES)
+    assert never_started.joined(Prepared()).rules == joined.rules
 
 
 def test_only_the_default_pack_alone_is_read_later() -> None:
@@ -92,11 +94,11 @@ def test_a_user_rules_file_is_still_read_before_any_host(tmp_path: Path) -> None
 
 
 def test_what_reading_later_raised_is_raised_when_joined(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(judging: Judging, run_probes: object = ()) -> None:
+    def broken(judging: Judging, run_probes: object = (), among: object = None) -> None:
         raise OSError("the pack went away")
 
     monkeypatch.setattr(judging, "read_rules", broken)
-    later = RulesLater(Judging(rules=True))
+    later = RulesLater(Judging(rules=True), PROBES)
     later.start()
     with pytest.raises(OSError, match="went away"):
         later.joined(Prepared())
@@ -113,3 +115,33 @@ def test_the_plan_reads_the_default_pack_while_the_host_runs(tmp_path: Path) -> 
     assert probed.assessment.checks is not None
     judged = [r.rule.id for r in probed.assessment.checks.results]
     assert judged == [rule.id for rule in prepare(check).rules]
+
+
+COLLECTOR = """
+import gc
+import click
+import fleet.__main__  # as the executable starts: its modules load with the collector paused
+print(gc.isenabled(), gc.get_freeze_count() > 0)
+from fleet.cli.root import main
+main.get_command(click.Context(main), "runs")  # the command's module loaded: back on, frozen
+print(gc.isenabled(), gc.get_freeze_count() > 0)
+"""
+
+
+def test_the_executable_loads_with_the_collector_paused_then_turns_it_back_on() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTOR], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split("\n")[:2] == ["False False", "True True"]
+
+
+def test_fleet_called_in_process_keeps_its_collector_as_it_is() -> None:
+    import gc
+
+    import click
+
+    from fleet.cli.root import main
+
+    assert gc.isenabled()
+    main.get_command(click.Context(main), "runs")
+    assert gc.isenabled()
