@@ -23,8 +23,8 @@ from fleet.api.hosts import inventory_probe_args
 from fleet.api.runs import collection_paused
 from fleet.cli.completion import complete_runs
 from fleet.cli.draining import DRAIN_OPTIONS, Operation, operate
-from fleet.cli.metrics import openmetrics_option, write_openmetrics_and_say
 from fleet.cli.options import (
+    ProbingCommand,
     baseline_file_option,
     fail_on_option,
     format_option,
@@ -41,7 +41,7 @@ from fleet.cli.probing import (
     probe_options,
     write_html_and_say,
 )
-from fleet.cli.unit_options import ProbingCommand
+from fleet.cli.report import openmetrics_option, write_openmetrics_and_say
 from fleet.errors import UsageError
 from fleet.exits import EXIT_NOT_KEPT
 from fleet.models import Host

@@ -8,8 +8,8 @@ import sys
 import click
 
 from fleet import api
-from fleet.cli.metrics import openmetrics_option, write_openmetrics_and_say
 from fleet.cli.options import (
+    ProbingCommand,
     baseline_file_option,
     baseline_option,
     cohort_by_option,
@@ -22,7 +22,7 @@ from fleet.cli.probing import (
     probe_options,
     write_html_and_say,
 )
-from fleet.cli.unit_options import ProbingCommand
+from fleet.cli.report import openmetrics_option, write_openmetrics_and_say
 
 
 @click.command("probe", cls=ProbingCommand)

@@ -33,9 +33,9 @@ from fleet.cli.options import (
     slurm_options,
     timeout_option,
     together,
+    unit_option_keys,
 )
 from fleet.cli.selection import HostChoice, selection_options, srun_options
-from fleet.cli.unit_options import unit_option_keys
 from fleet.errors import FleetError
 from fleet.exits import EXIT_NOT_KEPT
 from fleet.models import Run
