@@ -18,7 +18,7 @@ DEFAULT_TOLERANCE = 0.25
 READABLE_RUN_SCHEMAS = ("fleet.run/1", RUN_SCHEMA)
 FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/=]+")
 
-# Every host ends with exactly one of these (README, "Host statuses"). Who says which:
+# Every host ends with exactly one of these (docs/using.md, "Host statuses"). Who says which:
 # execution.protocol (ok, partial, timeout, no_python, output_truncated, interrupted, unreachable
 # when the connection is lost), the transports through fleet.errors' HostError subclasses
 # (unreachable, auth_failed, hostkey_unknown, hostkey_changed, no_python, unavailable), and
@@ -44,9 +44,6 @@ PROBE_TROUBLE: frozenset[HostStatus] = frozenset({"partial", "timeout", "output_
 # Nodes the scheduler itself reports unusable (down, drained, draining, failed): not part of the
 # usable fleet, so they are listed and counted apart but set no exit bit (neither set above).
 NOT_USABLE: frozenset[HostStatus] = frozenset({"unavailable"})
-# Probes never in the default set: run when named (-p) or asked for by their flag (--gpubench).
-# A rule reading one is n/a on a run without it, not skipped (nothing went wrong).
-OPT_IN_PROBES: frozenset[str] = frozenset({"gpubench"})
 
 
 @dataclass(frozen=True)

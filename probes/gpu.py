@@ -35,6 +35,14 @@ FACTS = {
 DRIVER_GPUS_DIR = "/proc/driver/nvidia/gpus"
 COMMAND_TIMEOUT_S = 15.0
 
+
+def command_timeout(options: Dict[str, Any]) -> float:
+    """Each nvidia-smi command's timeout: the option `command_timeout_s`. `timeout_s` is the
+    probe's own deadline to the runner; before issue 47 this probe read it as the command
+    timeout too, so an inventory's probe_args that says only `timeout_s` still sets it."""
+    return float(options.get("command_timeout_s", options.get("timeout_s", COMMAND_TIMEOUT_S)))
+
+
 # The fields asked of `--query-gpu`, in order. The parser reads columns by header name, so an
 # older driver's reply (or a capture of a shorter query) still parses: absent columns become null.
 QUERY_FIELDS = (
@@ -439,7 +447,7 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
     the host. A failing `topo` or `-q` leaves null in its field and its message in
     data["command_errors"], and ok stays True.
     """
-    timeout_s = float(options.get("timeout_s", COMMAND_TIMEOUT_S))
+    timeout_s = command_timeout(options)
     executable = shutil.which("nvidia-smi")
     if executable is None:
         return {"ok": False, "data": {}, "error": "nvidia-smi not found"}

@@ -123,6 +123,13 @@ NVLINK_SOURCE = "nvidia-smi nvlink -e"
 Outcomes = Dict[Tuple[str, ...], Tuple[Optional[int], str, str]]  # as _host_io.finish says
 
 
+def command_timeout(options: Dict[str, Any]) -> float:
+    """Each nvidia-smi command's timeout: the option `command_timeout_s`. `timeout_s` is the
+    probe's own deadline to the runner; before issue 47 this probe read it as the command
+    timeout too, so an inventory's probe_args that says only `timeout_s` still sets it."""
+    return float(options.get("command_timeout_s", options.get("timeout_s", COMMAND_TIMEOUT_S)))
+
+
 # ---------------------------------------------------------------- kernel module and driver
 
 
@@ -435,7 +442,7 @@ def collect(options: Dict[str, Any]) -> Dict[str, Any]:
     absence: ok stays True and data.nvidia_smi_error says why.
     All commands start at once, each under its own timeout."""
     started = time.monotonic()
-    timeout_s = float(options.get("timeout_s", COMMAND_TIMEOUT_S))
+    timeout_s = command_timeout(options)
     smi = shutil.which("nvidia-smi")
     got = _Gathered(smi, started, started + timeout_s)
     if not smi:

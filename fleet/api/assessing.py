@@ -61,7 +61,7 @@ def assess(
         checks=checks,
         baseline=judged,
         baseline_verdicts=_baseline_verdicts(run, judged),
-        gated=judging.gate,
+        gated=judging.shows_verdicts,
         line_rates=_line_rates(run, judging),
         sources=sources,
         exit_code=probed_code,
@@ -100,7 +100,7 @@ def _checks(
     from fleet.api.checking import evaluate
 
     rules = prepared.rules
-    if not judging.gate:  # findings only: a rule whose probes did not run would only be skipped
+    if not judging.judges_every_rule:
         ran = set(run.probes)
         rules = [rule for rule in rules if set(rule.needs) <= ran]
     report = evaluate(rules, run, judging.probe_args, judging.strict)
@@ -127,7 +127,7 @@ def _drift(run: Run, judging: Judging, prepared: Prepared) -> Drift | None:
 
 
 def _line_rates(run: Run, judging: Judging) -> tuple[CohortLineRate, ...]:
-    if not (judging.rules and judging.gate):  # fleet check's: the others do not show them
+    if not judging.measures_line_rates:
         return ()
     from fleet.api.baselines import line_rates
 
@@ -152,12 +152,12 @@ def _judged_bits(assessment: Assessment, judging: Judging) -> int:
     if assessment.drift is not None and assessment.drift.found:
         bits |= EXIT_DRIFT
     checks = assessment.checks
-    if checks is not None and judging.gate and checks.fails(judging.strict):
+    if checks is not None and judging.rules_set_exit and checks.fails(judging.strict):
         bits |= EXIT_CHECK_FAILED
     if judging.fail_on is not None and _any_at_least(assessment.findings, judging.fail_on):
         bits |= EXIT_CHECK_FAILED
     outside_band = assessment.baseline_verdicts
-    if not judging.gate and outside_band is not None and outside_band.failed:
+    if judging.band_sets_drift and outside_band is not None and outside_band.failed:
         bits |= EXIT_DRIFT  # fleet probe --baseline-file: a measurement outside its band
     return bits
 

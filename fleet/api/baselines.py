@@ -23,13 +23,14 @@ from fleet.analysis.across_runs.bands import DEFAULT_FLOOR, DEFAULT_K
 from fleet.analysis.across_runs.drift import Drift
 from fleet.analysis.baselines.build import Baseline, place_hosts
 from fleet.analysis.baselines.file import BaselineFileError, baseline_text, parse_baseline
-from fleet.analysis.baselines.judge import FAMILY_TEXT, BaselineJudgement, judge_run
+from fleet.analysis.baselines.judge import BaselineJudgement, family_text, judge_run
 from fleet.analysis.facts import declared_facts
 from fleet.api.comparing import DEFAULT_TOLERANCE, drift
 from fleet.api.runs import resolve_run
 from fleet.errors import FleetError, StoreError
 from fleet.models import NOT_REACHED, Run
 from fleet.store import read_run_file
+from fleet.units.allreduce.baselines import PROBE as ALLREDUCE
 from fleet.units.allreduce.linerate import CohortLineRate, cohort_line_rates
 from fleet.version import __version__
 
@@ -212,7 +213,7 @@ def baseline_results(judged: BaselineJudgement) -> tuple[RuleResult, ...]:
     for family in baseline.families:
         rule = Rule(
             id=f"baseline-{family}",
-            description=f"{FAMILY_TEXT[family]}: inside the band of the host's cohort in {where}",
+            description=f"{family_text(family)}: inside the band of the host's cohort in {where}",
             severity="error",
             fix=FIX,
             source=baseline.path or "(made here)",
@@ -255,7 +256,7 @@ def with_baseline(report: CheckReport, judged: BaselineJudgement) -> CheckReport
 def line_rates(run: Run, probe_dirs: Sequence[str | Path] = ()) -> list[CohortLineRate]:
     """Per cohort, each host's allreduce bus bandwidth at its largest size as a share of its
     GPUs' line rate (NVLink generation × links, PCIe generation × lanes)."""
-    if not any(o.probe_ok("allreduce") for o in run.hosts.values()):
+    if not any(o.probe_ok(ALLREDUCE) for o in run.hosts.values()):
         return []  # nothing to place in cohorts: a run without allreduce has no line rates
     placed = place_hosts(run, declared_facts(probe_dirs), run.cohort_by)
     by_cohort: dict[str, list[str]] = {}

@@ -25,6 +25,7 @@ from fleet.errors import StoreError
 from fleet.execution.fanout import Events
 from fleet.exits import exit_code, kept_bits, with_bits
 from fleet.models import Host, HostOutcome, Run
+from fleet.units import declared
 
 if TYPE_CHECKING:
     from fleet.api.hosts import Selection
@@ -176,11 +177,13 @@ def with_rules_probing(
     if options.probes is None and probing.probes is not None:
         options = dataclasses.replace(options, probes=probing.probes)
         notes.append(f"{probing.source}: probes {', '.join(probing.probes)} (-p to choose)")
-    health_runs = options.probes is None or "health" in options.probes
-    if options.health_sample_s is None and probing.sample_s is not None and health_runs:
-        options = dataclasses.replace(options, health_sample_s=probing.sample_s)
+    sampler = next(iter(declared.option_probes("sample_s")), "")  # the probe that samples
+    sampler_runs = options.probes is None or sampler in options.probes
+    if options.value("sample_s") is None and probing.sample_s is not None and sampler_runs:
+        values = {**options.values, "sample_s": probing.sample_s}
+        options = dataclasses.replace(options, values=values)
         notes.append(
-            f"{probing.source}: health reads its counters twice, {probing.sample_s:g} s apart "
+            f"{probing.source}: {sampler} reads its counters twice, {probing.sample_s:g} s apart "
             "(--sample to change)"
         )
     return options, tuple(notes)

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from fleet.errors import UsageError
 from fleet.findings.assessment import Assessment
 from fleet.findings.draining import (
-    HEALTH_PROBE,
     HostSeen,
     Step,
     fleet_drained,
@@ -30,6 +29,7 @@ from fleet.hostsets import compact_hosts
 from fleet.inventory.slurm import SINFO_FORMAT, RunCommand, SlurmNode, parse_sinfo, run_command
 from fleet.models import Host, Run
 from fleet.store import run_file_name
+from fleet.units import declared
 
 __all__ = [
     "Changes",
@@ -60,7 +60,7 @@ def node_names(run: Run, hosts: Iterable[Host] = ()) -> dict[str, str]:
 
 def seen_hosts(run: Run) -> dict[str, HostSeen]:
     return {
-        name: HostSeen(outcome.status, outcome.probe_ok(HEALTH_PROBE))
+        name: HostSeen(outcome.status, outcome.probe_ok(declared.drain_witness()))
         for name, outcome in run.hosts.items()
     }
 

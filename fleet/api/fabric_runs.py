@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet.api.hosts import select_hosts
-from fleet.api.probing import now, transports_for
+from fleet.api.probing import transports_for
+from fleet.api.runs import assemble_run, now
 from fleet.fabric.results import GroupResult
 from fleet.fabric.run import FabricEvents, FabricSettings
 from fleet.models import Host, Run
-from fleet.version import __version__
 
 if TYPE_CHECKING:
     from fleet.api.hosts import Selection
@@ -90,16 +90,14 @@ async def fabric_async(
     async with transports_for(hosts, accept_new) as transports:
         rounds = FabricRounds(transports, settings, events, interrupt, together)
         outcome = await rounds.run(hosts)
-    return Run(
-        fleet_version=__version__,
-        started=started,
-        finished=now(),
+    return assemble_run(
+        started,
+        hosts,
+        outcome.outcomes,
         bundle_sha256=launch.code_sha256(),
-        hosts=outcome.outcomes,
         probes=("fabric",),
         inventory=inventory,
         interrupted=outcome.interrupted,
-        transport=",".join(sorted({h.transport for h in hosts})),
         slurm=slurm_nodes_record(slurm) if slurm else None,
         fabric=outcome.section,
     )

@@ -16,7 +16,7 @@ from fleet.api.runs import load_run, resolve_run
 from fleet.errors import StoreError
 from fleet.models import Run
 from fleet.store import write_private_json
-from fleet.units.live.facts import LiveReport, live_jobs
+from fleet.units.live.facts import LiveReport, live_jobs, ran_live
 
 __all__ = ["JobsView", "jobs"]
 
@@ -62,5 +62,4 @@ def jobs(
     if not isinstance(run, Run):
         path = resolve_run(run, runs_dir, inventory)
         where, run = str(path), load_run(path)
-    probed = "live" in run.probes or any("live" in o.probes for o in run.hosts.values())
-    return JobsView(live_jobs(run), where or run.started, run.started, probed)
+    return JobsView(live_jobs(run), where or run.started, run.started, ran_live(run))

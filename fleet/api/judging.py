@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 class Judging:
     """What a run is judged by. `baseline_run` is a saved run to report drift against
     (`--baseline RUN`); `baseline_file` a file of bands (`--baseline-file FILE`). `rules`: judge
-    with rules at all; `gate`: a failed error rule sets exit bit 32 (fleet check), or only says
-    so as findings (fleet probe)."""
+    with rules at all; `gate`: judge as `fleet check` does, which turns on the five parts named
+    below (each read where it acts), where the other commands only say what they found."""
 
     tolerance: float = DEFAULT_TOLERANCE
     cohort_by: str | None = None
@@ -51,6 +51,33 @@ class Judging:
     # two says what changed, and its findings come from the hosts and the rules
     divergence: bool = True
     probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def rules_set_exit(self) -> bool:
+        """A failed error rule sets exit bit 32 (else it is only said, as findings)."""
+        return self.gate
+
+    @property
+    def judges_every_rule(self) -> bool:
+        """Every rule is judged, those whose probes did not run too (`skipped`, reported); else
+        only the rules the run can answer: the others would only be skipped noise."""
+        return self.gate
+
+    @property
+    def shows_verdicts(self) -> bool:
+        """The rules' verdicts are shown (else only a baseline file's)."""
+        return self.gate
+
+    @property
+    def measures_line_rates(self) -> bool:
+        """Each cohort's allreduce bandwidth as a share of its line rate, shown with the rules."""
+        return self.rules and self.gate
+
+    @property
+    def band_sets_drift(self) -> bool:
+        """A measurement outside its baseline band sets exit bit 16, as drift does (`fleet probe
+        --baseline-file`); where rules gate, the band's verdict is a check rule's instead."""
+        return not self.gate
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet.api.hosts import Selection, select_hosts
-from fleet.api.runs import KeptRun, keep_run
+from fleet.api.runs import KeptRun, assemble_run, keep_run, now
+from fleet.errors import UsageError
 from fleet.execution.bundle import Bundle, available_probes, build_bundle
 from fleet.execution.fanout import (
     DEFAULT_CONCURRENCY,
@@ -23,18 +23,16 @@ from fleet.execution.fanout import (
     RunSettings,
 )
 from fleet.execution.workers import SshTransports, WorkerFanOut, spread, worker_count
-from fleet.models import OPT_IN_PROBES, Host, HostOutcome, Run
+from fleet.models import Host, HostOutcome, Run
 from fleet.store import default_state_dir
 from fleet.transport import LocalTransport, Transport
 from fleet.transport.unsupported import PREFIX as UNSUPPORTED
 from fleet.transport.unsupported import UnsupportedTransport
-from fleet.version import __version__
+from fleet.units import declared
+from fleet.units.options import ProbeOption
 
 if TYPE_CHECKING:  # loaded only when asked for
     from fleet.transport.slurm import SlurmTransport
-
-MATRIX_TIMEOUT_S = 300.0  # per host, with --allreduce-matrix (30 s sweep + 60 s matrix + the rest)
-GPUBENCH_TIMEOUT_S = 180.0  # per host, with gpubench (its 30 s budget after the allreduce's 30 s)
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -56,20 +54,15 @@ __all__ = [
 class ProbeOptions:
     """How to probe: which probes, their options, and the fan-out's limits."""
 
-    probes: Sequence[str] | None = None  # None: every probe
-    allreduce: bool = True  # False drops the allreduce probe (the slow one) from the default set
-    quick: bool = False
-    allreduce_matrix: bool = False  # the allreduce probe also runs its matrix (which variant wins)
-    gpubench: bool = False  # add the opt-in gpubench probe (per-GPU and per-pair speed)
-    imports: Sequence[str] = ()  # import specs for the imports probe, e.g. "mod:Name|AltName"
-    dir_modules: Sequence[str] = ()  # modules whose dir() the dir probe dumps
+    probes: Sequence[str] | None = None  # None: every probe but the opt-in ones
+    # the probes' own options, by key, as their units declare them (fleet/units/PROBE/probe.py,
+    # `fleet probe --help`): {"quick": True, "allreduce_matrix": True, "sample_s": 5, …}
+    values: Mapping[str, Any] = field(default_factory=dict)
     concurrency: int | None = DEFAULT_CONCURRENCY  # caps handshakes and sessions; None: no cap
     timeout_s: float = DEFAULT_TIMEOUT_S
     accept_new: bool = False  # record unknown host keys in fleet's own known_hosts
     probe_dirs: Sequence[str | Path] = ()  # folders of your own probes (also $FLEET_PROBE_DIR)
     extra_probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    # the health probe reads its error counters twice, this many seconds apart (--sample)
-    health_sample_s: float | None = None
     slurm_args: Sequence[str] = ()  # srun options a site needs: account, QoS, reservation, gres
     slurm_gpus: str = "exclusive"  # how srun asks for the nodes' GPUs: exclusive | none | N
     # told of each host key --accept-new records, one line: host, fingerprint, file
@@ -78,55 +71,67 @@ class ProbeOptions:
     # core, fewer for a small fleet; 1: every host in this process
     workers: int | None = None
 
+    def __post_init__(self) -> None:
+        unknown = set(self.values) - set(declared.option_defaults())
+        if unknown:
+            raise UsageError(f"unknown probe option(s): {', '.join(sorted(unknown))}")
+
+    def value(self, key: str) -> Any:
+        """An option's value: given, else its declared default."""
+        return self.values.get(key, declared.option_defaults().get(key))
+
+    def given(self) -> list[tuple[str, ProbeOption]]:
+        """(probe, option) for every option that asks for something."""
+        return [(p, o) for p, o in declared.declared_options() if o.given(self.value(o.key))]
+
+    @staticmethod
+    def command_line() -> list[ProbeOption]:
+        """The probes' options as the command line offers them (their units declare them)."""
+        return declared.command_line_options()
+
+    @staticmethod
+    def probe_run_by(command: str) -> str:
+        """The probe a command runs alone (`jobs`: live), as its unit says (COMMAND)."""
+        return declared.command_probe(command)
+
     @property
     def host_timeout_s(self) -> float:
-        """The matrix adds up to a minute and a half to the allreduce probe, gpubench its own
-        budget: room for them."""
-        timeout = max(self.timeout_s, MATRIX_TIMEOUT_S) if self.allreduce_matrix else self.timeout_s
-        return max(timeout, GPUBENCH_TIMEOUT_S) if self.gpubench else timeout
+        """Each host's deadline: timeout_s, raised to what the options given need (a probe
+        that runs longer with them: the allreduce matrix, gpubench)."""
+        return max([self.timeout_s] + [o.least_timeout_s for _, o in self.given()])
 
 
 def build_probe_bundle(options: ProbeOptions) -> Bundle:
-    """The probes to ship: `options.probes` (default all but the opt-in ones, OPT_IN_PROBES),
-    without allreduce when it is off, with gpubench when asked for. Raises UsageError for an
-    unknown probe name, before any host is contacted."""
-    names = list(options.probes) if options.probes else None
-    without = [] if options.allreduce or options.allreduce_matrix else ["allreduce"]
+    """The probes to ship: `options.probes` (default all but the opt-in ones), with the ones an
+    option adds (--gpubench) and without the ones switched off (--no-allreduce). Raises
+    UsageError for an unknown probe name, before any host is contacted."""
+    names = chosen_probes(options)
+    added = {p for p, o in options.given() if o.adds}
+    without = [p for p, o in options.given() if o.drops and p not in added]
     if names is None:  # every probe but the opt-in ones not asked for
-        without += [p for p in OPT_IN_PROBES if not (p == "gpubench" and options.gpubench)]
-    elif options.gpubench and "gpubench" not in names:
-        names.append("gpubench")
+        without += sorted(declared.opt_in() - added)
     return build_bundle(names, options.probe_dirs, without)
 
 
+def chosen_probes(options: ProbeOptions) -> list[str] | None:
+    """The probes named (options.probes, with those an option adds); None: the default set."""
+    if not options.probes:
+        return None
+    names = list(options.probes)
+    return names + [p for p, o in options.given() if o.adds and p not in names]
+
+
 def probe_args_from(options: ProbeOptions) -> dict[str, dict[str, Any]]:
-    """Options as per-probe arguments; they override the inventory's probe_args."""
+    """Options as per-probe arguments; they override the inventory's probe_args. An option
+    shared by several probes (--quick) fills only those that run."""
     args: dict[str, dict[str, Any]] = {k: dict(v) for k, v in options.extra_probe_args.items()}
-    if options.health_sample_s:
-        args.setdefault("health", {}).update(health_sample_args(options.health_sample_s))
-    if options.imports:
-        args.setdefault("imports", {})["specs"] = list(options.imports)
-    if options.dir_modules:
-        args.setdefault("dir", {})["modules"] = list(options.dir_modules)
-    if options.quick:
-        args.setdefault("allreduce", {})["quick"] = True
-    if options.quick and (options.gpubench or "gpubench" in (options.probes or ())):
-        args.setdefault("gpubench", {})["quick"] = True
-    if options.allreduce_matrix:
-        args.setdefault("allreduce", {})["matrix"] = True
-    return args
-
-
-# The health probe's own deadline (its TIMEOUT_S) leaves room for a sample this long; a longer
-# one raises the probe's timeout with it.
-HEALTH_SAMPLE_ROOM_S = 15.0
-
-
-def health_sample_args(sample_s: float) -> dict[str, Any]:
-    """A sample of `sample_s` seconds as the health probe's arguments."""
-    args: dict[str, Any] = {"sample_s": sample_s}
-    if sample_s > HEALTH_SAMPLE_ROOM_S:
-        args["timeout_s"] = sample_s + 2 * HEALTH_SAMPLE_ROOM_S
+    named = chosen_probes(options)
+    opted = declared.opt_in() - {p for p, o in options.given() if o.adds}
+    for probe, option in options.given():
+        runs = probe in named if named is not None else probe not in opted
+        filled = option.probe_args(options.value(option.key))
+        if filled and (runs or len(declared.option_probes(option.key)) == 1):
+            args.setdefault(probe, {}).update(filled)
     return args
 
 
@@ -143,7 +148,7 @@ def probe(
 
     The hosts: an `inventory` file (fleet YAML or Ansible), a nodeset (`hosts="gpu[01-08]"`, as
     -H), or a Slurm target (`slurm="partition=gpu"`); this machine when none is given. `options`:
-    how to probe (ProbeOptions: allreduce, quick, timeout_s, concurrency, accept_new, …);
+    how to probe (ProbeOptions: probes, values (the probes' options), timeout_s, concurrency, …);
     `probes`, when given, wins over options.probes. Raises FleetError for bad input before any
     host is contacted."""
     chosen = _with_probes(options or ProbeOptions(), probes)
@@ -173,16 +178,14 @@ async def probe_async(
     slurm = slurm_transport(selection, options) if selection.slurm else None
     started = now()
     outcomes = await fan_out(selection, bundle, options, settings, events, interrupt, slurm)
-    return Run(
-        fleet_version=__version__,
-        started=started,
-        finished=now(),
+    return assemble_run(
+        started,
+        selection.hosts,
+        outcomes,
         bundle_sha256=bundle.sha256,
-        hosts=outcomes,
         probes=tuple(bundle.probes),
         inventory=selection.source,
         interrupted=interrupt.is_set(),
-        transport=",".join(sorted({h.transport for h in selection.hosts})),
         slurm=slurm.record() if slurm else None,
         cohort_by=selection.cohort_by,
         facts=bundle.facts(),
@@ -307,8 +310,3 @@ def make_transports(
         )
         transports["ssh"] = SSHTransport(options)
     return transports
-
-
-def now() -> str:
-    """This moment in UTC, as runs record their start and end: 2025-01-31T12:00:00.000Z."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

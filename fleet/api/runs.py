@@ -3,15 +3,17 @@ found again (`latest`, `previous`, a name, a path), listed and pruned."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE
 from fleet.collector import paused as collection_paused
 from fleet.errors import FleetError, StoreError
-from fleet.models import Run
+from fleet.models import Host, HostOutcome, Run
 from fleet.store import (
     BUILT_IN_LOCAL,
     default_runs_dir,
@@ -23,6 +25,7 @@ from fleet.store import list_runs as _list_runs
 from fleet.store import prune_runs as _prune_runs
 from fleet.store import resolve_run as _resolve_run
 from fleet.store import save_run as _save_run
+from fleet.version import __version__
 
 if TYPE_CHECKING:
     from fleet.analysis.across_hosts.diff import FleetDiff
@@ -63,12 +66,57 @@ def resolve_run(
     return _resolve_run(str(ref), _folder(runs_dir), inventory)
 
 
+def now() -> str:
+    """This moment in UTC, as runs record their start and end: 2025-01-31T12:00:00.000Z."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def assemble_run(
+    started: str,
+    hosts: Sequence[Host],
+    outcomes: Mapping[str, HostOutcome],
+    *,
+    bundle_sha256: str,
+    probes: Sequence[str],
+    inventory: str | None,
+    interrupted: bool,
+    slurm: Mapping[str, Any] | None,
+    **recorded: Any,
+) -> Run:
+    """The one place a Run is made from hosts that answered (fleet probe, fleet fabric): fleet's
+    version, the end (now), how the hosts were reached; `recorded`: the rest a kind of run keeps
+    (cohort_by, facts, limit; the fabric section)."""
+    return Run(
+        fleet_version=__version__,
+        started=started,
+        finished=now(),
+        bundle_sha256=bundle_sha256,
+        hosts=outcomes,
+        probes=tuple(probes),
+        inventory=inventory,
+        interrupted=interrupted,
+        transport=",".join(sorted({h.transport for h in hosts})),
+        slurm=slurm,
+        **recorded,
+    )
+
+
 def load_run(
-    ref: str | Path, runs_dir: str | Path | None = None, inventory: str | None = None
+    ref: str | Path,
+    runs_dir: str | Path | None = None,
+    inventory: str | None = None,
+    *,
+    frozen: bool = False,
 ) -> Run:
     """A saved run: a file path, a run's name (or unique prefix), `latest` or `previous`;
-    `latest:INV`, or `inventory=INV`, counts only the runs of inventory INV."""
-    return read_run_file(resolve_run(ref, runs_dir, inventory))
+    `latest:INV`, or `inventory=INV`, counts only the runs of inventory INV. `frozen`: for a
+    program that then works on the run until it exits (a command): the run's objects (millions
+    at 20,000 hosts) are moved out of the garbage collector's sight (gc.freeze), so that the
+    collections its own work sets off do not walk them again and again."""
+    run = read_run_file(resolve_run(ref, runs_dir, inventory))
+    if frozen:
+        gc.freeze()
+    return run
 
 
 def list_runs(runs_dir: str | Path | None = None) -> list[Path]:

@@ -23,6 +23,8 @@ from fleet.checks.language import EvaluationError, Expression, compile_expressio
 from fleet.checks.model import (
     ACTIONS,
     CHECK_SCHEMA,
+    PUBLISHED_SEVERITY,
+    SEVERITIES,
     UNJUDGED,
     VERDICTS,
     CheckReport,
@@ -57,6 +59,8 @@ __all__ = [
     "CHECK_SCHEMA",
     "LONG_LIST",
     "NEEDS_INDEX",
+    "PUBLISHED_SEVERITY",
+    "SEVERITIES",
     "UNJUDGED",
     "VERDICTS",
     "CheckReport",

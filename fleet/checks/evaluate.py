@@ -17,7 +17,8 @@ from fleet.checks.model import CheckReport, Rule, RuleResult, RuleVerdict
 from fleet.checks.sharing import HostDocuments, RuleView
 from fleet.checks.uniform import judge_keys, judge_uniform
 from fleet.collector import paused
-from fleet.models import OPT_IN_PROBES, HostOutcome, Run
+from fleet.models import HostOutcome, Run
+from fleet.units import declared
 
 
 def evaluate(
@@ -92,7 +93,8 @@ def _precondition(rule: Rule, outcome: HostOutcome, view: RuleView) -> RuleVerdi
         result = outcome.probes.get(probe)
         if result is None and probe in results_beside_probes():  # another kind of run: no fault
             return RuleVerdict(name, "n/a", reason=f"no {probe} results: run `fleet {probe}`")
-        if result is None and probe in OPT_IN_PROBES:  # not asked for: no fault either
+        # an opt-in probe (its unit's OPT_IN) not asked for: no fault either
+        if result is None and probe in declared.opt_in():
             why = f"probe {probe} was not run (opt-in: fleet probe --{probe})"
             return RuleVerdict(name, "n/a", reason=why)
         if result is None:

@@ -16,6 +16,7 @@ from fleet.checks.model import (
     ACTIONS,
     EXPRESSION_KEYS,
     KINDS,
+    OLD_SEVERITIES,
     RULE_KEYS,
     SEVERITIES,
     Probing,
@@ -241,6 +242,7 @@ def _check_shape(raw: dict[Any, Any], where: Location) -> None:
 
 def _severity(raw: dict[Any, Any], where: Location) -> str:
     severity = raw.get("severity", "error")
+    severity = OLD_SEVERITIES.get(severity, severity)  # `warn`: the old spelling of warning
     if severity not in SEVERITIES:
         raise where.at(raw, "severity").fail(
             f"severity {severity!r} is not one of: {', '.join(SEVERITIES)}"

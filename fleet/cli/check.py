@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
@@ -25,6 +24,7 @@ from fleet.api.runs import collection_paused
 from fleet.cli.completion import complete_runs
 from fleet.cli.draining import DRAIN_OPTIONS, Operation, operate
 from fleet.cli.options import (
+    ProbingCommand,
     baseline_file_option,
     fail_on_option,
     format_option,
@@ -35,12 +35,16 @@ from fleet.cli.options import (
     say_written,
     write_json,
 )
-from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, write_html
-from fleet.cli.report import openmetrics_option, write_openmetrics
+from fleet.cli.probing import (
+    ProbeRequest,
+    probe_and_assess,
+    probe_options,
+    write_html_and_say,
+)
+from fleet.cli.report import openmetrics_option, write_openmetrics_and_say
 from fleet.errors import UsageError
 from fleet.exits import EXIT_NOT_KEPT
 from fleet.models import Host
-from fleet.render.documents import findings_list
 from fleet.render.junit import write_junit
 from fleet.render.terminal.assessment import render_checked
 from fleet.render.terminal.console import make_console, stderr_text
@@ -57,7 +61,7 @@ def _packs_epilog() -> str:
     )
 
 
-@click.command("check", epilog=_packs_epilog())
+@click.command("check", cls=ProbingCommand, epilog=_packs_epilog())
 @rules_option("A rules YAML file (repeatable). Copy a built-in pack to start one (see below).")
 @pack_option(
     f"A built-in rule pack (repeatable): {', '.join(rule_packs().names)}. "
@@ -145,7 +149,7 @@ def check_command(
         probed_now = request if run_ref is None else None
         assessment = operate(operation, assessment, hosts, probed_now, judging)
     if openmetrics_path is not None:
-        assessment = write_openmetrics(openmetrics_path, assessment)
+        assessment = write_openmetrics_and_say(openmetrics_path, assessment)
     sys.exit(assessment.exit_code)
 
 
@@ -161,11 +165,11 @@ def _say_checked(
     that could not be written sets exit bit 64."""
     if junit_path and not _write_junit(assessment, junit_path):
         assessment = assessment.with_exit_bits(EXIT_NOT_KEPT)
-    if json_path is not None and not write_json(check_document(assessment), json_path):
+    if json_path is not None and not write_json(assessment.check_document(), json_path):
         assessment = assessment.with_exit_bits(EXIT_NOT_KEPT)
     render_checked(console, assessment, details)
     if request.html_path:
-        assessment = write_html(request.html_path, assessment, assessment.where)
+        assessment = write_html_and_say(request.html_path, assessment, assessment.where)
     return assessment
 
 
@@ -186,24 +190,6 @@ def _baseline_file(baseline_file: str | None, old_baseline: str | None) -> str |
 
 # The name fleet.cli.root's FleetGroup loads on first use of `fleet check`.
 check: click.Command = check_command
-
-
-def check_document(assessment: api.Assessment) -> dict[str, Any]:
-    """The fleet.check/3 document: the report plus which run and rules it judged."""
-    assert assessment.checks is not None  # fleet check always judges rules
-    run = assessment.run
-    document = assessment.checks.to_dict()
-    result = {
-        "schema": document.pop("schema"),
-        "run": {"started": run.started, "finished": run.finished, "location": assessment.where},
-        "rules_from": list(assessment.sources),
-        **document,
-    }
-    if assessment.baseline is not None:
-        result["baseline"] = assessment.baseline.to_dict()
-    result["line_rate"] = [rate.to_dict() for rate in assessment.line_rates]
-    result["findings"] = findings_list(assessment.findings)
-    return result
 
 
 def _write_junit(assessment: api.Assessment, junit_path: str) -> bool:

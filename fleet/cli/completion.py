@@ -1,6 +1,6 @@
 """Shell completion beyond click's own: probe names, saved runs, and an inventory's hosts and groups.
 
-Enable it once per shell (click's mechanism; see README "Shell completion"):
+Enable it once per shell (click's mechanism; see docs/using.md, "Shell completion"):
     eval "$(_FLEET_COMPLETE=bash_source fleet)"     # zsh: zsh_source, fish: fish_source
 
 Completion must never fail loudly or contact anything: every function here returns [] when it

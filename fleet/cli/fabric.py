@@ -140,7 +140,7 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 @runs_dir_option
 @no_save_option
 @accept_new_option
-def fabric(
+def fabric_command(
     inventory_path: str | None,
     limit: str | None,
     json_path: str | None,

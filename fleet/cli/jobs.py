@@ -57,10 +57,10 @@ JOBS_OPTIONS = together(
 )
 
 
-@click.command()
+@click.command("jobs")
 @JOBS_OPTIONS
 @selection_options
-def jobs(run_ref: str | None, json_path: str | None, **options: Any) -> None:
+def jobs_command(run_ref: str | None, json_path: str | None, **options: Any) -> None:
     """Every NCCL job across the hosts: its ranks (host, pid, GPU, state), libnccl, RAS status.
 
     Probes the selected hosts with the live probe now, or reads --run RUN. Dead, stopped,
@@ -82,19 +82,14 @@ def jobs(run_ref: str | None, json_path: str | None, **options: Any) -> None:
 
 
 def live_request(options: dict[str, Any]) -> ProbeRequest:
-    """What `fleet probe -p live` would be asked with these options: the same probing path."""
+    """What `fleet probe -p PROBE` would be asked (the probe whose unit names `jobs` its COMMAND) with these options: the same probing path."""
     choice = HostChoice.pop_from(options)
     return ProbeRequest(
-        probe_list="live",
+        probe_list=api.ProbeOptions.probe_run_by("jobs"),
         json_path=None,  # --json is the jobs document here, not the run's
         html_path=None,
         concurrency=api.ProbeOptions.concurrency,
-        imports=(),
-        dir_modules=(),
-        allreduce=False,
-        quick=False,
         probe_dirs=(),
-        allreduce_matrix=False,
         choice=choice,
         **options,
     )

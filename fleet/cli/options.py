@@ -5,7 +5,6 @@ The host-choosing options (-H, --user, --ssh-config, …) are in fleet.cli.selec
 from __future__ import annotations
 
 import functools
-import gc
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from fleet import api
-from fleet.api.runs import collection_paused as paused_collection
+from fleet.api.runs import collection_paused
 from fleet.cli.completion import complete_hosts, complete_runs
 from fleet.errors import UsageError
 from fleet.jsontext import write_indented
@@ -24,13 +23,17 @@ from fleet.render.terminal.console import stderr_text
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def load_run(ref: str | Path, runs_dir: Path | None = None, scope: str | None = None) -> Run:
-    """api.load_run, for a command that then works on the run until it exits: the run's objects
-    (millions at 20,000 hosts) are moved out of the garbage collector's sight, so that the
-    collections the command's own work sets off do not walk them again and again."""
-    run = api.load_run(ref, runs_dir, scope)
-    gc.freeze()
-    return run
+def load_for_command(
+    ref: str | Path, runs_dir: Path | None = None, scope: str | None = None
+) -> Run:
+    """A saved run for a command that works on it until it exits (api.load_run, frozen)."""
+    return api.load_run(ref, runs_dir, scope, frozen=True)
+
+
+def gc_paused(command: F) -> F:
+    """The command runs with the garbage collector paused (api.runs.collection_paused): a diff,
+    the checks or a page of 20,000 hosts make millions of objects and next to no garbage."""
+    return collection_paused()(command)
 
 
 def run_file(ref: str | Path, runs_dir: Path | None = None, scope: str | None = None) -> Path:
@@ -41,21 +44,10 @@ def run_file(ref: str | Path, runs_dir: Path | None = None, scope: str | None = 
 def resolve_and_load(
     ref: str | Path, runs_dir: Path | None = None, scope: str | None = None
 ) -> tuple[Path, Run]:
-    """The file of a saved run and the run (as load_run): for a command that names the file."""
+    """The file of a saved run and the run (api.load_run, frozen: the command works on it until
+    it exits): for a command that names the file."""
     path = run_file(ref, runs_dir, scope)
-    return path, load_run(path)
-
-
-def collection_paused(command: F) -> F:
-    """The command runs with the garbage collector paused (fleet.collector): a diff, the checks
-    or a page of 20,000 hosts make millions of objects and next to no garbage."""
-
-    @functools.wraps(command)
-    def paused_command(*args: Any, **kwargs: Any) -> Any:
-        with paused_collection():
-            return command(*args, **kwargs)
-
-    return paused_command  # type: ignore[return-value]
+    return path, api.load_run(path, frozen=True)
 
 
 def together(*decorators: Callable[[Any], Any]) -> Callable[[F], F]:
@@ -304,3 +296,41 @@ fail_on_option = click.option(
     help="Also set exit bit 32 when a finding at least this severe is said (CI's choice; "
     "default: findings never change the exit code of probe, show or diff).",
 )
+
+
+# ------------------------------------------------- the probes' own options, from their units
+# (fleet/units/PROBE/probe.py, OPTIONS): a command that probes is a ProbingCommand, which offers
+# every unit's options, those of a unit registered after fleet.cli was imported included.
+
+
+@functools.cache
+def click_option(option: Any) -> click.Option:
+    """The click option for one declared probe option (a fleet.units.options.ProbeOption, as
+    api.ProbeOptions.command_line() gives them); its value arrives as `option.key`."""
+    common = {"help": option.help, "metavar": option.metavar, "default": option.default}
+    if option.kind == "switch":
+        return click.Option([option.flag, option.key], show_default=True, **common)
+    if option.kind == "flag":
+        return click.Option([option.flag, option.key], is_flag=True, **common)
+    if option.kind == "repeat":
+        return click.Option([option.flag, option.key], multiple=True, **common)
+    return click.Option([option.flag, option.key], type=click.FloatRange(*option.bounds), **common)
+
+
+def unit_option_keys() -> set[str]:
+    return {option.key for option in api.ProbeOptions.command_line()}
+
+
+class ProbingCommand(click.Command):
+    """A command whose parameters include every unit's probe options, asked for each time the
+    command line is read (help, parsing, completion), so that a unit registered late counts."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params = super().get_params(ctx)
+        have = {param.name for param in params}
+        extra: list[click.Parameter] = [
+            click_option(option)
+            for option in api.ProbeOptions.command_line()
+            if option.key not in have
+        ]
+        return params[:-1] + extra + params[-1:] if params else extra  # --help stays last

@@ -9,17 +9,23 @@ import click
 
 from fleet import api
 from fleet.cli.options import (
+    ProbingCommand,
     baseline_file_option,
     baseline_option,
     cohort_by_option,
     fail_on_option,
     tolerance_option,
 )
-from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, write_html
-from fleet.cli.report import openmetrics_option, write_openmetrics
+from fleet.cli.probing import (
+    ProbeRequest,
+    probe_and_assess,
+    probe_options,
+    write_html_and_say,
+)
+from fleet.cli.report import openmetrics_option, write_openmetrics_and_say
 
 
-@click.command()
+@click.command("probe", cls=ProbingCommand)
 @probe_options
 @tolerance_option()
 @cohort_by_option
@@ -32,7 +38,7 @@ from fleet.cli.report import openmetrics_option, write_openmetrics
     "file (`fleet baseline` makes one); outside a band sets exit bit 16. With --baseline RUN, "
     "drift in measurements is judged against its bands instead of --tolerance.",
 )
-def probe(
+def probe_command(
     request: ProbeRequest,
     tolerance: float,
     cohort_by: str | None,
@@ -69,7 +75,7 @@ def probe(
     render_probed(request.console(), assessment, str(saved) if saved else None)
     if request.html_path:
         source = str(saved) if saved else (assessment.run.inventory or None)
-        assessment = write_html(request.html_path, assessment, source)
+        assessment = write_html_and_say(request.html_path, assessment, source)
     if openmetrics_path is not None:
-        assessment = write_openmetrics(openmetrics_path, assessment)
+        assessment = write_openmetrics_and_say(openmetrics_path, assessment)
     sys.exit(assessment.exit_code)

@@ -23,7 +23,6 @@ from fleet import api
 from fleet.cli.completion import complete_probes
 from fleet.cli.options import (
     accept_new_option,
-    gpubench_option,
     inventory_option,
     json_option,
     limit_option,
@@ -34,17 +33,19 @@ from fleet.cli.options import (
     slurm_options,
     timeout_option,
     together,
+    unit_option_keys,
     workers_option,
 )
 from fleet.cli.selection import HostChoice, selection_options, srun_options
 from fleet.errors import FleetError
 from fleet.exits import EXIT_NOT_KEPT
 from fleet.models import Run
-from fleet.render.runjson import write_run_json
+from fleet.render.runjson import print_run_json
 from fleet.render.terminal.console import error_text, make_console, stderr_text
 from fleet.render.terminal.progress import ProgressEvents
 
-# The options of every command that probes hosts (probe, check): connection, selection, probes.
+# The options of every command that probes hosts (probe, check): connection, selection, probes;
+# the probes' own options come from their units (ProbingCommand).
 PROBE_OPTIONS = together(
     inventory_option,
     limit_option,
@@ -69,56 +70,21 @@ PROBE_OPTIONS = together(
     ),
     timeout_option(api.ProbeOptions.timeout_s, 86400, "Seconds per host, connecting included."),
     accept_new_option,
-    click.option(
-        "--import",
-        "imports",
-        multiple=True,
-        metavar="SPEC",
-        help="Import spec for the imports probe, e.g. 'mod:Name|AltName' (repeatable).",
-    ),
-    click.option(
-        "--dir",
-        "dir_modules",
-        multiple=True,
-        metavar="MODULE",
-        help="Module whose dir() the dir probe dumps (repeatable).",
-    ),
-    click.option(
-        "--allreduce/--no-allreduce",
-        default=True,
-        show_default=True,
-        help="Run the allreduce timing probe.",
-    ),
-    click.option("--quick", is_flag=True, help="Fewer message sizes and iterations."),
-    click.option(
-        "--sample",
-        "sample_s",
-        type=click.FloatRange(0.5, 60),
-        metavar="SECONDS",
-        help="The health probe reads its error counters twice, SECONDS apart, and reports what "
-        "rose and how fast (per hour): NVLink, PCIe replays and AER, InfiniBand ports, ECC, "
-        "clock-event time. Off by default.",
-    ),
     probe_dir_option,
     slurm_options,
-    click.option(
-        "--allreduce-matrix",
-        is_flag=True,
-        help="Also time every NCCL algorithm x protocol and torch symmetric-memory allreduce, "
-        "and name the winner per size (per-host timeout at least 300 s).",
-    ),
-    gpubench_option,
     workers_option,
 )
 
 
 def probe_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate a command with PROBE_OPTIONS; it receives them as a ProbeRequest `request`."""
+    """Decorate a command with PROBE_OPTIONS (and, as a ProbingCommand, the units' probe
+    options); it receives them as a ProbeRequest `request`."""
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
         fields = {f.name for f in dataclasses.fields(ProbeRequest)}
         kwargs["choice"] = HostChoice.pop_from(kwargs)
+        kwargs["values"] = {k: kwargs.pop(k) for k in unit_option_keys() if k in kwargs}
         request = ProbeRequest(**{k: kwargs.pop(k) for k in list(kwargs) if k in fields})
         return command(request=request, **kwargs)
 
@@ -137,18 +103,13 @@ class ProbeRequest:
     concurrency: int | None
     timeout_s: float
     accept_new: bool
-    imports: tuple[str, ...]
-    dir_modules: tuple[str, ...]
-    allreduce: bool
-    quick: bool
     probe_dirs: tuple[str, ...]
     slurm_target: str | None
     slurm_args: str | None
     slurm_gpus: str
-    allreduce_matrix: bool
-    gpubench: bool = False
-    sample_s: float | None = None
     workers: int | None = None
+    # the probes' own options (their units declare them: fleet/units/PROBE/probe.py), by key
+    values: dict[str, Any] = dataclasses.field(default_factory=dict)
     choice: HostChoice = dataclasses.field(default_factory=HostChoice)
 
     def console(self) -> Console:
@@ -159,19 +120,13 @@ class ProbeRequest:
         names = [n.strip() for n in (self.probe_list or "").split(",") if n.strip()]
         return api.ProbeOptions(
             probes=names or None,
-            allreduce=self.allreduce,
-            quick=self.quick,
-            allreduce_matrix=self.allreduce_matrix,
-            gpubench=self.gpubench,
-            imports=self.imports,
-            dir_modules=self.dir_modules,
+            values=self.values,
             concurrency=self.concurrency,
             timeout_s=self.timeout_s,
             accept_new=self.accept_new,
             probe_dirs=self.probe_dirs,
             slurm_args=srun_options(self.slurm_args),
             slurm_gpus=self.slurm_gpus,
-            health_sample_s=self.sample_s,
             on_key_recorded=_say_key_recorded,
             workers=self.workers,
         )
@@ -268,7 +223,7 @@ def say_kept(
     each file written (--json FILE) said in one line on stderr."""
     say_not_kept(errors)
     if json_path == "-":
-        write_run_json(run, sys.stdout.write)  # a host at a time
+        print_run_json(run, sys.stdout.write)  # a host at a time
     for path in written:
         say_written(path)
 
@@ -278,7 +233,7 @@ def say_not_kept(errors: Sequence[FleetError]) -> None:
         click.echo(error_text(error), err=True)  # the run still shows; only keeping it failed
 
 
-def write_html(path: str, assessment: api.Assessment, source: str | None) -> api.Assessment:
+def write_html_and_say(path: str, assessment: api.Assessment, source: str | None) -> api.Assessment:
     """--html of probe and check: write the page, said on stderr; exit bit 64 (like --json)
     when it cannot be."""
     try:

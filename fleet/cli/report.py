@@ -1,6 +1,6 @@
 """A run reported for others: `fleet report`, one self-contained HTML page for a saved run
 (api.write_page; the page itself is fleet/render/html/page.py; `--html FILE` of probe and check
-writes the same page, fleet.cli.probing.write_html), and `--openmetrics FILE` of probe, check and
+writes the same page, fleet.cli.probing.write_html_and_say), and `--openmetrics FILE` of probe, check and
 show, the run as Prometheus metrics for node_exporter's textfile collector
 (fleet/render/openmetrics.py says what is in it).
 
@@ -17,7 +17,7 @@ from fleet import api
 from fleet.cli.options import (
     baseline_file_option,
     baseline_option,
-    collection_paused,
+    gc_paused,
     pack_option,
     resolve_and_load,
     rules_option,
@@ -48,7 +48,7 @@ from fleet.models import Run
     help="Judge the run against this baseline file: its verdicts, and its bands drawn behind "
     "the allreduce curves (with --baseline RUN, the drift judged by its bands too).",
 )
-@collection_paused
+@gc_paused
 def report(
     run_ref: str,
     output: Path | None,
@@ -93,7 +93,7 @@ openmetrics_option = click.option(
 )
 
 
-def write_openmetrics(
+def write_openmetrics_and_say(
     path: str, assessment: api.Assessment, exit_code: int | None = None
 ) -> api.Assessment:
     """Write the metrics file, said on stderr; exit bit 64 (like --json) when it cannot be.

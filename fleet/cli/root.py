@@ -34,14 +34,14 @@ class FleetGroup(click.Group):
     LAZY: ClassVar[dict[str, tuple[str, str]]] = {
         "hosts": ("fleet.cli.hosts", "hosts"),
         "probes": ("fleet.cli.hosts", "list_probes"),
-        "probe": ("fleet.cli.probe", "probe"),
+        "probe": ("fleet.cli.probe", "probe_command"),
         "diff": ("fleet.cli.runs", "diff"),
         "runs": ("fleet.cli.runs", "runs"),
         "show": ("fleet.cli.runs", "show"),
-        "jobs": ("fleet.cli.jobs", "jobs"),
+        "jobs": ("fleet.cli.jobs", "jobs_command"),
         "check": ("fleet.cli.check", "check"),
         "report": ("fleet.cli.report", "report"),
-        "fabric": ("fleet.cli.fabric", "fabric"),
+        "fabric": ("fleet.cli.fabric", "fabric_command"),
         "baseline": ("fleet.cli.baseline", "baseline"),
     }
 

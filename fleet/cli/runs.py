@@ -16,13 +16,13 @@ from fleet.cli.options import (
     baseline_file_option,
     between_option,
     cohort_by_option,
-    collection_paused,
     document_option,
     fail_on_option,
     format_option,
+    gc_paused,
     json_from_format,
     limit_option,
-    load_run,
+    load_for_command,
     run_argument,
     run_file,
     runs_dir_option,
@@ -30,7 +30,7 @@ from fleet.cli.options import (
     tolerance_option,
     write_json,
 )
-from fleet.cli.report import openmetrics_option, write_openmetrics
+from fleet.cli.report import openmetrics_option, write_openmetrics_and_say
 from fleet.errors import UsageError
 from fleet.exits import EXIT_NOT_KEPT, exit_code, with_bits
 from fleet.render.documents import (
@@ -63,7 +63,7 @@ from fleet.render.terminal.tables import Column, print_table
     help="Drift: judge each measurement's change against its band in this baseline file (the "
     "noise of known-good runs) instead of --tolerance, which stays for those it has no band for.",
 )
-@collection_paused
+@gc_paused
 def diff(
     old: str,
     new: str | None,
@@ -94,7 +94,7 @@ def diff(
         if limit:
             raise UsageError("--limit narrows the drift of two runs", hint="give OLD and NEW")
         judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True, fail_on=fail_on)
-        assessment = api.assess_run(load_run(old, runs_dir, scope), judging, old)
+        assessment = api.assess_run(load_for_command(old, runs_dir, scope), judging, old)
         sys.exit(print_fleet_diff(assessment, output_format, json_path, between))  # 32: --fail-on
     judging = api.Judging(
         tolerance=tolerance,
@@ -107,7 +107,7 @@ def diff(
         scope=scope,
         limit=limit,
     )
-    assessment = api.assess_run(load_run(new, runs_dir, scope), judging, new)
+    assessment = api.assess_run(load_for_command(new, runs_dir, scope), judging, new)
     sys.exit(print_drift(assessment, output_format, json_path))
 
 
@@ -158,7 +158,7 @@ def print_drift(assessment: api.Assessment, output_format: str, json_path: str |
 @fail_on_option
 @between_option
 @openmetrics_option
-@collection_paused
+@gc_paused
 def show(
     run_ref: str,
     runs_dir: Path | None,
@@ -173,12 +173,12 @@ def show(
 ) -> None:
     """Render a saved run again (default: the latest)."""
     output_format, json_path = json_from_format(output_format, json_path)
-    run = load_run(run_ref, runs_dir, scope)
+    run = load_for_command(run_ref, runs_dir, scope)
     judging = api.Judging(tolerance=tolerance, cohort_by=cohort_by, rules=True, fail_on=fail_on)
     assessment = api.assess_run(run, judging, run_ref)
     if openmetrics_path is not None:  # the run's own exit code: its probing's bits
         probed = with_bits(exit_code(run), assessment.exit_code)
-        kept = write_openmetrics(openmetrics_path, assessment, probed)
+        kept = write_openmetrics_and_say(openmetrics_path, assessment, probed)
         assessment = assessment.with_exit_bits(kept.exit_code & EXIT_NOT_KEPT)
     if output_format != "terminal" or json_path == "-":
         sys.exit(print_fleet_diff(assessment, output_format, json_path, between))

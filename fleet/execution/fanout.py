@@ -24,7 +24,7 @@ from fleet.execution.bundle import Bundle
 from fleet.execution.deadline import Deadline
 from fleet.execution.limits import FanLimits, plan_limits
 from fleet.execution.protocol import StreamDecoder, Verdict, build_outcome, conclude
-from fleet.execution.turn import error_text, take_turn
+from fleet.execution.turn import host_error_line, take_turn
 from fleet.models import Host, HostOutcome
 from fleet.transport.base import DEFAULT_OUTPUT_LIMIT, Transport
 from fleet.transport.launch import start_up_alarm
@@ -165,7 +165,9 @@ class FanOut:
             on_running=lambda: self.events.host_running(host),
         )
         if turn.error is not None:
-            verdict = Verdict(turn.error.status, error_text(turn.error), turn.error.hint or None)
+            verdict = Verdict(
+                turn.error.status, host_error_line(turn.error), turn.error.hint or None
+            )
         else:
             verdict = conclude(
                 decoder,

@@ -46,7 +46,9 @@ def main() -> None:
     while started:
         pid, status = os.wait()
         if pid in started:
-            report({"worker": started.pop(pid), "pid": pid, "ended": how_it_ended(status)})
+            report_to_parent(
+                {"worker": started.pop(pid), "pid": pid, "ended": how_it_ended(status)}
+            )
 
 
 def start_worker(job: SeedJob, worker: WorkerJob) -> int:
@@ -54,11 +56,11 @@ def start_worker(job: SeedJob, worker: WorkerJob) -> int:
     pid = os.fork()
     if pid == 0:
         os._exit(run_worker(job, worker))
-    report({"worker": worker.index, "pid": pid})
+    report_to_parent({"worker": worker.index, "pid": pid})
     return pid
 
 
-def report(line: dict[str, Any]) -> None:
+def report_to_parent(line: dict[str, Any]) -> None:
     with contextlib.suppress(OSError):  # the parent gone: its workers still end their hosts
         sys.stdout.write(json.dumps(line) + "\n")
         sys.stdout.flush()
@@ -81,7 +83,7 @@ def run_worker(job: SeedJob, worker: WorkerJob) -> int:
     os.dup2(devnull, sys.stdout.fileno())  # stdout is the seed's report to the parent
     log_like_parent(job.log_level, worker.index)
     try:
-        asyncio.run(fan_out(job, worker))
+        asyncio.run(fan_out_in_worker(job, worker))
     except BaseException:  # noqa: BLE001 - said, and the parent makes it its hosts' error
         traceback.print_exc()
         sys.stderr.flush()
@@ -99,7 +101,7 @@ def log_like_parent(level: int, index: int) -> None:
         logger.addHandler(handler)
 
 
-async def fan_out(job: SeedJob, worker: WorkerJob) -> None:
+async def fan_out_in_worker(job: SeedJob, worker: WorkerJob) -> None:
     interrupt = asyncio.Event()
     stream = await FrameWriter.open(worker.stream_fd)
     await watch_stop(worker.stop_fd, interrupt)

@@ -112,6 +112,6 @@ def lost(host: Host, exc: Exception) -> UnreachableError:
     return error
 
 
-def error_text(exc: HostError) -> str:
+def host_error_line(exc: HostError) -> str:
     """A host's error in one line, as its outcome shows it: `message: context`."""
     return exc.message + (f": {exc.context}" if exc.context else "")

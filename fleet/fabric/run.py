@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.errors import HostError
-from fleet.execution.turn import error_text, take_turn
+from fleet.execution.turn import host_error_line, take_turn
 from fleet.fabric import launch, plan
 from fleet.fabric.blame import DEFAULT_TOLERANCE, Suspect, blame, median_busbw
 from fleet.fabric.isolate import IsolateSettings, Isolation
@@ -149,7 +149,7 @@ class FabricRounds:
         for host, answer in zip(hosts, answers):
             if isinstance(answer, HostError):
                 found.unreached[host.name] = answer
-                self.events.discovered(host.name, error_text(answer))
+                self.events.discovered(host.name, host_error_line(answer))
                 continue
             found.python[host.name] = str(answer.get("python") or "")
             reason = self._unusable(host, answer)
@@ -260,7 +260,7 @@ class FabricRounds:
         ring: GroupResult | None,
         planner: Isolation | None = None,
     ) -> FabricOutcome:
-        unreached = {h: error_text(e) for h, e in found.unreached.items()}
+        unreached = {h: host_error_line(e) for h, e in found.unreached.items()}
         if planner is None:
             suspects = blame(pairs, unreached, self.settings.tolerance)
         else:
@@ -393,7 +393,7 @@ class GroupLauncher:
         timeout = self.settings.round_timeout_s + CONTROLLER_SLACK_S
         turn = await take_turn(transport, host, script, _sink(report), timeout)
         if turn.error is not None:
-            report.failure = error_text(turn.error)
+            report.failure = host_error_line(turn.error)
         elif turn.result is not None:
             report.failure = exec_failure(turn.result, report)
         return turn.timed_out
@@ -447,7 +447,7 @@ def _has_partner(host: str, rounds: Sequence[Sequence[plan.Group]], found: Disco
 
 def _why_unusable(host: str, found: Discovery) -> str | None:
     if host in found.unreached:
-        return f"{host} not reached: {error_text(found.unreached[host])}"
+        return f"{host} not reached: {host_error_line(found.unreached[host])}"
     return found.unusable.get(host)
 
 
@@ -550,7 +550,9 @@ def host_outcome(
 ) -> HostOutcome:
     if host.name in found.unreached:
         exc = found.unreached[host.name]
-        return HostOutcome(host.name, exc.status, host.address, error_text(exc), exc.hint or None)
+        return HostOutcome(
+            host.name, exc.status, host.address, host_error_line(exc), exc.hint or None
+        )
     data = host_summary(host.name, pairs, suspects)
     data["backend"] = section["backend"]
     data["env"] = section["env"].get(host.name, {})

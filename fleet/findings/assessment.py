@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fleet.exits import with_bits
 from fleet.findings.model import Finding, NotJudgedLine
@@ -48,6 +48,27 @@ class Assessment:
         """The verdicts a page or a table shows: every rule's where they gate, else a baseline
         file's alone."""
         return self.checks if self.gated else self.baseline_verdicts
+
+    def check_document(self) -> dict[str, Any]:
+        """The fleet.check/3 document (`fleet check --json`): the report plus which run and
+        rules it judged, the baseline file's verdicts, the line rates and the findings."""
+        assert self.checks is not None  # fleet check always judges rules
+        document = self.checks.to_dict()
+        result = {
+            "schema": document.pop("schema"),
+            "run": {
+                "started": self.run.started,
+                "finished": self.run.finished,
+                "location": self.where,
+            },
+            "rules_from": list(self.sources),
+            **document,
+        }
+        if self.baseline is not None:
+            result["baseline"] = self.baseline.to_dict()
+        result["line_rate"] = [rate.to_dict() for rate in self.line_rates]
+        result["findings"] = [finding.to_dict() for finding in self.findings]
+        return result
 
     def with_exit_bits(self, bits: int) -> Assessment:
         return dataclasses.replace(self, exit_code=with_bits(self.exit_code, bits))

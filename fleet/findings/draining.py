@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from fleet.findings.model import ACTIONS, Finding
 from fleet.inventory.slurm import UNUSABLE_FLAGS, SlurmNode
+from fleet.units import declared
 
 # The actions that take a node out of service: the GPU or the host needs hands, a reset or a
 # replacement. contact-vendor is where health-row-remap escalates a pending remap (reset-gpu)
@@ -34,8 +35,6 @@ GPU = re.compile(r"\bGPU(\d+)\b")
 # A host that answered: its findings are what is known of it (partial: some probes failed).
 REACHED = ("ok", "partial")
 DRAINED_STATES = frozenset({"drain", "drained", "draining"})
-# Where a resume needs the probe that reports what drained a node to have run on it.
-HEALTH_PROBE = "health"
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,8 @@ class Step:
 
 @dataclass(frozen=True)
 class HostSeen:
-    """What the run knows of a host: its outcome and whether the health probe ran there."""
+    """What the run knows of a host: its outcome and whether the probe that proves its GPUs
+    healthy (the health probe: its unit's DRAIN_WITNESS) ran there."""
 
     status: str
     health_ran: bool = False
@@ -177,7 +177,9 @@ def _resume_step(
     if seen.status not in REACHED:
         return Step(name, host, "keep", f"not reached ({seen.status}): stays drained")
     if not seen.health_ran:
-        why = f"the {HEALTH_PROBE} probe did not run there: stays drained ({node.reason})"
+        why = (
+            f"the {declared.drain_witness()} probe did not run there: stays drained ({node.reason})"
+        )
         return Step(name, host, "keep", why)
     if found:
         return Step(name, host, "keep", f"still {found[0].kind} → {found[0].action}: stays drained")

@@ -27,7 +27,7 @@ from fleet.models import FINGERPRINT
 
 def fold(findings: Iterable[Finding]) -> list[Finding]:
     causes = _fold_causes(findings)
-    return rank(_fold_alike(_absorb_into_sentences(_absorb_divergence(causes))))
+    return rank_findings(_fold_alike(_absorb_into_sentences(_absorb_divergence(causes))))
 
 
 def _fold_causes(findings: Iterable[Finding]) -> list[Finding]:
@@ -213,7 +213,7 @@ def _joined(group: list[Finding], blank: Blank) -> Finding:
     )
 
 
-def rank(findings: Iterable[Finding]) -> list[Finding]:
+def rank_findings(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=_rank_key)
 
 

@@ -102,7 +102,7 @@ def _result_findings(result: RuleResult) -> Iterator[Finding]:
 def _finding(rule: Rule, verdict: RuleVerdict, hosts: tuple[str, ...]) -> Finding:
     lines = list(_lines(verdict.observed))
     return Finding(
-        severity="error" if rule.severity == "error" else "warning",
+        severity=rule.severity,
         kind=rule.id,
         what=_what(rule, verdict, lines),
         hosts=hosts,

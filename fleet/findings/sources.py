@@ -14,6 +14,7 @@ from fleet.analysis.facts import probe_of
 from fleet.findings.model import DIVERGENCE, RULE, SENTENCE, Finding, NotJudgedLine
 from fleet.hostsets import compact_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, HostOutcome, Run
+from fleet.units import declared
 
 if TYPE_CHECKING:
     from fleet.analysis.across_hosts.diff import FleetDiff
@@ -31,27 +32,10 @@ REACH_FIX = {
 REACH_FALLBACK = {"auth_failed": "check the user and the key against the host's authorized_keys"}
 
 
-# What a finding is about, from the probes it reads, first match wins: a rule reading torch and
-# gpu (torch sees every GPU) is about torch; one reading health is about the GPU's health.
-TOPICS = (
-    ("health", "health"),
-    ("live", "live"),
-    ("torch", "torch"),
-    ("imports", "torch"),
-    ("dir", "torch"),
-    ("packages", "torch"),
-    ("nccl", "nccl"),
-    ("net", "net"),
-    ("allreduce", "allreduce"),
-    ("gpubench", "gpubench"),
-    ("gpu", "gpu"),
-)
-DIFF_TOPICS = {"arch": "torch", "import": "torch", "nccl": "nccl"}
+def live_topic() -> str:
+    from fleet.units.live.facts import TOPIC
 
-
-def topic_of(probes: Iterable[str]) -> str:
-    named = set(probes)
-    return next((topic for probe, topic in TOPICS if probe in named), "")
+    return TOPIC
 
 
 def host_findings(run: Run) -> list[Finding]:
@@ -165,7 +149,7 @@ def check_findings(report: CheckReport) -> tuple[list[Finding], list[NotJudgedLi
     that one cause folds into one finding; the rules not judged, one line per cause."""
     from fleet.findings.from_checks import failed_rules, not_judged_lines
 
-    topics = {result.rule.id: topic_of(result.rule.needs) for result in report.results}
+    topics = {result.rule.id: declared.topic_of(result.rule.needs) for result in report.results}
     found = [
         dataclasses.replace(f, what=_without_where(f), topic=topics.get(f.kind, ""), weight=RULE)
         for f in failed_rules(report)
@@ -203,7 +187,7 @@ def _from_diff(item: DivergenceFinding) -> Finding | None:
             "fix-config",
             "make these hosts match the rest of their cohort",
             evidence=facts,
-            topic=DIFF_TOPICS.get(item.kind, ""),
+            topic=declared.divergence_topic(item.kind),
             weight=SENTENCE,
         )
     if item.rank == COHORT:
@@ -215,7 +199,7 @@ def _from_diff(item: DivergenceFinding) -> Finding | None:
             "fix-config",
             "fleet diff RUN lists the facts; make the odd hosts match",
             evidence=facts,
-            topic=topic_of(probe_of(fact) for fact in item.facts),
+            topic=declared.topic_of(probe_of(fact) for fact in item.facts),
             weight=DIVERGENCE,
         )
     if item.rank == SOFTWARE:
@@ -244,9 +228,10 @@ def jobs_findings(run: Run) -> list[Finding]:
     """The NCCL jobs of `run` (fleet/units/live/facts.py): a dead, stopped or missing rank on
     its host (error, restart-app), a job whose ranks mapped different libnccl builds (error,
     fix-config), two jobs sharing one RAS port (warning). Nothing when no host ran `live`."""
-    if "live" not in run.probes and not any("live" in o.probes for o in run.hosts.values()):
+    from fleet.units.live.facts import live_jobs, ran_live
+
+    if not ran_live(run):
         return []
-    from fleet.units.live.facts import live_jobs
 
     report = live_jobs(run)
     found: list[Finding] = []
@@ -303,5 +288,5 @@ def _job_finding(
     severity: str, what: str, hosts: tuple[str, ...], action: str, fix: str, where: str = ""
 ) -> Finding:
     return Finding(
-        severity, "job", what, hosts, action, fix, where=where, topic="live", weight=SENTENCE
+        severity, "job", what, hosts, action, fix, where=where, topic=live_topic(), weight=SENTENCE
     )

@@ -130,7 +130,7 @@ def check_verdict(report: CheckReport) -> tuple[str, str, str]:
     terminal, the HTML page and the JUnit summary must never disagree (an incomplete check is
     never shown green anywhere). The detail starts with who fails, then the failures by rule,
     then the tally."""
-    warnings = len(report.failures("warn"))
+    warnings = len(report.failures("warning"))
     counts = report.counts()
     rest = (
         f"{warnings} warning(s); {counts['pass']} pass, {counts['unknown']} unknown, "

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fleet.checks import (
+    PUBLISHED_SEVERITY,
     UNJUDGED,
     CheckReport,
     RuleResult,
@@ -66,7 +67,7 @@ def _suite(result: RuleResult, timestamp: str, strict: bool = False) -> ET.Eleme
         suite.set("timestamp", timestamp)
     properties = ET.SubElement(suite, "properties")
     for name, value in (
-        ("severity", rule.severity),
+        ("severity", PUBLISHED_SEVERITY.get(rule.severity, rule.severity)),
         ("source", rule.source),
         ("description", rule.description),
     ):
@@ -86,14 +87,17 @@ def _case(result: RuleResult, verdict: RuleVerdict, strict: bool = False) -> ET.
         failure = ET.SubElement(
             case,
             "failure",
-            type=rule.severity,
+            type=PUBLISHED_SEVERITY.get(rule.severity, rule.severity),
             message=f"{verdict.status}, a failure with --strict: {verdict.reason}".strip(": "),
         )
         failure.text = f"{rule.description}\nrule: {rule.source}".strip()
     elif verdict.status == "fail":
         observed = observed_text(rule, verdict)
         failure = ET.SubElement(
-            case, "failure", type=rule.severity, message=_failure_message(result, verdict)
+            case,
+            "failure",
+            type=PUBLISHED_SEVERITY.get(rule.severity, rule.severity),
+            message=_failure_message(result, verdict),
         )
         failure.text = "\n".join(
             line

@@ -10,5 +10,5 @@ from fleet.models import Run
 from fleet.rundoc import write_indented_run
 
 
-def write_run_json(run: Run, write: Callable[[str], Any]) -> None:
+def print_run_json(run: Run, write: Callable[[str], Any]) -> None:
     write_indented_run(run, write)

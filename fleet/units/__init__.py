@@ -7,6 +7,9 @@ split by the stage its code belongs to (docs/layers.md):
     terminal.py  render: its section of the terminal report
     html.py      render: its section of the HTML page
     markdown.py  render: its section of the Markdown (`fleet diff RUN --format markdown`)
+    openmetrics.py  render: its figures as Prometheus metrics (`--openmetrics FILE`)
+    probe.py     below every stage: what is known before any host answers: its options
+                 (fleet/units/options.py), opt-in, its findings' topic (read by fleet/units/declared.py)
 
 A unit has only the parts its probe needs. The generic layers (fleet.analysis.facts,
 fleet.checks.documents, both renderers) loop over this table instead of naming probes; each asks
@@ -20,7 +23,7 @@ import importlib
 from collections.abc import Collection
 from types import ModuleType
 
-ROLES = ("facts", "checks", "terminal", "html", "markdown")
+ROLES = ("probe", "facts", "checks", "terminal", "html", "markdown", "openmetrics")
 
 # The probes (and results beside them: `fabric`) with a unit, in the reports' order: key facts
 # rows, terminal and HTML sections and rule helpers come in this order.
@@ -39,6 +42,7 @@ UNITS: dict[str, str] = {
         "gpubench",
         "live",
         "fabric",
+        "dir",
     )
 }
 
@@ -48,7 +52,7 @@ _changes = [0]  # how often the table changed: what is made from every unit is k
 
 def register(probe: str, package: str) -> None:
     """Give a probe of your own (--probe-dir) a unit: `package` is an importable package holding
-    any of facts.py, checks.py, terminal.py, html.py, markdown.py, e.g.
+    any of probe.py, facts.py, checks.py, terminal.py, html.py, markdown.py, e.g.
     `fleet.units.register("uptime", "site_units.uptime")`. Its parts come after fleet's own.
     Call it before fleet loads a run (a Python program using fleet.api, or a test)."""
     if probe in UNITS and UNITS[probe] != package:

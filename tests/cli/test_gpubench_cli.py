@@ -21,17 +21,21 @@ FAKE_SMI_DIR = ROOT / "tests" / "fakes" / "gpubench_bin"
 
 def test_gpubench_is_opt_in() -> None:
     assert "gpubench" not in probing.build_probe_bundle(api.ProbeOptions()).probes
-    assert "gpubench" in probing.build_probe_bundle(api.ProbeOptions(gpubench=True)).probes
+    assert (
+        "gpubench" in probing.build_probe_bundle(api.ProbeOptions(values={"gpubench": True})).probes
+    )
     assert list(probing.build_probe_bundle(api.ProbeOptions(probes=["gpubench"])).probes) == [
         "gpubench"
     ]
-    both = probing.build_probe_bundle(api.ProbeOptions(probes=["system"], gpubench=True))
+    both = probing.build_probe_bundle(
+        api.ProbeOptions(probes=["system"], values={"gpubench": True})
+    )
     assert list(both.probes) == ["system", "gpubench"]
-    assert api.ProbeOptions(gpubench=True).host_timeout_s >= 180
-    assert probing.probe_args_from(api.ProbeOptions(gpubench=True, quick=True))["gpubench"] == {
-        "quick": True
-    }
-    assert "gpubench" not in probing.probe_args_from(api.ProbeOptions(quick=True))
+    assert api.ProbeOptions(values={"gpubench": True}).host_timeout_s >= 180
+    assert probing.probe_args_from(api.ProbeOptions(values={"gpubench": True, "quick": True}))[
+        "gpubench"
+    ] == {"quick": True}
+    assert "gpubench" not in probing.probe_args_from(api.ProbeOptions(values={"quick": True}))
 
 
 def test_probe_and_check_on_simulated_gpus_name_the_slow_gpu(

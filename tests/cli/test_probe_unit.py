@@ -1,7 +1,9 @@
-"""A probe of your own with a unit (issue 37): the toy `uptime` probe (tests/toy/probes/uptime.py,
-passed with --probe-dir) and its unit (tests/toy/uptime_unit/: a key fact, a rule helper, a
-terminal and an HTML section), registered with fleet.units.register: shown in the terminal and
-on the HTML page, and judged by `fleet check` with its rules file (tests/toy/uptime.yaml)."""
+"""A probe of your own with a unit (issues 37, 47): the toy `uptime` probe (tests/toy/probes/
+uptime.py, passed with --probe-dir) and its unit (tests/toy/uptime_unit/: a key fact, a rule
+helper, a terminal and an HTML section, an option and a baseline family), registered with
+fleet.units.register: shown in the terminal and on the HTML page, judged by `fleet check` with
+its rules file (tests/toy/uptime.yaml), its option offered by `fleet probe`, its family kept by
+`fleet baseline` and judged by `fleet check --baseline-file`. Nothing outside tests/toy/ names it."""
 
 from __future__ import annotations
 
@@ -91,3 +93,38 @@ def test_without_its_unit_the_probe_still_runs_but_shows_nothing_of_its_own(
     assert done.exit_code == 0, done.output
     assert "uptime s" not in done.output
     assert "longest up" not in done.output
+
+
+def test_its_option_is_offered_and_reaches_the_probe(tmp_path: Path, uptime_unit: None) -> None:
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text(f"hosts:\n  here: {{transport: local, python: {sys.executable}}}\n")
+    assert "--uptime-whole" in invoke(tmp_path, "probe", "--help").output
+    run = tmp_path / "run.json"
+    done = invoke(
+        tmp_path, "probe", "-i", str(inventory), "--probe-dir", str(TOY / "probes"),
+        "-p", "uptime", "--uptime-whole", "--json", str(run),
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    data = json.loads(run.read_text())["hosts"]["here"]["probes"]["uptime"]["data"]
+    assert data["uptime_s"] == int(data["uptime_s"])  # whole seconds: the option arrived
+    assert data["idle_s"] == int(data["idle_s"])
+
+
+def test_without_its_unit_the_option_is_not_offered(tmp_path: Path) -> None:
+    assert "--uptime-whole" not in invoke(tmp_path, "probe", "--help").output
+
+
+def test_its_baseline_family_is_kept_and_judged(tmp_path: Path, probed: tuple[str, Path]) -> None:
+    _, run = probed
+    baseline = tmp_path / "baseline.yaml"
+    made = invoke(tmp_path, "baseline", str(run), "-o", str(baseline))
+    assert made.exit_code == 0, made.output
+    assert "uptime proc idle_share" in baseline.read_text()  # the family's measurement
+    done = invoke(
+        tmp_path, "check", "--run", str(run), "--rules", str(TOY / "uptime.yaml"),
+        "--baseline-file", str(baseline), "--json", "-",
+    )  # fmt: skip
+    rules = {r["id"]: r for r in json.loads(done.stdout)["rules"]}
+    judged = rules["baseline-uptime"]
+    assert judged["hosts"]["here"]["verdict"] == "pass", judged  # the run inside its own band
+    assert "idle since boot" in judged["description"]

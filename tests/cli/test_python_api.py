@@ -1,4 +1,4 @@
-"""The Python API as the README shows it: the example runs as written."""
+"""The Python API as docs/integrations.md shows it ("From Python"): the example runs as written."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from tests.conftest import ROOT
 
 
 def readme_python_example() -> str:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "integrations.md").read_text()
     section = text[text.index("## From Python") :]
     match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "README's 'From Python' section has no python block"
+    assert match, "docs/integrations.md's 'From Python' section has no python block"
     return match.group(1)
 
 
@@ -55,7 +55,7 @@ def test_readme_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {}
-    exec(compile(readme_python_example(), "README.md", "exec"), namespace)
+    exec(compile(readme_python_example(), "docs/integrations.md", "exec"), namespace)
     run = namespace["run"]
     assert isinstance(run, fleet.Run)
     assert run.hosts["local"].status == "ok"
@@ -82,7 +82,7 @@ LOCAL = str(ROOT / "inventory" / "local.yaml")
 
 
 def test_probe_takes_typed_options_and_probes_wins_over_theirs() -> None:
-    options = fleet.ProbeOptions(probes=["gpu"], allreduce=False, timeout_s=60)
+    options = fleet.ProbeOptions(probes=["gpu"], values={"allreduce": False}, timeout_s=60)
     run = fleet.probe(inventory=LOCAL, probes=["system"], options=options)
     assert run.probes == ("system",)
     assert fleet.probe(inventory=LOCAL, options=fleet.ProbeOptions(probes=["system"])).probes == (

@@ -116,7 +116,7 @@ def test_a_rule_reading_an_unknown_probe_suggests_probe_dir(tmp_path: Path) -> N
 
 
 def test_the_readme_example_probe_runs_as_written(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "probes.md").read_text(encoding="utf-8")
     example = readme.split("```python\n# myprobes/gpu_clocks.py\n", 1)[1].split("```", 1)[0]
     folder = tmp_path / "myprobes"
     folder.mkdir()

@@ -204,11 +204,11 @@ def test_drift_reports_a_new_winner_and_a_new_failure() -> None:
 
 
 def test_the_matrix_flag_asks_the_probe_for_its_matrix_and_gives_the_host_time() -> None:
-    options = ProbeOptions(allreduce=False, allreduce_matrix=True, quick=True)
+    options = ProbeOptions(values={"allreduce": False, "allreduce_matrix": True, "quick": True})
     assert probe_args_from(options) == {"allreduce": {"quick": True, "matrix": True}}
     assert "allreduce" in build_probe_bundle(options).probes  # the matrix brings its probe
     assert options.host_timeout_s == 300
-    assert ProbeOptions(allreduce_matrix=True, timeout_s=900).host_timeout_s == 900
+    assert ProbeOptions(values={"allreduce_matrix": True}, timeout_s=900).host_timeout_s == 900
     assert ProbeOptions().host_timeout_s == 120
     assert "matrix" not in probe_args_from(ProbeOptions()).get("allreduce", {})
 

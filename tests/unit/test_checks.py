@@ -150,7 +150,7 @@ def test_mig_and_persistence_failures() -> None:
     assert failures(report) == {("no-mig", "mig"), ("persistence-mode", "mig")}
     assert verdict(report, "no-mig", "mig").observed == ["Disabled", "Enabled"]
     assert report.failed  # no-mig is an error; persistence-mode only a warning
-    assert [r.id for r, _ in report.failures("warn")] == ["persistence-mode"]
+    assert [r.id for r, _ in report.failures("warning")] == ["persistence-mode"]
 
 
 def test_gpu_count_uses_probe_args_then_the_majority() -> None:
@@ -217,11 +217,20 @@ rules:
     assert [r.status for r in report.results] == ["n/a", "fail", "unknown"]
 
 
-def test_severity_warn_fails_without_failing_the_check() -> None:
-    report = judge('rules: [{id: w, severity: warn, check: "`false`", fix: f}]')
+def test_severity_warning_fails_without_failing_the_check() -> None:
+    report = judge('rules: [{id: w, severity: warning, check: "`false`", fix: f}]')
     assert report.results[0].status == "fail"
     assert not report.failed
-    assert len(report.failures("warn")) == 1
+    assert len(report.failures("warning")) == 1
+
+
+def test_severity_warn_is_read_as_warning_and_published_as_warn() -> None:
+    """`warn`, the old spelling, still reads; fleet.check/3 keeps its word, `warn`."""
+    report = judge('rules: [{id: w, severity: warn, check: "`false`", fix: f}]')
+    assert report.results[0].rule.severity == "warning"
+    document = report.to_dict()
+    assert document["rules"][0]["severity"] == "warn"
+    assert document["summary"]["failed_warn"] == 1
 
 
 def test_helper_functions() -> None:

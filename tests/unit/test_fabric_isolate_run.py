@@ -19,9 +19,9 @@ from fleet.fabric import plan
 from fleet.fabric import run as fabric_run
 from fleet.fabric.run import FabricOutcome, FabricRounds, FabricSettings
 from fleet.models import Run
-from fleet.render.html.fabric import fabric_section
 from fleet.render.terminal.fabric import fabric_view
 from fleet.transport.base import ExecResult, OutputSink
+from fleet.units.fabric.html import fabric_section
 from tests.schema_check import errors
 from tests.unit.fabric_helpers import RankTransport, hosts, line, rank_config
 

@@ -57,12 +57,15 @@ TOP = ("fleet", "fleet.__main__")
 
 # A probe's unit (fleet/units/PROBE/) is split by stage: each part belongs to the stage that asks
 # for it (docs/layers.md); any other module of a unit is part of its analysis. The registry,
-# fleet/units/__init__.py, and fleet/units/keyfacts.py sit below every stage.
+# fleet/units/__init__.py, and fleet/units/keyfacts.py, options.py and declared.py sit below
+# every stage, as does each unit's probe.py (its options, opt-in, topic).
 UNIT_PART_STAGES = {
+    "probe": "fleet.units",  # what is declared before any host answers: below every stage
     "checks": "fleet.checks",
     "terminal": "fleet.render",
     "html": "fleet.render",
     "markdown": "fleet.render",
+    "openmetrics": "fleet.render",
 }
 
 
@@ -85,7 +88,8 @@ def imported(path: Path) -> set[str]:
 
 def stage_of(module: str) -> int | None:
     parts = module.split(".")
-    if parts[:2] == ["fleet", "units"] and len(parts) >= 4:  # fleet.units.PROBE.PART
+    in_unit = len(parts) >= 4 and (FLEET / "units" / parts[2]).is_dir()
+    if parts[:2] == ["fleet", "units"] and in_unit:  # fleet.units.PROBE.PART
         module = UNIT_PART_STAGES.get(parts[3], "fleet.analysis")
     if module in TOP:
         return len(STAGES)

@@ -42,7 +42,7 @@ def test_helpers_are_underscored_and_named_once() -> None:
 
 
 def test_parts_come_in_the_table_order_and_only_where_they_exist() -> None:
-    html = ["imports", "allreduce", "health", "net", "live"]
+    html = ["imports", "allreduce", "health", "net", "live", "fabric"]
     assert [probe for probe, _ in units.parts("html")] == html
     assert [probe for probe, _ in units.parts("markdown")] == ["imports"]
     assert [probe for probe, _ in units.parts("terminal")] == [
@@ -52,7 +52,9 @@ def test_parts_come_in_the_table_order_and_only_where_they_exist() -> None:
         "gpubench",
         "live",
     ]
-    assert units.part("dir", "facts") is None  # a probe without a unit
+    assert units.part("dir", "facts") is None  # a unit without facts: only its option
+    assert units.part("system", "facts") is not None
+    assert units.part("uptime", "facts") is None  # a probe without a unit (tests/toy/)
     assert units.part("health", "checks") is None  # a unit without that part
     with pytest.raises(ValueError, match="unknown unit part"):
         units.part("gpu", "render")

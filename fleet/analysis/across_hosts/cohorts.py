@@ -22,6 +22,7 @@ from typing import Any
 from fleet.analysis.facts import HostFacts, length_path
 from fleet.errors import UsageError
 from fleet.models import HostOutcome
+from fleet.units import declared
 
 DEFAULT_COHORT_BY = "GPU model × GPU count × interconnect"
 NO_VALUE = "(no value)"
@@ -71,20 +72,17 @@ class DefaultKey:
         )
 
 
-# The probes that say what a host's GPUs are, in the order asked: `-p health` alone still
-# groups H200 hosts apart from RTX 5090 hosts (the health probe reads the same nvidia-smi).
-GPU_SOURCES = ("gpu", "health")
-
-
 def default_key(facts: HostFacts) -> DefaultKey:
     values = facts.values
-    for probe in GPU_SOURCES:
+    for probe in declared.gpu_sources():  # `-p health` alone still groups by GPU model
         model = values.get(f"{probe}.gpus[0].name")
         if model is not None:
             count = values.get(f"{probe}.gpu_count", values.get(length_path(f"{probe}.gpus"), "?"))
             link = values.get(f"{probe}.interconnect") or "?"
             return DefaultKey(count, str(model), link, values.get(f"_status.{probe}"))
-    status = next((values[s] for s in (f"_status.{p}" for p in GPU_SOURCES) if s in values), None)
+    status = next(
+        (values[s] for s in (f"_status.{p}" for p in declared.gpu_sources()) if s in values), None
+    )
     return DefaultKey("?", None, "?", status)
 
 

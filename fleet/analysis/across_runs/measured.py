@@ -1,46 +1,84 @@
-"""What a host measured, named once for baselines: allreduce latency and bus bandwidth per size and
-mode, each variant of the allreduce matrix, fabric pair figures; and the software it measured with.
-Pure.
+"""What a host measured, named once for baselines, and the families of measurements a baseline
+keeps; the units declare the families (BASELINE_FAMILIES in fleet/units/PROBE/facts.py: the
+allreduce's sweep and matrix, the fabric's pairs, a probe of your own's) and say how a host's
+figures are read. Pure.
 
-One figure per size, the one that size is about: latency below 1 MiB (where a message costs its
-fixed overhead), bus bandwidth from 1 MiB up (where it costs its bytes). A name reads like the
-diff's measurements, `allreduce graph 8 B latency_us`, `allreduce eager 256 MiB busbw_gbps`, with
-the variant for the matrix (`allreduce-matrix nccl:Ring/LL graph 8 B latency_us`) and the backend
-for the fabric (`fabric nccl 256 MiB busbw_gbps`: the host's median over its pairs).
+A measurement is a Key: its family, a variant (only a family that has variants names one), a
+mode, a message size (0: none) and a metric. For sizes, one figure per size, the one that size
+is about: latency below 1 MiB (where a message costs its fixed overhead), bus bandwidth from
+1 MiB up (where it costs its bytes). A name reads like the diff's measurements, `allreduce graph
+8 B latency_us`, `allreduce eager 256 MiB busbw_gbps`, with the variant for the matrix
+(`allreduce-matrix nccl:Ring/LL graph 8 B latency_us`) and the backend for the fabric
+(`fabric nccl 256 MiB busbw_gbps`: the host's median over its pairs).
 """
 
 from __future__ import annotations
 
+import functools
 import re
-import statistics
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fleet import units
 from fleet.analysis.facts import human_bytes
 from fleet.models import HostOutcome, Run
 
-FAMILIES = ("allreduce", "allreduce-matrix", "fabric")
 METRICS = ("latency_us", "busbw_gbps")
 BANDWIDTH_FROM = 1 << 20  # sizes from here on are judged by bus bandwidth, below by latency
 UNITS = {"latency_us": "µs", "busbw_gbps": "GB/s"}
 WORDS = {"latency_us": "latency", "busbw_gbps": "busbw"}
-VERSIONS = ("torch", "cuda", "nccl", "driver")
-VERSION_LABELS = {"torch": "torch", "cuda": "CUDA", "nccl": "NCCL", "driver": "driver"}
 _MODE = re.compile(r"^[A-Za-z0-9_.-]+$")
-_CUDA_BUILD = re.compile(r"\+cu(\d+)(\d)$")
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-_NAME = re.compile(
-    r"^(?P<family>allreduce-matrix|allreduce|fabric) (?:(?P<variant>\S+:\S+) )?"
-    r"(?P<mode>[A-Za-z0-9_.-]+) (?P<count>\d+) (?P<unit>B|KiB|MiB|GiB) "
-    r"(?P<metric>latency_us|busbw_gbps)$"
+_NAME_TAIL = (
+    r"(?P<mode>[A-Za-z0-9_.-]+) (?:(?P<count>\d+) (?P<unit>B|KiB|MiB|GiB) )?"
+    r"(?P<metric>[a-z][a-z0-9_]*)$"
 )
+
+# How a host stands with a family: ("ran", None), or a state and why: "not this kind of run"
+# (a fabric figure in a probe run: n/a), "not run" (unknown), "failed" (skipped).
+Source = tuple[str, "str | None"]
+
+
+@dataclass(frozen=True)
+class BaselineFamily:
+    """A family of measurements a baseline keeps, as a unit declares it."""
+
+    name: str  # the measurements' first word: `allreduce`, `fabric`
+    text: str  # what it measures, as the baseline's rule describes it
+    measure: Callable[[Run, HostOutcome], dict[Key, float]]  # a host's figures ({}: none)
+    source: Callable[[Run, HostOutcome], Source]  # whether the run could have measured it
+    variants: bool = False  # its names carry a variant (the matrix's `nccl:Ring/LL`)
+    mode_text: str = "{}"  # how a verdict says the mode: the fabric's `pairs ({})` (the backend)
+    metrics: tuple[str, ...] = METRICS  # the metrics its names end with
+    sized: bool = True  # its names carry a message size (`8 B`); False: none
+
+
+def baseline_families() -> dict[str, BaselineFamily]:
+    """Every unit's baseline families, in the units' order."""
+    return _families(units.version())
+
+
+@functools.lru_cache(maxsize=4)
+def _families(version: int) -> dict[str, BaselineFamily]:
+    return {
+        family.name: family
+        for _, facts in units.parts("facts")
+        for family in getattr(facts, "BASELINE_FAMILIES", ())
+    }
+
+
+@functools.lru_cache(maxsize=4)
+def _name_pattern(version: int) -> re.Pattern[str]:
+    names = sorted(_families(version), key=len, reverse=True)  # allreduce-matrix before allreduce
+    alternatives = "|".join(re.escape(name) for name in names) or "(?!)"
+    return re.compile(rf"^(?P<family>{alternatives}) (?:(?P<variant>\S+:\S+) )?" + _NAME_TAIL)
 
 
 @dataclass(frozen=True, order=True)
 class Key:
     """One measurement: a family, the matrix variant (else ""), the mode (eager, graph; the
-    backend for the fabric), the message size and the metric."""
+    backend for the fabric), the message size (0: none) and the metric."""
 
     family: str
     variant: str
@@ -51,43 +89,57 @@ class Key:
     @property
     def name(self) -> str:
         variant = f"{self.variant} " if self.variant else ""
-        return f"{self.family} {variant}{self.mode} {human_bytes(self.size)} {self.metric}"
+        return f"{self.family} {variant}{self.mode} {self._size}{self.metric}"
+
+    @property
+    def _size(self) -> str:
+        return f"{human_bytes(self.size)} " if self.size else ""
 
     @property
     def short(self) -> str:
-        """What a verdict names, its family said by the rule: `graph 8 B latency`."""
+        """What a verdict names, its family said by the rule: `graph 8 B latency`, the fabric's
+        `pairs (nccl) 256 MiB busbw` (its BaselineFamily.mode_text)."""
         variant = f"{self.variant} " if self.variant else ""
-        mode = f"{self.mode} " if self.family != "fabric" else f"pairs ({self.mode}) "
-        return f"{variant}{mode}{human_bytes(self.size)} {WORDS[self.metric]}"
+        family = baseline_families().get(self.family)
+        mode = family.mode_text.format(self.mode) if family else self.mode
+        return f"{variant}{mode} {self._size}{WORDS.get(self.metric, self.metric)}"
 
     @property
     def unit(self) -> str:
-        return UNITS[self.metric]
+        return UNITS.get(self.metric, "")
 
     @classmethod
     def parse(cls, name: str) -> Key | None:
         """A name as `name` writes it; None when it is not one."""
-        match = _NAME.match(name)
+        match = _name_pattern(units.version()).match(name)
         if match is None:
             return None
-        family, variant = match["family"], match["variant"] or ""
-        if (family == "allreduce-matrix") != bool(variant):
-            return None  # the matrix, and only the matrix, names a variant
-        return cls(family, variant, match["mode"], int(match["count"]) * _UNITS[match["unit"]],
-                   match["metric"])  # fmt: skip
+        family, variant = baseline_families()[match["family"]], match["variant"] or ""
+        if family.variants != bool(variant) or family.sized != bool(match["count"]):
+            return None  # only a family with variants names one; only a sized one, a size
+        if match["metric"] not in family.metrics:
+            return None
+        size = int(match["count"]) * _UNITS[match["unit"]] if match["count"] else 0
+        return cls(family.name, variant, match["mode"], size, match["metric"])
 
 
 def metric_for(size: int) -> str:
     return "busbw_gbps" if size >= BANDWIDTH_FROM else "latency_us"
 
 
-def _number(value: Any) -> float | None:
+def number_or_none(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
         return float(value)
     return None
 
 
-def _rows(rows: Any, family: str, variant: str = "") -> Iterator[tuple[Key, float]]:
+def good_mode(mode: str) -> bool:
+    """Whether `mode` can stand in a measurement's name (one that reads back)."""
+    return bool(_MODE.match(mode))
+
+
+def sized_rows(rows: Any, family: str, variant: str = "") -> Iterator[tuple[Key, float]]:
+    """A probe's rows of sizes (bytes, mode, latency_us, busbw_gbps, correct) as measurements."""
     for row in rows if isinstance(rows, list) else []:
         if not isinstance(row, Mapping) or row.get("correct") is False:
             continue  # a wrong sum is no measurement (the probe's own status says so)
@@ -95,123 +147,35 @@ def _rows(rows: Any, family: str, variant: str = "") -> Iterator[tuple[Key, floa
         if type(size) is not int or size <= 0:
             continue
         metric, mode = metric_for(size), str(row.get("mode"))
-        value = _number(row.get(metric))
-        if value is not None and _MODE.match(mode):  # a name that reads back
+        value = number_or_none(row.get(metric))
+        if value is not None and good_mode(mode):  # a name that reads back
             yield Key(family, variant, mode, size, metric), value
-
-
-def allreduce_measured(data: Mapping[str, Any]) -> dict[Key, float]:
-    """The allreduce probe's sweep, and each variant of its matrix when it ran one."""
-    found = dict(_rows(data.get("results"), "allreduce"))
-    matrix = data.get("matrix")
-    variants = matrix.get("variants") if isinstance(matrix, Mapping) else None
-    for variant, entry in sorted(variants.items()) if isinstance(variants, Mapping) else []:
-        if isinstance(entry, Mapping) and ":" in str(variant) and " " not in str(variant):
-            found.update(_rows(entry.get("rows"), "allreduce-matrix", str(variant)))
-    return found
-
-
-def fabric_measured(section: Mapping[str, Any], host: str) -> dict[Key, float]:
-    """A host's fabric figures: per size, the median over its pairs that ran well."""
-    backend = str(section.get("backend"))
-    if not _MODE.match(backend):
-        return {}
-    per_size: dict[int, list[float]] = {}
-    for pair in section.get("pairs") or []:
-        if not isinstance(pair, Mapping) or host not in (pair.get("hosts") or ()):
-            continue
-        if pair.get("status") != "ok" or pair.get("correct") is False:
-            continue
-        for row in pair.get("sizes") or []:
-            size = row.get("bytes") if isinstance(row, Mapping) else None
-            if type(size) is not int or size <= 0:
-                continue
-            metric = metric_for(size)
-            value = _number(row.get("time_us" if metric == "latency_us" else metric))
-            if value is not None:
-                per_size.setdefault(size, []).append(value)
-    return {
-        Key("fabric", "", backend, size, metric_for(size)): float(statistics.median(values))
-        for size, values in per_size.items()
-    }
 
 
 def host_measured(run: Run, outcome: HostOutcome) -> dict[Key, float]:
     """Everything `outcome` measured that a baseline keeps, from probes that succeeded (what a
     failed or timed-out probe left is no measurement of a sound host)."""
     found: dict[Key, float] = {}
-    allreduce = outcome.probes.get("allreduce")
-    if allreduce is not None and allreduce.status == "ok" and isinstance(allreduce.data, Mapping):
-        found.update(allreduce_measured(allreduce.data))
-    fabric = outcome.probes.get("fabric")
-    if isinstance(run.fabric, Mapping) and fabric is not None and fabric.status == "ok":
-        found.update(fabric_measured(run.fabric, outcome.name))
+    for family in baseline_families().values():
+        if family.source(run, outcome)[0] == "ran":
+            found.update(family.measure(run, outcome))
     return found
 
 
-def family_source(run: Run, outcome: HostOutcome, family: str) -> tuple[str, str | None]:
+def family_source(run: Run, outcome: HostOutcome, family: str) -> Source:
     """Whether the run could have measured `family` on this host: ("ran", None); ("not this
     kind of run", why): a fabric figure in a probe run or the reverse (n/a, as for rules);
     ("not run", why): the probe was not asked for (the figures are missing: unknown);
     ("failed", why): it ran and did not succeed (skipped)."""
-    if family == "fabric":
-        if run.fabric is None:
-            return "not this kind of run", "no fabric results: run `fleet fabric`"
-        probe = "fabric"
-    else:
-        if run.fabric is not None and "allreduce" not in outcome.probes:
-            return "not this kind of run", "a `fleet fabric` run: no allreduce probe"
-        probe = "allreduce"
+    return baseline_families()[family].source(run, outcome)
+
+
+def probe_source(outcome: HostOutcome, probe: str) -> Source:
+    """How a family measured by `probe` stands on this host: ran, not run, or failed."""
     result = outcome.probes.get(probe)
     if result is None:
         return "not run", f"probe {probe} was not run"
     if result.status != "ok":
         why = f": {result.error.splitlines()[0]}" if result.error else ""
         return "failed", f"probe {probe} {result.status}{why}"
-    if family == "allreduce-matrix" and not isinstance(result.data.get("matrix"), Mapping):
-        return "not run", "no allreduce matrix in this run (fleet probe --allreduce-matrix)"
     return "ran", None
-
-
-# ------------------------------------------------------------------------------------ versions
-
-
-def _text(value: Any) -> str | None:
-    return str(value) if isinstance(value, (str, int, float)) and str(value).strip() else None
-
-
-def _data(outcome: HostOutcome, probe: str) -> Mapping[str, Any]:
-    result = outcome.probes.get(probe)
-    return result.data if result is not None and isinstance(result.data, Mapping) else {}
-
-
-def host_versions(outcome: HostOutcome) -> dict[str, str | None]:
-    """torch, CUDA (the one torch was built for), NCCL (the one the allreduce ran on, else torch's) and the
-    driver, from whichever probes ran; None where none said."""
-    allreduce, torch = _data(outcome, "allreduce"), _data(outcome, "torch")
-    nccl, gpu = _data(outcome, "nccl"), _data(outcome, "gpu")
-    torch_version = _text(allreduce.get("torch_version")) or _text(torch.get("version"))
-    return {
-        "torch": torch_version,
-        "cuda": _text(torch.get("cuda")) or _cuda_of_build(torch_version),
-        "nccl": _text(allreduce.get("nccl_version"))
-        or _text(torch.get("nccl_version"))
-        or _text(nccl.get("torch_nccl_version")),
-        "driver": _text(gpu.get("driver_version")),
-    }
-
-
-def _cuda_of_build(torch_version: str | None) -> str | None:
-    """The CUDA a torch wheel was built for, as torch.version.cuda says it: +cu130 → 13.0."""
-    match = _CUDA_BUILD.search(torch_version or "")
-    return f"{match[1]}.{match[2]}" if match else None
-
-
-def gpu_identity(outcome: HostOutcome) -> tuple[str, int] | None:
-    """GPU model and count from the allreduce probe's own data: what places a host whose run had
-    no gpu probe (`-p allreduce`) in its cohort."""
-    data = _data(outcome, "allreduce")
-    name, count = data.get("device_name"), data.get("device_count")
-    if isinstance(name, str) and name and type(count) is int and count > 0:
-        return name, count
-    return None

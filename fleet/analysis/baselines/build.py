@@ -16,17 +16,12 @@ from typing import Any
 
 from fleet.analysis.across_hosts.cohorts import default_key, find_cohorts
 from fleet.analysis.across_runs.bands import DEFAULT_FLOOR, DEFAULT_K, Band, make_band
-from fleet.analysis.across_runs.measured import (
-    FAMILIES,
-    VERSIONS,
-    Key,
-    gpu_identity,
-    host_measured,
-    host_versions,
-)
+from fleet.analysis.across_runs.measured import Key, baseline_families, host_measured
 from fleet.analysis.facts import FactCache, HostFacts, ProbeFacts
 from fleet.errors import UsageError
 from fleet.models import NOT_REACHED, HostOutcome, ProbeResult, Run
+from fleet.units import declared
+from fleet.units.allreduce.baselines import VERSIONS, gpu_identity, host_versions
 
 BASELINE_SCHEMA = "fleet.baseline/1"
 
@@ -90,7 +85,7 @@ class Baseline:
     @property
     def families(self) -> tuple[str, ...]:
         have = {key.family for c in self.cohorts.values() for key in c.bands}
-        return tuple(f for f in FAMILIES if f in have)
+        return tuple(f for f in baseline_families() if f in have)
 
 
 # ------------------------------------------------------------------------------------- cohorts
@@ -104,15 +99,16 @@ def place_hosts(
     cache = FactCache(declarations)
     facts: dict[str, HostFacts] = {}
     alike: dict[tuple[str, ...], HostFacts] = {}  # hosts whose GPUs read alike: flattened once
+    source = declared.gpu_sources()[0]  # the gpu probe: what a host's GPUs are
     for outcome in reporting:
-        result = outcome.probes.get("gpu")
+        result = outcome.probes.get(source)
         if result is None:
             facts[outcome.name] = HostFacts()
             continue
         key = _gpu_key(result)
         found = alike.get(key)
         if found is None:
-            found = alike[key] = cache.part("gpu", result)[1]
+            found = alike[key] = cache.part(source, result)[1]
         facts[outcome.name] = found
     cohorts = find_cohorts(reporting, {n: (n,) for n in facts}, facts, cohort_by)
     placed: dict[str, Placed] = {}

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from fleet.analysis.across_runs.bands import Band
-from fleet.analysis.across_runs.measured import BANDWIDTH_FROM, VERSIONS, Key
+from fleet.analysis.across_runs.measured import BANDWIDTH_FROM, Key
 from fleet.analysis.baselines.build import (
     BASELINE_SCHEMA,
     Baseline,
@@ -22,6 +22,7 @@ from fleet.analysis.baselines.build import (
     MadeFrom,
 )
 from fleet.errors import UsageError
+from fleet.units.allreduce.baselines import VERSIONS
 from fleet.yamlfile import Location
 
 REMAKE = "make it again: fleet baseline RUN [RUN…] -o FILE"

@@ -19,14 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.analysis.across_runs.bands import Band, limit, worse_than
-from fleet.analysis.across_runs.measured import (
-    VERSION_LABELS,
-    VERSIONS,
-    Key,
-    family_source,
-    host_measured,
-    host_versions,
-)
+from fleet.analysis.across_runs.measured import Key, baseline_families, family_source, host_measured
 from fleet.analysis.baselines.build import (
     Baseline,
     BaselineCohort,
@@ -36,14 +29,14 @@ from fleet.analysis.baselines.build import (
 )
 from fleet.analysis.facts import ProbeFacts, higher_is_better
 from fleet.models import NOT_REACHED, HostOutcome, Run
+from fleet.units.allreduce.baselines import VERSION_LABELS, VERSIONS, host_versions
 
-FAMILY_TEXT = {
-    "allreduce": "allreduce latency (below 1 MiB) and bus bandwidth (1 MiB and up), per size "
-    "and mode",
-    "allreduce-matrix": "each variant of the allreduce matrix: latency and bus bandwidth per "
-    "size and mode",
-    "fabric": "fabric pairs: each host's median over its pairs, latency and bus bandwidth per size",
-}
+
+def family_text(family: str) -> str:
+    """What a baseline family measures, as its unit says (measured.Family.text)."""
+    return baseline_families()[family].text
+
+
 NAMED = 3  # missing measurements named in a reason; the JSON lists all
 
 

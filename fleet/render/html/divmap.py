@@ -244,14 +244,14 @@ def divergence_map(diff: FleetDiff, compared: Sequence[str]) -> str:
     hardware = hardware_pairs(diff)
     if not rows and not hardware:
         return '<p class="ok">no divergence: every compared fact is the same on every host that reported it</p>'
-    parts = [findings_list(diff)]
+    parts = [findings_markup(diff)]
     if rows:
         parts.append(_map_table(rows, host_columns(rows, diff.cohorts, compared)))
     parts.append(hardware)
     return "".join(parts)
 
 
-def findings_list(diff: FleetDiff) -> str:
+def findings_markup(diff: FleetDiff) -> str:
     items = []
     for finding in diff.findings:
         hosts = finding.hosts if finding.rank in (CHECK, COHORT) else ()

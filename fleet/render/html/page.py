@@ -27,7 +27,6 @@ from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import HostOutcome, Run
 from fleet.render.grouping import check_verdict, ended_alike
 from fleet.render.html.divmap import divergence_map, name_lists
-from fleet.render.html.fabric import fabric_section
 from fleet.render.html.findings import findings_section
 from fleet.render.html.markup import chip, esc, hosts_label, row, section, table
 from fleet.render.html.sections import (
@@ -170,8 +169,6 @@ def _present(report: Report) -> list[tuple[str, str]]:
         found.append(("checks", "checks"))
     if report.drift is not None:
         found.append(("drift", "drift"))
-    if report.fabric is not None:
-        found.append(("fabric", "fabric"))
     if report.diff.unreported:
         found.append(("not-compared", "not compared"))
     found.append(("host-details", "per host"))
@@ -217,8 +214,6 @@ def _sections(report: Report) -> list[str]:
         sections.append(section("checks", "check verdicts", checks_section(report.checks)))
     if report.drift is not None:
         sections.append(section("drift", "drift against the baseline", drift_section(report.drift)))
-    if report.fabric is not None:
-        sections.append(section("fabric", "fabric", fabric_section(report.fabric)))
     if diff.unreported:
         sections.append(section("not-compared", "not compared", unreported_section(diff.unreported),
                                 "hosts not reached, and probes that did not report, with why"))  # fmt: skip

@@ -32,7 +32,7 @@ def checks_section(report: CheckReport) -> str:
 def _rule(result: RuleResult) -> str:
     rule = result.rule
     status = result.status
-    shown = "warn" if status == "fail" and rule.severity == "warn" else status
+    shown = "warn" if status == "fail" and rule.severity == "warning" else status
     summary = (
         f"{chip(status if shown != 'warn' else 'unknown', shown)} <b>{esc(rule.id)}</b> "
         f'<span class="dim">{esc(rule.severity)} · {esc(tally(result.verdicts))}</span>'

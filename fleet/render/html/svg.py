@@ -28,7 +28,7 @@ class Series:
 
 
 @dataclass(frozen=True)
-class Band:
+class BandArea:
     """A shaded range (lowest to highest value at each x) standing in for many lines."""
 
     label: str
@@ -56,9 +56,9 @@ def log_chart(
     x_label: str,
     y_label: str,
     series: Sequence[Series],
-    band: Band | None = None,
+    band: BandArea | None = None,
     x_ticks: Callable[[float, float], list[tuple[float, str]]] | None = None,
-    backdrop: Band | None = None,
+    backdrop: BandArea | None = None,
 ) -> str:
     """An SVG line chart, both axes logarithmic. Points with a value ≤ 0 cannot be drawn on a log
     axis and are left out (the line breaks there). `backdrop`: a band drawn behind everything
@@ -140,7 +140,7 @@ def _path_data(points: Sequence[Point], x: LogScale, y: LogScale) -> str:
     return "".join(commands)
 
 
-def _band_path(band: Band, x: LogScale, y: LogScale, css: str = "band") -> str:
+def _band_path(band: BandArea, x: LogScale, y: LogScale, css: str = "band") -> str:
     upper = [p for p in band.upper if p[0] > 0 and p[1] > 0]
     lower = [p for p in reversed(band.lower) if p[0] > 0 and p[1] > 0]
     data = _path_data([*upper, *lower], x, y).replace("M", "L")
@@ -155,7 +155,7 @@ def decade_ticks(low: float, high: float) -> list[tuple[float, str]]:
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
     steps = (1, 2, 5) if last - first <= 2 else (1,)
     ticks = [
-        (m * 10.0**e, number(m * 10.0**e))
+        (m * 10.0**e, axis_number(m * 10.0**e))
         for e in range(first, last + 1)
         for m in steps
         if low * 0.999 <= m * 10.0**e <= high * 1.001
@@ -179,7 +179,7 @@ def size_label(size: int) -> str:
     return f"{size} B"
 
 
-def number(value: float) -> str:
+def axis_number(value: float) -> str:
     """Tick text: 0.001, 0.5, 20, 1k, 20k, 1M."""
     if value >= 1e6:
         return f"{value / 1e6:g}M"

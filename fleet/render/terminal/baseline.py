@@ -10,12 +10,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from fleet.analysis.across_runs.bands import Band
-from fleet.analysis.across_runs.measured import VERSION_LABELS, VERSIONS, Key
+from fleet.analysis.across_runs.measured import Key
 from fleet.analysis.baselines.build import Baseline
 from fleet.analysis.baselines.judge import number
 from fleet.analysis.facts import higher_is_better, human_bytes
 from fleet.checks import RuleVerdict, format_value
 from fleet.hostsets import compact_hosts, count_hosts
+from fleet.units.allreduce.baselines import VERSION_LABELS, VERSIONS
 from fleet.units.allreduce.linerate import CohortLineRate
 
 MAX_LINES = 6  # measurements shown per group of hosts; the JSON document has every one

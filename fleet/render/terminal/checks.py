@@ -61,7 +61,7 @@ def render_rule(console: Console, result: RuleResult, every: bool = False) -> No
     judged is only counted here: the summary's `not judged:` says each reason once."""
     rule = result.rule
     status = result.status
-    mark = WARN_MARK if status == "fail" and rule.severity == "warn" else MARK[status]
+    mark = WARN_MARK if status == "fail" and rule.severity == "warning" else MARK[status]
     console.print(
         f"{mark} [bold]{escape(rule.id)}[/] [dim]{rule.severity} · {tally(result.verdicts)}[/]"
     )
@@ -137,7 +137,7 @@ def _cause_line(cause: NotJudged, rule_count: int, described: Mapping[str, str])
 def tally_line(report: CheckReport) -> str:
     """Every (rule, host) verdict counted on one line, under the findings."""
     counts = report.counts()
-    warnings = len(report.failures("warn"))
+    warnings = len(report.failures("warning"))
     order = ("fail", "pass", "unknown", "skipped", "n/a")
     said = " · ".join(f"{counts[s]} {s}" for s in order if counts.get(s))
     return f"[dim]verdicts (rule × host): {said or 'none'}; {warnings} warning(s)[/]"

@@ -24,7 +24,7 @@ def fabric_view(section: Mapping[str, Any], host_names: Sequence[str]) -> Render
     pairs = list(section.get("pairs") or [])
     parts: list[RenderableType] = [headline(section)]
     if not measured_groups(section):
-        return Group(*parts, *left_out(section), nothing_measured(section))
+        return Group(*parts, *hosts_left_out(section), nothing_measured(section))
     if len(host_names) <= MATRIX_MAX_HOSTS:
         limit = (section.get("median_busbw_gbps") or 0) / (
             1 + float(section.get("tolerance") or 0.25)
@@ -34,12 +34,12 @@ def fabric_view(section: Mapping[str, Any], host_names: Sequence[str]) -> Render
         parts.append(distribution(pairs))
     parts.append(ring_line(section.get("ring")))
     parts += trouble_lines(pairs, section.get("skipped_hosts") or {})
-    parts += left_out(section)
+    parts += hosts_left_out(section)
     parts += suspect_lines(section.get("suspects") or [])
     return Group(*parts)
 
 
-def left_out(section: Mapping[str, Any]) -> list[Text]:
+def hosts_left_out(section: Mapping[str, Any]) -> list[Text]:
     """The hosts that took no part, each reason once with its hosts folded."""
     return [
         Text(f"could not run on {compact_hosts(hosts)} ({len(hosts)}): {why}", "yellow")
@@ -163,7 +163,7 @@ def isolate_view(section: Mapping[str, Any]) -> RenderableType:
     what it cleared as noise, the hosts left out."""
     isolate = section.get("isolate") or {}
     parts: list[RenderableType] = [headline(section), cost_line(isolate)]
-    parts += left_out(section)
+    parts += hosts_left_out(section)
     if not measured_groups(section):
         return Group(*parts, nothing_measured(section))
     parts += trouble_lines([p for p in section.get("pairs") or [] if p["status"] != "ok"], {})

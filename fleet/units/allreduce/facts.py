@@ -10,7 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.analysis.facts import human_bytes, is_number
+from fleet.units.allreduce.baselines import BASELINE_FAMILIES
 from fleet.units.keyfacts import KeyFact
+
+__all__ = ["BASELINE_FAMILIES"]  # the families a baseline keeps (baselines.py)
 
 KEY_FACTS: tuple[KeyFact, ...] = (("allreduce busbw max GB/s", (("allreduce", "results"),)),)
 BETTER_HIGHER = ("busbw_gbps", "algbw_gbps")  # measurement names ending so: bandwidths

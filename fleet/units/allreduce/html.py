@@ -19,7 +19,7 @@ from fleet.analysis.baselines.build import BaselineCohort
 from fleet.analysis.facts import median
 from fleet.hostsets import compact_hosts
 from fleet.models import HostOutcome
-from fleet.render.html.svg import Band, Point, Series, byte_ticks, log_chart
+from fleet.render.html.svg import BandArea, Point, Series, byte_ticks, log_chart
 from fleet.units.allreduce.linerate import CohortLineRate, host_line_rate
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def _chart(cohort: CohortCurves, mode: str, metric: str, label: str) -> str:
     )
 
 
-def _baseline_band(baseline: BaselineCohort | None, mode: str, metric: str) -> Band | None:
+def _baseline_band(baseline: BaselineCohort | None, mode: str, metric: str) -> BandArea | None:
     """The baseline's bands of this mode and metric as one shaded range: latency below 1 MiB,
     bus bandwidth from 1 MiB up (the sizes each is judged at)."""
     if baseline is None:
@@ -193,7 +193,7 @@ def _baseline_band(baseline: BaselineCohort | None, mode: str, metric: str) -> B
     )
     if not found:
         return None
-    return Band(
+    return BandArea(
         f"baseline band of {baseline.name} (median ± k·MAD within the runs' spread, floor at least, {found[0][1].samples}+ values)",
         tuple((float(size), band.low) for size, band in found),
         tuple((float(size), band.high) for size, band in found),
@@ -234,11 +234,11 @@ def _median(values: Mapping[float, list[float]]) -> tuple[Point, ...]:
     return tuple((size, median(found)) for size, found in sorted(values.items()))
 
 
-def _band(values: Mapping[float, list[float]], hosts: int) -> Band | None:
+def _band(values: Mapping[float, list[float]], hosts: int) -> BandArea | None:
     if not values:
         return None
     sizes = sorted(values)
-    return Band(
+    return BandArea(
         f"{hosts} hosts within tolerance: lowest to highest",
         tuple((s, min(values[s])) for s in sizes),
         tuple((s, max(values[s])) for s in sizes),

@@ -3,10 +3,23 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from fleet.analysis.across_runs.measured import (
+    BaselineFamily,
+    Key,
+    Source,
+    good_mode,
+    metric_for,
+    number_or_none,
+    probe_source,
+)
 from fleet.analysis.facts import human_bytes
+from fleet.models import HostOutcome, Run
+
+RESULT = "fabric"  # the result's name among a host's probes, and its baseline family's
 
 # Its fact declaration, as a probe file's FACTS would say it: its medians are measurements; the
 # per-partner figures and pair counts depend on who was paired with whom, so never divergence.
@@ -26,3 +39,52 @@ def measurements(data: Mapping[str, Any]) -> dict[str, float]:
     if isinstance(data.get("latency_us"), (int, float)):
         found[f"fabric {data.get('backend')} latency_us"] = data["latency_us"]
     return found
+
+
+# ------------------------------------------------------------------------------------ baselines
+
+
+def fabric_measured(section: Mapping[str, Any], host: str) -> dict[Key, float]:
+    """A host's fabric figures: per size, the median over its pairs that ran well."""
+    backend = str(section.get("backend"))
+    if not good_mode(backend):
+        return {}
+    per_size: dict[int, list[float]] = {}
+    for pair in section.get("pairs") or []:
+        if not isinstance(pair, Mapping) or host not in (pair.get("hosts") or ()):
+            continue
+        if pair.get("status") != "ok" or pair.get("correct") is False:
+            continue
+        for row in pair.get("sizes") or []:
+            size = row.get("bytes") if isinstance(row, Mapping) else None
+            if type(size) is not int or size <= 0:
+                continue
+            metric = metric_for(size)
+            value = number_or_none(row.get("time_us" if metric == "latency_us" else metric))
+            if value is not None:
+                per_size.setdefault(size, []).append(value)
+    return {
+        Key(RESULT, "", backend, size, metric_for(size)): float(statistics.median(values))
+        for size, values in per_size.items()
+    }
+
+
+def _measure(run: Run, outcome: HostOutcome) -> dict[Key, float]:
+    return fabric_measured(run.fabric, outcome.name) if isinstance(run.fabric, Mapping) else {}
+
+
+def _source(run: Run, outcome: HostOutcome) -> Source:
+    if run.fabric is None:
+        return "not this kind of run", "no fabric results: run `fleet fabric`"
+    return probe_source(outcome, RESULT)
+
+
+BASELINE_FAMILIES = (
+    BaselineFamily(
+        RESULT,
+        "fabric pairs: each host's median over its pairs, latency and bus bandwidth per size",
+        _measure,
+        _source,
+        mode_text="pairs ({})",
+    ),
+)

@@ -31,11 +31,11 @@ def add_helpers(document: dict[str, Any], host: HostHelpers, wanted: Callable[[s
         # the cohort is the run's, the same for every host judged together
         document["_gpubench"] = host.kept(
             ("_gpubench", id(bench.data), id(host.probe_args), id(host.context)),
-            lambda: plain_copy(summary(bench.data, host.probe_args, host.context)),
+            lambda: plain_copy(helper_summary(bench.data, host.probe_args, host.context)),
         )
 
 
-def summary(
+def helper_summary(
     data: Mapping[str, Any], probe_args: Mapping[str, Any] | None, cohort: Cohort | None
 ) -> dict[str, Any]:
     """`_gpubench`: tolerances from the host's probe_args (gpubench.tolerance, .pair_tolerance)."""

@@ -107,6 +107,15 @@ class LiveReport:
         }
 
 
+PROBE = "live"
+TOPIC = PROBE  # what a finding about a job is about (fleet/units/live/probe.py says the same)
+
+
+def ran_live(run: Run) -> bool:
+    """Whether any host ran the live probe: a run without it has no jobs to say."""
+    return PROBE in run.probes or any(PROBE in o.probes for o in run.hosts.values())
+
+
 def live_jobs(run: Run) -> LiveReport:
     """The jobs of `run`: every communicator any host's RAS reported, joined across hosts."""
     data = {name: _live_data(outcome) for name, outcome in run.hosts.items()}

@@ -11,10 +11,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.render.grouping import measured_groups, skipped_by_reason
 from fleet.render.html.markup import clip, esc, hosts_label, row, table
+
+if TYPE_CHECKING:
+    from fleet.render.html.page import Report
+
+ANCHOR = "fabric"
+NAV = "fabric"
+TITLE = "fabric"
+INTRO = ""  # the section's summary says what the run was
+
+
+def shown(report: Report) -> bool:
+    return report.fabric is not None
+
+
+def body(report: Report) -> str | None:
+    return fabric_section(report.fabric) if report.fabric is not None else None
+
 
 MAX_MATRIX_HOSTS = 48  # a host × host matrix up to here; beyond, the pairs that are not fine
 SUMMARY_FIELDS = ("backend", "pair_mode", "median_busbw_gbps", "tolerance")

@@ -1,0 +1,1 @@
+"""The dir probe's unit: its option (--dir) and its findings' topic."""
