@@ -19,7 +19,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.analysis.facts import FactCache, Mask, ProbeFacts
+from fleet.analysis.facts import FactCache, Mask, ProbeFacts, shared_or_own
 from fleet.checks.documents import (
     argument_helpers,
     helpers,
@@ -66,10 +66,13 @@ class HostDocuments:
         hosts: Mapping[str, HostOutcome],
         probe_args: Mapping[str, Mapping[str, Any]],
         declarations: Mapping[str, ProbeFacts],
+        classes: FactCache | None = None,
     ) -> None:
+        """`classes`: the payloads already classed (the cross-host diff's), where its
+        declarations are `declarations`."""
         self.hosts = hosts
         self.probe_args = probe_args
-        self.classes = FactCache(declarations, measure=False)
+        self.classes = shared_or_own(classes, declarations, measure=False)
         self.contexts = run_contexts(hosts)  # what units hold every host against (gpubench)
         # Helpers a rule reads that follow from payloads whose measured fields are masked (the
         # allreduce rows): their own values key the answer (computed once per payload object).

@@ -18,7 +18,7 @@ from rich.text import Text
 from fleet.findings.model import Finding, NotJudgedLine
 from fleet.hostsets import compact_hosts
 from fleet.render.sentences import cut_words, fix_line
-from fleet.render.terminal.wrap import hanging_lines, say
+from fleet.render.terminal.wrap import line_count, say
 
 MARK = {"error": "[bold red]✗[/]", "warning": "[bold yellow]![/]", "info": "[dim]·[/]"}
 MAX_SHOWN = 12
@@ -86,14 +86,14 @@ def _fitted(
     console: Console, lead: str, text: str, tail: str, shorten: Callable[[str, int], str]
 ) -> str:
     """`text` shortened by `shorten` until `lead`, it and `tail` wrap to MAX_LINES lines at the
-    console's width (the JSON keeps it whole)."""
+    console's width (the JSON keeps it whole). Lines are counted on the plain text
+    (wrap.line_count: what hanging_lines, which `say` prints with, would make of it)."""
     most = len(text)
     while True:
         shown = shorten(text, most)
-        markup = Text.from_markup(f"{lead}{escape(shown)}{tail}")
-        start = len(markup.plain) - len(markup.plain.lstrip(" "))
-        wrapped = hanging_lines(markup[:start], markup[start:], 6, console.width)
-        if most <= 16 or sum(1 for _ in wrapped) <= MAX_LINES:
+        plain = Text.from_markup(f"{lead}{escape(shown)}{tail}").plain
+        start = len(plain) - len(plain.lstrip(" "))
+        if most <= 16 or line_count(plain[:start], plain[start:], 6, console.width) <= MAX_LINES:
             return shown
         most = min(most, len(shown)) - 6
 

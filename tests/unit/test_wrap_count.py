@@ -1,0 +1,27 @@
+"""wrap.line_count counts the lines hanging_lines makes, on plain text (the findings' fitting)."""
+
+from __future__ import annotations
+
+import random
+
+from rich.text import Text
+
+from fleet.render.terminal.wrap import hanging_lines, line_count
+
+PIECES = ["a", "bc", " ", "  ", "gpu-[0001,0002]", "é", "中", "\u00a0", "x" * 50, "`", "."]
+
+
+def test_line_count_is_what_hanging_lines_makes() -> None:
+    rng = random.Random(49)
+    for _ in range(3000):
+        body = "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 40)))
+        text = Text(" " * rng.randint(0, 6) + body)
+        start = len(text.plain) - len(text.plain.lstrip(" "))
+        width = rng.randint(10, 120)
+        made = list(hanging_lines(text[:start], text[start:], 6, width))
+        assert line_count(text.plain[:start], text.plain[start:], 6, width) == len(made)
+
+
+def test_a_word_wider_than_the_line_stands_alone() -> None:
+    assert line_count("", "to " + "x" * 30 + " go", 6, 20) == 3
+    assert line_count("", "", 6, 20) == 0
