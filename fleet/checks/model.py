@@ -313,8 +313,7 @@ class CheckReport:
         its host (the name is blanked): each reason then stands for all its hosts as it is."""
         unreached = self.unreached
         return all(
-            (not unreached or unreached.keys().isdisjoint(hosts))
-            and not any(host in reason for host in hosts)
+            (not unreached or unreached.keys().isdisjoint(hosts)) and not _names_any(reason, hosts)
             for (_, reason), hosts in alike.items()
         )
 
@@ -350,3 +349,14 @@ class NotJudged:
 def value_key(value: Any) -> str:
     """A value as canonical JSON text: equal values, equal keys (to group hosts by value)."""
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def _names_any(text: str, hosts: Sequence[str]) -> bool:
+    """Whether `text` holds any of `hosts` (`any(host in text …)`): each piece of the text as
+    long as a host name is looked up among the hosts, in C, instead of searching the text for
+    each of 20,000 names."""
+    lengths = set(map(len, hosts)) - {0}
+    if "" in hosts:
+        return True
+    pieces = {text[i : i + k] for k in lengths for i in range(len(text) - k + 1)}
+    return not pieces.isdisjoint(hosts)

@@ -6,6 +6,7 @@ host gets the verdict that judging it alone gives. Counted, not timed."""
 from __future__ import annotations
 
 import copy
+import random
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from fleet.analysis.facts import FactCache, declared_facts, run_declarations
 from fleet.api import cross_host_diff
 from fleet.checks import HostDocuments, evaluate, load_rules, pack_path
+from fleet.checks.model import _names_any
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
 from tests.unit.helpers import saved_run, templates
@@ -76,3 +78,13 @@ def test_the_diff_and_the_rules_class_the_payloads_once(tmp_path: Path) -> None:
         evaluate(rules, run, {}).to_dict()
     )
     assert classes.flattened == flattened  # nothing flattened again for the rules
+
+
+def test_whether_a_reason_names_one_of_its_hosts_is_found_as_by_searching_each() -> None:
+    rng = random.Random(49)
+    for _ in range(3000):
+        hosts = [rng.choice(["gpu-01", "gpu-1", "n", "node-0003", "a.b", ""]) for _ in range(3)]
+        text = " ".join(
+            rng.choice(["on", "gpu-01", "gpu-", "1", "node-000", "a.b:", "x"]) for _ in range(4)
+        )
+        assert _names_any(text, hosts) == any(host in text for host in hosts), (text, hosts)
