@@ -33,9 +33,10 @@ def test_a_word_wider_than_the_line_stands_alone() -> None:
 
 def test_the_plain_text_read_in_parts_is_the_text_read_whole() -> None:
     rng = random.Random(49)
-    pieces = ["a", " ", ":", "smile", ":smile:", "[", "]", "\\", "[bold]", "x:y", "→", "é"]
+    pieces = ["a", " ", ":", "smile", ":smile:", "[", "]", "\\", "[bold]", "x:y", "→", "é", "\r"]
+    pieces += ["\x07", ":thumbs_up:", ":-)", "gpu-[01-04]", "\t", ":x :"]
     leads = ["✗ [bold]h[01-02][/] where: ", "    [cyan]→ fix-config[/]: ", "[dim]·[/] x:"]
-    for _ in range(3000):
+    for _ in range(6000):
         shown = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
         lead, tail = rng.choice(leads), rng.choice(["", " [dim](+2 related)[/]", ":tail"])
         whole = Text.from_markup(f"{lead}{escape(shown)}{tail}").plain

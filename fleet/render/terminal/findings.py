@@ -8,6 +8,7 @@ never dropped without a word; the JSON document holds them all.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -104,8 +105,20 @@ def _plain(lead: str, shown: str, tail: str) -> str:
     where white space parts them (no markup or emoji code spans it), the lead's kept; a lead
     that names 20,000 hosts is not parsed again for each cut of the text tried after it."""
     if lead[-1:].isspace() and (not tail or tail[0].isspace()):
-        return _markup_plain(lead) + Text.from_markup(escape(shown)).plain + _markup_plain(tail)
+        return _markup_plain(lead) + _shown_plain(shown) + _markup_plain(tail)
     return Text.from_markup(f"{lead}{escape(shown)}{tail}").plain
+
+
+# What rich changes in escaped text: a backslash, control codes it strips, `:name:` emoji codes
+CHANGED = re.compile(r"[\\\x07\x08\x0b\x0c\r]|:\S*?:")
+
+
+def _shown_plain(shown: str) -> str:
+    """The escaped text `shown` as rich prints it: itself where nothing in it is changed (a
+    long cut of a fix is tried thousands of times), else as rich's markup reads it."""
+    if CHANGED.search(shown) is None:
+        return shown
+    return Text.from_markup(escape(shown)).plain
 
 
 @lru_cache(maxsize=16)
