@@ -55,7 +55,9 @@ class RulePlan:
     roots: frozenset[str] | None
     helper_reads: dict[str, Reads] = field(default_factory=dict)
     own: dict[int, tuple[tuple[str, bool], ...]] = field(default_factory=dict)
-    views: dict[tuple[Any, ...], str] = field(default_factory=dict)  # what it sees of a payload
+    views: dict[tuple[Any, ...], Hashable] = field(default_factory=dict)  # what it sees of one
+    # per probe: how many payloads were seen, and the distinct views among them (ViewCount)
+    counted: dict[str, ViewCount] = field(default_factory=dict)
 
 
 class HostDocuments:
@@ -179,7 +181,7 @@ class HostDocuments:
                 own[probe] = False  # by what the rule sees of the payload
         return tuple(sorted(own.items()))
 
-    def _helper(self, plan: RulePlan, helper: str, outcome: HostOutcome) -> str:
+    def _helper(self, plan: RulePlan, helper: str, outcome: HostOutcome) -> Hashable:
         """What the rule sees of a helper's value on this host (the value computed once per
         payload object): `_allreduce.large_bytes` is alike where the latencies beside it are not."""
         probes = outcome.probes
@@ -212,11 +214,19 @@ class HostDocuments:
         args = self.probe_args.get(name)
         return value_key(args) if args else ""
 
-    def _seen(self, plan: RulePlan, probe: str, data: Any) -> str:
+    def _seen(self, plan: RulePlan, probe: str, data: Any) -> Hashable:
+        """What the rule sees of a payload; where it has seen each payload so far differently
+        (each host's own allreduce rows: its measurements), the payload object itself, as a
+        search of that host costs what working out what the rule sees of it costs."""
         slot = (probe, id(data))  # the payloads outlive the plan
         found = plan.views.get(slot)
         if found is None:
-            found = plan.views[slot] = self._seen_as(slot, data, plan.probes[probe])
+            counted = plan.counted.setdefault(probe, ViewCount())
+            if counted.each_its_own():
+                found = plan.views[slot] = slot
+            else:
+                found = plan.views[slot] = self._seen_as(slot, data, plan.probes[probe])
+                counted.add(found)
         return found
 
     def _seen_as(self, slot: tuple[Any, ...], data: Any, reads: Reads) -> str:
@@ -253,6 +263,23 @@ class HostDocuments:
         if found is None:
             found = self._plain[id(data)] = (data, plain_copy(data))
         return found[1]
+
+
+class ViewCount:
+    """The views a rule took of a probe's payloads, counted until they prove all distinct."""
+
+    TRIED = 16  # payloads seen, all differently, before the rest are keyed by their object
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self.distinct: set[Hashable] = set()
+
+    def add(self, view: Hashable) -> None:
+        self.seen += 1
+        self.distinct.add(view)
+
+    def each_its_own(self) -> bool:
+        return self.seen >= self.TRIED and len(self.distinct) == self.seen
 
 
 class RuleView:
