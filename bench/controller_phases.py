@@ -30,6 +30,8 @@ STAMPS = []
 def stamp(what):
     STAMPS.append((what, time.monotonic() - T0, time.process_time()))
 stamp("interpreter running")
+from fleet.collector import pause_start_up
+pause_start_up()  # as the executable starts (fleet/__main__.py)
 import fleet.transport.local as local
 stamp("transport imported")
 chosen = local.choose

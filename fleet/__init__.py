@@ -9,7 +9,6 @@ over it: it parses options, calls these functions and prints what they return.
 from typing import TYPE_CHECKING, Any
 
 from fleet.errors import FleetError
-from fleet.models import HostOutcome, HostStatus, Run
 from fleet.version import __version__
 
 if TYPE_CHECKING:
@@ -23,18 +22,24 @@ if TYPE_CHECKING:
         save_run,
         select_hosts,
     )
+    from fleet.models import HostOutcome, HostStatus, Run
 else:
-    # fleet.api on first use (PEP 562): `fleet --version` and the fan-out need little of it;
-    # the names of __all__ not bound above are fleet.api's
+    # fleet.api and fleet.models on first use (PEP 562): `fleet --version` and the fan-out need
+    # little of them, and the executable loads them with the collector paused (fleet/__main__.py)
     def __getattr__(name: str) -> Any:
         if name not in __all__:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        import fleet.api
+        if name in _FROM_MODELS:
+            import fleet.models as source
+        else:
+            import fleet.api as source
 
-        value = getattr(fleet.api, name)
+        value = getattr(source, name)
         globals()[name] = value
         return value
 
+
+_FROM_MODELS = ("HostOutcome", "HostStatus", "Run")
 
 __all__ = [
     "FleetError",

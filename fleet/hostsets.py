@@ -18,20 +18,27 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetBase, NodeSetException
-from ClusterShell.RangeSet import RangeSet
+if TYPE_CHECKING:
+    from ClusterShell.NodeSet import NodeSet
 
 # prefix, the one run of digits (ClusterShell's index; none: a name without an index), suffix
 SIMPLE_NAME = re.compile(r"([A-Za-z_.\-]*)([0-9]{0,64})([A-Za-z_.\-]*)")
+# a name no nodeset syntax touches (fleet.inventory.nodeset reads the same ones as themselves)
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
 def compact_hosts(names: Iterable[str]) -> str:
     """The inverse of expand_hostlist: gpu-01 gpu-02 gpu-03 gpu-05 h200-a → `gpu-[01-03,05],h200-a`,
     a nodeset that -H, --limit, clush and pdsh read back."""
     unique = tuple(sorted(set(names)))
+    if len(unique) == 1 and PLAIN_NAME.fullmatch(unique[0]):
+        return unique[0]  # one name folds to itself: no need to import ClusterShell for it
     folded = _FOLDED.get(unique)
     if folded is None:
+        from ClusterShell.NodeSet import NodeSetException
+
         try:
             folded = str(_nodeset(unique))
         except NodeSetException:  # a name no nodeset can hold (from an old or edited run file)
@@ -49,6 +56,9 @@ MAX_FOLDED = 256
 
 
 def _nodeset(names: Sequence[str]) -> NodeSet:
+    from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetBase
+    from ClusterShell.RangeSet import RangeSet
+
     indices: dict[str, list[str]] = {}
     bare: list[str] = []
     others: list[str] = []

@@ -41,10 +41,7 @@ from fleet.version import __version__
 
 if TYPE_CHECKING:
     from fleet.api.assessing import (
-        Judging,
-        Prepared,
         assess,
-        prepare,
         write_page,
     )
     from fleet.api.baselines import (
@@ -78,6 +75,7 @@ if TYPE_CHECKING:
         select_hosts,
     )
     from fleet.api.jobs import JobsView, jobs
+    from fleet.api.judging import Judging, Prepared, prepare
     from fleet.api.probing import (
         ProbeOptions,
         available_probes,
@@ -116,9 +114,9 @@ else:
         "check": ("fleet.api.checking", "check"),
         "available_packs": ("fleet.api.checking", "available_packs"),
         "assess": ("fleet.api.assessing", "assess"),
-        "prepare": ("fleet.api.assessing", "prepare"),
-        "Judging": ("fleet.api.assessing", "Judging"),
-        "Prepared": ("fleet.api.assessing", "Prepared"),
+        "prepare": ("fleet.api.judging", "prepare"),
+        "Judging": ("fleet.api.judging", "Judging"),
+        "Prepared": ("fleet.api.judging", "Prepared"),
         "write_page": ("fleet.api.assessing", "write_page"),
         "Assessment": ("fleet.findings.assessment", "Assessment"),
         "load_run": ("fleet.api.runs", "load_run"),

@@ -5,24 +5,25 @@ one Assessment and render it; every surface (terminal, JSON, Markdown, JUnit, HT
 same one, so they cannot disagree.
 
 Inputs that can be wrong (rules files, a baseline file, the saved run to drift against) are read
-by `prepare`, before any host is contacted; `assess` then judges the run.
+by `prepare` (fleet.api.judging), before any host is contacted; `assess` then judges the run.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.analysis.across_hosts.findings import CHECK, DivergenceFinding
 from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE
 from fleet.analysis.facts import FactCache, run_declarations
-from fleet.api.comparable import Covering, choose_baseline
 from fleet.api.comparing import cross_host_diff, drift
-from fleet.api.runs import load_run, resolve_run
+from fleet.api.judging import Judging as Judging
+from fleet.api.judging import Prepared as Prepared
+from fleet.api.judging import prepare as prepare
+from fleet.api.judging import with_baseline_run as with_baseline_run
 from fleet.exits import EXIT_CHECK_FAILED, EXIT_DRIFT
 from fleet.findings.assessment import Assessment
 from fleet.findings.fold import fold
@@ -31,90 +32,9 @@ from fleet.models import Run
 
 if TYPE_CHECKING:
     from fleet.analysis.across_runs.drift import Drift
-    from fleet.analysis.baselines.build import Baseline
     from fleet.analysis.baselines.judge import BaselineJudgement
-    from fleet.checks import CheckReport, Probing, Rule
+    from fleet.checks import CheckReport
     from fleet.units.allreduce.linerate import CohortLineRate
-
-
-@dataclass(frozen=True)
-class Judging:
-    """What a run is judged by. `baseline_run` is a saved run to report drift against
-    (`--baseline RUN`); `baseline_file` a file of bands (`--baseline-file FILE`). `rules`: judge
-    with rules at all; `gate`: a failed error rule sets exit bit 32 (fleet check), or only says
-    so as findings (fleet probe)."""
-
-    tolerance: float = DEFAULT_TOLERANCE
-    cohort_by: str | None = None
-    probe_dirs: tuple[str, ...] = ()
-    packs: tuple[str, ...] = ()
-    rules_files: tuple[str, ...] = ()
-    rules: bool = False
-    gate: bool = False
-    strict: bool = False
-    baseline_run: str | None = None
-    baseline_file: str | None = None
-    runs_dir: Path | None = None
-    scope: str | None = None  # latest/previous: among this inventory's runs
-    limit: str | None = None  # drift: only these hosts
-    fail_on: str | None = None  # --fail-on: a finding at least this severe sets exit bit 32
-    # the cross-host diff: its divergence is detail and findings for one run; a drift between
-    # two says what changed, and its findings come from the hosts and the rules
-    divergence: bool = True
-    probe_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """What `prepare` read before probing: the rules (and where from), the baseline file, the
-    earlier run. A bad one has raised by now, naming itself."""
-
-    rules: Sequence[Rule] = ()
-    sources: tuple[str, ...] = ()
-    baseline: Baseline | None = None
-    old: Run | None = None
-    probing: Probing | None = None  # how the rules files want the hosts probed (`probing:`)
-    old_chosen: str = ""  # why `old` is the run --baseline latest means (fleet/api/comparable.py)
-
-
-def prepare(
-    judging: Judging, run_probes: Sequence[str] = (), covering: Covering | None = None
-) -> Prepared:
-    """Read the rules, the baseline file and the earlier run: each can be wrong, and is said so
-    before any host is contacted. `run_probes`: the probes of a saved run being judged (a rule
-    may read a probe of yours that it ran). `covering`: what the earlier run must cover (the
-    judged run's hosts and probes: `latest` is then the newest that covers them); without it,
-    the run --baseline names as it is."""
-    rules: Sequence[Rule] = ()
-    sources: tuple[str, ...] = ()
-    probing = None
-    if judging.rules:
-        from fleet.api.checking import load_rule_set
-
-        found = load_rule_set(judging.packs, judging.rules_files, judging.probe_dirs, run_probes)
-        rules, sources, probing = found.rules, found.sources, found.probing
-    baseline = None
-    if judging.baseline_file:
-        from fleet.api.baselines import load_baseline
-
-        baseline = load_baseline(judging.baseline_file)
-    prepared = Prepared(rules, sources, baseline, None, probing)
-    if covering is not None:
-        return with_baseline_run(prepared, judging, covering)
-    if judging.baseline_run:
-        old = load_run(resolve_run(judging.baseline_run, judging.runs_dir, judging.scope))
-        return dataclasses.replace(prepared, old=old)
-    return prepared
-
-
-def with_baseline_run(prepared: Prepared, judging: Judging, covering: Covering) -> Prepared:
-    """`prepared` with the earlier run --baseline names: for latest/previous, the newest of the
-    same inventory that covers `covering` (a --limit or -p run of fewer hosts or probes is
-    passed over, and said)."""
-    if not judging.baseline_run:
-        return prepared
-    old, chosen = choose_baseline(judging.baseline_run, judging.runs_dir, judging.scope, covering)
-    return dataclasses.replace(prepared, old=old, old_chosen=chosen)
 
 
 def assess(

@@ -4,7 +4,8 @@ The rules engine (jmespath) loads on first use, not when fleet is imported."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,22 +88,27 @@ def load_rule_set(
     rules_files: Sequence[str | Path] = (),
     probe_dirs: Sequence[str | Path] = (),
     run_probes: Sequence[str] = (),
+    among: Collection[str] | None = None,
 ) -> RuleSet:
     """load_checks, with the files' `probing:`. A rule that two packs share (one took it from
-    the other with `rules_from`: the same rule at the same FILE:LINE) is judged once."""
-    from fleet.checks import check_unique_ids, load_rules_file, pack_path
+    the other with `rules_from`: the same rule at the same FILE:LINE) is judged once. `among`:
+    with no packs and no files named, only the default pack's rules that read none but these
+    probes (what `fleet probe` judges of a run of them; the pack's index says which)."""
+    from fleet.checks import check_unique_ids, load_rules_file, pack_path, rules_reading_only
 
     chosen = [(f"pack {name}", pack_path(name)) for name in (packs or ())]
     chosen += [(str(path), Path(path)) for path in rules_files]
+    keep = None
     if not chosen:
         chosen = [(f"pack {DEFAULT_PACK}", pack_path(DEFAULT_PACK))]
+        keep = None if among is None else rules_reading_only(DEFAULT_PACK, among)
     probes = available_probes(probe_dirs)
     names = [*probes, *(n for n in run_probes if n not in probes)]
     rules: list[Rule] = []
     seen: set[tuple[str, str]] = set()
     probing: Probing | None = None
     for label, path in chosen:
-        loaded = load_rules_file(path, names, label)
+        loaded = load_rules_file(path, names, label, keep)
         rules += [r for r in loaded.rules if (r.id, r.source) not in seen]
         seen |= {(r.id, r.source) for r in loaded.rules}
         probing = loaded.probing if probing is None else probing.merged(loaded.probing)
@@ -113,6 +119,24 @@ def load_rule_set(
     )
     assert probing is not None  # at least one file was read
     return RuleSet(rules, tuple(label for label, _ in chosen), probing)
+
+
+def needs_index() -> dict[str, dict[str, list[str]]]:
+    """What each built-in rule reads, pack by pack: fleet/checks/packs/needs.json, made again by
+    `python3 -c "from fleet.api.checking import write_needs_index; write_needs_index()"` when a
+    pack changes (tests/unit/test_pack_index.py says so)."""
+    return {
+        pack: {rule.id: list(rule.needs) for rule in load_rule_set([pack]).rules}
+        for pack in available_packs()
+    }
+
+
+def write_needs_index() -> Path:
+    from fleet.checks import NEEDS_INDEX
+
+    path = packs_folder() / NEEDS_INDEX
+    path.write_text(json.dumps(needs_index(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return path
 
 
 def evaluate(

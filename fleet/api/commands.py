@@ -17,20 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet.api.assessing import Judging, Prepared, assess, prepare, with_baseline_run
 from fleet.api.comparable import Covering
+from fleet.api.judging import Judging, Prepared, RulesLater, prepare, with_baseline_run
 from fleet.api.probing import ProbeOptions, build_probe_bundle, probe_and_keep_async
 from fleet.api.runs import KeptRun, collection_paused, default_runs_dir, list_runs, load_run
 from fleet.errors import StoreError
+from fleet.execution.fanout import Events
 from fleet.exits import exit_code, kept_bits, with_bits
-from fleet.findings.assessment import Assessment
-from fleet.models import Host, Run
+from fleet.models import Host, HostOutcome, Run
 
 if TYPE_CHECKING:
     from fleet.api.hosts import Selection
     from fleet.checks import Probing
     from fleet.execution.bundle import Bundle
-    from fleet.execution.fanout import Events
+    from fleet.execution.limits import FanLimits
+    from fleet.findings.assessment import Assessment
 
 __all__ = ["ProbePlan", "Probed", "RunSummary", "SavedRuns", "assess_run", "saved_runs"]
 
@@ -59,21 +60,26 @@ class ProbePlan:
     bundle: Bundle
     options: ProbeOptions
     notes: tuple[str, ...] = ()  # what the rules files' `probing:` chose, a line each
+    later: RulesLater | None = None  # the default pack, read while the hosts work
 
     @classmethod
     def make(
         cls, judging: Judging, options: ProbeOptions, select: Callable[[], Selection]
     ) -> ProbePlan:
         """Read what judging needs (a bad rules or baseline file fails first), then `select` the
-        hosts and build the bundle (bad probe names fail before any host is contacted)."""
-        prepared = prepare(dataclasses.replace(judging, baseline_run=None))  # read below
+        hosts and build the bundle (bad probe names fail before any host is contacted). The
+        default pack alone cannot be wrong: it is read once the hosts run (RulesLater)."""
+        later = RulesLater.applies(judging)
+        now = dataclasses.replace(judging, baseline_run=None, rules=judging.rules and not later)
+        prepared = prepare(now)  # the run to drift against: below, once the hosts are known
         options, notes = with_rules_probing(options, prepared.probing)
         selection = select()
         bundle = build_probe_bundle(options)
+        rules_later = RulesLater(judging, bundle.probes) if later else None
         names = frozenset(host.name for host in selection.hosts)
         covering = Covering(names, frozenset(bundle.probes), selection.source)
         prepared = with_baseline_run(prepared, judging, covering)  # the run to drift against
-        return cls(judging, prepared, selection, bundle, options, notes)
+        return cls(judging, prepared, selection, bundle, options, notes, rules_later)
 
     @property
     def host_count(self) -> int:
@@ -99,6 +105,8 @@ class ProbePlan:
     ) -> Probed:
         """Probe, keep (save, the run document to `json_path`) and judge. An interrupted run
         is kept and judged too: what finished is in it."""
+        if self.later is not None:
+            events = StartingOnRunning(events or Events(), self.later.start)
         kept = await probe_and_keep_async(
             self.selection,
             self.bundle,
@@ -110,15 +118,47 @@ class ProbePlan:
             json_path=json_path,
         )
         probed_code = with_bits(exit_code(kept.run), kept_bits(kept.kept))
+        prepared = self.later.joined(self.prepared) if self.later else self.prepared
+        from fleet.api.assessing import assess  # imported by `later` meanwhile, if there is one
+
         with collection_paused():  # judging makes many objects and next to no garbage
-            assessment = assess(kept.run, self.judging, self.prepared, kept.where, probed_code)
+            assessment = assess(kept.run, self.judging, prepared, kept.where, probed_code)
         return Probed(assessment, kept, tuple(self.selection.hosts))
+
+
+class StartingOnRunning(Events):
+    """`inner`'s events, and `start` called once, when the first host is running."""
+
+    def __init__(self, inner: Events, start: Callable[[], object]) -> None:
+        self.inner, self.start = inner, start
+
+    def run_planned(self, limits: FanLimits) -> None:
+        self.inner.run_planned(limits)
+
+    def host_connecting(self, host: Host) -> None:
+        self.inner.host_connecting(host)
+
+    def host_running(self, host: Host) -> None:
+        self.inner.host_running(host)
+        start, self.start = self.start, lambda: None
+        start()
+
+    def probes_running(self, host: Host, probes: Sequence[str]) -> None:
+        self.inner.probes_running(host, probes)
+
+    def probe_finished(self, host: Host, probe: str, status: str) -> None:
+        self.inner.probe_finished(host, probe, status)
+
+    def host_finished(self, outcome: HostOutcome) -> None:
+        self.inner.host_finished(outcome)
 
 
 def assess_run(run: Run, judging: Judging, where: str, probed_code: int = 0) -> Assessment:
     """A saved run judged (fleet show, diff, check --run, report): what judging needs read
     (the rules may read the probes the run carries), then the run assessed. `probed_code`: the
     exit bits to start from (report shows the hosts' own)."""
+    from fleet.api.assessing import assess
+
     prepared = prepare(judging, run.probes, Covering.of(run, where))
     with collection_paused():  # a verdict per rule and host, no garbage: fleet.collector
         return assess(run, judging, prepared, where, probed_code)

@@ -33,7 +33,13 @@ from fleet.checks.model import (
     RulesFile,
     RuleVerdict,
 )
-from fleet.checks.packs import available_packs, pack_path, packs_folder
+from fleet.checks.packs import (
+    NEEDS_INDEX,
+    available_packs,
+    pack_path,
+    packs_folder,
+    rules_reading_only,
+)
 from fleet.checks.parser import (
     RuleFileError,
     check_unique_ids,
@@ -50,6 +56,7 @@ __all__ = [
     "ACTIONS",
     "CHECK_SCHEMA",
     "LONG_LIST",
+    "NEEDS_INDEX",
     "UNJUDGED",
     "VERDICTS",
     "CheckReport",
@@ -82,6 +89,7 @@ __all__ = [
     "parse_rules_file",
     "plain_copy",
     "render_fix",
+    "rules_reading_only",
     "seen",
     "truthy",
 ]

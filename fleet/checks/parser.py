@@ -4,7 +4,7 @@ and says what to write instead (the language: docs/rules.md)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -43,9 +43,12 @@ def load_rules(path: str | Path, probes: Iterable[str]) -> list[Rule]:
     return load_rules_file(path, probes).rules
 
 
-def load_rules_file(path: str | Path, probes: Iterable[str], label: str = "") -> RulesFile:
+def load_rules_file(
+    path: str | Path, probes: Iterable[str], label: str = "", keep: Collection[str] | None = None
+) -> RulesFile:
     """One rules file read and validated: its rules and its `probing` (`label` names the file
-    there, e.g. `pack health`; else its path)."""
+    there, e.g. `pack health`; else its path). `keep`: only the rules of these ids are parsed
+    (a built-in pack's, where the others will not be judged)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError as exc:
@@ -54,14 +57,20 @@ def load_rules_file(path: str | Path, probes: Iterable[str], label: str = "") ->
         ) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise RuleFileError(f"cannot read rules file {path}: {exc}") from exc
-    return parse_rules_file(text, str(path), probes, label)
+    return parse_rules_file(text, str(path), probes, label, keep)
 
 
 def parse_rules(text: str, path: str, probes: Iterable[str]) -> list[Rule]:
     return parse_rules_file(text, path, probes).rules
 
 
-def parse_rules_file(text: str, path: str, probes: Iterable[str], label: str = "") -> RulesFile:
+def parse_rules_file(
+    text: str,
+    path: str,
+    probes: Iterable[str],
+    label: str = "",
+    keep: Collection[str] | None = None,
+) -> RulesFile:
     """One rules file's text read and validated (see load_rules_file)."""
     where = Location(path, RuleFileError)
     document = where.parse(
@@ -80,6 +89,8 @@ def parse_rules_file(text: str, path: str, probes: Iterable[str], label: str = "
         raw_rules = document["rules"]
         if not isinstance(raw_rules, list) or not raw_rules:
             raise where.at(document, "rules").fail("'rules:' must be a non-empty list of rules")
+        if keep is not None:
+            raw_rules = [r for r in raw_rules if not isinstance(r, dict) or r.get("id") in keep]
         rules += [_parse_rule(raw, where.at(document, "rules"), names) for raw in raw_rules]
     check_unique_ids(rules)
     return RulesFile(rules, _probing(document, where, frozenset(probes), label or path))

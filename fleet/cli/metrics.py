@@ -10,8 +10,6 @@ import click
 from fleet import api
 from fleet.cli.options import say_written
 from fleet.exits import EXIT_NOT_KEPT
-from fleet.render.openmetrics import openmetrics_text
-from fleet.render.openmetrics import write_openmetrics as write_text
 
 openmetrics_option = click.option(
     "--openmetrics",
@@ -28,6 +26,9 @@ def write_openmetrics(
 ) -> api.Assessment:
     """Write the metrics file, said on stderr; exit bit 64 (like --json) when it cannot be.
     `exit_code`: the one to report (default: the assessment's, this command's)."""
+    from fleet.render.openmetrics import openmetrics_text  # only with --openmetrics
+    from fleet.render.openmetrics import write_openmetrics as write_text
+
     code = assessment.exit_code if exit_code is None else exit_code
     text = openmetrics_text(assessment.run, assessment.findings, code)
     target = Path(path)

@@ -17,7 +17,7 @@ from fleet import api
 from fleet.api.runs import collection_paused as paused_collection
 from fleet.cli.completion import complete_hosts, complete_runs
 from fleet.errors import UsageError
-from fleet.models import Run
+from fleet.models import DEFAULT_TOLERANCE, Run
 from fleet.render.jsontext import write_indented
 from fleet.render.terminal.console import stderr_text
 
@@ -219,7 +219,7 @@ def timeout_option(default: float, most: float, help: str) -> Callable[[F], F]:
 
 
 def tolerance_option(
-    default: float = api.Judging.tolerance,
+    default: float = DEFAULT_TOLERANCE,
     help: str = "Relative tolerance for measurements (allreduce latency, busbw) against the "
     "cohort median.",
 ) -> Callable[[F], F]:

@@ -59,7 +59,7 @@ def probe(
     probed = probe_and_assess(
         request,
         judging,
-        warm=("fleet.api.comparing", "fleet.render.terminal.assessment"),
+        warm=("fleet.api.assessing", "fleet.render.terminal.assessment"),
         json_path=request.json_path,
     )
     from fleet.render.terminal.assessment import render_probed  # loaded by warm_up meanwhile

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import click
 
 from fleet import api
+from fleet.collector import end_start_up
 from fleet.errors import FleetError
 
 log = logging.getLogger("fleet")
@@ -54,6 +55,7 @@ class FleetGroup(click.Group):
             command = getattr(importlib.import_module(module), attribute)
         else:
             command = super().get_command(ctx, cmd_name)
+        end_start_up()  # the command's modules are loaded: the collector back on (fleet.collector)
         if command is not None and not any(p.name == "debug" for p in command.params):
             command.params.append(debug_flag())  # every command takes --debug, before or after
         return command

@@ -63,7 +63,7 @@ def available_probes(extra_dirs: Sequence[str | Path] = ()) -> dict[str, ProbeSo
     """Every probe by name, in name order: fleet's own, then those in `probe_dirs(extra_dirs)`,
     which follow the same contract (probes/README.md) and travel in the same bundle. A probe
     whose file cannot be used is here too, with its `problem`."""
-    found = _probes_in(probe_folder(), "fleet's probes", "probes", own=True)
+    found = dict(_own_probes())
     for folder in probe_dirs(extra_dirs):
         for name, probe in _probes_in(_readable_dir(folder), str(folder), str(folder)).items():
             if name in found:
@@ -73,6 +73,13 @@ def available_probes(extra_dirs: Sequence[str | Path] = ()) -> dict[str, ProbeSo
                 )
             found[name] = probe
     return dict(sorted(found.items()))
+
+
+@functools.lru_cache(maxsize=1)
+def _own_probes() -> dict[str, ProbeSource]:
+    """fleet's own probes, read once a process: they are the package's files, and a command
+    asks for them several times (the bundle, the rules' probe names, the facts declarations)."""
+    return _probes_in(probe_folder(), "fleet's probes", "probes", own=True)
 
 
 def _probes_in(

@@ -10,13 +10,17 @@ ClusterShell builds every name of `x[1-9999999]` before it could be counted.
 from __future__ import annotations
 
 import re
-
-from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
+from typing import TYPE_CHECKING
 
 from fleet.errors import FleetError, InventoryError
 from fleet.yamlfile import Location
 
+if TYPE_CHECKING:
+    from ClusterShell.NodeSet import NodeSetException
+
 RANGE_RE = re.compile(r"\[([^\[\]]*)\]")
+# A name with nothing for a nodeset to expand (no brackets, commas, `!`, `&`, `^`, `@`, spaces)
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 MAX_RANGE_HOSTS = 100_000
 RANGE_HINT = (
     "write ranges like gpu-[01-08] or node[1,3,5-7] (widths must match: gpu-[001-999,1000])"
@@ -26,6 +30,10 @@ RANGE_HINT = (
 def expand_hostlist(pattern: str, here: Location | None = None) -> list[str]:
     """`gpu-[01-03,07]` → gpu-01 gpu-02 gpu-03 gpu-07; several brackets multiply out
     (`rack[1-2]-gpu[01-04]`), commas outside brackets list several (`gpu[1-2],login1`)."""
+    if PLAIN_NAME.fullmatch(pattern):
+        return [pattern]  # one name: what ClusterShell would say, without importing it
+    from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
+
     _check_brackets(pattern, here)
     if _estimated_size(pattern) > MAX_RANGE_HOSTS:
         raise _range_error(pattern, f"expands to more than {MAX_RANGE_HOSTS} hosts", here)

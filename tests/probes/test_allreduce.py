@@ -720,3 +720,42 @@ def test_one_gpu_is_not_applicable_a_missing_cuda_is_not(
     reason = ready._gpu_problem(sys.modules["torch"], CONFIG.parse_options({}), facts)
     assert facts.get(ready.NOT_APPLICABLE) is (not_applicable or None)
     assert (reason is None) is (not_applicable is None)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "visible", "installed", "answered"),
+    [
+        (1, None, "2.11.0+cu130", True),  # the lent H200: answered without torch
+        (2, None, "2.11.0+cu130", False),  # two GPUs: torch counts them and the probe runs
+        (0, None, "2.11.0+cu130", False),  # driver without a GPU: torch says why
+        (1, "0", "2.11.0+cu130", False),  # CUDA_VISIBLE_DEVICES may differ: torch decides
+        (1, None, None, False),  # no torch installed: torch's import says so
+    ],
+)
+def test_one_gpu_is_answered_without_importing_torch(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    gpus: int,
+    visible: str | None,
+    installed: str | None,
+    answered: bool,
+) -> None:
+    """Issue 45: on a one-GPU host the default run's allreduce cost 3.5 s of importing torch and
+    starting CUDA just to count one GPU; the driver's own list answers it."""
+    ready = load_helper("_allreduce_ready")
+    for index in range(gpus):
+        (tmp_path / f"0000:{index:02x}:00.0").mkdir()
+    monkeypatch.setattr(ready, "DRIVER_GPUS", str(tmp_path))
+    monkeypatch.setattr(ready, "_installed_torch_version", lambda: installed)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    monkeypatch.setitem(sys.modules, "torch", None)  # importing torch here would fail the test
+    found = ready.one_gpu_without_torch()
+    assert (found is not None) is answered
+    if found is not None:
+        reason, facts = found
+        assert reason == "only 1 GPU: an allreduce needs 2 or more"
+        assert facts == {"torch_version": installed, "device_count": 1, ready.NOT_APPLICABLE: True}
+        assert ready.readiness(CONFIG.parse_options({})) == found

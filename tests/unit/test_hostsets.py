@@ -4,10 +4,12 @@ of every name folds them (the way it folded all names before)."""
 from __future__ import annotations
 
 import random
+import string
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException, ParsingEngine
 
 from fleet.hostsets import compact_hosts
+from fleet.inventory.nodeset import expand_hostlist
 
 
 def parsed_by_clustershell(names: list[str]) -> str:
@@ -61,3 +63,16 @@ def test_simple_names_are_not_parsed_one_by_one(monkeypatch) -> None:  # type: i
     assert parses == []
     assert compact_hosts(["r1-n01", "gpu-7"]) == "gpu-7,r1-n01"
     assert parses == ["r1-n01"]
+
+
+def test_a_plain_name_reads_and_folds_as_clustershell_reads_and_folds_it() -> None:
+    """One name with nothing for a nodeset to expand is taken as itself without ClusterShell
+    (fleet.hostsets.PLAIN_NAME): the same answer ClusterShell gives, both ways."""
+    rng = random.Random(45)
+    alphabet = string.ascii_letters + string.digits + "_.-"
+    names = ["gpu-01", "h200", "a.b.c", "node007x", "-", "0", "x--1", "007"]
+    names += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(500)]
+    for name in names:
+        nodes = NodeSet(name, resolver=RESOLVER_NOGROUP)
+        assert compact_hosts([name]) == str(nodes), name
+        assert expand_hostlist(name) == list(nodes), name

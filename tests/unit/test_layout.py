@@ -148,9 +148,11 @@ def test_the_rule_engine_is_used_through_fleet_checks() -> None:
 
 # ------------------------------------------------ the CLI one floor over the API (issue 22)
 
-# What fleet/cli/ may import of fleet: the API, the errors, the models, the renderers, itself.
+# What fleet/cli/ may import of fleet: the API, the errors, the models, the renderers, itself;
+# and the collector, whose pause over the executable's start-up the CLI ends (fleet/__main__.py).
 CLI_MAY_IMPORT = (
     "fleet.api",
+    "fleet.collector",
     "fleet.errors",
     "fleet.exits",
     "fleet.models",

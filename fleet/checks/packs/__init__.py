@@ -5,6 +5,8 @@ Each pack is an ordinary rules file; copy one and pass the copy with `--rules` t
 
 from __future__ import annotations
 
+import json
+from collections.abc import Collection
 from importlib import resources
 from pathlib import Path
 
@@ -32,3 +34,18 @@ def pack_path(name: str) -> Path:
         f"there is no rule pack {name!r}",
         hint=f"packs: {', '.join(available_packs())}; or pass your own file with --rules",
     )
+
+
+# What each built-in rule reads: {pack: {rule id: [probe, …]}}, the `needs` its expressions give
+# (tests/unit/test_pack_index.py holds it equal to the packs and says how to write it again).
+NEEDS_INDEX = "needs.json"
+
+
+def rules_reading_only(pack: str, probes: Collection[str]) -> frozenset[str] | None:
+    """The ids of `pack`'s rules that read none but `probes` (None: the pack is not indexed).
+    `fleet probe` judges only those, so only those need parsing."""
+    index = json.loads((resources.files(__name__) / NEEDS_INDEX).read_text(encoding="utf-8"))
+    needs = index.get(pack)
+    if needs is None:
+        return None
+    return frozenset(rule for rule, read in needs.items() if set(read) <= set(probes))

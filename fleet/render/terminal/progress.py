@@ -12,17 +12,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.text import Text
 
 from fleet.execution.fanout import Events
@@ -30,6 +23,9 @@ from fleet.execution.limits import FanLimits
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import Host, HostOutcome
 from fleet.render.terminal.wrap import Hanging
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 PROGRESS_REFRESH_PER_S = 4  # the bar redraws at this bounded rate (its own thread), never per host
 SMALL_FLEET = 8  # up to this many hosts, each gets its own row (terminal) or names (log lines)
@@ -179,6 +175,15 @@ class ProgressEvents(Events):
 
 
 def _progress(console: Console) -> Progress:
+    """The live bar: only on a terminal, so only then imported (a log's lines need none of it)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
