@@ -11,6 +11,8 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from fleet.analysis.facts import FactCache, declared_facts, run_declarations
 from fleet.api import cross_host_diff
 from fleet.checks import (
@@ -26,7 +28,7 @@ from fleet.checks import (
 )
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
-from tests.unit.helpers import saved_run, templates
+from tests.unit.helpers import calls, saved_run, templates
 
 SETS = 4
 DISTINCT = (0, 1, 4, 7)  # of templates(): the real H200 host, loopback gpu-01, gpu-04, gpu-07
@@ -109,3 +111,59 @@ def test_a_reason_naming_its_host_is_said_without_the_name_as_before() -> None:
 
 
 ONE_RULE = "rules:\n  - {id: one, check: 'length(gpu.gpus) == `2`', fix: two GPUs}\n"
+
+
+ROWS = """
+rules:
+  - id: small-latency
+    check: "max(allreduce.results[?bytes == `8`].latency_us) < `20`"
+    observed: "max(allreduce.results[?bytes == `8`].latency_us)"
+    fix: '{observed}'
+"""
+# The same read through a pipe: fleet.checks.reads takes `[0]` after the pipe for the rows'
+# own [0] (results[*][0].latency_us), so the rule is judged once for hosts whose rows differ
+# (on main before issue 49 too): every host gets the first host's latency.
+PIPED = ROWS.replace(
+    "max(allreduce.results[?bytes == `8`].latency_us)",
+    "allreduce.results[?bytes == `8`] | [0].latency_us",
+)
+
+
+def jittered_rows_run(folder: Path) -> Run:
+    """60 hosts of the real 2× H200 host, each with its own allreduce latencies."""
+    hosts = {}
+    for index in range(60):
+        host = copy.deepcopy(templates()[0])
+        for row in host["probes"]["allreduce"]["data"]["results"]:
+            row["latency_us"] = round(row["latency_us"] * (0.5 + index / 60), 4)
+        hosts[f"node-{index:04d}"] = host
+    return saved_run(hosts, folder)
+
+
+def test_measurements_each_host_has_its_own_are_judged_per_host_without_views(
+    tmp_path: Path,
+) -> None:
+    """A rule that reads each host's own measurements (allreduce rows jittered per host): every
+    host its verdict as judged alone, and what the rule sees of the rows is worked out for the
+    first hosts only (then each payload is its own answer)."""
+    run = jittered_rows_run(tmp_path)
+    rules = parse_rules(ROWS, "rows.yaml", available_probes())
+    shared = HostDocuments(run.hosts, {}, declared_facts())
+    with calls() as made:
+        report = evaluate(rules, run, {}, documents=shared)
+    alone = Alone(run.hosts, {}, declared_facts())
+    assert report.to_dict() == evaluate(rules, run, {}, documents=alone).to_dict()
+    assert {v.status for v in report.results[0].verdicts} == {"pass", "fail"}
+    assert made["seen"] < 60 / 2  # the views of the first hosts, not of every host
+
+
+@pytest.mark.xfail(strict=True, reason="reads: an index after a pipe (issue 49's report)")
+def test_an_index_after_a_pipe_is_read_as_any_of_the_rows(tmp_path: Path) -> None:
+    run = jittered_rows_run(tmp_path)
+    rules = parse_rules(PIPED, "piped.yaml", available_probes())
+    shared = HostDocuments(run.hosts, {}, declared_facts())
+    alone = Alone(run.hosts, {}, declared_facts())
+    assert (
+        evaluate(rules, run, {}, documents=shared).to_dict()
+        == evaluate(rules, run, {}, documents=alone).to_dict()
+    )
