@@ -52,7 +52,7 @@ PY
 echo "== 2. default probe vs reference, alternating, 5 pairs"
 RUNS="1 2 3 4 5"
 for i in $RUNS; do
-    timeout 150 python3 probes/allreduce.py >"$OUT/probe_$i.json" 2>"$OUT/probe_$i.err"
+    timeout 150 python3 probes/runner/_by_hand.py allreduce >"$OUT/probe_$i.json" 2>"$OUT/probe_$i.err"
     echo "probe $i: rc=$?"
     timeout 150 python3 bench/allreduce_reference.py \
         --json "$OUT/reference_$i.json" 2>"$OUT/reference_$i.err"

@@ -68,7 +68,7 @@ PY
 echo "== 1. the probe by hand, then fleet probe -p gpubench --gpubench, fleet check"
 leftovers
 echo -n "probes/gpubench.py by hand: "
-time timeout 150 python3 probes/gpubench.py >"$res/probe_by_hand_1.json" 2>"$res/probe_by_hand_1.err"
+time timeout 150 python3 probes/runner/_by_hand.py gpubench >"$res/probe_by_hand_1.json" 2>"$res/probe_by_hand_1.err"
 summary "$res/probe_by_hand_1.json"
 echo -n "fleet probe -p gpubench --gpubench: "
 time timeout 250 python3 -m fleet probe -i inventory/local.yaml -p gpubench --gpubench --no-save \
@@ -89,7 +89,7 @@ time timeout 300 python3 bench/gpubench_reference.py --json "$res/reference.json
 echo "  rc=$?"
 tail -n 5 "$res/reference.err"
 echo -n "probes/gpubench.py by hand, after the reference: "
-time timeout 150 python3 probes/gpubench.py >"$res/probe_by_hand_2.json" 2>"$res/probe_by_hand_2.err"
+time timeout 150 python3 probes/runner/_by_hand.py gpubench >"$res/probe_by_hand_2.json" 2>"$res/probe_by_hand_2.err"
 python3 - "$res" <<'PY'
 import json, os, sys
 for name in ("probe_by_hand_1", "probe_by_hand_2"):  # a run document around each by-hand result
@@ -113,7 +113,7 @@ echo "== 3. the deadline hit on purpose: nothing left behind"
 for budget in 5 9; do
     leftovers
     echo -n "time_budget_s $budget: "
-    time timeout 60 python3 probes/gpubench.py "{\"time_budget_s\": $budget}" \
+    time timeout 60 python3 probes/runner/_by_hand.py gpubench "{\"time_budget_s\": $budget}" \
         >"$res/probe_deadline_$budget.json" 2>"$res/probe_deadline_$budget.err"
     summary "$res/probe_deadline_$budget.json"
     leftovers

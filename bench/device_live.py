@@ -239,11 +239,7 @@ class Job:
         log(self.lines, f"job {self.pid} ended; left in its session: {states or 'none'}")
 
 
-def run(out: Path, source: str, lines: list[str], with_fleet: bool) -> int:
-    missing = [k for k, v in SAFETY.items() if os.environ.get(k) != v]
-    if missing:
-        print("refusing: set " + " ".join(f"{k}={SAFETY[k]}" for k in missing), file=sys.stderr)
-        return 2
+def log_versions(lines: list[str]) -> None:
     versions = subprocess.run(
         [sys.executable, "-c", "import torch; print(torch.__version__, torch.cuda.nccl.version())"],
         capture_output=True,
@@ -256,6 +252,29 @@ def run(out: Path, source: str, lines: list[str], with_fleet: bool) -> int:
         log(lines, "nvidia-smi -L: " + smi.stdout.strip())
     except OSError as exc:
         log(lines, f"nvidia-smi -L: {exc}")
+
+
+def probe_two_jobs(out: Path, second: Job, first_pid: int, lines: list[str]) -> None:
+    """Both jobs looping, then the first one stopped: live_two.json."""
+    if second.wait_for_loop() is None:
+        return
+    time.sleep(2)
+    two = {"both": probe({"transcripts": True}, lines, "two jobs")}
+    os.kill(first_pid, signal.SIGSTOP)
+    time.sleep(1)
+    two["first_stopped"] = probe({"transcripts": True}, lines, "two jobs, first stopped")
+    os.kill(first_pid, signal.SIGCONT)
+    (out / "live_two.json").write_text(
+        json.dumps({k: r for k, (r, _) in two.items()}, indent=1, sort_keys=True)
+    )
+
+
+def run(out: Path, source: str, lines: list[str], with_fleet: bool) -> int:
+    missing = [k for k, v in SAFETY.items() if os.environ.get(k) != v]
+    if missing:
+        print("refusing: set " + " ".join(f"{k}={SAFETY[k]}" for k in missing), file=sys.stderr)
+        return 2
+    log_versions(lines)
     runs: dict = {}
     fleet_runs: dict = {}
     jobs: list[Job] = []
@@ -284,18 +303,8 @@ def run(out: Path, source: str, lines: list[str], with_fleet: bool) -> int:
         log(lines, f"job continued: State {_state(pid)}")
         # Two jobs on one host, each its own 1-rank communicator: both RAS servers listen on
         # localhost:28028 (SO_REUSEPORT), each connection reaches one of them.
-        second = Job(source, 29534, lines)
-        jobs.append(second)
-        if second.wait_for_loop() is not None:
-            time.sleep(2)
-            two = {"both": probe({"transcripts": True}, lines, "two jobs")}
-            os.kill(pid, signal.SIGSTOP)
-            time.sleep(1)
-            two["first_stopped"] = probe({"transcripts": True}, lines, "two jobs, first stopped")
-            os.kill(pid, signal.SIGCONT)
-            (out / "live_two.json").write_text(
-                json.dumps({k: r for k, (r, _) in two.items()}, indent=1, sort_keys=True)
-            )
+        jobs.append(Job(source, 29534, lines))
+        probe_two_jobs(out, jobs[-1], pid, lines)
     finally:
         for job in jobs:
             job.end()

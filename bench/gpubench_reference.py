@@ -11,7 +11,7 @@ calls timed with CUDA events; the median repetition is the figure, the best shap
 Device copy (256 MiB, read + write counted), pinned host→device and device→host (128 MiB).
 Then one process with every GPU: each ordered pair alone (256 MiB peer copies on a stream of the
 source GPU), each pair both ways at once, and every pair at once. The definitions are the probe's
-(probes/_gpubench_worker.py); the code shares nothing with it. CUDA_DEVICE_ORDER=PCI_BUS_ID, as
+(probes/helpers/gpubench/_gpubench_worker.py); the code shares nothing with it. CUDA_DEVICE_ORDER=PCI_BUS_ID, as
 the probe's workers, so index i is the same GPU in both.
 """
 

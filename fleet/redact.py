@@ -1,4 +1,4 @@
-"""Masks token-shaped secrets. The patterns live in probes/_runner_secrets.py, with which the host runner
+"""Masks token-shaped secrets. The patterns live in probes/runner/_runner_secrets.py, with which the host runner
 masks on the host first; the controller masks again before anything is shown or saved, with the very
 same list."""
 

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import IO, Any, NoReturn
 
+from fleet.jsontext import Members, write_indented
 from fleet.models import Run
 from fleet.redact import mask_secrets, might_hold_secret
-from fleet.render.jsontext import Members, write_indented
 
 CHUNK = 1 << 20  # characters read at a time
 SPACE = re.compile(r"[ \t\n\r]*")
@@ -150,7 +150,7 @@ class Payloads:
     """Each distinct probe payload once, found by its text: a host's object is parsed member by
     member down to its probes' results, each result's "data" decoded from its span of the text,
     and a span seen before (its SHA256) gives the object decoded the first time. fleet writes a
-    payload's keys in the order the host sent them, sorted (probes/_host_runner.py), so equal
+    payload's keys in the order the host sent them, sorted (probes/runner/_host_runner.py), so equal
     payloads are equal text (the saved form keys them by their text with keys sorted)."""
 
     def __init__(self) -> None:

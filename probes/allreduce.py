@@ -14,6 +14,7 @@ import tempfile
 import time
 from typing import Any, Dict
 
+import _worker_io as worker_io
 from _allreduce_config import Config, parse_options, reported_environment, worker_environment
 from _allreduce_matrix import Ranks, matrix_document
 from _allreduce_ranks import Workers, default_world_size, start_workers, worker_config
@@ -44,6 +45,7 @@ FACTS = {
 # helpers this file imports, each importable by name on the host (those they import included).
 SHIPS = (
     "_allreduce_worker.py",
+    "_worker_io.py",
     "_allreduce_config.py",
     "_allreduce_ready.py",
     "_allreduce_rows.py",
@@ -54,23 +56,19 @@ SHIPS = (
 WORKER_FILE = SHIPS[0]
 
 
-# The rank processes run probes/_allreduce_worker.py: a file of its own (linted and type-checked),
-# shipped beside this one in the bundle (fleet/execution/bundle.py reads SHIPS) and handed to the
-# ranks as `python -c SOURCE`, so nothing is written on the host.
+# The rank processes run probes/helpers/allreduce/_allreduce_worker.py: a file of its own (linted
+# and type-checked), shipped beside this one in the bundle (fleet/execution/bundle.py reads SHIPS)
+# and handed to the ranks as `python -c PROGRAM`, so nothing is written on the host.
 def worker_source() -> str:
-    """The worker's text: from the bundle on a host, else from the file beside this one."""
-    shipped = globals().get("__shipped__") or {}
-    if WORKER_FILE in shipped:
-        return str(shipped[WORKER_FILE])
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, WORKER_FILE), encoding="utf-8") as handle:
-        return handle.read()
+    """The `python -c` program of a worker: its text, with _worker_io importable."""
+    return str(worker_io.worker_program(WORKER_FILE, globals().get("__shipped__")))
 
 
 def plan_functions() -> Dict[str, Any]:
     """The worker's namespace without running it (its planning functions, for tests)."""
     namespace: Dict[str, Any] = {"__name__": "fleet_allreduce_worker"}
-    exec(compile(worker_source(), WORKER_FILE, "exec"), namespace)
+    worker = worker_io.shipped_text(globals().get("__shipped__"), WORKER_FILE)
+    exec(compile(worker, WORKER_FILE, "exec"), namespace)
     return namespace
 
 

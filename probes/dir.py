@@ -8,8 +8,13 @@ import importlib
 import sys
 from typing import Any, Dict, List, Optional
 
+from _bounded_text import bound_text, describe_error
+
+SHIPS = ("_bounded_text.py",)  # helpers the bundle carries with this probe
 TIMEOUT_S = 120  # importing torch, flashinfer and sgl_kernel cold can take tens of seconds
-PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_host_runner.py)
+PRELOAD = (
+    "torch",
+)  # imported once for all such probes, then forked (probes/runner/_host_runner.py)
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
 # count and sha256 follow from names, which are compared name by name.
 FACTS = {"sets": ["modules.*.names"], "volatile": ["modules.*.sha256", "modules.*.count"]}
@@ -33,23 +38,6 @@ OP_NAMESPACE_PROVIDERS = {
     "_vllm_fa2_C": ["vllm.vllm_flash_attn._vllm_fa2_C"],
     "_moe_C": ["vllm._moe_C"],
 }
-
-MAX_ERROR_CHARS = 500
-
-
-def bound_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    """Cut `text` to `limit` chars; a multi-line text keeps its last line, which names the cause."""
-    if len(text) <= limit:
-        return text
-    lines = text.rstrip().splitlines()
-    if len(lines) < 2:
-        return text[: limit - 1] + "…"
-    tail = lines[-1][-(limit // 2) :]
-    return text[: limit - len(tail) - 3] + " … " + tail
-
-
-def describe_error(exc: BaseException) -> str:
-    return bound_text("%s: %s" % (type(exc).__name__, exc))
 
 
 def names_digest(names: List[str]) -> str:

@@ -10,6 +10,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import _gpubench_plan as plan
+import _worker_io as worker_io
 from _gpubench_procs import MARKER, MAX_ERROR_CHARS, Worker, start_worker, worker_environment
 from _gpubench_results import add_contention, gpu_entry, match_rows, memory_used, pair_entries
 from _gpubench_sampler import Sampler, load_summary
@@ -57,6 +58,7 @@ FACTS = {
 # the helpers this probe imports by module name (and _host_io.py, which _pcie imports).
 SHIPS = (
     "_gpubench_worker.py",
+    "_worker_io.py",
     "_gpubench_plan.py",
     "_gpubench_procs.py",
     "_gpubench_results.py",
@@ -66,7 +68,7 @@ SHIPS = (
     "_host_io.py",
 )
 WORKER_FILE = SHIPS[0]
-PRELOAD = ("torch",)  # imported once by the runner's fork server (probes/_host_runner.py)
+PRELOAD = ("torch",)  # imported once by the runner's fork server (probes/runner/_host_runner.py)
 
 MAX_BUDGET_S = TIMEOUT_S - 20  # leave the runner's backstop room to see the probe end itself
 
@@ -78,19 +80,15 @@ def parse_options(options: Dict[str, Any]) -> plan.Config:
 
 # ------------------------------------------------------------------------------ the workers
 def worker_source() -> str:
-    """The worker's text: from the bundle on a host, else from the file beside this one."""
-    shipped = globals().get("__shipped__") or {}
-    if WORKER_FILE in shipped:
-        return str(shipped[WORKER_FILE])
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, WORKER_FILE), encoding="utf-8") as handle:
-        return handle.read()
+    """The `python -c` program of a worker: its text, with _worker_io importable."""
+    return str(worker_io.worker_program(WORKER_FILE, globals().get("__shipped__")))
 
 
 def plan_functions() -> Dict[str, Any]:
     """The worker's namespace without running it (its pure functions, for tests)."""
     namespace: Dict[str, Any] = {"__name__": "fleet_gpubench_worker"}
-    exec(compile(worker_source(), WORKER_FILE, "exec"), namespace)
+    worker = worker_io.shipped_text(globals().get("__shipped__"), WORKER_FILE)
+    exec(compile(worker, WORKER_FILE, "exec"), namespace)
     return namespace
 
 

@@ -9,8 +9,13 @@ import re
 import sys
 from typing import Any, Dict, List, NamedTuple, Optional
 
+from _bounded_text import describe_error
+
+SHIPS = ("_bounded_text.py",)  # helpers the bundle carries with this probe
 TIMEOUT_S = 120  # importing torch, vllm and sglang cold can take tens of seconds
-PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_host_runner.py)
+PRELOAD = (
+    "torch",
+)  # imported once for all such probes, then forked (probes/runner/_host_runner.py)
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py): what was tried
 # explains `resolved`, which is the fact; the attempts and their messages are detail.
 FACTS = {"volatile": ["results.*.tried"]}
@@ -27,8 +32,6 @@ DEFAULT_SPECS = [
     "mscclpp",
     "deep_ep",
 ]
-
-MAX_ERROR_CHARS = 500
 
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -68,23 +71,6 @@ def _check_all(pattern: re.Pattern, parts: List[str], kind: str) -> None:
             raise ValueError(
                 "invalid %s %r (expected `module:Name|Alt` or `module|alt`)" % (kind, part)
             )
-
-
-def describe_error(exc: BaseException, limit: int = MAX_ERROR_CHARS) -> str:
-    """`TypeName: message`, at most `limit` chars; a long message keeps its start and last line."""
-    text = "%s: %s" % (type(exc).__name__, exc)
-    return bound_text(text, limit)
-
-
-def bound_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    """Cut `text` to `limit` chars; a multi-line text keeps its last line, which names the cause."""
-    if len(text) <= limit:
-        return text
-    lines = text.rstrip().splitlines()
-    if len(lines) < 2:
-        return text[: limit - 1] + "…"
-    tail = lines[-1][-(limit // 2) :]
-    return text[: limit - len(tail) - 3] + " … " + tail
 
 
 @contextlib.contextmanager

@@ -21,7 +21,9 @@ from _nccl_conf import SYSTEM_CONF, USER_CONF, parse_nccl_conf
 
 TIMEOUT_S = 90
 SHIPS = ("_nccl_conf.py", "_ldconfig.py")  # helpers the bundle carries with this probe
-PRELOAD = ("torch",)  # imported once for all such probes, then forked (probes/_host_runner.py)
+PRELOAD = (
+    "torch",
+)  # imported once for all such probes, then forked (probes/runner/_host_runner.py)
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
 FACTS = {"volatile": ["conf_errors", "torch_error"]}
 LDCONFIG_TIMEOUT_S = 10.0

@@ -6,10 +6,13 @@ import os
 import re
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
+from _bounded_text import describe_error
+
+SHIPS = ("_bounded_text.py",)  # helpers the bundle carries with this probe
 TIMEOUT_S = 120  # `import torch` takes ~4 s cold on a GPU host, far more on a busy NFS home
 # Not PRELOADed: a process that has initialised CUDA cannot fork CUDA users, so this probe imports
 # torch itself, in its own process, while the runner starts CUDA's initialisation in a thread
-# beside the import (probes/_host_runner.py, start_cuda_init): ~0.2 s off every GPU host's run.
+# beside the import (probes/runner/_host_runner.py, start_cuda_init): ~0.2 s off every GPU host's run.
 INITS_CUDA = True
 # How the controller compares this probe's fields across hosts (see fleet/analysis/facts.py).
 FACTS = {
@@ -27,8 +30,6 @@ FACTS = {
         "p2p_access.*",
     ],
 }
-
-MAX_ERROR_CHARS = 500
 
 _ARCH_RE = re.compile(r"^(sm|compute)_(\d+)([a-z]?)$")
 
@@ -87,21 +88,6 @@ def judge_arch(arch_list: List[str], device: Tuple[int, int]) -> ArchJudgement:
 
 def capability_text(capability: Tuple[int, int]) -> str:
     return "%d.%d" % (capability[0], capability[1])
-
-
-def bound_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    """Cut `text` to `limit` chars; a multi-line text keeps its last line, which names the cause."""
-    if len(text) <= limit:
-        return text
-    lines = text.rstrip().splitlines()
-    if len(lines) < 2:
-        return text[: limit - 1] + "…"
-    tail = lines[-1][-(limit // 2) :]
-    return text[: limit - len(tail) - 3] + " … " + tail
-
-
-def describe_error(exc: BaseException) -> str:
-    return bound_text("%s: %s" % (type(exc).__name__, exc))
 
 
 def _safely(call: Callable[[], Any], errors: Dict[str, str], key: str) -> Any:

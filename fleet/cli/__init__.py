@@ -6,7 +6,7 @@
     probing.py    what probe and check share: their options, probing with progress, --json/--html
     hosts.py      fleet hosts, fleet probes            probe.py    fleet probe
     runs.py       fleet diff, fleet show, fleet runs    check.py    fleet check    (first use)
-    report.py     fleet report (first use)              fabric.py   fleet fabric   (first use)
+    report.py     fleet report, --openmetrics           fabric.py   fleet fabric   (first use)
     completion.py shell completion of probes, runs and hosts
 
 It imports only fleet.api, fleet.errors, fleet.models, fleet.render and itself

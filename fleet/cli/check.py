@@ -24,7 +24,6 @@ from fleet.api.hosts import inventory_probe_args
 from fleet.api.runs import collection_paused
 from fleet.cli.completion import complete_runs
 from fleet.cli.draining import DRAIN_OPTIONS, Operation, operate
-from fleet.cli.metrics import openmetrics_option, write_openmetrics
 from fleet.cli.options import (
     baseline_file_option,
     fail_on_option,
@@ -37,6 +36,7 @@ from fleet.cli.options import (
     write_json,
 )
 from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, write_html
+from fleet.cli.report import openmetrics_option, write_openmetrics
 from fleet.errors import UsageError
 from fleet.exits import EXIT_NOT_KEPT
 from fleet.models import Host

@@ -27,7 +27,7 @@ from fleet.cli.probing import ProbeRequest, probe_and_assess
 from fleet.cli.selection import HostChoice, selection_options
 from fleet.errors import StoreError
 from fleet.exits import EXIT_NOT_KEPT, with_bits
-from fleet.render.jsontext import dumps_indented
+from fleet.jsontext import dumps_indented
 from fleet.render.terminal.console import error_text, make_console
 from fleet.render.terminal.jobs import render_jobs
 

@@ -17,8 +17,8 @@ from fleet import api
 from fleet.api.runs import collection_paused as paused_collection
 from fleet.cli.completion import complete_hosts, complete_runs
 from fleet.errors import UsageError
+from fleet.jsontext import write_indented
 from fleet.models import DEFAULT_TOLERANCE, Run
-from fleet.render.jsontext import write_indented
 from fleet.render.terminal.console import stderr_text
 
 F = TypeVar("F", bound=Callable[..., Any])

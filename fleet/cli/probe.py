@@ -8,7 +8,6 @@ import sys
 import click
 
 from fleet import api
-from fleet.cli.metrics import openmetrics_option, write_openmetrics
 from fleet.cli.options import (
     baseline_file_option,
     baseline_option,
@@ -17,6 +16,7 @@ from fleet.cli.options import (
     tolerance_option,
 )
 from fleet.cli.probing import ProbeRequest, probe_and_assess, probe_options, write_html
+from fleet.cli.report import openmetrics_option, write_openmetrics
 
 
 @click.command()

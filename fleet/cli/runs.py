@@ -12,7 +12,6 @@ from rich.text import Text
 from fleet import api
 from fleet.api.commands import RunSummary
 from fleet.cli.completion import complete_runs
-from fleet.cli.metrics import openmetrics_option, write_openmetrics
 from fleet.cli.options import (
     baseline_file_option,
     between_option,
@@ -31,6 +30,7 @@ from fleet.cli.options import (
     tolerance_option,
     write_json,
 )
+from fleet.cli.report import openmetrics_option, write_openmetrics
 from fleet.errors import UsageError
 from fleet.exits import EXIT_NOT_KEPT, exit_code, with_bits
 from fleet.render.documents import (

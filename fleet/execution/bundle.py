@@ -1,5 +1,5 @@
 """Assembles the one script a host runs: its start-up alarm, `BUNDLE = {...}`, then
-probes/_host_runner.py (the runner's own modules, its RUNNER_MODULES, travel in BUNDLE).
+probes/runner/_host_runner.py (the runner's own modules, its RUNNER_MODULES, travel in BUNDLE).
 
 The probes are ordinary files of the repo (linted, tested, runnable by hand), read at send time,
 like mitogen ships its own modules. A transport sends the script on stdin to `<python> -S -c
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.errors import UsageError
-from fleet.shipped import probe_folder
+from fleet.shipped import helper_file, probe_folder, runner_folder
 from fleet.transport.launch import with_alarm
 
 RUNNER_FILE = "_host_runner.py"
@@ -115,7 +115,7 @@ def _read_probe(
     try:
         if not own:
             check_declarations(source, path)
-        files = _shipped_files(source, folder, path)
+        files = _shipped_files(source, folder, path, own)
     except ProbeFileError as exc:
         return ProbeSource(name, source, "", path=path, problem=str(exc))
     return ProbeSource(name, source, _summary(source), files, path=path)
@@ -191,17 +191,20 @@ def _readable_dir(folder: Path) -> Path:
     return folder
 
 
-def _shipped_files(source: str, folder: Traversable, path: str) -> dict[str, str]:
-    """The text of each file named in the probe's `SHIPS` literal (read with `ast`, never run),
-    from the probe's own folder."""
+def _shipped_files(
+    source: str, folder: Traversable, path: str, own: bool = False
+) -> dict[str, str]:
+    """The text of each file named in the probe's `SHIPS` literal (read with `ast`, never run):
+    from the probe's own folder; for fleet's `own` probes, from probes/helpers/FAMILY/."""
     files: dict[str, str] = {}
     for name in _ships_declaration(source):
         line = _assignment(source, "SHIPS").lineno  # type: ignore[union-attr]
         at = f"{path}:{line}: SHIPS names {name!r}"
         if not name.startswith("_") or not name.endswith(".py") or "/" in name:
             raise ProbeFileError(f"{at}: ship only private files beside the probe (_name.py)")
+        entry = (helper_file(name) if own else None) or folder.joinpath(name)
         try:
-            files[name] = folder.joinpath(name).read_text(encoding="utf-8")
+            files[name] = entry.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ProbeFileError(f"{at}, which cannot be read: {exc}") from exc
     return files
@@ -420,7 +423,7 @@ def build_bundle(
     without: Sequence[str] = (),
 ) -> Bundle:
     """The runner and the probes `probe_names` (every one when None) but those `without`."""
-    runner = probe_folder().joinpath(RUNNER_FILE).read_text(encoding="utf-8")
+    runner = runner_folder().joinpath(RUNNER_FILE).read_text(encoding="utf-8")
     available = available_probes(extra_dirs)
     probes = _chosen(probe_names, available, without)
     return Bundle(
@@ -432,8 +435,9 @@ def build_bundle(
 
 
 def read_runner_modules(runner: str) -> dict[str, str]:
-    """The text of each module the runner's `RUNNER_MODULES` literal names, from fleet's probes
-    folder (read with `ast`, never run): they travel in every bundle, beside the runner."""
-    folder = probe_folder()
+    """The text of each module the runner's `RUNNER_MODULES` literal names, from the runner's
+    folder, probes/runner/ (read with `ast`, never run): they travel in every bundle, beside the
+    runner."""
+    folder = runner_folder()
     names = declared_literal(runner, "RUNNER_MODULES") or ()
     return {str(n): folder.joinpath(str(n)).read_text(encoding="utf-8") for n in names}

@@ -1,6 +1,6 @@
 """Reads the runner's line protocol and concludes one HostOutcome per host. Pure: no I/O.
 
-The remote runner (probes/_host_runner.py) writes one JSON object per line: hello, tick, probe, done,
+The remote runner (probes/runner/_host_runner.py) writes one JSON object per line: hello, tick, probe, done,
 deadline. The decoder is fed raw bytes as they arrive, keeps every finished probe (so a host that
 dies mid-run still reports what it finished), and bounds memory: past `limit_bytes` it refuses more.
 """
@@ -19,7 +19,9 @@ from fleet.transport.launch import LAUNCH_GRACE_S
 __all__ = ["ExecResult", "StreamDecoder", "Verdict", "build_outcome", "conclude"]
 
 NOISE_TAIL_CHARS = 2000
-TRACEBACK_CHARS = 4096  # the runner's own bound (probes/_runner_child.py), kept on arrival too
+TRACEBACK_CHARS = (
+    4096  # the runner's own bound (probes/runner/_runner_child.py), kept on arrival too
+)
 MIN_PYTHON = (3, 8)  # the probes' floor (probes/README.md); the runner itself starts on older
 
 

@@ -172,6 +172,51 @@ def max_rounds(count: int) -> int:
 
 
 @dataclass
+class Yardstick:
+    """What a group must reach: the floor when one is set, else the median busbw of unbiased
+    samples of its size class (the screen's groups and reference groups of known-good hosts)."""
+
+    settings: IsolateSettings
+    by_size: dict[int, list[float]] = field(default_factory=dict)  # by size_class
+    running: set[frozenset[str]] = field(default_factory=set)  # reference groups this round
+
+    def groups(self, planned: Sequence[Group], free: list[str]) -> list[Group]:
+        """Groups of `free` known-good hosts for each size this round runs that has fewer than
+        SAME_SIZE_MIN reference results (none when a floor judges, or no good host is free)."""
+        if self.settings.floor_gbps is not None:
+            return []
+        added: list[Group] = []
+        for size in sorted({len(g) for g in planned}):
+            for _ in range(SAME_SIZE_MIN - len(self.by_size.get(size_class(size), []))):
+                if len(free) < size:
+                    break
+                group, free = tuple(free[:size]), free[size:]
+                added.append(group)
+                self.running.add(frozenset(group))
+        return added
+
+    def record(self, measured: Sequence[Measured], screened: set[frozenset[str]]) -> None:
+        """The `screened` groups' results and the reference groups': samples of each size."""
+        for result in measured:
+            key = frozenset(result.hosts)
+            sample = key in screened or key in self.running
+            if result.ok and result.busbw_gbps is not None and sample:
+                self.by_size.setdefault(size_class(len(key)), []).append(result.busbw_gbps)
+
+    def expected(self, size: int) -> float | None:
+        """The busbw a group of `size` hosts must reach: the floor, else the median of the
+        reference groups of its size class (of all, when none ran) over 1 + tolerance."""
+        if self.settings.floor_gbps is not None:
+            return self.settings.floor_gbps
+        values = self.by_size.get(size_class(size)) or [
+            v for vs in self.by_size.values() for v in vs
+        ]
+        if not values:
+            return None
+        return float(statistics.median(values)) / (1 + self.settings.tolerance)
+
+
+@dataclass
 class Isolation:
     """The planner: `first_round()`, then `next_round(results)` until it returns []; `named`,
     `cleared` and `evidence` say what it found. No I/O: the caller runs the groups."""
@@ -187,8 +232,10 @@ class Isolation:
     _waiting: list[Task] = field(default_factory=list)
     _running: dict[frozenset[str], Task] = field(default_factory=dict)
     _in_round: dict[Task, list[Measured]] = field(default_factory=dict)
-    _reference: dict[int, list[float]] = field(default_factory=dict)  # by size_class
-    _references: set[frozenset[str]] = field(default_factory=set)  # reference groups running
+    yardstick: Yardstick = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.yardstick = Yardstick(self.settings)
 
     def first_round(self) -> list[Group]:
         groups = screen_groups(list(self.hosts), self.settings)
@@ -198,12 +245,14 @@ class Isolation:
     def next_round(self, results: Iterable[Measured]) -> list[Group]:
         """Judge the last round's results, then plan the next; [] when the search is over."""
         measured = list(results)
-        self._record_references(measured)
+        screened = {key for key, task in self._running.items() if task.purpose == "screen"}
+        self.yardstick.record(measured, screened)
         for result in measured:
             self._take(result)
         for task, outcomes in self._in_round.items():
             self._waiting += self._follow(task, outcomes)
-        self._in_round, self._running, self._references = {}, {}, set()
+        self._in_round, self._running = {}, {}
+        self.yardstick.running = set()
         if self.rounds >= max_rounds(len(self.hosts)):
             self._give_up("the search reached its round limit")
             return []
@@ -231,7 +280,7 @@ class Isolation:
             self._in_round[task] = []
             planned += groups
         self._waiting = later
-        planned += self._reference_groups(planned, busy)
+        planned += self.yardstick.groups(planned, [h for h in self.good if h not in busy])
         if not planned and later:
             self._give_up("no known-good host was free to pair with", later)
         if planned:
@@ -271,49 +320,13 @@ class Isolation:
 
     # ---------------------------------------------------------------------------- judging
 
-    def _reference_groups(self, planned: Sequence[Group], busy: set[str]) -> list[Group]:
-        """Groups of free known-good hosts for each size this round runs that has fewer than
-        SAME_SIZE_MIN reference results (none when a floor judges, or no good host is free)."""
-        if self.settings.floor_gbps is not None:
-            return []
-        free = [h for h in self.good if h not in busy]
-        added: list[Group] = []
-        for size in sorted({len(g) for g in planned}):
-            for _ in range(SAME_SIZE_MIN - len(self._reference.get(size_class(size), []))):
-                if len(free) < size:
-                    break
-                group, free = tuple(free[:size]), free[size:]
-                added.append(group)
-                self._references.add(frozenset(group))
-        return added
-
-    def _record_references(self, measured: Sequence[Measured]) -> None:
-        """The screen's groups and the reference groups: unbiased samples of each size."""
-        for result in measured:
-            key = frozenset(result.hosts)
-            screen = key in self._running and self._running[key].purpose == "screen"
-            if result.ok and result.busbw_gbps is not None and (screen or key in self._references):
-                self._reference.setdefault(size_class(len(key)), []).append(result.busbw_gbps)
-
-    def expected(self, size: int) -> float | None:
-        """The busbw a group of `size` hosts must reach: the floor, else the median of the
-        reference groups of its size class (of all, when none ran) over 1 + tolerance."""
-        if self.settings.floor_gbps is not None:
-            return self.settings.floor_gbps
-        values = self._reference.get(size_class(size)) or [
-            v for vs in self._reference.values() for v in vs
-        ]
-        if not values:
-            return None
-        return float(statistics.median(values)) / (1 + self.settings.tolerance)
-
     def _take(self, result: Measured) -> None:
         key = frozenset(result.hosts)
         if key not in self._running:
             return  # not a group of this round: ignored
         task = self._running.pop(key)
         self._in_round[task].append(result)
-        expected = self.expected(len(result.hosts))
+        expected = self.yardstick.expected(len(result.hosts))
         why = _why_bad(result, expected)
         self.evidence.append(
             Evidence(
@@ -335,7 +348,10 @@ class Isolation:
         bad = []
         for own, placed in zip(task.groups, self._placed_of(task, outcomes)):
             result = verdicts.get(frozenset(placed)) if placed else None
-            if result is None or _why_bad(result, self.expected(len(result.hosts))) is not None:
+            if (
+                result is None
+                or _why_bad(result, self.yardstick.expected(len(result.hosts))) is not None
+            ):
                 bad.append(own)
         return bad
 

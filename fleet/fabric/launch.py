@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from fleet.shipped import probe_folder
+from fleet.shipped import fabric_folder
 from fleet.transport.launch import with_alarm
 
 RANK_FILE = "_fabric_rank.py"
@@ -31,7 +31,7 @@ print(json.dumps({"type": "discovered", "python": sys.version.split()[0],
 
 
 def rank_source() -> str:
-    return probe_folder().joinpath(RANK_FILE).read_text(encoding="utf-8")
+    return fabric_folder().joinpath(RANK_FILE).read_text(encoding="utf-8")
 
 
 def code_sha256() -> str:

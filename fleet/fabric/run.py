@@ -92,7 +92,8 @@ class Discovery:
 
 
 class FabricRounds:
-    """`fleet fabric` over `hosts`: `run` discovers them, runs every round, concludes."""
+    """`fleet fabric` over `hosts`: `run` discovers them, runs every round, concludes; each
+    group's launch is its GroupLauncher's."""
 
     def __init__(
         self,
@@ -102,13 +103,11 @@ class FabricRounds:
         interrupt: asyncio.Event | None = None,
         together: LaunchTogether | None = None,
     ) -> None:
-        self.transports, self.settings, self.together = transports, settings, together
+        self.settings = settings
         self.events = events or FabricEvents()
         self._interrupt = interrupt  # made in the loop when not given (see `interrupt`)
-        self.rng = random.Random(settings.seed)
-        self.ports: set[int] = set()
-        self.failed_masters: set[str] = set()
-        self.source = launch.rank_source()
+        self.rng = random.Random(settings.seed)  # the pair rounds' and the ports' draws, in turn
+        self.launcher = GroupLauncher(transports, settings, together, self.rng)
 
     @property
     def interrupt(self) -> asyncio.Event:
@@ -145,7 +144,7 @@ class FabricRounds:
 
     async def discover(self, hosts: Sequence[Host]) -> Discovery:
         found = Discovery({}, {}, {}, {})
-        async with self._reaching(hosts) as reach:
+        async with self.launcher.reaching(hosts) as reach:
             answers = await asyncio.gather(*(self._discover_one(h, reach(h)) for h in hosts))
         for host, answer in zip(hosts, answers):
             if isinstance(answer, HostError):
@@ -219,7 +218,10 @@ class FabricRounds:
             runnable = []
         self.events.round_started(index, runnable)
         results = [self._skipped(g, found, index) for g in groups if g not in runnable]
-        tasks = [asyncio.ensure_future(self.run_group(index, g, by_name, found)) for g in runnable]
+        tasks = [
+            asyncio.ensure_future(self.launcher.run_group(index, g, by_name, found))
+            for g in runnable
+        ]
         if tasks:
             results += await self._finish(tasks, runnable, index)
         for result in results:
@@ -248,7 +250,45 @@ class FabricRounds:
         reasons = [_why_unusable(h, found) for h in group if h not in found.usable]
         return skipped(group, "; ".join(r for r in reasons if r), index)
 
-    # ------------------------------------------------------------------------------ a group
+    # ---------------------------------------------------------------------------- the end
+
+    def conclude(
+        self,
+        hosts: Sequence[Host],
+        found: Discovery,
+        pairs: Sequence[GroupResult],
+        ring: GroupResult | None,
+        planner: Isolation | None = None,
+    ) -> FabricOutcome:
+        unreached = {h: error_text(e) for h, e in found.unreached.items()}
+        if planner is None:
+            suspects = blame(pairs, unreached, self.settings.tolerance)
+        else:
+            suspects = blame([], unreached) + isolate_suspects(planner, self.settings.tolerance)
+        section = build_fabric_section(self.settings, pairs, ring, suspects, found)
+        if planner is not None:
+            section["isolate"] = planner.summary()
+        outcomes = {h.name: host_outcome(h, found, pairs, suspects, section) for h in hosts}
+        interrupted = self._interrupt is not None and self._interrupt.is_set()
+        return FabricOutcome(outcomes, mask_secrets(section), interrupted)
+
+
+class GroupLauncher:
+    """Runs one group's ranks on its hosts (`run_group`): its rendezvous port (another when
+    busy), each host's rank script and turn, the group's end (ECHO_GRACE_S after trouble)."""
+
+    def __init__(
+        self,
+        transports: Mapping[str, Transport],
+        settings: FabricSettings,
+        together: LaunchTogether | None,
+        rng: random.Random,
+    ) -> None:
+        self.transports, self.settings, self.together = transports, settings, together
+        self.rng = rng
+        self.ports: set[int] = set()
+        self.failed_masters: set[str] = set()
+        self.source = launch.rank_source()
 
     async def run_group(
         self, index: int, group: plan.Group, by_name: Mapping[str, Host], found: Discovery
@@ -294,7 +334,7 @@ class FabricRounds:
         scripts = self._rank_scripts(
             {h: self._config(h, hosts, placements, port, by_name) for h in hosts}
         )
-        async with self._reaching([by_name[h] for h in hosts]) as reach:
+        async with self.reaching([by_name[h] for h in hosts]) as reach:
             tasks = {
                 h: asyncio.ensure_future(
                     self._run_host(by_name[h], reach(by_name[h]), scripts[h], reports[h])
@@ -318,7 +358,7 @@ class FabricRounds:
         return {h: launch.rank_script(c, deadline, self.source) for h, c in configs.items()}
 
     @contextlib.asynccontextmanager
-    async def _reaching(self, hosts: Sequence[Host]) -> AsyncIterator[TransportFor]:
+    async def reaching(self, hosts: Sequence[Host]) -> AsyncIterator[TransportFor]:
         """How each of `hosts` is reached: the shared transports, or one launch of exactly these
         hosts (`together`), stopped on the way out whatever happened."""
         if self.together is None:
@@ -383,28 +423,6 @@ class FabricRounds:
             "route_to": rendezvous_address(by_name[peer]),
             "env": dict(self.settings.env),
         }
-
-    # ---------------------------------------------------------------------------- the end
-
-    def conclude(
-        self,
-        hosts: Sequence[Host],
-        found: Discovery,
-        pairs: Sequence[GroupResult],
-        ring: GroupResult | None,
-        planner: Isolation | None = None,
-    ) -> FabricOutcome:
-        unreached = {h: error_text(e) for h, e in found.unreached.items()}
-        if planner is None:
-            suspects = blame(pairs, unreached, self.settings.tolerance)
-        else:
-            suspects = blame([], unreached) + isolate_suspects(planner, self.settings.tolerance)
-        section = build_fabric_section(self.settings, pairs, ring, suspects, found)
-        if planner is not None:
-            section["isolate"] = planner.summary()
-        outcomes = {h.name: host_outcome(h, found, pairs, suspects, section) for h in hosts}
-        interrupted = self._interrupt is not None and self._interrupt.is_set()
-        return FabricOutcome(outcomes, mask_secrets(section), interrupted)
 
 
 # ------------------------------------------------------------------------------- helpers

@@ -83,7 +83,7 @@ NOT_FINISHED = {
 RETRY_FIX = {
     "timeout": "raise --timeout, or leave the slow probe out with --probes",
     "interrupted": "the run was interrupted, nothing is known to be wrong there; run them again",
-    "partial": "run it by hand on the host (python3 probes/PROBE.py); --debug shows the trace",
+    "partial": "run it by hand on the host (python3 probes/runner/_by_hand.py PROBE); --debug shows the trace",
 }
 
 
@@ -156,7 +156,7 @@ def _probe_failures(outcome: HostOutcome) -> Iterable[Finding]:
             what=f"probe {probe} {result.status}: {error}",
             hosts=(outcome.name,),
             action="none",
-            fix=f"run it by hand on the host (python3 probes/{probe}.py); --debug shows the trace",
+            fix=f"run it by hand on the host (python3 probes/runner/_by_hand.py {probe}); --debug shows the trace",
         )
 
 

@@ -184,7 +184,7 @@ class XidEntry:
     code: int
     mnemonic: str
     # NVIDIA's description; fleet's own short words for an Xid are the host's, in each kernel_log
-    # event it reports (probes/_kernel_log.py XID_MEANINGS), not written again here
+    # event it reports (probes/helpers/health/_kernel_log.py XID_MEANINGS), not written again here
     meaning: str
     nvidia_action: str  # the catalog's immediate-action bucket, as NVIDIA writes it
     nvidia_investigate: str  # its investigatory-action bucket

@@ -13,7 +13,7 @@ How one srun carries many nodes' output: `--label` prefixes each line with the t
 (`\\x1dstart NODE JOB STEP`) before the bundle runs and how the interpreter ended (`\\x1dexit N`, on
 stdout and stderr) after. srun also cuts lines longer than 1 KiB into labelled pieces, so the host
 runner folds its long lines into pieces that say they are continued (FLEET_FOLD_LINES; see
-probes/_host_runner.py) and the demultiplexer joins them again.
+probes/runner/_host_runner.py) and the demultiplexer joins them again.
 
 What srun carries costs the controller once per node: srun sends its stdin to every node in 1 KiB
 messages, so the script goes compressed (fleet.transport.launch.compressed_script, started by
@@ -54,7 +54,7 @@ CONTINUED = b"\x1e"
 LABEL = re.compile(rb"^ *(\d+): ?")
 # Runs on each node: say which node and step this task is, run the bundle (told its host's name in
 # FLEET_HOST: a script shared by several nodes picks its part by it; told to fold long lines and to
-# write only the ticks that say something new, see probes/_host_runner.py), say how it ended.
+# write only the ticks that say something new, see probes/runner/_host_runner.py), say how it ended.
 # "$0" "$@" is the interpreter and ZLIB_LAUNCH_ARGS (fleet.transport.launch); stdin (the
 # compressed script) is inherited. The `exit` marks start no line of their own: after an
 # unterminated last line they end it (SlurmStep._line splits there), one line fewer per stream for

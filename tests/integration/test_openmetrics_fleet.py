@@ -112,6 +112,31 @@ def test_every_finding_is_a_series_with_its_host_gpu_rule_severity_and_action(
     assert found[sick] == 1.0, result.stdout
 
 
+def _assert_health_figures(samples: dict, where: dict[str, str], gpu: dict) -> None:
+    for scope in ("volatile", "aggregate"):
+        for kind in ("corrected", "uncorrected"):
+            key = ("fleet_gpu_ecc_errors_total", _labels(**where, type=kind, scope=scope))
+            assert samples[key] == gpu["ecc"][scope][kind]
+    rows = gpu["remapped_rows"]
+    for kind in ("correctable", "uncorrectable"):
+        key = ("fleet_gpu_remapped_rows", _labels(**where, type=kind))
+        assert samples[key] == rows[kind]
+    pending = samples[("fleet_gpu_remapped_rows_pending", _labels(**where))]
+    assert pending == int(rows["pending"])
+    for reason in gpu["clock_events"]["active"]:
+        key = ("fleet_gpu_clock_event_active", _labels(**where, reason=reason))
+        assert samples[key] == 1
+
+
+def _assert_gpubench_figures(samples: dict, where: dict[str, str], gpu: dict) -> None:
+    for dtype, tflops in gpu["tflops"].items():
+        key = ("fleet_gpubench_matmul_operations_per_second", _labels(**where, dtype=dtype))
+        assert samples[key] == tflops * 1e12
+    for copy, gbps in gpu["gbps"].items():
+        key = ("fleet_gpubench_copy_bytes_per_second", _labels(**where, copy=copy))
+        assert samples[key] == gbps * 1e9
+
+
 def test_figures_equal_the_run_document(metrics_run) -> None:
     result, run, _, text = metrics_run
     samples = _samples(text)
@@ -125,30 +150,11 @@ def test_figures_equal_the_run_document(metrics_run) -> None:
     for host, outcome in run["hosts"].items():
         health = outcome["probes"].get("health") or {}
         for gpu in (health.get("data") or {}).get("gpus") or [] if health.get("ok") else []:
-            where = {"host": host, "gpu": str(gpu["index"])}
-            for scope in ("volatile", "aggregate"):
-                for kind in ("corrected", "uncorrected"):
-                    key = ("fleet_gpu_ecc_errors_total", _labels(**where, type=kind, scope=scope))
-                    assert samples[key] == gpu["ecc"][scope][kind]
-            rows = gpu["remapped_rows"]
-            for kind in ("correctable", "uncorrectable"):
-                key = ("fleet_gpu_remapped_rows", _labels(**where, type=kind))
-                assert samples[key] == rows[kind]
-            pending = samples[("fleet_gpu_remapped_rows_pending", _labels(**where))]
-            assert pending == int(rows["pending"])
-            for reason in gpu["clock_events"]["active"]:
-                key = ("fleet_gpu_clock_event_active", _labels(**where, reason=reason))
-                assert samples[key] == 1
+            _assert_health_figures(samples, {"host": host, "gpu": str(gpu["index"])}, gpu)
             checked += 1
         bench = outcome["probes"].get("gpubench") or {}
         for gpu in (bench.get("data") or {}).get("gpus") or [] if bench.get("ok") else []:
-            where = {"host": host, "gpu": str(gpu["index"])}
-            for dtype, tflops in gpu["tflops"].items():
-                key = ("fleet_gpubench_matmul_operations_per_second", _labels(**where, dtype=dtype))
-                assert samples[key] == tflops * 1e12
-            for copy, gbps in gpu["gbps"].items():
-                key = ("fleet_gpubench_copy_bytes_per_second", _labels(**where, copy=copy))
-                assert samples[key] == gbps * 1e9
+            _assert_gpubench_figures(samples, {"host": host, "gpu": str(gpu["index"])}, gpu)
             checked += 1
     assert checked == 2 + 2 + 2, "both H200 pairs' health and the simulated pair's gpubench"
     sick_pending = ("fleet_gpu_remapped_rows_pending", _labels(host=SICK, gpu="1"))

@@ -19,18 +19,27 @@ from tests.conftest import REMOTE_PYTHON
 REPO = Path(__file__).resolve().parents[2]
 PROBES = REPO / "probes"
 STUBS = REPO / "tests" / "fakes" / "stubs"
+BY_HAND = PROBES / "runner" / "_by_hand.py"
+
+
+def helper_path(file_name: str) -> Path | None:
+    """fleet's shipped helper `file_name` in its family folder (probes/helpers/FAMILY/), as the
+    bundle finds it (fleet.shipped.helper_file); None when there is none."""
+    return next(iter(sorted((PROBES / "helpers").glob(f"*/{file_name}"))), None)
 
 
 class ProbeHelpers(importlib.abc.MetaPathFinder):
-    """`import _name` in a probe finds probes/_name.py, as the host runner serves the helpers a
+    """`import _name` in a probe finds probes/helpers/*/_name.py, as the host runner serves the helpers a
     probe ships (`SHIPS`). Only names with a leading underscore, and only after every other finder:
     probes/torch.py must never stand in for torch."""
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        helper = PROBES / f"{fullname}.py"
-        if path is not None or not fullname.startswith("_") or not helper.is_file():
+        if path is not None or not fullname.startswith("_"):
+            return None
+        helper = helper_path(f"{fullname}.py")
+        if helper is None:
             return None
         return importlib.util.spec_from_file_location(fullname, helper)
 
@@ -62,11 +71,11 @@ def run_by_hand(
     cwd: Any = None,
     env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """`python3 probes/NAME.py ['{options}']`; returns the JSON it printed."""
+    """`python3 probes/runner/_by_hand.py NAME ['{options}']`; returns the JSON it printed."""
     full_env = {**os.environ, **(env or {})}
     if pythonpath:
         full_env["PYTHONPATH"] = str(pythonpath)
-    argv = [REMOTE_PYTHON, str(PROBES / f"{name}.py")]
+    argv = [REMOTE_PYTHON, str(BY_HAND), name]
     argv += [json.dumps(options)] if options is not None else []
     done = subprocess.run(
         argv, capture_output=True, text=True, env=full_env, timeout=120, check=True, cwd=cwd

@@ -130,8 +130,7 @@ class _Handler(socketserver.BaseRequestHandler):
         sock: socket.socket = self.request
         sock.settimeout(0.2)
         buffer = b""
-        behaviour, capture = self.server.behaviour, self.server.capture
-        asked_json = False
+        self.asked_json = False
         while not self.server.stopping.is_set():
             try:
                 chunk = sock.recv(4096)
@@ -144,28 +143,33 @@ class _Handler(socketserver.BaseRequestHandler):
             buffer += chunk
             while b"\n" in buffer:
                 raw, _, buffer = buffer.partition(b"\n")
-                command = raw.decode("utf-8", "replace").rstrip("\r")
-                self.server.received.append(command)
-                if behaviour == "silent":
-                    continue
-                if behaviour == "close_early":
+                if self.answer(sock, raw.decode("utf-8", "replace").rstrip("\r")):
                     return
-                if behaviour == "garbage":
-                    sock.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-                    return
-                reply = reply_to(command, capture)
-                if reply is not None:
-                    asked_json |= command.strip().upper() == "SET FORMAT JSON" and reply == "OK"
-                    sock.sendall((reply + "\n").encode())
-                    continue
-                served = capture.text_report if capture.text_report and not asked_json else None
-                report = (served or capture.report).encode()
-                if behaviour == "stall":
-                    sock.sendall(report[: len(report) // 2])
-                    self.server.stopping.wait()
-                    return
-                sock.sendall(report)
-                return  # the server closes after the report, as NCCL does
+
+    def answer(self, sock: socket.socket, command: str) -> bool:
+        """Answer one command line as the captured server did; True: the connection ends."""
+        self.server.received.append(command)
+        behaviour, capture = self.server.behaviour, self.server.capture
+        if behaviour == "silent":
+            return False
+        if behaviour == "close_early":
+            return True
+        if behaviour == "garbage":
+            sock.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            return True
+        reply = reply_to(command, capture)
+        if reply is not None:
+            self.asked_json |= command.strip().upper() == "SET FORMAT JSON" and reply == "OK"
+            sock.sendall((reply + "\n").encode())
+            return False
+        served = capture.text_report if capture.text_report and not self.asked_json else None
+        report = (served or capture.report).encode()
+        if behaviour == "stall":
+            sock.sendall(report[: len(report) // 2])
+            self.server.stopping.wait()
+            return True
+        sock.sendall(report)
+        return True  # the server closes after the report, as NCCL does
 
 
 class _Server(socketserver.ThreadingTCPServer):

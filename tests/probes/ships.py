@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from tests.probes.handrun import PROBES
+from tests.probes.handrun import PROBES, helper_path
 
 
 def helpers_imported(name: str) -> set[str]:
@@ -20,8 +20,8 @@ def helpers_imported(name: str) -> set[str]:
                 names = [node.module]
             for module in names:
                 file_name = f"{module}.py"
-                shipped = module.startswith("_") and (PROBES / file_name).is_file()
-                if shipped and file_name not in found:
+                helper = helper_path(file_name) if module.startswith("_") else None
+                if helper is not None and file_name not in found:
                     found.add(file_name)
-                    pending.append(PROBES / file_name)
+                    pending.append(helper)
     return found

@@ -18,7 +18,7 @@ import pytest
 from fleet.execution.bundle import build_bundle
 from fleet.transport.launch import LAUNCH_ARGS
 from tests.probes import handrun
-from tests.probes.handrun import load_helper, load_probe
+from tests.probes.handrun import helper_path, load_helper, load_probe
 from tests.probes.ships import helpers_imported
 
 REPO = Path(__file__).resolve().parents[2]
@@ -394,7 +394,7 @@ def test_the_worker_travels_in_the_bundle_and_runs_from_it(tmp_path):
     shipped = dict(bundle.probes["allreduce"].files)
     assert list(shipped) == list(probe.SHIPS)  # the worker and the helpers, as they are here
     for name, text in shipped.items():
-        assert text == (REPO / "probes" / name).read_text(encoding="utf-8"), name
+        assert text == helper_path(name).read_text(encoding="utf-8"), name  # type: ignore[union-attr]
     options = {"allreduce": {"backend": "gloo", "quick": True, "max_bytes": 64}}
     done = subprocess.run(
         [sys.executable, *LAUNCH_ARGS],

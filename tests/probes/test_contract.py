@@ -20,6 +20,10 @@ from tests.conftest import REMOTE_PYTHON
 from tests.probes.handrun import PROBES, load_probe, run_by_hand
 
 PROBE_NAMES = sorted(p.stem for p in PROBES.glob("*.py") if not p.name.startswith("_"))
+# Every file that runs on a host by its module name: the probes at the top of probes/, the runner
+# in runner/, the fabric rank in fabric/, the shipped helpers in helpers/FAMILY/. The bundle ships
+# them flat, so each name is unique (test_every_host_file_name_is_unique).
+HOST_PATHS = {p.stem: p for p in sorted(PROBES.rglob("*.py")) if p.name != "__init__.py"}
 # Run on hosts but not probes: the allreduce worker (`python -c <its text>`, one per rank), the
 # gpubench worker (one per GPU and one for the pairs) and the fabric rank (sent by
 # fleet/fabric/launch.py). Only a host's python ever runs them.
@@ -29,12 +33,14 @@ RUNNER = [
     "_host_runner",
     *(
         name.removesuffix(".py")
-        for name in declared_literal((PROBES / "_host_runner.py").read_text(), "RUNNER_MODULES")
+        for name in declared_literal(HOST_PATHS["_host_runner"].read_text(), "RUNNER_MODULES")
     ),
 ]
 # Helpers that probes ship (`SHIPS`) and import by module name (`import _pcie`): the runner serves
 # them on the host, so a probe may import them at module level.
-HELPERS = sorted(p.stem for p in PROBES.glob("_*.py") if p.stem not in (*RUNNER, *HOST_FILES))
+HELPERS = sorted(
+    p.stem for p in PROBES.glob("helpers/*/_*.py") if p.stem not in (*RUNNER, *HOST_FILES)
+)
 SHIPPED = [*PROBE_NAMES, *RUNNER, *HOST_FILES, *HELPERS]
 
 
@@ -50,7 +56,7 @@ def module_level_imports(tree: ast.Module) -> set[str]:
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_ships_only_stdlib_imports_at_module_level(name: str) -> None:
-    tree = ast.parse((PROBES / f"{name}.py").read_text())
+    tree = ast.parse(HOST_PATHS[name].read_text())
     foreign = module_level_imports(tree) - set(sys.stdlib_module_names) - {"__future__", *HELPERS}
     assert not foreign, f"{name}.py imports {foreign} at module level: import them in collect()"
 
@@ -60,7 +66,7 @@ def helpers_needed(name: str) -> set[str]:
     needed: set[str] = set()
     todo = [name]
     while todo:
-        tree = ast.parse((PROBES / f"{todo.pop()}.py").read_text())
+        tree = ast.parse(HOST_PATHS[todo.pop()].read_text())
         for helper in module_level_imports(tree) & set(HELPERS):
             if f"{helper}.py" not in needed:
                 needed.add(f"{helper}.py")
@@ -71,7 +77,7 @@ def helpers_needed(name: str) -> set[str]:
 @pytest.mark.parametrize("name", PROBE_NAMES)
 def test_ships_every_helper_it_imports(name: str) -> None:
     """On a host only the files in SHIPS can be imported: a helper a helper imports too."""
-    tree = ast.parse((PROBES / f"{name}.py").read_text())
+    tree = ast.parse(HOST_PATHS[name].read_text())
     ships = next(
         (
             ast.literal_eval(node.value)
@@ -86,7 +92,7 @@ def test_ships_every_helper_it_imports(name: str) -> None:
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_parses_as_python_3_8(name: str) -> None:
-    ast.parse((PROBES / f"{name}.py").read_text(), feature_version=(3, 8))
+    ast.parse(HOST_PATHS[name].read_text(), feature_version=(3, 8))
 
 
 @pytest.mark.parametrize("name", PROBE_NAMES)
@@ -108,8 +114,10 @@ def test_runs_by_hand_and_prints_a_result(name: str) -> None:
 # ast's feature_version checks the grammar only; a real 3.8 also runs the module body, where a
 # `dict[str, Any]` alias or a 3.9+ call at module level fails (TypeError, AttributeError).
 # The file's folder is importable, as the runner makes a probe's shipped helpers importable.
+# A host file loaded as the host loads it: its helpers (probes/helpers/*/) importable by name.
 LOAD = (
-    "import os, runpy, sys; sys.path.append(os.path.dirname(sys.argv[1])); "
+    "import glob, os, runpy, sys; sys.path.append(os.path.dirname(sys.argv[1])); "
+    "sys.path += sorted(glob.glob(os.path.join(sys.argv[2], 'helpers', '*'))); "
     "runpy.run_path(sys.argv[1], run_name='fleet_host_file')"
 )
 
@@ -145,7 +153,10 @@ def problems_under_3_8(path: Path, python: str | None) -> list[str]:
     if python is None:
         return []
     done = subprocess.run(
-        [python, "-I", "-c", LOAD, str(path)], capture_output=True, text=True, timeout=60
+        [python, "-I", "-c", LOAD, str(path), str(PROBES)],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     return [f"{python}: {done.stderr.strip()}"] if done.returncode else []
 
@@ -153,7 +164,7 @@ def problems_under_3_8(path: Path, python: str | None) -> list[str]:
 @needs_python_3_8
 @pytest.mark.parametrize("name", [*HOST_FILES, *RUNNER])
 def test_loads_under_a_real_python_3_8(name: str) -> None:
-    assert problems_under_3_8(PROBES / f"{name}.py", PYTHON_3_8) == []
+    assert problems_under_3_8(HOST_PATHS[name], PYTHON_3_8) == []
 
 
 def break_syntax(source: str) -> str:
@@ -179,7 +190,7 @@ def test_the_3_8_check_fails_on_a_broken_copy_of_the_worker(
 ) -> None:
     """The check above can fail: each broken copy of the worker is caught, by the grammar or (a
     3.9+ construct that parses) only by running it under a real 3.8; the intact copy passes."""
-    source = (PROBES / "_allreduce_worker.py").read_text(encoding="utf-8")
+    source = HOST_PATHS["_allreduce_worker"].read_text(encoding="utf-8")
     intact, broken = tmp_path / "intact" / "_allreduce_worker.py", tmp_path / "_allreduce_worker.py"
     intact.parent.mkdir()
     intact.write_text(source)
@@ -190,3 +201,24 @@ def test_the_3_8_check_fails_on_a_broken_copy_of_the_worker(
     assert problems_under_3_8(intact, PYTHON_3_8) == []
     assert problems_under_3_8(broken, PYTHON_3_8) != []
     assert (problems_under_3_8(broken, None) != []) is grammar
+
+
+def test_every_host_file_name_is_unique() -> None:
+    """The bundle ships fleet's host files flat (a helper is `import _name` on the host, wherever
+    it sits in probes/): two files of one name would be one module there."""
+    names = [p.name for p in PROBES.rglob("*.py") if p.name != "__init__.py"]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []
+    assert len(HOST_PATHS) == len(names)
+
+
+def test_the_probes_folder_has_its_parts_in_their_folders() -> None:
+    """The probes at the top; the runner, the fabric rank and the helpers in folders of their own
+    (probes/README.md), none of them a package: their modules are shipped, not imported."""
+    top = sorted(p.name for p in PROBES.glob("_*.py") if p.name != "__init__.py")
+    assert top == []
+    assert {p.parent.relative_to(PROBES).as_posix() for p in PROBES.glob("*/**/_*.py")} <= {
+        "runner",
+        "fabric",
+        *(f"helpers/{family.name}" for family in (PROBES / "helpers").iterdir()),
+    }
+    assert not [p for p in PROBES.glob("*/**/__init__.py")]

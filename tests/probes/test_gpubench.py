@@ -18,7 +18,7 @@ import pytest
 
 from fleet.execution.bundle import build_bundle
 from fleet.units.gpubench import facts as scoring
-from tests.probes.handrun import REPO, STUBS, load_helper, load_probe, run_by_hand
+from tests.probes.handrun import REPO, STUBS, helper_path, load_helper, load_probe, run_by_hand
 
 probe = load_probe("gpubench")
 # The helpers the probe ships, where its pure parts live (the same modules the probe imports).
@@ -293,13 +293,14 @@ def test_the_worker_and_the_helpers_travel_in_the_bundle() -> None:
     assert set(files) == set(probe.SHIPS)
     assert {"_gpubench_worker.py", "_nvidia_smi.py", "_pcie.py", "_host_io.py"} <= set(files)
     for name, text in files.items():
-        assert text == (REPO / "probes" / name).read_text()
+        assert text == helper_path(name).read_text()  # type: ignore[union-attr]
 
 
-def test_the_worker_imports_no_helper() -> None:
-    """It runs as `python -c <its text>` in a child process, where shipped helpers are not
-    importable: only the standard library (and torch, inside its functions)."""
-    tree = ast.parse((REPO / "probes" / "_gpubench_worker.py").read_text())
+def test_the_worker_imports_only_the_worker_io_helper() -> None:
+    """It runs as `python -c <program>` in a child process, where the runner serves no helper:
+    the program carries _worker_io, the one helper it may import (with the standard library, and
+    torch inside its functions)."""
+    tree = ast.parse((REPO / "probes" / "helpers" / "gpubench" / "_gpubench_worker.py").read_text())
     imported = {
         alias.name
         for node in ast.walk(tree)
@@ -307,13 +308,16 @@ def test_the_worker_imports_no_helper() -> None:
         for alias in node.names
     }
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert not {name for name in imported if name.startswith("_") and name != "__future__"}
+    assert {name for name in imported if name.startswith("_")} == {"__future__", "_worker_io"}
 
 
 def test_health_and_gpubench_ship_one_nvidia_smi_helper() -> None:
     bundle = build_bundle(["health", "gpubench"])
     shipped = bundle.shipped_modules()
-    assert shipped["_nvidia_smi.py"] == (REPO / "probes" / "_nvidia_smi.py").read_text()
+    assert (
+        shipped["_nvidia_smi.py"]
+        == (REPO / "probes" / "helpers" / "shared" / "_nvidia_smi.py").read_text()
+    )
     assert bundle.script({}, 60.0, 1).count(b"nvmlClocksEventReason") == 1
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REMOTE_PYTHON
+from tests.probes.handrun import BY_HAND
 from tests.probes.health_cases import (
     CASES,
     GOLDEN,
@@ -395,7 +396,7 @@ def run_probe(path_dirs: list[Path], case: str | None = None) -> dict:
     if case is not None:
         env["FLEET_FAKE_GPU_DIR"] = str(GOLDEN / case)
     completed = subprocess.run(
-        [REMOTE_PYTHON, str(PROBE)], env=env, capture_output=True, text=True, timeout=60
+        [REMOTE_PYTHON, str(BY_HAND), "health"], env=env, capture_output=True, text=True, timeout=60
     )
     assert completed.returncode == 0, completed.stderr
     return dict(json.loads(completed.stdout))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.probes import handrun
-from tests.probes.handrun import load_probe
+from tests.probes.handrun import load_helper, load_probe
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "probes" / "imports.py"
@@ -17,6 +17,7 @@ SYMM = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
 
 
 probe = load_probe("imports")
+bounding = load_helper("_bounded_text")
 
 
 def run_by_hand(options=None, pythonpath=None, cwd=None):
@@ -127,15 +128,16 @@ def test_module_to_distribution_map_matches_the_standard_librarys(tmp_path):
 
 
 def test_bound_text_keeps_the_last_line_of_a_long_message():
+    """The shipped helper torch, dir and imports bound their errors with (_bounded_text.py)."""
     text = "boom\n" + "x" * 2000 + "\nthe real cause"
-    bounded = probe.bound_text(text, 500)
+    bounded = bounding.bound_text(text, 500)
     assert len(bounded) <= 500
     assert bounded.startswith("boom")
     assert bounded.endswith("the real cause")
-    single = probe.bound_text("y" * 2000, 500)
+    single = bounding.bound_text("y" * 2000, 500)
     assert len(single) == 500
     assert single.endswith("…")
-    assert probe.bound_text("short") == "short"
+    assert bounding.bound_text("short") == "short"
 
 
 def test_an_import_that_raises_a_huge_error_is_bounded(tmp_path, monkeypatch):
@@ -144,7 +146,7 @@ def test_an_import_that_raises_a_huge_error_is_bounded(tmp_path, monkeypatch):
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     [tried] = probe.probe_spec("fleet_noisy_mod")["tried"]
-    assert len(tried["error"]) <= probe.MAX_ERROR_CHARS
+    assert len(tried["error"]) <= bounding.MAX_ERROR_CHARS
     assert tried["error"].startswith("RuntimeError: xxx")
     assert tried["error"].endswith("libfoo.so: missing")
 

@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import REMOTE_PYTHON
 from tests.probes.elf_builder import build_elf
-from tests.probes.handrun import REPO, load_probe, run_by_hand
+from tests.probes.handrun import BY_HAND, REPO, load_probe, run_by_hand
 from tests.probes.ras_replay import Capture, load_capture, replay_server
 
 live = load_probe("live")
@@ -914,7 +914,7 @@ def test_by_hand_as_another_user_says_what_it_could_not_read(standin: Any) -> No
         pytest.skip("no interpreter the user nobody may run")
     job = standin(free_port())
     probe = subprocess.run(
-        [python, str(REPO / "probes" / "live.py"), json.dumps(FAST_BY_HAND)],
+        [python, str(BY_HAND), "live", json.dumps(FAST_BY_HAND)],
         preexec_fn=nobody,
         capture_output=True,
         text=True,

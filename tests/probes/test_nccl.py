@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REMOTE_PYTHON
-from tests.probes.handrun import load_probe
+from tests.probes.handrun import BY_HAND, load_probe
 from tests.probes.ships import helpers_imported
 
 nccl = load_probe("nccl")
@@ -114,7 +114,7 @@ def stub_site(root: Path) -> Path:
 
 def run_probe(env: dict, options: str = "{}", cwd: Path = REPO) -> dict:
     completed = subprocess.run(
-        [REMOTE_PYTHON, str(PROBE), options],
+        [REMOTE_PYTHON, str(BY_HAND), "nccl", options],
         env=env,
         cwd=cwd,
         capture_output=True,

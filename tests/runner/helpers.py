@@ -46,17 +46,17 @@ def sleepers() -> list[int]:
 
 
 def load_runner(file_name: str = "_host_runner.py"):  # -> the module (untyped: host-side code)
-    """probes/_host_runner.py (or one of its RUNNER_MODULES) imported afresh in this process, for
-    its functions alone (its __main__ block does not run; FLEET_* are read from the environment
-    now): what the bundle's runner does, without a bundle. The runner's modules are imported from
-    the probes folder, as when the runner is run by hand; that folder is on sys.path only while
-    the file loads, and last (probes/torch.py must never shadow torch)."""
+    """probes/runner/_host_runner.py (or one of its RUNNER_MODULES) imported afresh in this
+    process, for its functions alone (its __main__ block does not run; FLEET_* are read from the
+    environment now): what the bundle's runner does, without a bundle. The runner's modules are
+    imported from the runner's folder, as when the runner is run by hand; that folder is on
+    sys.path only while the file loads, and last."""
     import importlib.util
     import sys
 
-    from fleet.shipped import probe_folder
+    from fleet.shipped import runner_folder
 
-    folder = str(probe_folder())
+    folder = str(runner_folder())
     spec = importlib.util.spec_from_file_location(
         "fleet_host_runner_under_test_" + file_name[:-3], f"{folder}/{file_name}"
     )

@@ -1,4 +1,4 @@
-"""The host runner in parts: probes/_host_runner.py and the modules it declares (RUNNER_MODULES)
+"""The host runner in parts: probes/runner/_host_runner.py and the modules it declares (RUNNER_MODULES)
 stay small, travel in every bundle once, are covered by the bundle's digest, and load from the
 runner's own folder when it is run by hand (issue 37)."""
 
@@ -24,10 +24,11 @@ from tests.conftest import REMOTE_PYTHON
 from tests.runner.helpers import GOOD
 
 PROBES = Path(__file__).resolve().parents[2] / "probes"
+RUNNER = PROBES / "runner"
 MAX_LINES = 600  # the project's bound on a module (tests/unit/test_layout.py for fleet/)
 RUNNER_MODULES = [
     str(name)
-    for name in declared_literal((PROBES / RUNNER_FILE).read_text(), "RUNNER_MODULES") or ()
+    for name in declared_literal((RUNNER / RUNNER_FILE).read_text(), "RUNNER_MODULES") or ()
 ]
 
 
@@ -44,14 +45,14 @@ def test_the_runner_declares_its_modules() -> None:
 
 @pytest.mark.parametrize("file_name", [RUNNER_FILE, *RUNNER_MODULES])
 def test_the_runner_and_each_of_its_modules_stay_within_600_lines(file_name: str) -> None:
-    lines = len((PROBES / file_name).read_text().splitlines())
+    lines = len((RUNNER / file_name).read_text().splitlines())
     assert lines <= MAX_LINES, f"probes/{file_name} has {lines} lines: split it"
 
 
 def test_every_bundle_carries_each_runner_module_once() -> None:
     bundle = build_bundle(["system"])
     payload = script_payload(bundle)
-    expected = {name: (PROBES / name).read_text() for name in RUNNER_MODULES}
+    expected = {name: (RUNNER / name).read_text() for name in RUNNER_MODULES}
     assert payload["runner_modules"] == expected
     script = bundle.script({}, 60, 4).decode()
     assert script.count("def child_main(") == 1  # in the BUNDLE literal, not in the runner too
@@ -83,13 +84,14 @@ def test_a_helper_named_like_a_runner_module_is_refused() -> None:
 def test_run_by_hand_the_runner_imports_its_modules_from_its_folder_and_writes_nothing(
     tmp_path: Path,
 ) -> None:
-    """`python3 probes/_host_runner.py` in a folder of its own with one probe: its modules come
-    from that folder (sys.path[0]), and no __pycache__ is left there."""
+    """`python3 probes/runner/_host_runner.py` in a probes folder of its own with one probe: its
+    modules come from the runner's folder (sys.path[0]), and no __pycache__ is left there."""
+    (tmp_path / "runner").mkdir()
     for file_name in [RUNNER_FILE, *RUNNER_MODULES]:
-        shutil.copy(PROBES / file_name, tmp_path / file_name)
+        shutil.copy(RUNNER / file_name, tmp_path / "runner" / file_name)
     (tmp_path / "good.py").write_text(GOOD)
     done = subprocess.run(
-        [REMOTE_PYTHON, str(tmp_path / RUNNER_FILE)],
+        [REMOTE_PYTHON, str(tmp_path / "runner" / RUNNER_FILE)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -100,6 +102,7 @@ def test_run_by_hand_the_runner_imports_its_modules_from_its_folder_and_writes_n
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert [line["type"] for line in lines] == ["hello", "probe", "done"]
     assert lines[1]["data"] == {"answer": 42}
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [RUNNER_FILE, *RUNNER_MODULES, "good.py"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.py", "runner"]
+    assert sorted(p.name for p in (tmp_path / "runner").iterdir()) == sorted(
+        [RUNNER_FILE, *RUNNER_MODULES]
     )

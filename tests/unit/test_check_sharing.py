@@ -56,36 +56,41 @@ def test_sharing_gives_each_host_its_own_verdict(tmp_path: Path) -> None:
     assert verdicts["mig"]["gpu-00001"].observed != verdicts["mig"]["gpu-00010"].observed
 
 
+def _slow_walk(node, path, at, out):  # type: ignore[no-untyped-def]
+    """Every (where, value) that `path` reaches in `node`, the obvious recursive way."""
+    if not path:
+        out.append((at, node))
+    elif isinstance(node, dict) and path[0] == "*":
+        for key, value in node.items():
+            _slow_walk(value, path[1:], (*at, key), out)
+    elif isinstance(node, dict) and isinstance(path[0], str):
+        for key, value in node.items():
+            if str(key) == path[0]:
+                _slow_walk(value, path[1:], (*at, key), out)
+    elif isinstance(node, list) and path[0] == "*":
+        for index, value in enumerate(node):
+            _slow_walk(value, path[1:], (*at, index), out)
+    elif isinstance(node, list) and type(path[0]) is int and path[0] < len(node):
+        _slow_walk(node[path[0]], path[1:], (*at, path[0]), out)
+
+
+def _random_value(rng: random.Random, depth: int = 0):  # type: ignore[no-untyped-def]
+    kind = rng.random()
+    if depth > 3 or kind < 0.3:
+        return rng.choice([1, "x", None, True, 2.5])
+    if kind < 0.6:
+        return [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    return {
+        rng.choice(["a", "b", 1, "c"]): _random_value(rng, depth + 1)
+        for _ in range(rng.randint(0, 4))
+    }
+
+
 def test_what_a_rule_sees_of_a_payload_is_read_as_the_slow_walk_reads_it() -> None:
-    def walk(node, path, at, out):  # type: ignore[no-untyped-def]
-        if not path:
-            out.append((at, node))
-        elif isinstance(node, dict) and path[0] == "*":
-            for key, value in node.items():
-                walk(value, path[1:], (*at, key), out)
-        elif isinstance(node, dict) and isinstance(path[0], str):
-            for key, value in node.items():
-                if str(key) == path[0]:
-                    walk(value, path[1:], (*at, key), out)
-        elif isinstance(node, list) and path[0] == "*":
-            for index, value in enumerate(node):
-                walk(value, path[1:], (*at, index), out)
-        elif isinstance(node, list) and type(path[0]) is int and path[0] < len(node):
-            walk(node[path[0]], path[1:], (*at, path[0]), out)
-
     rng = random.Random(25)
-
-    def value(depth: int = 0):  # type: ignore[no-untyped-def]
-        kind = rng.random()
-        if depth > 3 or kind < 0.3:
-            return rng.choice([1, "x", None, True, 2.5])
-        if kind < 0.6:
-            return [value(depth + 1) for _ in range(rng.randint(0, 4))]
-        return {rng.choice(["a", "b", 1, "c"]): value(depth + 1) for _ in range(rng.randint(0, 4))}
-
     for _ in range(5000):
-        data = value()
+        data = _random_value(rng)
         path = tuple(rng.choice(["a", "b", "*", 0, 1]) for _ in range(rng.randint(0, 3)))
         slow: list[tuple[tuple[object, ...], object]] = []
-        walk(data, path, (), slow)
+        _slow_walk(data, path, (), slow)
         assert seen(data, Reads(consumed={path})) == repr([slow]), (data, path)

@@ -1,4 +1,4 @@
-"""fleet.render.jsontext.dumps_indented writes what json.dumps(indent=2, default=str) writes."""
+"""fleet.jsontext.dumps_indented writes what json.dumps(indent=2, default=str) writes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fleet.render.jsontext import dumps_indented
+from fleet.jsontext import dumps_indented
 
 
 class Level(enum.IntEnum):
@@ -67,7 +67,7 @@ def test_a_key_json_cannot_write_is_refused_alike() -> None:
 
 
 def test_written_in_pieces_the_same_text(monkeypatch: pytest.MonkeyPatch) -> None:
-    import fleet.render.jsontext as jsontext
+    import fleet.jsontext as jsontext
 
     monkeypatch.setattr(jsontext, "PIECE", 64)
     rng = random.Random(7)

@@ -24,10 +24,26 @@ ONLY_IN = {
 }
 # The flow runs top to bottom; a stage never imports a later one. The transports (and the launch
 # seam, fleet/transport/launch.py) sit under everything that sends scripts: execution/, fabric/.
+# Every module of fleet has a stage (test_every_fleet_module_has_a_stage): the two ground stages
+# hold the declared leaves, which every stage may import.
+LEAVES = (  # import no module of fleet
+    "fleet.version",
+    "fleet.models",
+    "fleet.hostsets",
+    "fleet.files",
+    "fleet.collector",
+    "fleet.shipped",
+    "fleet.jsontext",
+    "fleet.schemas",
+    "fleet.units",  # the unit table and keyfacts; a unit's parts take their role's stage
+)
+FOUNDATIONS = ("fleet.errors", "fleet.exits", "fleet.redact", "fleet.yamlfile")  # on the leaves
 STAGES = [
+    LEAVES,
+    FOUNDATIONS,
     ("fleet.inventory", "fleet.transport"),
     ("fleet.execution", "fleet.fabric"),
-    ("fleet.store",),
+    ("fleet.rundoc", "fleet.store"),
     ("fleet.analysis",),
     ("fleet.checks",),
     ("fleet.findings",),
@@ -35,6 +51,8 @@ STAGES = [
     ("fleet.api",),
     ("fleet.cli",),
 ]
+# The package's face (fleet/__init__.py hands on the API's names) and `python -m fleet`: above all.
+TOP = ("fleet", "fleet.__main__")
 
 
 # A probe's unit (fleet/units/PROBE/) is split by stage: each part belongs to the stage that asks
@@ -69,6 +87,8 @@ def stage_of(module: str) -> int | None:
     parts = module.split(".")
     if parts[:2] == ["fleet", "units"] and len(parts) >= 4:  # fleet.units.PROBE.PART
         module = UNIT_PART_STAGES.get(parts[3], "fleet.analysis")
+    if module in TOP:
+        return len(STAGES)
     for index, prefixes in enumerate(STAGES):
         if any(module == p or module.startswith(p + ".") for p in prefixes):
             return index
@@ -96,7 +116,7 @@ def test_unit_parts_have_the_stage_of_their_role() -> None:
     assert stage_of("fleet.units.gpubench.checks") == stage_of("fleet.checks")
     assert stage_of("fleet.units.net.html") == stage_of("fleet.render")
     assert stage_of("fleet.units.gpubench.terminal") == stage_of("fleet.render")
-    assert stage_of("fleet.units") is None
+    assert stage_of("fleet.units") == stage_of("fleet.units.keyfacts") == stage_of("fleet.models")
     assert allowed("fleet/units/gpubench/terminal.py", ONLY_IN["rich"])
     assert not allowed("fleet/units/gpubench/html.py", ONLY_IN["rich"])
 
@@ -120,15 +140,24 @@ def test_the_unit_registry_imports_no_part() -> None:
     assert not [n for n in imported(FLEET / "units" / "__init__.py") if n.startswith("fleet")]
 
 
+def test_every_fleet_module_has_a_stage() -> None:
+    """A new top-level module must be placed: in a stage, or declared a leaf."""
+    assert [name for name in fleet_modules() if stage_of(name) is None] == []
+
+
+def test_the_leaves_import_no_fleet_module() -> None:
+    graph = import_graph()
+    leaves = {name for name in graph if stage_of(name) == 0 and not name.startswith("fleet.units")}
+    assert {f"{name} imports {graph[name]}" for name in leaves if graph[name]} == set()
+
+
 def test_nothing_imports_back_up_the_flow() -> None:
-    backwards = []
-    for path in modules():
-        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-        here = stage_of(module)
-        for name in imported(path):
-            there = stage_of(name)
-            if here is not None and there is not None and there > here:
-                backwards.append(f"{module} imports {name}")
+    backwards = [
+        f"{module} imports {name}"
+        for module, names in import_graph().items()
+        for name in names
+        if (stage_of(name) or 0) > (stage_of(module) or 0)
+    ]
     assert backwards == []
 
 
@@ -148,14 +177,16 @@ def test_the_rule_engine_is_used_through_fleet_checks() -> None:
 
 # ------------------------------------------------ the CLI one floor over the API (issue 22)
 
-# What fleet/cli/ may import of fleet: the API, the errors, the models, the renderers, itself;
-# and the collector, whose pause over the executable's start-up the CLI ends (fleet/__main__.py).
+# What fleet/cli/ may import of fleet: the API, the errors, the models, the JSON text writer, the
+# renderers, itself; and the collector, whose pause over the executable's start-up the CLI ends
+# (fleet/__main__.py).
 CLI_MAY_IMPORT = (
     "fleet.api",
     "fleet.collector",
     "fleet.errors",
     "fleet.exits",
     "fleet.models",
+    "fleet.jsontext",
     "fleet.render",
     "fleet.cli",
 )
@@ -197,45 +228,27 @@ def import_graph() -> dict[str, set[str]]:
     return {name: imported_modules(path, known) - {name} for name, path in known.items()}
 
 
+def reachable(graph: Mapping[str, Collection[str]], start: str) -> set[str]:
+    """Every module `start` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = list(graph.get(start, ()))
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph.get(node, ()))
+    return seen
+
+
 def import_circles(graph: Mapping[str, Collection[str]]) -> set[frozenset[str]]:
-    """The strongly connected components of more than one module (Tarjan, without recursion)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    circles: set[frozenset[str]] = set()
-    for root in graph:
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, edges = work[-1]
-            step = next(edges, None)
-            if step is not None:
-                if step not in index:
-                    index[step] = low[step] = len(index)
-                    stack.append(step)
-                    on_stack.add(step)
-                    work.append((step, iter(sorted(graph[step]))))
-                elif step in on_stack:
-                    low[node] = min(low[node], index[step])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = set()
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.add(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    circles.add(frozenset(component))
+    """The strongly connected components of more than one module: the modules each module
+    reaches and is reached by (fleet's few hundred modules make the plain way fast enough)."""
+    reach = {node: reachable(graph, node) for node in graph}
+    circles = set()
+    for node in graph:
+        both = {other for other in reach[node] if other != node and node in reach.get(other, ())}
+        if both:
+            circles.add(frozenset({node, *both}))
     return circles
 
 
@@ -270,11 +283,11 @@ def test_no_fleet_module_over_600_lines() -> None:
 
 
 def test_runner_names_only_the_host_runner() -> None:
-    """ "Runner" means the host runner (probes/_host_runner.py) and nothing else."""
+    """ "Runner" means the host runner (probes/runner/_host_runner.py) and nothing else."""
     runners = [
         f"{path.relative_to(ROOT)}: {node.name}"
-        for path in [*modules(), *sorted((ROOT / "probes").glob("*.py"))]
-        if path != ROOT / "probes" / "_host_runner.py"
+        for path in [*modules(), *sorted((ROOT / "probes").rglob("*.py"))]
+        if path != ROOT / "probes" / "runner" / "_host_runner.py"
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.ClassDef) and node.name.endswith("Runner")
     ]

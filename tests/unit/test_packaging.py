@@ -49,8 +49,13 @@ def test_wheel_ships_probes_as_fleet_probes_not_top_level(tmp_path: Path) -> Non
         "fleet",
         wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info",
     }
-    assert "fleet/_probes/_host_runner.py" in names
-    assert "fleet/_probes/_runner_secrets.py" in names  # the controller masks with it too
+    assert "fleet/_probes/runner/_host_runner.py" in names
+    assert "fleet/_probes/runner/_runner_secrets.py" in names  # the controller masks with it too
+    # every folder of probes/ ships: the fabric rank, each family's helpers, the by-hand runner
+    assert "fleet/_probes/fabric/_fabric_rank.py" in names
+    assert "fleet/_probes/helpers/shared/_worker_io.py" in names
+    assert "fleet/_probes/helpers/allreduce/_allreduce_worker.py" in names
+    assert "fleet/_probes/runner/_by_hand.py" in names
     assert "fleet/api/probing.py" in names
     assert "fleet/_probes/gpu.py" in names
     assert "fleet/checks/packs/inference.yaml" in names

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from fleet import rundoc
+from fleet import jsontext, rundoc
 from fleet.errors import StoreError
 from fleet.models import Run
-from fleet.render import jsontext
 from fleet.store import deduplicate_payloads, read_run_file, save_run, write_run_json
 from tests.unit.helpers import REAL_RUN, fleet_run
 

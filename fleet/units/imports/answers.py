@@ -5,16 +5,16 @@ HTML each say; the run document holds the same results per host (`imports.result
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from fleet.analysis.across_hosts.check_grade import resolved_name
+from fleet.execution.bundle import declared_literal
 from fleet.hostsets import compact_hosts
 from fleet.models import Run
-from fleet.shipped import probes_package
+from fleet.shipped import probe_folder
 
 
 @dataclass(frozen=True)
@@ -62,9 +62,10 @@ def asked_imports(run: Run) -> list[SpecAnswers]:
 
 @lru_cache(maxsize=1)
 def default_specs() -> tuple[str, ...]:
-    """The specs the imports probe asks when given none (probes/imports.py)."""
-    probe = importlib.import_module(f"{probes_package()}.imports")
-    return tuple(probe.DEFAULT_SPECS)
+    """The specs the imports probe asks when given none (probes/imports.py's DEFAULT_SPECS, read
+    with `ast`: the probe imports its shipped helpers by name, which only a host serves)."""
+    source = probe_folder().joinpath("imports.py").read_text(encoding="utf-8")
+    return tuple(str(spec) for spec in declared_literal(source, "DEFAULT_SPECS"))
 
 
 def _answers(spec: str, results: Mapping[str, Mapping[str, Any]]) -> tuple[ImportAnswer, ...]:

@@ -1,6 +1,6 @@
 """A fake torch whose "GPUs" take simulated time: for the gpubench probe's tests without GPUs.
 
-What the probe and its worker (probes/_gpubench_worker.py) call is here, nothing more. Each stream
+What the probe and its worker (probes/helpers/gpubench/_gpubench_worker.py) call is here, nothing more. Each stream
 runs its work in real time, concurrently with the others: an operation starts when the stream's
 last one ends (or now), lasts what the machine's rates say (a matmul of F flops at T TFLOPS:
 F/T/1e12 s), and waiting for an event or a device sleeps until then; so budgets and deadlines

@@ -1,6 +1,6 @@
 """The host runner's secret masking: token-shaped strings never leave the host.
 
-A runner module (probes/_host_runner.py, RUNNER_MODULES): it travels in every bundle and the
+A runner module (probes/runner/_host_runner.py, RUNNER_MODULES): it travels in every bundle and the
 runner makes it importable by name before it imports it. The controller (fleet/redact.py) imports
 this module too and masks again with the very same list. Stdlib only, Python 3.8+ (and it still
 loads on 3.6/3.7, so that the runner can say it needs 3.8).

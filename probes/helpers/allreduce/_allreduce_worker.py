@@ -1,14 +1,15 @@
 """One rank of the `allreduce` probe: times torch.distributed allreduce, eager and CUDA-graph mode.
 
 Not a probe (the leading underscore): probes/allreduce.py declares it in `SHIPS`, the bundle carries
-its text beside the probe's, and the probe starts one `python -c <this text> '<config json>'` per
-rank. Nothing is written on the host. Rank 0 prints its results as `MARKER {json}` lines on stdout
+its text beside the probe's, and the probe starts one `python -c <program> '<config json>'` per
+rank (_worker_io.worker_program: this text run as __main__). Nothing is written on the host. Rank 0 prints its results as `MARKER {json}` lines on stdout
 (NCCL_DEBUG output shares that stream). The planning functions at the top are pure and tested on
 their own (tests/probes/test_allreduce.py). Stdlib and torch only, Python 3.8+.
 
-Self-contained on purpose: it imports no shipped helper. The ranks run it as `python -c`, a fresh
-interpreter where the runner's in-memory helpers are not importable, and what it shares with the
-probe (the MARKER, the config's keys) arrives in its config argument.
+It imports one shipped helper, _worker_io (its deadline, its end with the probe, its MARKER lines):
+the ranks run in a fresh interpreter where the runner serves no helper, so the program it runs in
+carries that module's text. What it shares with the probe (the MARKER, the config's keys) arrives
+in its config argument.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from _worker_io import describe, emit, guard
 
 Record = Dict[str, Any]
 
@@ -60,22 +62,6 @@ def spread(samples: List[float]) -> Dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------- the rank
-def watch_parent(parent_pid: int) -> None:
-    """An orphaned worker (the probe killed by its runner) must not keep a GPU or a port."""
-    while os.getppid() == parent_pid:
-        time.sleep(0.5)
-    os._exit(3)
-
-
-def emit(cfg: Record, record: Record) -> None:
-    sys.stdout.write(cfg["marker"] + json.dumps(record) + "\n")
-    sys.stdout.flush()
-
-
-def describe(exc: BaseException) -> str:
-    return ("%s: %s" % (type(exc).__name__, exc))[:500]
-
-
 # Never called, whatever an option says: multimem operations need NVLink multicast, which stays off.
 MULTIMEM_MARK = "multimem"
 SYMM_MEM_MODULES = ("torch.distributed._symmetric_memory", "torch.distributed.symmetric_memory")
@@ -383,8 +369,7 @@ def measure(cfg: Record, torch: Any, dist: Any) -> None:
 
 def main(argv: Optional[List[str]] = None) -> None:
     cfg = json.loads((argv or sys.argv)[1])
-    signal.alarm(cfg["hard_timeout_s"])  # SIGALRM's default action ends the process
-    threading.Thread(target=watch_parent, args=(cfg["parent_pid"],), daemon=True).start()
+    guard(cfg)
     import torch
     import torch.distributed as dist
 

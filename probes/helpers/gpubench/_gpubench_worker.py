@@ -2,8 +2,9 @@
 copy, pinned host copies) or the peer copies between GPUs (role "pairs", one process for all).
 
 Not a probe (the leading underscore): probes/gpubench.py declares it in `SHIPS`, the bundle carries
-its text beside the probe's, and the probe starts one `python -c <this text> '<config json>'` per
-GPU plus one for the pairs. Nothing is written on the host. The probe paces the phases: before
+its text beside the probe's, and the probe starts one `python -c <program> '<config json>'` per
+GPU plus one for the pairs (_worker_io.worker_program: this text run as __main__, with _worker_io
+importable, the one helper it imports). Nothing is written on the host. The probe paces the phases: before
 each one the worker prints `MARKER {"ready": PHASE}` and reads one line on stdin: `{"budget_s": S}`
 runs the phase in about S seconds, anything else (or the end of stdin) ends the process, and its
 GPU memory goes with it. Results are `MARKER {json}` lines on stdout. The planning and arithmetic
@@ -15,11 +16,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
-import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from _worker_io import ask, describe, emit, guard
 
 Record = Dict[str, Any]
 FP8 = "float8_e4m3fn"
@@ -76,31 +77,10 @@ def fp8_problem(torch: Any, capability: Tuple[int, int]) -> Optional[str]:
 
 
 # ---------------------------------------------------------------------------------- plumbing
-def watch_parent(parent_pid: int) -> None:
-    """An orphaned worker (the probe killed by its runner) must not keep a GPU."""
-    while os.getppid() == parent_pid:
-        time.sleep(0.5)
-    os._exit(3)
-
-
-def emit(cfg: Record, record: Record) -> None:
-    sys.stdout.write(cfg["marker"] + json.dumps(record) + "\n")
-    sys.stdout.flush()
-
-
-def describe(exc: BaseException) -> str:
-    return ("%s: %s" % (type(exc).__name__, exc))[:500]
-
-
 def next_order(cfg: Record, phase: str) -> Optional[float]:
     """Say we are ready for `phase`; the probe's answer: its budget in seconds, or None (stop)."""
-    emit(cfg, {"ready": phase})
-    line = sys.stdin.readline()
-    try:
-        order = json.loads(line) if line.strip() else None
-    except ValueError:
-        return None
-    if not isinstance(order, dict) or not isinstance(order.get("budget_s"), (int, float)):
+    order = ask(cfg, {"ready": phase})
+    if order is None or not isinstance(order.get("budget_s"), (int, float)):
         return None
     return float(order["budget_s"])
 
@@ -436,7 +416,7 @@ def pin_to_cpus(cfg: Record) -> Optional[str]:
     try:
         os.sched_setaffinity(0, set(int(c) for c in cpus))
     except (OSError, ValueError) as exc:
-        return describe(exc)
+        return str(describe(exc))
     return None
 
 
@@ -470,8 +450,7 @@ def serve(cfg: Record, torch: Any) -> None:
 
 def main(argv: Optional[List[str]] = None) -> None:
     cfg = json.loads((argv or sys.argv)[1])
-    signal.alarm(int(cfg["hard_timeout_s"]))  # SIGALRM's default action ends the process
-    threading.Thread(target=watch_parent, args=(cfg["parent_pid"],), daemon=True).start()
+    guard(cfg)
     pinned = pin_to_cpus(cfg)
     import torch
 

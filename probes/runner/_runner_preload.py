@@ -1,6 +1,6 @@
 """The host runner's fork server for the probes that declare `PRELOAD = ("torch",)`.
 
-A runner module (probes/_host_runner.py, RUNNER_MODULES): it travels in every bundle and the
+A runner module (probes/runner/_host_runner.py, RUNNER_MODULES): it travels in every bundle and the
 runner makes it importable by name before it imports it. Stdlib only, Python 3.8+ (and it still
 loads on 3.6/3.7, so that the runner can say it needs 3.8).
 """
@@ -13,8 +13,8 @@ import time
 from typing import TYPE_CHECKING, List, NoReturn
 
 if TYPE_CHECKING:  # mypy reads them as probes' modules; on the host they are top-level modules
-    from probes._runner_child import child_main, die_with_parent, forget_child_exits
-    from probes._runner_processes import ProbeProcess
+    from probes.runner._runner_child import child_main, die_with_parent, forget_child_exits
+    from probes.runner._runner_processes import ProbeProcess
 else:
     from _runner_child import child_main, die_with_parent, forget_child_exits
     from _runner_processes import ProbeProcess

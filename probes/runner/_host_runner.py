@@ -22,8 +22,9 @@ The runner is this file and its RUNNER_MODULES beside it (the forked child, the 
 the fork server, secret masking): the bundle carries their text once (`BUNDLE["runner_modules"]`)
 and this file makes them importable from memory before it imports them.
 
-Run by hand (`python3 probes/_host_runner.py`) it runs every probe file beside it, as a bundle would,
-and imports its modules from its own folder. Stdlib only, Python 3.8+.
+Run by hand (`python3 probes/runner/_host_runner.py`) it runs every probe file of probes/ (the
+folder above its own), with the helpers their SHIPS name from probes/helpers/*/, as a bundle
+would, and imports its modules from its own folder. Stdlib only, Python 3.8+.
 """
 
 import contextlib
@@ -94,9 +95,9 @@ if __name__ == "__main__":
 make_runner_modules_importable()
 
 if TYPE_CHECKING:  # mypy reads them as probes' modules; on the host they are top-level modules
-    from probes._runner_child import PATHS, SHIPPED, Options, read_inits_cuda
-    from probes._runner_preload import Preloader, become_subreaper
-    from probes._runner_processes import ChildExits, Message, ProbeProcess
+    from probes.runner._runner_child import PATHS, SHIPPED, Options, read_inits_cuda
+    from probes.runner._runner_preload import Preloader, become_subreaper
+    from probes.runner._runner_processes import ChildExits, Message, ProbeProcess
 else:
     from _runner_child import PATHS, SHIPPED, Options, read_inits_cuda
     from _runner_preload import Preloader, become_subreaper
@@ -403,7 +404,8 @@ def install_deadline(seconds: float) -> None:
 
 
 def bundle_from_directory(directory: str) -> Bundle:
-    """By hand: every probe file beside this one, with default options."""
+    """By hand: every probe file in `directory` (probes/), with default options; the helpers
+    they ship are read from its helpers/FAMILY/ folders (fleet/shipped.py says why)."""
     names = sorted(f[:-3] for f in os.listdir(directory) if f.endswith(".py") and f[0] not in "_.")
     probes: Dict[str, str] = {}
     modules: Dict[str, str] = {}
@@ -413,15 +415,28 @@ def bundle_from_directory(directory: str) -> Bundle:
             probes[name] = handle.read()
         ships[name] = read_ships(probes[name])
         for file_name in ships[name]:
-            with open(os.path.join(directory, file_name)) as handle:
+            with open(helper_path(directory, file_name)) as handle:
                 modules[file_name] = handle.read()
     return {"probes": probes, "modules": modules, "ships": ships, "options": {}, "deadline_s": 600}
 
 
+def helper_path(directory: str, file_name: str) -> str:
+    """Where helper `file_name` is: in a family folder of directory/helpers/, else beside the
+    probes."""
+    helpers = os.path.join(directory, "helpers")
+    families = sorted(os.listdir(helpers)) if os.path.isdir(helpers) else []
+    for family in families:
+        candidate = os.path.join(helpers, family, file_name)
+        if os.path.isfile(candidate):
+            return candidate
+    return os.path.join(directory, file_name)
+
+
 if __name__ == "__main__":
     if "BUNDLE" not in globals():
-        BUNDLE = bundle_from_directory(os.path.dirname(os.path.abspath(__file__)))
-        clean_sys_path(os.path.dirname(os.path.abspath(__file__)))
+        RUNNER_DIR = os.path.dirname(os.path.abspath(__file__))
+        BUNDLE = bundle_from_directory(os.path.dirname(RUNNER_DIR))
+        clean_sys_path(RUNNER_DIR)
     else:
         clean_sys_path()
     sys.exit(run_bundle(BUNDLE))

@@ -45,7 +45,7 @@ ENV_ALLOWED = (
     "SLURM_JOB_ID",
 )
 ENV_PREFIX = "NCCL_"
-# The same names the host runner masks (probes/_host_runner.py SECRET_NAME): a probe shares no code.
+# The same names the host runner masks (probes/runner/_host_runner.py SECRET_NAME): a probe shares no code.
 SECRET_NAME = re.compile(r"(?i)(TOKEN|SECRET|PASSW|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)")
 SECRET_OPTION = re.compile(
     r"(?i)^--?[\w.-]*(token|secret|passw|api[-_]?key|access[-_]?key|private[-_]?key|credential)"

@@ -1,8 +1,8 @@
 """The host runner's view of its probes: one forked child per probe, what it left behind judged.
 
-A runner module (probes/_host_runner.py, RUNNER_MODULES): it travels in every bundle and the
+A runner module (probes/runner/_host_runner.py, RUNNER_MODULES): it travels in every bundle and the
 runner makes it importable by name before it imports it. ProbeProcess forks the child
-(probes/_runner_child.py), reads its pipes, kills and reaps it, and turns what it left (an exit
+(probes/runner/_runner_child.py), reads its pipes, kills and reaps it, and turns what it left (an exit
 status, a result, a crash) into the probe's protocol line, masked. ChildExits wakes the
 scheduler when a child exits. Stdlib only, Python 3.8+ (and it still loads on 3.6/3.7, so that
 the runner can say it needs 3.8).
@@ -18,8 +18,8 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 if TYPE_CHECKING:  # mypy reads them as probes' modules; on the host they are top-level modules
-    from probes._runner_child import TRACEBACK_CHARS, Options, child_main
-    from probes._runner_secrets import mask_secrets
+    from probes.runner._runner_child import TRACEBACK_CHARS, Options, child_main
+    from probes.runner._runner_secrets import mask_secrets
 else:
     from _runner_child import TRACEBACK_CHARS, Options, child_main
     from _runner_secrets import mask_secrets

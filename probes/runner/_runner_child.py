@@ -1,6 +1,6 @@
 """The host runner's forked child: what runs in the process of one probe, and nothing else.
 
-A runner module (probes/_host_runner.py, RUNNER_MODULES): it travels in every bundle and the
+A runner module (probes/runner/_host_runner.py, RUNNER_MODULES): it travels in every bundle and the
 runner makes it importable by name before it imports it. The child runs its probe's source with
 the probe's shipped helpers at hand, and writes the probe's result, or what it raised, as JSON on
 its result pipe; its stdout and stderr are the runner's output pipe. Stdlib only, Python 3.8+

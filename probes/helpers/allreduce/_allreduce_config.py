@@ -57,7 +57,9 @@ class Variant(NamedTuple):
     name: str  # "nccl:Ring/LL", "symm_mem:one_shot_all_reduce", "nccl:default"
     op: str  # what the worker calls: "dist" (torch.distributed) or "symm_mem:<kernel>"
     env: Dict[str, str]  # set on top of the ranks' environment (NCCL_ALGO, NCCL_PROTO)
-    source: Optional[str] = None  # the ranks' program; None: probes/_allreduce_worker.py
+    source: Optional[str] = (
+        None  # the ranks' program; None: probes/helpers/allreduce/_allreduce_worker.py
+    )
 
 
 def parse_options(options: Dict[str, Any]) -> Config:
