@@ -382,6 +382,19 @@ class FactCache:
         return kind
 
 
+def shared_or_own(
+    cache: FactCache | None, declarations: Mapping[str, ProbeFacts], measure: bool = True
+) -> FactCache:
+    """`cache` where it flattens by `declarations` (and reads measurements where asked to),
+    else a cache of one's own: the diff, the drift and the rules' judging of one run class its
+    payloads once between them (a payload is classed by its masked dump: 60,000 of them at
+    20,000 hosts whose hostnames, GPU UUIDs and timings are their own)."""
+    usable = cache is not None and (cache.measure or not measure)
+    if usable and cache is not None and cache.declarations == declarations:
+        return cache
+    return FactCache(declarations, measure)
+
+
 MAX_MASKS = 16  # kinds of payload remembered per probe (2-GPU and 8-GPU hosts mask apart)
 Mask = tuple[tuple[Any, ...], ...]  # the fields left out of a payload: the keys down to each
 # A class of probe results: its number, and the fields its payloads may differ in (None: the

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.analysis.across_hosts.findings import CHECK, DivergenceFinding
 from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE
+from fleet.analysis.facts import FactCache, run_declarations
 from fleet.api.comparing import cross_host_diff, drift
 from fleet.api.judging import Judging as Judging
 from fleet.api.judging import Prepared as Prepared
@@ -40,15 +41,19 @@ def assess(
     run: Run, judging: Judging, prepared: Prepared, where: str, probed_code: int = 0
 ) -> Assessment:
     """Judge `run` by `judging` with what `prepare` read. `probed_code`: the bits of probing
-    it now (none for a saved run)."""
-    diff = cross_host_diff(run, judging.tolerance, judging.probe_dirs, judging.cohort_by)
+    it now (none for a saved run). The run's payloads are classed once, for the diff, the
+    drift and the rules alike (`classes`)."""
+    classes = FactCache(run_declarations([run], judging.probe_dirs))
+    diff = cross_host_diff(
+        run, judging.tolerance, judging.probe_dirs, judging.cohort_by, classes=classes
+    )
     findings_diff = diff
     if not judging.divergence:  # the drift's to say; its findings say a rule's cause as probe does
         findings_diff = dataclasses.replace(diff, findings=_check_grade(diff))
         diff = FleetDiff(tuple(run.hosts), (), (), (), (), (), judging.tolerance)
     judged = _judged_baseline(run, judging, prepared)
-    checks = _checks(run, judging, prepared, judged)
-    moved = _drift(run, judging, prepared)
+    checks = _checks(run, judging, prepared, judged, classes)
+    moved = _drift(run, judging, prepared, classes)
     sources = prepared.sources + ((f"baseline {judging.baseline_file}",) if judged else ())
     findings, not_judged = _findings(run, findings_diff, checks)
     assessment = Assessment(
@@ -92,7 +97,11 @@ def _baseline_verdicts(run: Run, judged: BaselineJudgement | None) -> CheckRepor
 
 
 def _checks(
-    run: Run, judging: Judging, prepared: Prepared, judged: BaselineJudgement | None
+    run: Run,
+    judging: Judging,
+    prepared: Prepared,
+    judged: BaselineJudgement | None,
+    classes: FactCache,
 ) -> CheckReport | None:
     """The rules' verdicts, the baseline file's beside them (its rules baseline-allreduce, …)."""
     if not judging.rules:
@@ -103,7 +112,7 @@ def _checks(
     if not judging.judges_every_rule:
         ran = set(run.probes)
         rules = [rule for rule in rules if set(rule.needs) <= ran]
-    report = evaluate(rules, run, judging.probe_args, judging.strict)
+    report = evaluate(rules, run, judging.probe_args, judging.strict, classes=classes)
     if judged is None:
         return report
     from fleet.api.baselines import with_baseline  # the baselines' modules: only when one is
@@ -111,7 +120,7 @@ def _checks(
     return with_baseline(report, judged)
 
 
-def _drift(run: Run, judging: Judging, prepared: Prepared) -> Drift | None:
+def _drift(run: Run, judging: Judging, prepared: Prepared, classes: FactCache) -> Drift | None:
     """Against the earlier run; with a baseline file, measurements judged by its bands."""
     if prepared.old is None:
         return None
@@ -122,7 +131,9 @@ def _drift(run: Run, judging: Judging, prepared: Prepared) -> Drift | None:
             prepared.old, run, prepared.baseline, judging.tolerance, judging.probe_dirs
         )
     else:
-        moved = drift(prepared.old, run, judging.tolerance, judging.probe_dirs, judging.limit)
+        moved = drift(
+            prepared.old, run, judging.tolerance, judging.probe_dirs, judging.limit, classes
+        )
     return dataclasses.replace(moved, baseline_chosen=prepared.old_chosen)
 
 

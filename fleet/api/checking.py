@@ -14,6 +14,7 @@ from fleet.execution.bundle import available_probes, refuse_broken
 from fleet.models import Run
 
 if TYPE_CHECKING:
+    from fleet.analysis.facts import FactCache
     from fleet.checks import CheckReport, Probing, Rule
 
 DEFAULT_PACK = "inference"
@@ -143,13 +144,15 @@ def evaluate(
     run: Run,
     probe_args: Mapping[str, Mapping[str, Any]] | None = None,
     strict: bool = False,
+    classes: FactCache | None = None,
 ) -> CheckReport:
     """Judge `run` against rules from load_checks; `probe_args` per host name are the
     inventory's (rules read them as `_args`; see inventory_probe_args). `strict`: an error rule
-    not judged on some host fails the check (`fleet check --strict`)."""
+    not judged on some host fails the check (`fleet check --strict`). `classes`: the run's
+    payloads as cross_host_diff classed them (its `classes`), not classed again."""
     from fleet.checks import evaluate as judge
 
-    return judge(rules, run, probe_args or {}, strict)
+    return judge(rules, run, probe_args or {}, strict, classes=classes)
 
 
 def check(

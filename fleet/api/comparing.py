@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fleet.analysis.across_hosts.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
 from fleet.analysis.across_runs.drift import Drift, compare_runs
-from fleet.analysis.facts import run_declarations
+from fleet.analysis.facts import FactCache, run_declarations
 from fleet.models import Run
 
 __all__ = ["DEFAULT_TOLERANCE", "Drift", "FleetDiff", "cross_host_diff", "drift"]
@@ -18,15 +18,21 @@ def cross_host_diff(
     tolerance: float = DEFAULT_TOLERANCE,
     probe_dirs: Sequence[str | Path] = (),
     cohort_by: str | None = None,
+    classes: FactCache | None = None,
 ) -> FleetDiff:
     """Where the hosts of one run differ: values, name lists, measurements, read per cohort and
     ranked into findings. `cohort_by`: a JMESPath over each host's document naming its cohort
     (default: the run's own, from its inventory, else GPU model × GPU count × interconnect); a
     bad one is a UsageError. Each probe's FACTS declaration is the run's own (as it was
     shipped); `probe_dirs` (besides $FLEET_PROBE_DIR) are read only for probes of a run that
-    did not record them."""
-    declarations = run_declarations([run], probe_dirs)
-    return compare_hosts(run.hosts.values(), declarations, tolerance, cohort_by or run.cohort_by)
+    did not record them. `classes`: a cache to flatten the payloads in, made by the caller over
+    run_declarations([run], probe_dirs) and kept to judge the rules with (assess)."""
+    if classes is not None:
+        declarations = classes.declarations
+    else:
+        declarations = run_declarations([run], probe_dirs)
+    cohort = cohort_by or run.cohort_by
+    return compare_hosts(run.hosts.values(), declarations, tolerance, cohort, classes)
 
 
 def drift(
@@ -35,9 +41,13 @@ def drift(
     tolerance: float = DEFAULT_TOLERANCE,
     probe_dirs: Sequence[str | Path] = (),
     limit: str | None = None,
+    classes: FactCache | None = None,
 ) -> Drift:
     """What changed per host between two runs, on the hosts both selected: a host one run did not
     select (a run records its --limit) is left out (Drift.left_out), not new or gone. `limit`
     (--limit syntax: host names, nodesets, globs, !PATTERN) narrows both runs further. Each
-    probe's facts are read as the newer run declared them (else the older, else `probe_dirs`)."""
-    return compare_runs(old, new, run_declarations([new, old], probe_dirs), tolerance, limit)
+    probe's facts are read as the newer run declared them (else the older, else `probe_dirs`).
+    `classes`: the new run's payloads already flattened (cross_host_diff's), used where the
+    declarations are the same."""
+    declarations = run_declarations([new, old], probe_dirs)
+    return compare_runs(old, new, declarations, tolerance, limit, classes)

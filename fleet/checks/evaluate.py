@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleet.analysis.facts import declared_facts
+from fleet.analysis.facts import FactCache, declared_facts
 from fleet.checks.documents import results_beside_probes
 from fleet.checks.fixes import with_fixes
 from fleet.checks.language import EvaluationError, truthy, unanswered
@@ -27,14 +27,16 @@ def evaluate(
     probe_args: Mapping[str, Mapping[str, Any]] | None = None,
     strict: bool = False,
     documents: HostDocuments | None = None,
+    classes: FactCache | None = None,
 ) -> CheckReport:
     """Judge every rule on every host of `run`; `probe_args` per host name, from the inventory;
     `strict`: an error rule not judged on some host fails the check (--strict); `documents`:
-    the run's hosts as rules read them (made here when not given)."""
+    the run's hosts as rules read them (made here when not given); `classes`: the run's
+    payloads as the cross-host diff classed them (used where its declarations are fleet's)."""
     args = probe_args or {}
     with paused():  # a verdict per rule and host, and no garbage: fleet.collector
         if documents is None:
-            documents = HostDocuments(run.hosts, args, declared_facts())
+            documents = HostDocuments(run.hosts, args, declared_facts(), classes)
         places = {name: place for place, name in enumerate(run.hosts)}
         results = tuple(
             RuleResult(rule, _judge(rule, run.hosts, documents, places)) for rule in rules

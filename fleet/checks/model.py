@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import operator
 from collections import Counter
@@ -28,6 +29,8 @@ PUBLISHED_SEVERITY = {"warning": "warn"}
 VERDICTS = ("fail", "unknown", "skipped", "pass", "n/a")
 UNJUDGED = ("unknown", "skipped")
 _STATUS = operator.attrgetter("status")
+_WHY = operator.attrgetter("status", "reason")
+_HOST = operator.attrgetter("host")
 # What to do, one word from a fixed set (after GPUd's and NVSentinel's recommended actions, which
 # map NVIDIA's Xid catalog to the same few steps), most disruptive last. `check-access`: the host
 # was not reached (network, credentials, host key), nothing is known about its GPUs; `retry`: it
@@ -291,10 +294,8 @@ class CheckReport:
         for result in self.results:
             if not any(result.status_counts.get(status) for status in UNJUDGED):
                 continue
-            unjudged = [v for v in result.verdicts if v.status in UNJUDGED]
-            alike: dict[tuple[str, str], list[str]] = {}
-            for verdict in unjudged:
-                alike.setdefault((verdict.status, verdict.reason), []).append(verdict.host)
+            unjudged = _unjudged(result.verdicts)
+            alike = _by_why(unjudged)
             if self._said_as_is(alike):  # the common case: each reason's hosts in one go
                 for key, hosts in alike.items():
                     rules, named = groups.setdefault(key, ({}, {}))  # ordered sets
@@ -318,8 +319,7 @@ class CheckReport:
         its host (the name is blanked): each reason then stands for all its hosts as it is."""
         unreached = self.unreached
         return all(
-            (not unreached or unreached.keys().isdisjoint(hosts))
-            and not any(host in reason for host in hosts)
+            (not unreached or unreached.keys().isdisjoint(hosts)) and not _names_any(reason, hosts)
             for (_, reason), hosts in alike.items()
         )
 
@@ -355,3 +355,39 @@ class NotJudged:
 def value_key(value: Any) -> str:
     """A value as canonical JSON text: equal values, equal keys (to group hosts by value)."""
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def _names_any(text: str, hosts: Sequence[str]) -> bool:
+    """Whether `text` holds any of `hosts` (`any(host in text …)`): each piece of the text as
+    long as a host name is looked up among the hosts, in C, instead of searching the text for
+    each of 20,000 names."""
+    lengths = set(map(len, hosts)) - {0}
+    if "" in hosts:
+        return True
+    pieces = {text[i : i + k] for k in lengths for i in range(len(text) - k + 1)}
+    return not pieces.isdisjoint(hosts)
+
+
+def _unjudged(verdicts: Sequence[RuleVerdict]) -> list[RuleVerdict]:
+    """The unknown and skipped verdicts, picked in C (a rule's 20,000 verdicts)."""
+    unjudged = frozenset(UNJUDGED).__contains__
+    return list(itertools.compress(verdicts, map(unjudged, map(_STATUS, verdicts))))
+
+
+FEW_WHYS = 8  # reasons a rule's unjudged verdicts are grouped by in C, a pass each
+
+
+def _by_why(verdicts: Sequence[RuleVerdict]) -> dict[tuple[str, str], list[str]]:
+    """The verdicts' hosts by (status, reason), in order; most rules leave their hosts
+    unjudged for one reason, whose hosts are then listed in one go."""
+    whys = list(map(_WHY, verdicts))
+    distinct = list(dict.fromkeys(whys))  # in the order first met
+    if len(distinct) == 1:
+        return {distinct[0]: list(map(_HOST, verdicts))}
+    if len(distinct) <= FEW_WHYS:  # a pass in C per reason
+        hosts = list(map(_HOST, verdicts))
+        return {why: list(itertools.compress(hosts, map(why.__eq__, whys))) for why in distinct}
+    alike: dict[tuple[str, str], list[str]] = {}
+    for why, verdict in zip(whys, verdicts):
+        alike.setdefault(why, []).append(verdict.host)
+    return alike

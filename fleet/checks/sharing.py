@@ -19,7 +19,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.analysis.facts import FactCache, Mask, ProbeFacts
+from fleet.analysis.facts import FactCache, Mask, ProbeFacts, shared_or_own
 from fleet.checks.documents import (
     argument_helpers,
     helpers,
@@ -55,7 +55,9 @@ class RulePlan:
     roots: frozenset[str] | None
     helper_reads: dict[str, Reads] = field(default_factory=dict)
     own: dict[int, tuple[tuple[str, bool], ...]] = field(default_factory=dict)
-    views: dict[tuple[Any, ...], str] = field(default_factory=dict)  # what it sees of a payload
+    views: dict[tuple[Any, ...], Hashable] = field(default_factory=dict)  # what it sees of one
+    # per probe: how many payloads were seen, and the distinct views among them (ViewCount)
+    counted: dict[str, ViewCount] = field(default_factory=dict)
 
 
 class HostDocuments:
@@ -66,10 +68,13 @@ class HostDocuments:
         hosts: Mapping[str, HostOutcome],
         probe_args: Mapping[str, Mapping[str, Any]],
         declarations: Mapping[str, ProbeFacts],
+        classes: FactCache | None = None,
     ) -> None:
+        """`classes`: the payloads already classed (the cross-host diff's), where its
+        declarations are `declarations`."""
         self.hosts = hosts
         self.probe_args = probe_args
-        self.classes = FactCache(declarations, measure=False)
+        self.classes = shared_or_own(classes, declarations, measure=False)
         self.contexts = run_contexts(hosts)  # what units hold every host against (gpubench)
         # Helpers a rule reads that follow from payloads whose measured fields are masked (the
         # allreduce rows): their own values key the answer (computed once per payload object).
@@ -176,7 +181,7 @@ class HostDocuments:
                 own[probe] = False  # by what the rule sees of the payload
         return tuple(sorted(own.items()))
 
-    def _helper(self, plan: RulePlan, helper: str, outcome: HostOutcome) -> str:
+    def _helper(self, plan: RulePlan, helper: str, outcome: HostOutcome) -> Hashable:
         """What the rule sees of a helper's value on this host (the value computed once per
         payload object): `_allreduce.large_bytes` is alike where the latencies beside it are not."""
         probes = outcome.probes
@@ -209,11 +214,19 @@ class HostDocuments:
         args = self.probe_args.get(name)
         return value_key(args) if args else ""
 
-    def _seen(self, plan: RulePlan, probe: str, data: Any) -> str:
+    def _seen(self, plan: RulePlan, probe: str, data: Any) -> Hashable:
+        """What the rule sees of a payload; where it has seen each payload so far differently
+        (each host's own allreduce rows: its measurements), the payload object itself, as a
+        search of that host costs what working out what the rule sees of it costs."""
         slot = (probe, id(data))  # the payloads outlive the plan
         found = plan.views.get(slot)
         if found is None:
-            found = plan.views[slot] = self._seen_as(slot, data, plan.probes[probe])
+            counted = plan.counted.setdefault(probe, ViewCount())
+            if counted.each_its_own():
+                found = plan.views[slot] = slot
+            else:
+                found = plan.views[slot] = self._seen_as(slot, data, plan.probes[probe])
+                counted.add(found)
         return found
 
     def _seen_as(self, slot: tuple[Any, ...], data: Any, reads: Reads) -> str:
@@ -250,6 +263,23 @@ class HostDocuments:
         if found is None:
             found = self._plain[id(data)] = (data, plain_copy(data))
         return found[1]
+
+
+class ViewCount:
+    """The views a rule took of a probe's payloads, counted until they prove all distinct."""
+
+    TRIED = 16  # payloads seen, all differently, before the rest are keyed by their object
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self.distinct: set[Hashable] = set()
+
+    def add(self, view: Hashable) -> None:
+        self.seen += 1
+        self.distinct.add(view)
+
+    def each_its_own(self) -> bool:
+        return self.seen >= self.TRIED and len(self.distinct) == self.seen
 
 
 class RuleView:

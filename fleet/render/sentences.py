@@ -14,6 +14,7 @@ cut to their last part (`…/cu128`) and the words before the command cut where 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # lower case: a dot after one of these ends no sentence (`etc.` does before a capital)
 ABBREVIATIONS = frozenset({"e.g.", "i.e.", "vs.", "cf.", "etc.", "approx.", "incl.", "resp."})
@@ -24,6 +25,13 @@ SKIPPED = " … "
 
 def sentences(text: str) -> list[str]:
     """`text` (its white space folded) cut into sentences, each with its end mark."""
+    return list(_sentences(text))
+
+
+@lru_cache(maxsize=64)
+def _sentences(text: str) -> tuple[str, ...]:
+    """sentences(), kept for the texts seen last: a fix too long for its line is cut again and
+    again at shorter lengths (the terminal's findings), and a fix naming 1,000 hosts is long."""
     text = " ".join(text.split())
     found: list[str] = []
     start = 0
@@ -32,7 +40,7 @@ def sentences(text: str) -> list[str]:
         start = index + 2
     if start < len(text):
         found.append(text[start:])
-    return found
+    return tuple(found)
 
 
 def _ends(text: str) -> list[int]:
@@ -68,7 +76,7 @@ def fix_line(text: str, most: int) -> str:
     """A fix in at most `most` characters: whole when it fits; else its first sentence, or
     where it names a command (in backticks) the sentence with the command, after the first
     sentence where both fit: the command is what a reader acts on."""
-    said = sentences(text)
+    said = _sentences(text)
     whole = " ".join(said)
     if len(whole) <= most or not said:
         return whole

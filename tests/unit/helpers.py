@@ -95,6 +95,11 @@ def fleet_run(count: int, folder: Path, seed: int = 1) -> Run:
             if probe == "allreduce":
                 result["data"]["elapsed_s"] = round(rng.uniform(9, 11), 3)
         hosts[name] = host
+    return saved_run(hosts, folder, seed)
+
+
+def saved_run(hosts: dict[str, Any], folder: Path, seed: int = 1) -> Run:
+    """A run of `hosts` (name → host document), saved in `folder` and read back."""
     document = {
         "schema": "fleet.run/2",
         "fleet_version": "test",

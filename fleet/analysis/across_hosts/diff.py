@@ -51,6 +51,7 @@ from fleet.analysis.facts import (
     Value,
     median,
     probe_of,
+    shared_or_own,
     slowness,
 )
 from fleet.models import NOT_REACHED, HostOutcome
@@ -121,12 +122,14 @@ def compare_hosts(
     declarations: Mapping[str, ProbeFacts],
     tolerance: float = DEFAULT_TOLERANCE,
     cohort_by: str | None = None,
+    cache: FactCache | None = None,
 ) -> FleetDiff:
     """The diff of `outcomes`; `cohort_by`: a JMESPath over each host's document naming its
-    cohort (default: GPU model × GPU count × interconnect). A bad expression is a UsageError."""
+    cohort (default: GPU model × GPU count × interconnect). A bad expression is a UsageError.
+    `cache`: payloads already flattened (by `declarations`), shared with the rules' judging."""
     outcomes = list(outcomes)
     reporting = [o for o in outcomes if o.status not in NOT_REACHED and o.probes]
-    groups = FactGroups(reporting, declarations)
+    groups = FactGroups(reporting, declarations, cache)
     cohorts = find_cohorts(reporting, groups.members, groups.facts_of, cohort_by)
     values, sets = fold_consequences(groups.value_divergences(), groups.set_divergences())
     analysis = analyse(values, sets, cohorts, groups)
@@ -147,13 +150,16 @@ class FactGroups:
     """Hosts grouped by identical facts: comparisons run once per distinct group."""
 
     def __init__(
-        self, outcomes: Sequence[HostOutcome], declarations: Mapping[str, ProbeFacts]
+        self,
+        outcomes: Sequence[HostOutcome],
+        declarations: Mapping[str, ProbeFacts],
+        cache: FactCache | None = None,
     ) -> None:
         self.ran_ok: dict[str, set[str]] = {}
         self.measures: dict[str, dict[str, float]] = {}
         members: dict[Any, list[str]] = defaultdict(list)
         self.facts_of: dict[Any, HostFacts] = {}
-        cache = FactCache(declarations)
+        cache = shared_or_own(cache, declarations)
         for outcome in outcomes:
             key, facts = self._signature(outcome, cache)
             members[key].append(outcome.name)

@@ -24,6 +24,7 @@ from fleet.analysis.facts import (
     ProbeFacts,
     Value,
     probe_of,
+    shared_or_own,
     slowness,
     status_path,
 )
@@ -118,11 +119,13 @@ def compare_runs(
     declarations: Mapping[str, ProbeFacts],
     tolerance: float = DEFAULT_TOLERANCE,
     limit: str | None = None,
+    cache: FactCache | None = None,
 ) -> Drift:
     """What changed between `old` and `new` on the hosts both runs selected: a host that one run
     did not select (its --limit) is left out, not new or gone; `limit` (--limit syntax over host
-    names) narrows both runs further."""
-    cache = FactCache(declarations)
+    names) narrows both runs further. `cache`: payloads already flattened (the new run's, by
+    the cross-host diff), used where its declarations are these."""
+    cache = shared_or_own(cache, declarations)
     old_hosts, new_hosts, left_out, why = selected_by_both(old, new, limit)
     common = [h for h in new.hosts if h in old_hosts and h in new_hosts]
     old_probes, new_probes = probes_run(old), probes_run(new)

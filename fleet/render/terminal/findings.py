@@ -8,8 +8,10 @@ never dropped without a word; the JSON document holds them all.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 from rich.console import Console
 from rich.markup import escape
@@ -18,7 +20,7 @@ from rich.text import Text
 from fleet.findings.model import Finding, NotJudgedLine
 from fleet.hostsets import compact_hosts
 from fleet.render.sentences import cut_words, fix_line
-from fleet.render.terminal.wrap import hanging_lines, say
+from fleet.render.terminal.wrap import line_count, say
 
 MARK = {"error": "[bold red]✗[/]", "warning": "[bold yellow]![/]", "info": "[dim]·[/]"}
 MAX_SHOWN = 12
@@ -86,16 +88,42 @@ def _fitted(
     console: Console, lead: str, text: str, tail: str, shorten: Callable[[str, int], str]
 ) -> str:
     """`text` shortened by `shorten` until `lead`, it and `tail` wrap to MAX_LINES lines at the
-    console's width (the JSON keeps it whole)."""
+    console's width (the JSON keeps it whole). Lines are counted on the plain text
+    (wrap.line_count: what hanging_lines, which `say` prints with, would make of it)."""
     most = len(text)
     while True:
         shown = shorten(text, most)
-        markup = Text.from_markup(f"{lead}{escape(shown)}{tail}")
-        start = len(markup.plain) - len(markup.plain.lstrip(" "))
-        wrapped = hanging_lines(markup[:start], markup[start:], 6, console.width)
-        if most <= 16 or sum(1 for _ in wrapped) <= MAX_LINES:
+        plain = _plain(lead, shown, tail)
+        start = len(plain) - len(plain.lstrip(" "))
+        if most <= 16 or line_count(plain[:start], plain[start:], 6, console.width) <= MAX_LINES:
             return shown
         most = min(most, len(shown)) - 6
+
+
+def _plain(lead: str, shown: str, tail: str) -> str:
+    """The text `lead` (markup), `shown` (plain) and `tail` (markup) print: each part's alone
+    where white space parts them (no markup or emoji code spans it), the lead's kept; a lead
+    that names 20,000 hosts is not parsed again for each cut of the text tried after it."""
+    if lead[-1:].isspace() and (not tail or tail[0].isspace()):
+        return _markup_plain(lead) + _shown_plain(shown) + _markup_plain(tail)
+    return Text.from_markup(f"{lead}{escape(shown)}{tail}").plain
+
+
+# What rich changes in escaped text: a backslash, control codes it strips, `:name:` emoji codes
+CHANGED = re.compile(r"[\\\x07\x08\x0b\x0c\r]|:\S*?:")
+
+
+def _shown_plain(shown: str) -> str:
+    """The escaped text `shown` as rich prints it: itself where nothing in it is changed (a
+    long cut of a fix is tried thousands of times), else as rich's markup reads it."""
+    if CHANGED.search(shown) is None:
+        return shown
+    return Text.from_markup(escape(shown)).plain
+
+
+@lru_cache(maxsize=16)
+def _markup_plain(markup: str) -> str:
+    return Text.from_markup(markup).plain
 
 
 def _not_judged_text(line: NotJudgedLine, rule_count: int) -> str:

@@ -62,6 +62,27 @@ def hanging_lines(head: Text, body: Text, indent: int, width: int) -> Iterator[T
         yield _whole(line)
 
 
+def line_count(head: str, body: str, indent: int, width: int) -> int:
+    """How many lines hanging_lines makes of the plain texts `head` and `body`: the same walk
+    on strings, without a Text per word and line (a finding's fix is fitted by trying shorter
+    and shorter cuts of a text that may name 1,000 hosts)."""
+    line = head
+    alone = cell_len(line) >= width
+    count = 0
+    for word in body.split(" "):
+        if not word:
+            continue
+        gap = 1 if line and not line.endswith(" ") else 0
+        if cell_len(line) + gap + cell_len(word) <= width and not alone:
+            line = f"{line}{' ' * gap}{word}"
+            continue
+        if line.strip():
+            count += 1
+        line = " " * indent + word
+        alone = False
+    return count + 1 if line.strip() else count
+
+
 def _whole(line: Text) -> Text:
     line.rstrip()
     plain = Text(line.plain.replace(KEEP, " "), style=line.style, end="\n", no_wrap=True)
