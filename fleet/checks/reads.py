@@ -141,6 +141,25 @@ def _chain(
     return context
 
 
+# Nodes whose value is a list made of items picked from elsewhere (a projection's, a filter's, a
+# flattened or sliced list): its positions are not the positions of the list it came from.
+PICKED_LISTS = frozenset(
+    {"projection", "value_projection", "filter_projection", "flatten", "index_expression"}
+)
+
+
+def _pipe(
+    node: Mapping[str, Any], children: Sequence[Any], context: set[Path], reads: Reads
+) -> set[Path]:
+    """`left | right`: right reads the value left made. When that is a list of picked items
+    (`rows[?bytes == `8`] | [0].latency_us`), an index on the right picks any of them, not the
+    row at that index of the original list: what came through is read whole."""
+    left = _visit(children[0], context, reads)
+    if children[0].get("type") in PICKED_LISTS:
+        reads.consumed |= left
+    return _visit(children[1], left, reads)
+
+
 def _index(
     node: Mapping[str, Any], children: Sequence[Any], context: set[Path], reads: Reads
 ) -> set[Path]:
@@ -214,7 +233,7 @@ _VISITS: dict[str, Visit] = {
     "identity": _current,
     "literal": _literal,
     "subexpression": _chain,
-    "pipe": _chain,
+    "pipe": _pipe,
     "index_expression": _index,
     "projection": _projection,
     "value_projection": _projection,

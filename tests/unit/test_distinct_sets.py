@@ -11,8 +11,6 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from fleet.analysis.facts import FactCache, declared_facts, run_declarations
 from fleet.api import cross_host_diff
 from fleet.checks import (
@@ -157,7 +155,6 @@ def test_measurements_each_host_has_its_own_are_judged_per_host_without_views(
     assert made["seen"] < 60 / 2  # the views of the first hosts, not of every host
 
 
-@pytest.mark.xfail(strict=True, reason="reads: an index after a pipe (issue 49's report)")
 def test_an_index_after_a_pipe_is_read_as_any_of_the_rows(tmp_path: Path) -> None:
     run = jittered_rows_run(tmp_path)
     rules = parse_rules(PIPED, "piped.yaml", available_probes())
