@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 from fleet.api.comparable import Covering
 from fleet.api.judging import Judging, Prepared, RulesLater, prepare, with_baseline_run
 from fleet.api.probing import ProbeOptions, build_probe_bundle, probe_and_keep_async
-from fleet.api.runs import KeptRun, collection_paused, default_runs_dir, list_runs, load_run
+from fleet.api.runs import (
+    KeptRun,
+    collection_paused,
+    default_runs_dir,
+    limited_to,
+    list_runs,
+    load_run,
+)
 from fleet.errors import StoreError
 from fleet.execution.fanout import Events
 from fleet.exits import exit_code, kept_bits, with_bits
@@ -154,12 +161,16 @@ class StartingOnRunning(Events):
         self.inner.host_finished(outcome)
 
 
-def assess_run(run: Run, judging: Judging, where: str, probed_code: int = 0) -> Assessment:
+def assess_run(
+    run: Run, judging: Judging, where: str, probed_code: int = 0, limit: str | None = None
+) -> Assessment:
     """A saved run judged (fleet show, diff, check --run, report): what judging needs read
     (the rules may read the probes the run carries), then the run assessed. `probed_code`: the
-    exit bits to start from (report shows the hosts' own)."""
+    exit bits to start from (report shows the hosts' own); `limit`: only the hosts this
+    `--limit` selects of the run's (`fleet check --run latest -l gpu-0[1-4]`)."""
     from fleet.api.assessing import assess
 
+    run = limited_to(run, limit)
     prepared = prepare(judging, run.probes, Covering.of(run, where))
     with collection_paused():  # a verdict per rule and host, no garbage: fleet.collector
         return assess(run, judging, prepared, where, probed_code)

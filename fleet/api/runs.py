@@ -3,6 +3,7 @@ found again (`latest`, `previous`, a name, a path), listed and pruned."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,18 @@ __all__ = [
 
 def _folder(runs_dir: str | Path | None) -> Path:
     return Path(runs_dir) if runs_dir else default_runs_dir()
+
+
+def limited_to(run: Run, limit: str | None) -> Run:
+    """`run` with only the hosts `--limit` selects among its own (names, nodesets, globs, `!`
+    to leave out; a saved run knows no groups). A pattern that matches none of them is a
+    UsageError naming the hosts it has."""
+    if not limit:
+        return run
+    from fleet.inventory import select_names
+
+    names = select_names(list(run.hosts), {}, limit)
+    return dataclasses.replace(run, hosts={name: run.hosts[name] for name in names})
 
 
 def save_run(run: Run, runs_dir: str | Path | None = None) -> Path:

@@ -139,7 +139,7 @@ def check_command(
     if run_ref is not None:
         # with -i, latest/previous are that inventory's runs
         path, run = resolve_and_load(run_ref, request.runs_dir, request.inventory_path)
-        assessment = api.assess_run(run, judging, str(path))
+        assessment = api.assess_run(run, judging, str(path), limit=request.limit)
     else:
         probed = probe_and_assess(request, judging)
         assessment, hosts = probed.assessment, probed.hosts

@@ -117,3 +117,18 @@ def test_probing_check_saves_the_run_and_judges_it(tmp_path: Path) -> None:
     again = fleet(tmp_path, "check", "--details", "--run", "latest", "--rules", str(rules))
     assert again.returncode == 32
     assert "✗ fail many-cpus" in again.stdout
+
+
+def test_a_saved_run_is_checked_on_the_hosts_limit_selects(tmp_path: Path) -> None:
+    """`fleet check --run RUN -l PATTERN` judges those hosts of the run only (it judged them all)."""
+    run = str(saved_variant_run(tmp_path))
+    done = fleet(tmp_path, "check", "--run", run, "-l", "h200-*", "--json", "-")
+    assert done.returncode == 0, done.stderr
+    judged = {h for rule in json.loads(done.stdout)["rules"] for h in rule["hosts"]}
+    assert judged == {"h200-a", "h200-b", "h200-c"}
+    broken = fleet(tmp_path, "check", "--run", run, "-l", "h200-*,sm120", "--json", "-")
+    assert broken.returncode == 32
+    assert json.loads(broken.stdout)["passed"] is False
+    nothing = fleet(tmp_path, "check", "--run", run, "-l", "gpu-9*")
+    assert nothing.returncode == 2
+    assert "--limit pattern 'gpu-9*' matches no host or group" in nothing.stderr
