@@ -27,13 +27,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from asyncssh_rig import host_name, start_rig
 
+from tests.integration.fleet_runs import without_timings
+
 ROOT = Path(__file__).resolve().parents[1]
-TIMINGS = frozenset({"started", "finished", "elapsed_s"})
 WALL_TARGET, CPU_TARGET = 0.3, 1.2
 
 
@@ -44,15 +45,6 @@ class Measure:
     cpu_s: float
     exit_code: int
     document: Path
-
-
-def without_timings(document: Any) -> Any:
-    """The run document with what differs from run to run by time alone taken out."""
-    if isinstance(document, dict):
-        return {k: without_timings(v) for k, v in document.items() if k not in TIMINGS}
-    if isinstance(document, list):
-        return [without_timings(item) for item in document]
-    return document
 
 
 def run_fleet(inventory: Path, workdir: Path, label: str, extra: Sequence[str]) -> Measure:

@@ -13,14 +13,13 @@ import re
 from typing import TYPE_CHECKING
 
 from fleet.errors import FleetError, InventoryError
+from fleet.hostsets import PLAIN_NAME  # a name with nothing for a nodeset to expand
 from fleet.yamlfile import Location
 
 if TYPE_CHECKING:
     from ClusterShell.NodeSet import NodeSetException
 
 RANGE_RE = re.compile(r"\[([^\[\]]*)\]")
-# A name with nothing for a nodeset to expand (no brackets, commas, `!`, `&`, `^`, `@`, spaces)
-PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 MAX_RANGE_HOSTS = 100_000
 RANGE_HINT = (
     "write ranges like gpu-[01-08] or node[1,3,5-7] (widths must match: gpu-[001-999,1000])"

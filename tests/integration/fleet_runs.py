@@ -20,6 +20,18 @@ from fleet.models import Host
 from tests.integration.sshd import SshdFarm, free_port
 from tests.paths import ROOT
 
+# What differs between two runs of the same hosts by time alone.
+TIMINGS = frozenset({"started", "finished", "elapsed_s"})
+
+
+def without_timings(document: Any) -> Any:
+    """A run document with its timings taken out: two runs of the same hosts compare equal."""
+    if isinstance(document, dict):
+        return {k: without_timings(v) for k, v in document.items() if k not in TIMINGS}
+    if isinstance(document, list):
+        return [without_timings(item) for item in document]
+    return document
+
 
 def closed_port() -> int:
     """A loopback port with nothing listening: connecting to it is refused."""

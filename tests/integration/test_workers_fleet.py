@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.integration.conftest import run_fleet, ssh_host, write_inventory
+from tests.integration.fleet_runs import without_timings
 from tests.integration.sshd import SshdFarm
 
 pytestmark = pytest.mark.integration
-
-TIMINGS = frozenset({"started", "finished", "elapsed_s"})
-
-
-def without_timings(document: Any) -> Any:
-    if isinstance(document, dict):
-        return {k: without_timings(v) for k, v in document.items() if k not in TIMINGS}
-    if isinstance(document, list):
-        return [without_timings(item) for item in document]
-    return document
 
 
 def test_two_workers_make_the_run_one_process_makes(farm: SshdFarm, tmp_path: Path) -> None:

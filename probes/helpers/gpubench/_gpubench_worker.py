@@ -463,7 +463,5 @@ def main(argv: Optional[List[str]] = None) -> None:
         raise
 
 
-if __name__ == "__main__":
-    if sys.path and sys.path[0] == "":
-        del sys.path[0]  # a torch.py in the working directory must not shadow torch
+if __name__ == "__main__":  # run by _worker_io.PROGRAM, which took the working directory off
     main()

@@ -23,9 +23,12 @@ from typing import Any, Dict, Mapping, Optional
 
 Record = Dict[str, Any]
 IO_FILE = "_worker_io.py"
-# The `python -c` program: this module from its text, then the worker's text as __main__.
+# The `python -c` program: this module from its text, then the worker's text as __main__. `-c`
+# puts the working directory first on sys.path: out, so a torch.py there cannot shadow torch.
 PROGRAM = (
     "import sys, types\n"
+    "if sys.path and sys.path[0] == '':\n"
+    "    del sys.path[0]\n"
     "io = types.ModuleType(%r)\n"
     "exec(compile(%r, %r, 'exec'), io.__dict__)\n"
     "sys.modules[io.__name__] = io\n"
