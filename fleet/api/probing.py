@@ -24,12 +24,12 @@ from fleet.execution.fanout import (
 )
 from fleet.execution.workers import SshTransports, WorkerFanOut, spread, worker_count
 from fleet.models import Host, HostOutcome, Run
+from fleet.registry import declared
+from fleet.registry.options import ProbeOption
 from fleet.store import default_state_dir
 from fleet.transport import LocalTransport, Transport
 from fleet.transport.unsupported import PREFIX as UNSUPPORTED
 from fleet.transport.unsupported import UnsupportedTransport
-from fleet.units import declared
-from fleet.units.options import ProbeOption
 
 if TYPE_CHECKING:  # loaded only when asked for
     from fleet.transport.slurm import SlurmTransport

@@ -52,7 +52,6 @@ from fleet.checks.parser import (
 )
 from fleet.checks.reads import Reads, seen
 from fleet.checks.sharing import HostDocuments
-from fleet.units.allreduce.facts import allreduce_summary
 
 __all__ = [
     "ACTIONS",
@@ -76,7 +75,6 @@ __all__ = [
     "RuleResult",
     "RuleVerdict",
     "RulesFile",
-    "allreduce_summary",
     "available_packs",
     "check_unique_ids",
     "compile_expression",
