@@ -6,13 +6,16 @@ from __future__ import annotations
 import pytest
 
 from fleet import registry
+from fleet.analysis.baselines import identity
 from fleet.analysis.facts import builtin_facts, higher_is_better, measurements
+from fleet.models import HostOutcome, ProbeResult
 
 ASKED_FOR = {
     "checks": ("HELPERS", "add_helpers"),
     "terminal": ("view",),
     "html": ("ANCHOR", "NAV", "TITLE", "INTRO", "shown", "body"),
     "markdown": ("lines",),
+    "findings": ("findings",),
 }
 
 
@@ -82,3 +85,30 @@ def test_a_probe_keeps_its_one_unit() -> None:
         registry.register("gpu", "somewhere.else")
     registry.register("gpu", "fleet.units.gpu")  # the same again: nothing changes
     assert registry.UNITS["gpu"] == "fleet.units.gpu"
+
+
+def test_the_generic_layers_call_the_hooks_the_units_declare() -> None:
+    """registry.declaring: the units whose part declares a hook, in the table's order; a run
+    asks only its own probes' parts."""
+    assert [probe for probe, _ in registry.declaring("findings", "findings")] == ["live"]
+    assert [probe for probe, _ in registry.declaring("terminal", "checked_view")] == ["allreduce"]
+    assert registry.declaring("terminal", "checked_view", among=("system", "gpu")) == []
+    assert [probe for probe, _ in registry.declaring("facts", "host_versions")] == ["allreduce"]
+
+
+def test_a_baseline_reads_a_hosts_software_and_gpus_through_the_units() -> None:
+    torch = ran({"version": "2.11.0+cu130", "nccl_version": "2.27.5"})
+    allreduce = ran({"nccl_version": "2.28.9", "device_name": "H200", "device_count": 8})
+    host = HostOutcome("a", "ok", "a", probes={"torch": torch, "allreduce": allreduce})
+    assert identity.host_versions(host) == {
+        "torch": "2.11.0+cu130",
+        "cuda": "13.0",  # from the wheel's build tag
+        "nccl": "2.28.9",  # the one the allreduce ran on
+        "driver": None,
+    }
+    assert identity.gpu_identity(host) == ("H200", 8)
+    assert identity.gpu_identity(HostOutcome("b", "ok", "b")) is None
+
+
+def ran(data: dict[str, object]) -> ProbeResult:
+    return ProbeResult("ok", True, data, None, 1.0)
