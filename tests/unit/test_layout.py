@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
@@ -148,8 +149,12 @@ def test_the_unit_registry_imports_no_part() -> None:
     assert not [n for n in imported(FLEET / "registry" / "__init__.py") if n.startswith("fleet")]
 
 
-# Who may import a unit (fleet/units/): the units themselves and the layers over them.
-ABOVE_THE_UNITS = ("fleet.units", "fleet.api", "fleet.cli", *TOP)
+# Who may import a unit (fleet/units/): the units themselves and the layers over them (and TOP).
+ABOVE_THE_UNITS = ("fleet.units", "fleet.api", "fleet.cli")
+
+
+def above_the_units(module: str) -> bool:
+    return module in TOP or any(module.startswith(f"{a}.") or module == a for a in ABOVE_THE_UNITS)
 
 
 def test_the_generic_layers_reach_the_units_only_through_the_registry() -> None:
@@ -160,11 +165,28 @@ def test_the_generic_layers_reach_the_units_only_through_the_registry() -> None:
     backwards = [
         f"{module} imports {name}"
         for module, names in import_graph().items()
-        if not any(module == a or module.startswith(a + ".") for a in ABOVE_THE_UNITS)
+        if not above_the_units(module)
         for name in names
         if name == "fleet.units" or name.startswith("fleet.units.")
     ]
     assert backwards == []
+
+
+UNIT_MODULE_NAME = re.compile(r"fleet\.units(\.\w+)*")
+
+
+def test_no_generic_layer_loads_a_unit_by_its_name() -> None:
+    """Nor by a string handed to importlib (a lazy `_HOMES` entry, say): the registry is the one
+    place a unit is loaded by name (fleet.registry.part)."""
+    named = [
+        f"{module} names {node.value}"
+        for module, path in fleet_modules().items()
+        if not above_the_units(module) and not module.startswith("fleet.registry")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        and UNIT_MODULE_NAME.fullmatch(node.value)
+    ]  # fmt: skip
+    assert named == []
 
 
 def test_every_fleet_module_has_a_stage() -> None:
