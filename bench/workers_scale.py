@@ -2,6 +2,17 @@
 
     python3 bench/workers_scale.py --hosts 2000            # the issue 49 figure (16+ cores)
     python3 bench/workers_scale.py --hosts 50 --workers 2  # a small check on a small machine
+    python3 bench/workers_scale.py --hosts 2000 --unpinned # rig and fleet share every core
+
+Fleet and the rig run on disjoint CPU sets (sched_setaffinity, inherited by every process they
+start): by default the rig on the upper half of the usable cores, fleet on the lower half, split
+by physical core where the kernel says which logical CPUs are threads of one core (two threads of
+one core slow each other down: the rig on one and a worker on the other would inflate the
+worker's CPU as much as sharing the core outright). Real hosts never share the controller's
+cores, so this measures the controller, not the contention. Fleet's default worker count follows
+the cores it may use (fleet.execution.limits.usable_cores reads the affinity): one per core of
+its half. `--fleet-cpus`/`--rig-cpus` choose the sets (`0-7`, `0,2,4`); `--unpinned` runs both
+on every core, as before.
 
 Starts the asyncssh rig (bench/asyncssh_rig.py: its hosts replay one real run of `-p system`,
 so the figure is the controller's), records that run once (one host, not measured), then runs
@@ -24,7 +35,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +44,100 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from asyncssh_rig import host_name, start_rig
 
+from fleet.execution.workers import worker_count
 from tests.integration.fleet_runs import without_timings
 
 ROOT = Path(__file__).resolve().parents[1]
 WALL_TARGET, CPU_TARGET = 0.3, 1.2
+SIBLINGS = "/sys/devices/system/cpu/cpu{}/topology/thread_siblings_list"
+
+
+# ------------------------------------------------------------------------------ CPU sets
+
+
+@dataclass(frozen=True)
+class CpuPlan:
+    """Where each side runs: None for unpinned (every usable core)."""
+
+    fleet: frozenset[int] | None
+    rig: frozenset[int] | None
+    note: str
+
+
+def parse_cpus(text: str) -> frozenset[int]:
+    """`0-3,8,10-11` (as taskset and /sys write CPU lists)."""
+    cpus: set[int] = set()
+    for part in filter(None, text.strip().split(",")):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return frozenset(cpus)
+
+
+def format_cpus(cpus: Collection[int]) -> str:
+    runs: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if runs and runs[-1][1] == cpu - 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def thread_siblings(cpu: int) -> frozenset[int]:
+    """The logical CPUs that are threads of `cpu`'s physical core (itself where unknown)."""
+    try:
+        return parse_cpus(Path(SIBLINGS.format(cpu)).read_text()) | {cpu}
+    except (OSError, ValueError):
+        return frozenset({cpu})
+
+
+def split_cpus(
+    usable: Collection[int], siblings: Callable[[int], frozenset[int]] = thread_siblings
+) -> tuple[frozenset[int], frozenset[int], str]:
+    """Fleet on the lower half of the physical cores, the rig on the upper; by logical CPU
+    where there is one physical core only. Each side gets at least one CPU."""
+    if len(usable) < 2:
+        raise SystemExit("pinning needs 2 usable CPUs: run with --unpinned")
+    cores = sorted({frozenset(siblings(cpu) & set(usable)) for cpu in usable}, key=min)
+    if len(cores) < 2:
+        cores = [frozenset({cpu}) for cpu in sorted(usable)]
+    half = len(cores) // 2
+    fleet, rig = frozenset().union(*cores[:half]), frozenset().union(*cores[half:])
+    threads = max(len(core) for core in cores)
+    return fleet, rig, f"{len(cores)} physical cores, {threads} thread(s) each, split in halves"
+
+
+def plan_cpus(args: argparse.Namespace) -> CpuPlan:
+    if args.unpinned:
+        return CpuPlan(None, None, "unpinned: rig and fleet share every usable core")
+    usable = os.sched_getaffinity(0)
+    fleet, rig, note = split_cpus(usable)
+    if args.fleet_cpus or args.rig_cpus:
+        fleet = parse_cpus(args.fleet_cpus) if args.fleet_cpus else frozenset(usable) - rig
+        rig = parse_cpus(args.rig_cpus) if args.rig_cpus else frozenset(usable) - fleet
+        note = "as given"
+    if not fleet or not rig or fleet & rig:
+        raise SystemExit(f"fleet CPUs {format_cpus(fleet)} and rig CPUs {format_cpus(rig)} "
+                         "must be non-empty and disjoint")  # fmt: skip
+    return CpuPlan(fleet, rig, note)
+
+
+@contextmanager
+def pinned(cpus: Collection[int] | None) -> Iterator[None]:
+    """This process on `cpus` while what it starts inherits them (children keep the affinity
+    they were forked with); back on its own CPUs after."""
+    if cpus is None:
+        yield
+        return
+    own = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, own)
+
+
+# ------------------------------------------------------------------------------ the runs
 
 
 @dataclass(frozen=True)
@@ -47,14 +149,17 @@ class Measure:
     document: Path
 
 
-def run_fleet(inventory: Path, workdir: Path, label: str, extra: Sequence[str]) -> Measure:
-    """One `fleet probe`, reaped with wait4: its wall and its process tree's CPU."""
+def run_fleet(
+    inventory: Path, workdir: Path, label: str, extra: Sequence[str], cpus: Collection[int] | None
+) -> Measure:
+    """One `fleet probe` on `cpus`, reaped with wait4: its wall and its process tree's CPU."""
     out = workdir / f"{label}.json"
     command = [sys.executable, "-m", "fleet", "probe", "-i", str(inventory), "-p", "system",
                "--no-save", "--json", str(out), *extra]  # fmt: skip
     env = {**os.environ, "XDG_STATE_HOME": str(workdir / "state"), "PYTHONPATH": str(ROOT)}
     started = time.monotonic()
-    process = subprocess.Popen(command, env=env, cwd=workdir, stdout=subprocess.DEVNULL)
+    with pinned(cpus):
+        process = subprocess.Popen(command, env=env, cwd=workdir, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.monotonic() - started
     process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
@@ -62,21 +167,40 @@ def run_fleet(inventory: Path, workdir: Path, label: str, extra: Sequence[str]) 
 
 
 def measure(args: argparse.Namespace, workdir: Path) -> list[Measure]:
-    procs = args.rig_procs or max(1, (os.cpu_count() or 2) // 2)
+    plan = plan_cpus(args)
+    procs = args.rig_procs or (len(plan.rig) if plan.rig else max(1, (os.cpu_count() or 2) // 2))
+    say_plan(args, plan, procs)
     started = time.monotonic()
-    with start_rig(workdir / "rig", args.hosts, procs) as rig:
+    with pinned(plan.rig):
+        rig_started = start_rig(workdir / "rig", args.hosts, procs)
+    with rig_started as rig:
         print(f"rig: {args.hosts} hosts in {procs} processes ({time.monotonic() - started:.1f} s)")
-        record = run_fleet(rig.inventory, workdir, "record", ["-l", host_name(0), "--workers", "1"])
+        first = ["-l", host_name(0), "--workers", "1"]
+        record = run_fleet(rig.inventory, workdir, "record", first, plan.fleet)
         assert record.exit_code == 0, f"recording the rig's answer failed: exit {record.exit_code}"
         spread = ["--workers", str(args.workers)] if args.workers else []
         runs = []
         for round_ in range(args.rounds):
             for label, extra in (("one", ["--workers", "1"]), ("spread", spread)):
-                done = run_fleet(rig.inventory, workdir, f"{label}-{round_}", extra)
+                done = run_fleet(rig.inventory, workdir, f"{label}-{round_}", extra, plan.fleet)
                 print(f"  {done.label:10} wall {done.wall_s:7.2f} s  CPU {done.cpu_s:7.2f} s  "
                       f"exit {done.exit_code}")  # fmt: skip
                 runs.append(done)
     return runs
+
+
+def where(cpus: Collection[int] | None) -> str:
+    return f"CPUs {format_cpus(cpus)}" if cpus else "every usable CPU"
+
+
+def say_plan(args: argparse.Namespace, plan: CpuPlan, procs: int) -> None:
+    """The CPU sets and worker counts, so that a figure says what it measured."""
+    fleet_cores = len(plan.fleet) if plan.fleet else len(os.sched_getaffinity(0))
+    workers = args.workers or worker_count(None, args.hosts, cores=fleet_cores)
+    print(f"CPU sets: {plan.note}")
+    print(f"  fleet: {where(plan.fleet)} ({fleet_cores}); workers: 1 and "
+          f"{workers} ({'--workers' if args.workers else 'the default'})")  # fmt: skip
+    print(f"  rig:   {where(plan.rig)}; {procs} server processes")
 
 
 def report(runs: Sequence[Measure], hosts: int) -> bool:
@@ -105,7 +229,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--hosts", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=None, help="instead of the default")
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--rig-procs", type=int, default=None, help="default: half the cores")
+    parser.add_argument(
+        "--rig-procs", type=int, default=None, help="default: one per rig CPU (unpinned: half)"
+    )
+    parser.add_argument("--fleet-cpus", help="fleet's CPUs, e.g. 0-7 (default: the lower half)")
+    parser.add_argument("--rig-cpus", help="the rig's CPUs, e.g. 8-15 (default: the upper half)")
+    parser.add_argument("--unpinned", action="store_true", help="both on every core, as before")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     return parser.parse_args(argv)
 

@@ -22,15 +22,18 @@ import os
 import pickle
 import signal
 import sys
+import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fleet.execution.fanout import Events, FanOut
 from fleet.execution.workers import SeedJob, WorkerJob, frame
 from fleet.models import Host, HostOutcome
+from fleet.transport.ssh import SSHTransport
 
 PRELOADED = ("fleet.transport.ssh",)  # imported once here, not once per worker
+PROFILE_ENV = "FLEET_WORKER_PROFILE"  # a folder: each worker writes its cProfile there
 
 
 def main() -> None:
@@ -38,8 +41,10 @@ def main() -> None:
     job: SeedJob = pickle.load(sys.stdin.buffer)
     for module in PRELOADED:
         importlib.import_module(module)
+    # known_hosts and keys read once here, not once per worker: shared with them, page for page
+    transport = job.transports.prepared([h for worker in job.workers for h in worker.hosts])
     gc.freeze()  # what is imported stays shared with the workers, page for page
-    started = {start_worker(job, worker): worker.index for worker in job.workers}
+    started = {start_worker(job, worker, transport): worker.index for worker in job.workers}
     for worker in job.workers:
         os.close(worker.stream_fd)
         os.close(worker.stop_fd)
@@ -51,11 +56,11 @@ def main() -> None:
             )
 
 
-def start_worker(job: SeedJob, worker: WorkerJob) -> int:
+def start_worker(job: SeedJob, worker: WorkerJob, transport: SSHTransport) -> int:
     sys.stdout.flush()  # nothing buffered is written twice
     pid = os.fork()
     if pid == 0:
-        os._exit(run_worker(job, worker))
+        os._exit(run_worker(job, worker, transport))
     report_to_parent({"worker": worker.index, "pid": pid})
     return pid
 
@@ -73,7 +78,7 @@ def how_it_ended(status: int) -> str:
     return f"exited with status {code}"
 
 
-def run_worker(job: SeedJob, worker: WorkerJob) -> int:
+def run_worker(job: SeedJob, worker: WorkerJob, transport: SSHTransport) -> int:
     """In the forked worker: its hosts' fan-out; the exit status (1: it raised, said on stderr)."""
     for other in job.workers:
         if other.index != worker.index:
@@ -83,12 +88,28 @@ def run_worker(job: SeedJob, worker: WorkerJob) -> int:
     os.dup2(devnull, sys.stdout.fileno())  # stdout is the seed's report to the parent
     log_like_parent(job.log_level, worker.index)
     try:
-        asyncio.run(fan_out_in_worker(job, worker))
+        profiled(lambda: asyncio.run(fan_out_in_worker(job, worker, transport)), worker.index)
     except BaseException:  # noqa: BLE001 - said, and the parent makes it its hosts' error
         traceback.print_exc()
         sys.stderr.flush()
         return 1
     return 0
+
+
+def profiled(work: Callable[[], None], index: int) -> None:
+    """`work`, under cProfile when FLEET_WORKER_PROFILE names a folder: each worker's profile is
+    written there as worker-INDEX.prof (where a worker's CPU goes is not seen from the parent)."""
+    folder = os.environ.get(PROFILE_ENV)
+    if not folder:
+        work()
+        return
+    import cProfile
+
+    profile = cProfile.Profile(time.process_time)  # CPU, not the waits on the hosts
+    try:
+        profile.runcall(work)
+    finally:
+        profile.dump_stats(os.path.join(folder, f"worker-{index}.prof"))
 
 
 def log_like_parent(level: int, index: int) -> None:
@@ -101,12 +122,13 @@ def log_like_parent(level: int, index: int) -> None:
         logger.addHandler(handler)
 
 
-async def fan_out_in_worker(job: SeedJob, worker: WorkerJob) -> None:
+async def fan_out_in_worker(job: SeedJob, worker: WorkerJob, transport: SSHTransport) -> None:
     interrupt = asyncio.Event()
     stream = await FrameWriter.open(worker.stream_fd)
     await watch_stop(worker.stop_fd, interrupt)
     hosts = list(worker.hosts)
-    async with job.transports.open(lambda line: stream.send(("key", line))) as transports:
+    on_key = lambda line: stream.send(("key", line))  # noqa: E731
+    async with job.transports.open(on_key, transport) as transports:
         fan = FanOut(job.bundle, transports, worker.settings, RelayEvents(stream), interrupt)
         await fan.run(hosts)
     stream.send(("done",))

@@ -38,7 +38,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.execution.bundle import Bundle
 from fleet.execution.fanout import Events, RunSettings
@@ -52,6 +52,9 @@ from fleet.execution.limits import (
 )
 from fleet.models import Host, HostOutcome
 from fleet.transport.base import Transport
+
+if TYPE_CHECKING:  # asyncssh is imported where SSH runs (the seed), not where workers are planned
+    from fleet.transport.ssh import SSHTransport
 
 log = logging.getLogger(__name__)
 
@@ -145,18 +148,24 @@ class SshTransports:
     accept_new: bool
     fleet_known_hosts: Path  # fleet's own known_hosts, where --accept-new writes
 
-    @contextlib.asynccontextmanager
-    async def open(
-        self, on_key_recorded: Callable[[str], None] | None
-    ) -> AsyncIterator[Mapping[str, Transport]]:
+    def prepared(self, hosts: Sequence[Host]) -> SSHTransport:
+        """The transport with every file `hosts` read alike already read (known_hosts, identity
+        files): the seed makes it once, before it forks, and every worker starts from it."""
         from fleet.transport.ssh import SSHOptions, SSHTransport
 
-        options = SSHOptions(
-            accept_new=self.accept_new,
-            fleet_known_hosts=self.fleet_known_hosts,
-            on_key_recorded=on_key_recorded,
-        )
+        options = SSHOptions(accept_new=self.accept_new, fleet_known_hosts=self.fleet_known_hosts)
         transport = SSHTransport(options)
+        transport.preload(hosts)
+        return transport
+
+    @contextlib.asynccontextmanager
+    async def open(
+        self,
+        on_key_recorded: Callable[[str], None] | None,
+        prepared: SSHTransport | None = None,
+    ) -> AsyncIterator[Mapping[str, Transport]]:
+        transport = prepared or self.prepared(())
+        transport.options = replace(transport.options, on_key_recorded=on_key_recorded)
         try:
             yield {"ssh": transport}
         finally:

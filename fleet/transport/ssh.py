@@ -12,7 +12,7 @@ import os
 import random
 import shlex
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,6 +197,20 @@ class SSHTransport:
             raise type(exc)(f"jump host {host.jump}: {exc.message}", hint=exc.hint) from exc
 
     # ------------------------------------------------------------------- loaded once per run
+
+    def preload(self, hosts: Iterable[Host]) -> None:
+        """Read now every known_hosts and identity file `hosts` (and their jump hosts) name, as
+        their connections would. The worker processes' seed does it once before it forks them,
+        so each worker finds them read rather than reading them again: a known_hosts of 2,000
+        keys costs about 0.2 s of CPU to import, once per worker. A file that cannot be loaded
+        is left to the connection, which makes it that host's error."""
+        for host in hosts:
+            for one in (host, host.jump_host):
+                if one is None:
+                    continue
+                self._known_hosts(one.known_hosts)
+                with contextlib.suppress(AuthError):
+                    self._client_keys(one.identity_file)
 
     def _auth_options(self, host: Host) -> dict[str, object]:
         """The keys to offer; with IdentitiesOnly (ssh_config), the identity file's and no agent's."""
