@@ -144,9 +144,19 @@ def pinned(cpus: Collection[int] | None) -> Iterator[None]:
 class Measure:
     label: str
     wall_s: float
-    cpu_s: float
+    cpu_s: float  # user+sys of fleet's whole process tree
+    sys_s: float  # of which in the kernel (forks, pipes, page faults, epoll)
+    own_cpu_s: float | None  # of which fleet's own process (the rest: its seed and workers)
     exit_code: int
     document: Path
+
+    def line(self) -> str:
+        parts = f"sys {self.sys_s:.2f} s"
+        if self.own_cpu_s is not None:
+            rest = self.cpu_s - self.own_cpu_s
+            parts += f", fleet process {self.own_cpu_s:.2f} s, seed and workers {rest:.2f} s"
+        return (f"  {self.label:10} wall {self.wall_s:7.2f} s  CPU {self.cpu_s:7.2f} s "
+                f"({parts})  exit {self.exit_code}")  # fmt: skip
 
 
 def run_fleet(
@@ -160,10 +170,24 @@ def run_fleet(
     started = time.monotonic()
     with pinned(cpus):
         process = subprocess.Popen(command, env=env, cwd=workdir, stdout=subprocess.DEVNULL)
+    own = own_cpu_at_exit(process.pid)
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.monotonic() - started
     process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-    return Measure(label, wall, usage.ru_utime + usage.ru_stime, process.returncode, out)
+    cpu = usage.ru_utime + usage.ru_stime
+    return Measure(label, wall, cpu, usage.ru_stime, own, process.returncode, out)
+
+
+def own_cpu_at_exit(pid: int) -> float | None:
+    """Once `pid` has exited but before it is reaped: its own CPU, apart from its children's
+    (/proc/PID/stat's utime and stime; None where there is no /proc)."""
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # a zombie keeps its accounting
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
+    return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(args: argparse.Namespace, workdir: Path) -> list[Measure]:
@@ -183,8 +207,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[Measure]:
         for round_ in range(args.rounds):
             for label, extra in (("one", ["--workers", "1"]), ("spread", spread)):
                 done = run_fleet(rig.inventory, workdir, f"{label}-{round_}", extra, plan.fleet)
-                print(f"  {done.label:10} wall {done.wall_s:7.2f} s  CPU {done.cpu_s:7.2f} s  "
-                      f"exit {done.exit_code}")  # fmt: skip
+                print(done.line())
                 runs.append(done)
     return runs
 

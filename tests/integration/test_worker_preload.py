@@ -1,0 +1,66 @@
+"""What the workers' seed reads once before it forks (SshTransports.prepared): each worker
+connects with the known_hosts and identity files read there, never reading them again; a file
+that cannot be loaded stays its hosts' own error, as in one process."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from fleet.errors import AuthError
+from fleet.execution.workers import SshTransports
+from fleet.models import Host
+from tests.integration.fleet_runs import ssh_target
+from tests.integration.sshd import SshdFarm
+
+pytestmark = pytest.mark.integration
+
+
+def connect_with(opener: SshTransports, prepared_for: list[Host], host: Host) -> str:
+    """Prepare the transport for `prepared_for` (as the seed does), then connect to `host` in a
+    fresh event loop (as a forked worker does); the server's key type, or the error's class."""
+    transport = opener.prepared(prepared_for)
+
+    async def connect() -> str:
+        async with opener.open(None, transport) as transports:
+            ssh = transports["ssh"]
+            try:
+                conn = await ssh.connect(host)  # type: ignore[attr-defined]
+            except AuthError as exc:
+                return type(exc).__name__
+            conn.abort()
+            return "connected"
+
+    return asyncio.run(connect())
+
+
+def test_a_worker_trusts_the_known_hosts_read_before_the_fork(
+    farm: SshdFarm, tmp_path: Path
+) -> None:
+    farm.start("preload-known", "127.0.13.1")
+    host = ssh_target(farm, "preload-known", tmp_path)
+    opener = SshTransports(accept_new=False, fleet_known_hosts=tmp_path / "fleet_known_hosts")
+    transport = opener.prepared([host])
+    assert host.known_hosts is not None
+    Path(host.known_hosts).write_text("")  # read again, it would trust no key at all
+
+    async def connect() -> None:
+        async with opener.open(None, transport) as transports:
+            conn = await transports["ssh"].connect(host)  # type: ignore[attr-defined]
+            conn.abort()
+
+    asyncio.run(connect())  # no HostKeyUnknownError: the key read in the seed is trusted
+
+
+def test_an_unreadable_identity_file_is_its_hosts_error_not_the_seeds(
+    farm: SshdFarm, tmp_path: Path
+) -> None:
+    farm.start("preload-keys", "127.0.13.2")
+    good = ssh_target(farm, "preload-keys", tmp_path)
+    broken = replace(good, name="broken", identity_file=str(tmp_path / "no-such-key"))
+    opener = SshTransports(accept_new=False, fleet_known_hosts=tmp_path / "fleet_known_hosts")
+    assert connect_with(opener, [good, broken], broken) == "AuthError"
+    assert connect_with(opener, [good, broken], good) == "connected"
