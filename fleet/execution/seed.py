@@ -1,6 +1,7 @@
 """The seed of the worker processes (execution/workers.py has the why): a fresh interpreter that
-reads its SeedJob on stdin, imports what a worker needs once, forks the workers while it has no
-thread and no event loop, and reaps them, saying on stdout, a JSON line each, when a worker
+reads its SeedJob on stdin, imports what a worker needs once and reads what every worker would
+read alike (known_hosts, identity files: SshTransports.prepared), forks the workers while it has
+no thread and no event loop, and reaps them, saying on stdout, a JSON line each, when a worker
 started (its pid) and how it ended (`exited with status 1`, `was killed by SIGKILL`).
 
 Each worker runs a plain FanOut over its hosts in its own event loop and streams its events and
@@ -8,6 +9,9 @@ outcomes to the parent as frames (workers.frame). Closing its stop pipe (the par
 or the parent gone) interrupts it: its unfinished hosts end as `interrupted`, with whatever they
 had reported, and their sessions and remote processes are ended, as the single process does.
 Ctrl-C itself is the parent's to act on: the seed and the workers ignore SIGINT.
+
+FLEET_WORKER_PROFILE=FOLDER: each worker writes its CPU profile (cProfile, process time) to
+FOLDER/worker-INDEX.prof; the parent's own CPU is seen from outside, a worker's is not.
 """
 
 from __future__ import annotations
