@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.api.hosts import Selection, select_hosts
 from fleet.api.runs import KeptRun, assemble_run, keep_run, now
+from fleet.collector import loading_more
 from fleet.errors import UsageError
 from fleet.execution.bundle import Bundle, available_probes, build_bundle
 from fleet.execution.fanout import (
@@ -301,7 +302,8 @@ def make_transports(
     for kind in {h.transport for h in hosts if h.transport.startswith(UNSUPPORTED)}:
         transports[kind] = UnsupportedTransport()
     if any(h.transport == "ssh" for h in hosts):
-        from fleet.transport.ssh import SSHOptions, SSHTransport
+        with loading_more():
+            from fleet.transport.ssh import SSHOptions, SSHTransport
 
         options = SSHOptions(
             accept_new=accept_new,
