@@ -1,10 +1,12 @@
 """What the workers' seed reads once before it forks (SshTransports.prepared): each worker
 connects with the known_hosts and identity files read there, never reading them again; a file
-that cannot be loaded stays its hosts' own error, as in one process."""
+that cannot be loaded stays its hosts' own error, as in one process. And the workers' profiles
+(FLEET_WORKER_PROFILE), how a worker's CPU is seen at all."""
 
 from __future__ import annotations
 
 import asyncio
+import pstats
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 from fleet.errors import AuthError
 from fleet.execution.workers import SshTransports
 from fleet.models import Host
+from tests.integration.conftest import run_fleet, ssh_host, write_inventory
 from tests.integration.fleet_runs import ssh_target
 from tests.integration.sshd import SshdFarm
 
@@ -64,3 +67,21 @@ def test_an_unreadable_identity_file_is_its_hosts_error_not_the_seeds(
     opener = SshTransports(accept_new=False, fleet_known_hosts=tmp_path / "fleet_known_hosts")
     assert connect_with(opener, [good, broken], broken) == "AuthError"
     assert connect_with(opener, [good, broken], good) == "connected"
+
+
+def test_each_worker_writes_its_cpu_profile_where_asked(farm: SshdFarm, tmp_path: Path) -> None:
+    names = ["profiled-0", "profiled-1"]
+    for index, name in enumerate(names):
+        farm.start(name, f"127.0.13.{index + 10}")
+    hosts = {n: ssh_host(farm, n) for n in names}
+    known = farm.known_hosts(tmp_path / "known_hosts", names)
+    inventory = write_inventory(tmp_path / "inv.yaml", farm, hosts, known)
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    args = ("probe", "-i", str(inventory), "-p", "system", "--workers", "2")
+    done = run_fleet(tmp_path, *args, env={"FLEET_WORKER_PROFILE": str(profiles)})
+    assert all(done.status(n) == "ok" for n in names), done.stderr
+    written = sorted(p.name for p in profiles.iterdir())
+    assert written == ["worker-0.prof", "worker-1.prof"]
+    calls = pstats.Stats(str(profiles / "worker-0.prof")).stats
+    assert any(function == "fan_out_in_worker" for _, _, function in calls)
