@@ -32,10 +32,11 @@ def paused() -> Iterator[None]:
 # hundreds of thousands of objects and no garbage; the collector's passes over them were about a
 # tenth of a command's start-up CPU. Paused until the command's module is loaded, then on again
 # with what was loaded frozen (it lives as long as the command).
-_START_UP = {"paused": False}
+_START_UP = {"paused": False, "executable": False}
 
 
 def pause_start_up() -> None:
+    _START_UP["executable"] = True
     if gc.isenabled():
         gc.disable()
         _START_UP["paused"] = True
@@ -47,3 +48,10 @@ def end_start_up() -> None:
         _START_UP["paused"] = False
         gc.freeze()
         gc.enable()
+
+
+def in_executable() -> bool:
+    """Whether this process is the fleet executable (fleet/__main__.py: one command, then the
+    process ends), not fleet called in-process (tests, the API), whose callers may change what
+    they read."""
+    return _START_UP["executable"]

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import IO, Any, NoReturn
 
+from fleet.collector import in_executable
 from fleet.jsontext import Members, write_indented
 from fleet.models import Run
 from fleet.redact import mask_secrets, might_hold_secret
@@ -104,10 +105,21 @@ def read_document(handle: IO[str]) -> Any:
     text = _Text(handle)
     # not an object: not a run, read whole for the caller to say what it is
     is_object = text.peek() == "{"
-    document = _read_object(text, _run_member(Payloads())) if is_object else text.value()
+    payloads = Payloads(LAST_READ[0] if LAST_READ else None)
+    document = _read_object(text, _run_member(payloads)) if is_object else text.value()
     if text.peek():
         raise ValueError(f"extra data at character {text.where()}")
+    if in_executable():
+        LAST_READ[:] = [payloads]
     return document
+
+
+# The payloads of the last run document the fleet executable read, and only those: the run it
+# reads next (drift's other run, a baseline) holds the payloads equal to them as the same
+# objects, so that the fact cache classes them once for both runs, and they are held once. Only
+# in the executable, which changes no payload it read: fleet called in-process (tests, the API)
+# reads each document on its own, as its callers may change a run they read.
+LAST_READ: list[Payloads] = []
 
 
 def _read_object(text: _Text, read: Callable[[_Text, str], Any]) -> dict[str, Any]:
@@ -132,7 +144,7 @@ def _run_member(payloads: Payloads) -> Callable[[_Text, str], Any]:
         if key == "hosts" and text.peek() == "{":
             return _read_object(text, lambda text, name: text.value(payloads.host))
         if key == "payloads" and text.peek() == "{":  # a saved run's: a payload at a time
-            return _read_object(text, lambda text, digest: text.value())
+            return _read_object(text, lambda text, digest: payloads.stored(digest, text.value()))
         return text.value()
 
     return member
@@ -153,9 +165,33 @@ class Payloads:
     payload's keys in the order the host sent them, sorted (probes/runner/_host_runner.py), so equal
     payloads are equal text (the saved form keys them by their text with keys sorted)."""
 
-    def __init__(self) -> None:
+    def __init__(self, earlier: Payloads | None = None) -> None:
+        """`earlier`: the payloads of a document read before, whose equal payloads this one's
+        are (LAST_READ); this table keeps only its own document's."""
         self.seen: dict[bytes, Any] = {}
-        self.keys: dict[str, str] = {}  # names, probe names and statuses: one string each
+        self.refs: dict[str, Any] = {}  # a saved run's payloads, by their "data_ref"
+        self.earlier_seen = earlier.seen if earlier else {}
+        self.earlier_refs = earlier.refs if earlier else {}
+        # names, probe names and statuses: one string each (a handful, kept from one to the next)
+        self.keys: dict[str, str] = earlier.keys if earlier else {}
+
+    def stored(self, ref: str, payload: Any) -> Any:
+        """A saved run's payload (its table's member `ref`), the earlier document's object if
+        that is equal to it."""
+        earlier = self.earlier_refs.get(ref)
+        found = earlier if earlier is not None and earlier == payload else payload
+        self.refs[ref] = found
+        return found
+
+    def _seen(self, digest: bytes) -> Any:
+        """The payload whose text has SHA256 `digest`, from this document or the earlier one;
+        None if neither had it."""
+        found = self.seen.get(digest)
+        if found is None:
+            found = self.earlier_seen.get(digest)
+            if found is not None:
+                self.seen[digest] = found
+        return found
 
     def host(self, text: str, at: int) -> tuple[Any, int]:
         """The host object at text[at], its probes' payloads shared: as fleet writes a host, by
@@ -247,12 +283,15 @@ class Payloads:
         digest = b""
         if known > 0:
             digest = hashlib.sha256(text[at:known].encode()).digest()
-            seen = self.seen.get(digest)
+            seen = self._seen(digest)
             if seen is not None:
                 return seen, known
         value, end = SCAN(text, at)
         if end != known:  # not where fleet's layout says: its own text's digest
             digest = hashlib.sha256(text[at:end].encode()).digest()
+            seen = self._seen(digest)
+            if seen is not None:
+                return seen, end
         return self.seen.setdefault(digest, value), end
 
     def _object(self, text: str, at: int, member: Member) -> tuple[dict[str, Any], int]:
