@@ -113,3 +113,32 @@ def test_equal_payloads_read_by_the_layout_are_one_object(tmp_path: Path) -> Non
     hosts = list(read["hosts"].values())
     assert hosts[0]["probes"]["dir"]["data"] is hosts[9]["probes"]["dir"]["data"]
     assert hosts[0]["probes"]["system"]["data"] is not hosts[9]["probes"]["system"]["data"]
+
+
+def test_the_executable_shares_payloads_with_the_last_run_it_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Drift reads two runs: in the fleet executable, the second's payloads equal to the
+    first's are the first's objects (saved runs too); only the last run read is kept for
+    that, and fleet called in-process reads each run on its own."""
+    from fleet import collector
+
+    run = fleet_run(12, tmp_path / "saved")
+    plain, saved = both_forms(run)
+
+    def dirs(text: str) -> list[Any]:
+        """Each host's "dir" payload (a saved run's from its table)."""
+        document = rundoc.read_document(io.StringIO(text))
+        table = document.get("payloads", {})
+        results = [host["probes"]["dir"] for host in document["hosts"].values()]
+        return [r["data"] if "data" in r else table[r["data_ref"]] for r in results]
+
+    monkeypatch.setattr(rundoc, "LAST_READ", [])
+    first = dirs(plain)
+    assert dirs(plain)[0] is not first[0]  # in-process: each run its own
+    monkeypatch.setitem(collector._START_UP, "executable", True)
+    first = dirs(plain)
+    assert dirs(plain)[0] is first[0]
+    assert len(rundoc.LAST_READ) == 1  # the last run's payloads, not every run's
+    stored = dirs(saved)
+    assert dirs(saved)[0] is stored[0]
