@@ -14,6 +14,7 @@ whole folder (tests/probes/test_contract.py).
 
 from __future__ import annotations
 
+import functools
 import importlib
 from importlib import resources
 from importlib.abc import Traversable
@@ -32,7 +33,10 @@ def probes_package() -> str:
     return INSTALLED
 
 
+@functools.lru_cache(maxsize=1)
 def probe_folder() -> Traversable:
+    """Found once a process: `resources.files` costs a fraction of a millisecond a call, and the
+    bundle asks for the folder of every file it ships."""
     return resources.files(probes_package())
 
 
@@ -49,11 +53,20 @@ def fabric_folder() -> Traversable:
 def helper_file(file_name: str) -> Traversable | None:
     """fleet's own shipped helper `file_name` (`_nvidia_smi.py`), in whichever family folder
     of probes/helpers/ it sits; None when there is none of that name."""
+    return _helper_files().get(file_name)
+
+
+@functools.lru_cache(maxsize=1)
+def _helper_files() -> dict[str, Traversable]:
+    """Every file of probes/helpers/FAMILY/ by its name, listed once a process (the first family
+    in name order wins a name two share, which tests/probes/test_contract.py forbids anyway)."""
+    found: dict[str, Traversable] = {}
     for family in sorted(probe_folder().joinpath(HELPERS_FOLDER).iterdir(), key=_name):
-        candidate = family.joinpath(file_name)
-        if family.is_dir() and candidate.is_file():
-            return candidate
-    return None
+        if family.is_dir():
+            for entry in family.iterdir():
+                if entry.is_file():
+                    found.setdefault(entry.name, entry)
+    return found
 
 
 def _name(entry: Traversable) -> str:

@@ -106,12 +106,14 @@ def _checks(
     """The rules' verdicts, the baseline file's beside them (its rules baseline-allreduce, …)."""
     if not judging.rules:
         return _baseline_verdicts(run, judged)
-    from fleet.api.checking import evaluate
-
     rules = prepared.rules
     if not judging.judges_every_rule:
         ran = set(run.probes)
         rules = [rule for rule in rules if set(rule.needs) <= ran]
+        if not rules and judged is None:  # nothing to judge: no rules engine loaded for it
+            return None
+    from fleet.api.checking import evaluate
+
     report = evaluate(rules, run, judging.probe_args, judging.strict, classes=classes)
     if judged is None:
         return report

@@ -153,7 +153,7 @@ class RulesLater:
         # (fleet.api.assessing._checks), so it is not even parsed; fleet check reports them all
         self.among = None if judging.gate else probes
         self._thread: threading.Thread | None = None
-        self._read: tuple[Sequence[Rule], tuple[str, ...], Probing] | None = None
+        self._read: tuple[Sequence[Rule], tuple[str, ...], Probing | None] | None = None
         self._error: BaseException | None = None
 
     @staticmethod
@@ -167,9 +167,21 @@ class RulesLater:
 
     def _work(self) -> None:
         try:
-            self._read = read_rules(self.judging, among=self.among)
+            self._read = self._none_to_judge() or read_rules(self.judging, among=self.among)
         except BaseException as exc:  # noqa: BLE001 - raised again by `joined`, in its thread
             self._error = exc
+
+    def _none_to_judge(self) -> tuple[Sequence[Rule], tuple[str, ...], None] | None:
+        """No rules, when the pack's index says that none of them reads only the probes run
+        (`fleet probe -p system`): the pack is not parsed, nor the rules engine loaded."""
+        if self.among is None:
+            return None
+        from fleet.api.checking import DEFAULT_PACK
+        from fleet.checks import rules_reading_only
+
+        if rules_reading_only(DEFAULT_PACK, self.among) != frozenset():
+            return None
+        return (), (f"pack {DEFAULT_PACK}",), None
 
     def joined(self, prepared: Prepared) -> Prepared:
         """`prepared` with the rules read (read here and now if the hosts never ran)."""

@@ -31,22 +31,6 @@ UNJUDGED = ("unknown", "skipped")
 _STATUS = operator.attrgetter("status")
 _WHY = operator.attrgetter("status", "reason")
 _HOST = operator.attrgetter("host")
-# What to do, one word from a fixed set (after GPUd's and NVSentinel's recommended actions, which
-# map NVIDIA's Xid catalog to the same few steps), most disruptive last. `check-access`: the host
-# was not reached (network, credentials, host key), nothing is known about its GPUs; `retry`: it
-# did not finish (timed out, the run interrupted), nothing is known to be wrong there.
-ACTIONS = (
-    "none",
-    "retry",
-    "fix-config",
-    "check-access",
-    "restart-app",
-    "reset-gpu",
-    "reboot",
-    "drain",
-    "inspect-hw",
-    "contact-vendor",
-)
 RULE_KEYS = (
     "id",
     "description",

@@ -9,11 +9,11 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from fleet.checks.actions import ACTIONS
 from fleet.checks.documents import helpers, results_beside_probes
 from fleet.checks.fixes import FIX_OWN, PLACEHOLDER
 from fleet.checks.language import Expression, compile_expression
 from fleet.checks.model import (
-    ACTIONS,
     EXPRESSION_KEYS,
     KINDS,
     OLD_SEVERITIES,

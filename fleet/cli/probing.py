@@ -191,7 +191,7 @@ async def probe_with_progress(
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, interrupt.set)
     try:
-        progress = Console(stderr=True)
+        progress = Console(stderr=True, emoji=False)  # as make_console: names printed as they are
         with ProgressEvents(
             progress,
             plan.host_count,

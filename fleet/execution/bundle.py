@@ -197,8 +197,9 @@ def _shipped_files(
     """The text of each file named in the probe's `SHIPS` literal (read with `ast`, never run):
     from the probe's own folder; for fleet's `own` probes, from probes/helpers/FAMILY/."""
     files: dict[str, str] = {}
-    for name in _ships_declaration(source):
-        line = _assignment(source, "SHIPS").lineno  # type: ignore[union-attr]
+    names = _ships_declaration(source)
+    line = _assignment(source, "SHIPS").lineno if names else 0  # type: ignore[union-attr]
+    for name in names:
         at = f"{path}:{line}: SHIPS names {name!r}"
         if not name.startswith("_") or not name.endswith(".py") or "/" in name:
             raise ProbeFileError(f"{at}: ship only private files beside the probe (_name.py)")

@@ -14,7 +14,8 @@ SEVERITIES = ("error", "warning", "info")
 __all__ = ["ACTIONS", "SEVERITIES", "Finding", "NotJudgedLine"]
 
 # ACTIONS (what to do, one word from a fixed set) is defined with the rules, whose `action:`
-# names one (fleet/checks/model.py): the checks come before findings in the flow.
+# names one (fleet/checks/actions.py, a leaf: no rules engine loads for it): the checks come
+# before findings in the flow.
 
 # Finding.weight: which of several findings of one cause says it best (fold.py), lower first.
 SENTENCE = 0  # a sentence made for the case (the diff's check-grade: "torch X cannot run on …")

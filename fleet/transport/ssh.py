@@ -16,8 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncssh
-
 from fleet.errors import (
     AuthError,
     HostError,
@@ -27,6 +25,7 @@ from fleet.errors import (
 )
 from fleet.files import ensure_private_dir
 from fleet.models import Host
+from fleet.transport.asyncssh_import import asyncssh
 from fleet.transport.base import (
     ExecResult,
     HandshakeSlot,

@@ -20,7 +20,7 @@ ONLY_IN = {
     # the HTML report needs no rich; a probe's unit draws its terminal section in terminal.py
     "rich": ("fleet/cli/", "fleet/render/terminal/", "fleet/units/*/terminal.py"),
     # the SSH transport only (~/.ssh/config is read by fleet/inventory/openssh/)
-    "asyncssh": ("fleet/transport/ssh.py",),
+    "asyncssh": ("fleet/transport/ssh.py", "fleet/transport/asyncssh_import.py"),
 }
 # The flow runs top to bottom; a stage never imports a later one. The transports (and the launch
 # seam, fleet/transport/launch.py) sit under everything that sends scripts: execution/, fabric/.

@@ -24,6 +24,8 @@ PROBES = ("system", "packages", "gpu", "torch", "nccl", "health")
 
 # The judging's modules: none of them is needed to start the hosts.
 JUDGING = ("fleet.api.assessing", "fleet.checks", "fleet.findings", "fleet.analysis.across_hosts")
+# What of fleet.checks the findings and `fleet probe` read without the rules engine.
+LIGHT = ("fleet.checks.actions", "fleet.checks.packs")
 
 PLAN = """
 import json, sys
@@ -115,6 +117,51 @@ def test_the_plan_reads_the_default_pack_while_the_host_runs(tmp_path: Path) -> 
     assert probed.assessment.checks is not None
     judged = [r.rule.id for r in probed.assessment.checks.results]
     assert judged == [rule.id for rule in prepare(check).rules]
+
+
+AS_THE_EXECUTABLE = """
+import json, os, runpy, sys
+out, sys.argv = sys.argv[1], ["fleet", *sys.argv[2:]]
+def dump_modules():
+    with open(out, "w") as handle:
+        json.dump(sorted(sys.modules), handle)
+leave = os._exit  # how the executable ends, after flushing
+os._exit = lambda code: (dump_modules(), leave(code))
+runpy.run_module("fleet", run_name="__main__", alter_sys=True)
+dump_modules()
+"""
+
+
+def test_a_probe_no_rule_reads_loads_no_rules_engine(tmp_path: Path) -> None:
+    """`fleet probe -p system`: no rule of the default pack reads only `system` (its index says
+    so), so neither the pack is parsed nor the rules engine loaded; what it prints and writes is
+    what it was when every rule was parsed and none judged (the run document is checked here)."""
+    run, modules = tmp_path / "run.json", tmp_path / "modules.json"
+    argv = ["probe", "-p", "system", "--no-save", "--json", str(run)]
+    done = subprocess.run(
+        [sys.executable, "-c", AS_THE_EXECUTABLE, str(modules), *argv],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = json.loads(modules.read_text())
+    engine = [m for m in loaded if m.startswith(("jmespath", "fleet.checks.")) and m not in LIGHT]
+    assert engine == []
+    assert json.loads(run.read_text())["hosts"]["local"]["status"] == "ok"
+    assert "fleet.checks.actions" in loaded  # the list is read right
+    later = RulesLater(Judging(rules=True), ["system"])
+    assert later.joined(Prepared()).rules == ()
+    assert later.joined(Prepared()).sources == ("pack inference",)
+
+
+def test_a_probe_some_rules_read_still_judges_them() -> None:
+    later = RulesLater(Judging(rules=True), ["system", "packages", "gpu", "torch"])
+    read = [rule.id for rule in later.joined(Prepared()).rules]
+    assert read
+    assert read == [
+        r.id
+        for r in prepare(Judging(rules=True)).rules
+        if set(r.needs) <= {"system", "packages", "gpu", "torch"}
+    ]
 
 
 COLLECTOR = """

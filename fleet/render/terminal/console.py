@@ -45,11 +45,13 @@ class TrimmedLines:
 
 
 def make_console(stderr: bool = False) -> Console:
-    """A rich Console on stdout (or stderr); off a terminal, without trailing spaces."""
+    """A rich Console on stdout (or stderr); off a terminal, without trailing spaces. Without
+    rich's emoji codes: a host name, a path or an error that holds `:word:` is printed as it is
+    (and rich's table of 4,000 emoji names is not loaded for it)."""
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
-        return Console(stderr=stderr)
-    return Console(file=TrimmedLines(stream))  # type: ignore[arg-type]
+        return Console(stderr=stderr, emoji=False)
+    return Console(file=TrimmedLines(stream), emoji=False)  # type: ignore[arg-type]
 
 
 def error_text(error: FleetError) -> str:

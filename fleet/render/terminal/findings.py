@@ -36,7 +36,7 @@ def render_findings(
 ) -> None:
     """The findings block: a heading that counts them, each finding, then what was not judged.
     `exit_code`: the command's, so that no heading is green above trouble."""
-    console.print(Text.from_markup(heading(findings, bool(not_judged), exit_code)))
+    console.print(Text.from_markup(heading(findings, bool(not_judged), exit_code), emoji=False))
     for finding in findings[:limit]:
         print_finding(console, finding)
     if len(findings) > limit:
@@ -102,15 +102,16 @@ def _fitted(
 
 def _plain(lead: str, shown: str, tail: str) -> str:
     """The text `lead` (markup), `shown` (plain) and `tail` (markup) print: each part's alone
-    where white space parts them (no markup or emoji code spans it), the lead's kept; a lead
+    where white space parts them (no markup spans it), the lead's kept; a lead
     that names 20,000 hosts is not parsed again for each cut of the text tried after it."""
     if lead[-1:].isspace() and (not tail or tail[0].isspace()):
         return _markup_plain(lead) + _shown_plain(shown) + _markup_plain(tail)
-    return Text.from_markup(f"{lead}{escape(shown)}{tail}").plain
+    return Text.from_markup(f"{lead}{escape(shown)}{tail}", emoji=False).plain
 
 
-# What rich changes in escaped text: a backslash, control codes it strips, `:name:` emoji codes
-CHANGED = re.compile(r"[\\\x07\x08\x0b\x0c\r]|:\S*?:")
+# What rich changes in escaped text: a backslash, control codes it strips (fleet's consoles read
+# no `:name:` emoji codes: fleet/render/terminal/console.py)
+CHANGED = re.compile(r"[\\\x07\x08\x0b\x0c\r]")
 
 
 def _shown_plain(shown: str) -> str:
@@ -118,12 +119,12 @@ def _shown_plain(shown: str) -> str:
     long cut of a fix is tried thousands of times), else as rich's markup reads it."""
     if CHANGED.search(shown) is None:
         return shown
-    return Text.from_markup(escape(shown)).plain
+    return Text.from_markup(escape(shown), emoji=False).plain
 
 
 @lru_cache(maxsize=16)
 def _markup_plain(markup: str) -> str:
-    return Text.from_markup(markup).plain
+    return Text.from_markup(markup, emoji=False).plain
 
 
 def _not_judged_text(line: NotJudgedLine, rule_count: int) -> str:

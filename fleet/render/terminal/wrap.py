@@ -94,6 +94,6 @@ def _whole(line: Text) -> Text:
 def say(console: Console, markup: str, indent: int) -> None:
     """A line of markup wrapped between words, continuation lines indented by `indent`: a fix,
     a reason or a path never runs on at column 0, and a word is never broken."""
-    text = Text.from_markup(markup)
+    text = Text.from_markup(markup, emoji=False)
     lead = len(text.plain) - len(text.plain.lstrip(" "))
     console.print(Hanging(text[:lead], text[lead:], indent), crop=False)
