@@ -7,7 +7,11 @@ a saved run's do (fleet/store.py stores each distinct payload once), so both for
 in every command, and neither the document's text nor a second copy of its payloads is ever held
 whole. Payloads are told apart by their text as written (its SHA256): fleet writes a payload's
 keys in the order its host sent them, sorted, so equal payloads are equal text in a document
-fleet wrote (a payload written otherwise is still read right, only not shared).
+fleet wrote (a payload written otherwise is still read right, only not shared). A host laid out
+as fleet writes one is matched by a few regular expressions (its own members, then two per
+probe result) instead of member by member; any other layout (indented, hand-edited) falls back
+to the member-by-member reading, to the same result. In the fleet executable, the run read
+second (drift's other run, a baseline) shares the payloads equal to the first's (LAST_READ).
 
 Writing: the compact document (`--json FILE`, a saved run) and the indented one (`--json -`) are
 made a host at a time, the same text as one json.dumps of the whole document, never held whole.
