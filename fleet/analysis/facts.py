@@ -36,8 +36,8 @@ from typing import Any, Optional
 
 from fleet.execution.bundle import available_probes, declared_literal, refuse_broken
 from fleet.models import HostOutcome, ProbeResult, Run
-from fleet.units import part, parts
-from fleet.units import version as units_version
+from fleet.registry import part, parts
+from fleet.registry import version as units_version
 
 KINDS = ("identity", "volatile", "measure", "sets")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -109,7 +109,7 @@ def builtin_facts() -> dict[str, ProbeFacts]:
 
 @functools.cache
 def _builtin_facts(version: int) -> dict[str, ProbeFacts]:
-    """Per version of the unit table (fleet.units.register changes it)."""
+    """Per version of the unit table (fleet.registry.register changes it)."""
     return {
         name: declaration_of(unit.RESULT_FACTS)
         for name, unit in parts("facts")
@@ -500,7 +500,7 @@ def higher_is_better(measure: str) -> bool:
 
 @functools.cache
 def _endings(version: int) -> tuple[str, ...]:
-    """Per version of the unit table (fleet.units.register changes it): asked per measurement."""
+    """Per version of the unit table (fleet.registry.register changes it): asked per measurement."""
     found = (getattr(unit, "BETTER_HIGHER", ()) for _, unit in parts("facts"))
     return tuple(dict.fromkeys(ending for endings in found for ending in endings))
 

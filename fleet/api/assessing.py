@@ -151,10 +151,10 @@ def _findings(
     run: Run, diff: FleetDiff, checks: CheckReport | None
 ) -> tuple[tuple[Finding, ...], tuple[NotJudgedLine, ...]]:
     """Every source's findings, folded and ranked (fleet/findings/)."""
-    from fleet.findings.sources import check_findings, diff_findings, host_findings, jobs_findings
+    from fleet.findings.sources import check_findings, diff_findings, host_findings, unit_findings
 
     rule_findings, not_judged = check_findings(checks) if checks is not None else ([], [])
-    found = [*host_findings(run), *jobs_findings(run), *rule_findings, *diff_findings(diff)]
+    found = [*host_findings(run), *unit_findings(run), *rule_findings, *diff_findings(diff)]
     return tuple(fold(found)), tuple(not_judged)
 
 

@@ -32,7 +32,7 @@ from fleet.errors import StoreError
 from fleet.execution.fanout import Events
 from fleet.exits import exit_code, kept_bits, with_bits
 from fleet.models import Host, HostOutcome, Run
-from fleet.units import declared
+from fleet.registry import declared
 
 if TYPE_CHECKING:
     from fleet.api.hosts import Selection

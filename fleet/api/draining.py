@@ -28,8 +28,8 @@ from fleet.findings.draining import (
 from fleet.hostsets import compact_hosts
 from fleet.inventory.slurm import SINFO_FORMAT, RunCommand, SlurmNode, parse_sinfo, run_command
 from fleet.models import Host, Run
+from fleet.registry import declared
 from fleet.store import run_file_name
-from fleet.units import declared
 
 __all__ = [
     "Changes",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.api.hosts import Selection, select_hosts
 from fleet.api.runs import KeptRun, assemble_run, keep_run, now
+from fleet.collector import loading_more
 from fleet.errors import UsageError
 from fleet.execution.bundle import Bundle, available_probes, build_bundle
 from fleet.execution.fanout import (
@@ -24,12 +25,12 @@ from fleet.execution.fanout import (
 )
 from fleet.execution.workers import SshTransports, WorkerFanOut, spread, worker_count
 from fleet.models import Host, HostOutcome, Run
+from fleet.registry import declared
+from fleet.registry.options import ProbeOption
 from fleet.store import default_state_dir
 from fleet.transport import LocalTransport, Transport
 from fleet.transport.unsupported import PREFIX as UNSUPPORTED
 from fleet.transport.unsupported import UnsupportedTransport
-from fleet.units import declared
-from fleet.units.options import ProbeOption
 
 if TYPE_CHECKING:  # loaded only when asked for
     from fleet.transport.slurm import SlurmTransport
@@ -301,7 +302,8 @@ def make_transports(
     for kind in {h.transport for h in hosts if h.transport.startswith(UNSUPPORTED)}:
         transports[kind] = UnsupportedTransport()
     if any(h.transport == "ssh" for h in hosts):
-        from fleet.transport.ssh import SSHOptions, SSHTransport
+        with loading_more():
+            from fleet.transport.ssh import SSHOptions, SSHTransport
 
         options = SSHOptions(
             accept_new=accept_new,

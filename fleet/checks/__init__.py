@@ -60,7 +60,6 @@ if TYPE_CHECKING:
     )
     from fleet.checks.reads import Reads, seen
     from fleet.checks.sharing import HostDocuments
-    from fleet.units.allreduce.facts import allreduce_summary
 
 _HOMES = {  # each public name: the module that defines it
     "ACTIONS": "fleet.checks.actions",
@@ -84,7 +83,6 @@ _HOMES = {  # each public name: the module that defines it
     "SEVERITIES": "fleet.checks.model",
     "UNJUDGED": "fleet.checks.model",
     "VERDICTS": "fleet.checks.model",
-    "allreduce_summary": "fleet.units.allreduce.facts",
     "available_packs": "fleet.checks.packs",
     "check_unique_ids": "fleet.checks.parser",
     "compile_expression": "fleet.checks.language",
@@ -128,7 +126,6 @@ __all__ = [
     "RuleResult",
     "RuleVerdict",
     "RulesFile",
-    "allreduce_summary",
     "available_packs",
     "check_unique_ids",
     "compile_expression",

@@ -1,7 +1,7 @@
 """What rules read about one host: `{probe: data}` for every probe it ran, plus the helpers
 (names that start with "_"; docs/rules.md lists them). `_status`, `_host` and `_args` are every
 host's; the others come from the probes' units (fleet/units/PROBE/checks.py), in the order of
-fleet.units.UNITS."""
+fleet.registry.UNITS."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from fleet.analysis.facts import builtin_facts
 from fleet.models import HostOutcome
-from fleet.units import parts
+from fleet.registry import parts
 
 # The helpers every host's document has, whatever ran (None: no probe needed).
 GENERIC_HELPERS: Mapping[str, str | None] = {"_status": None, "_host": None, "_args": None}

@@ -18,7 +18,7 @@ from fleet.checks.sharing import HostDocuments, RuleView
 from fleet.checks.uniform import judge_keys, judge_uniform
 from fleet.collector import paused
 from fleet.models import HostOutcome, Run
-from fleet.units import declared
+from fleet.registry import declared
 
 
 def evaluate(

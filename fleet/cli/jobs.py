@@ -30,7 +30,7 @@ from fleet.errors import StoreError
 from fleet.exits import EXIT_NOT_KEPT, with_bits
 from fleet.jsontext import dumps_indented
 from fleet.render.terminal.console import error_text, make_console
-from fleet.render.terminal.jobs import render_jobs
+from fleet.units.live.terminal import render_jobs
 
 JOBS_OPTIONS = together(
     inventory_option,

@@ -305,7 +305,7 @@ fail_on_option = click.option(
 
 @functools.cache
 def click_option(option: Any) -> click.Option:
-    """The click option for one declared probe option (a fleet.units.options.ProbeOption, as
+    """The click option for one declared probe option (a fleet.registry.options.ProbeOption, as
     api.ProbeOptions.command_line() gives them); its value arrives as `option.key`."""
     common = {"help": option.help, "metavar": option.metavar, "default": option.default}
     if option.kind == "switch":

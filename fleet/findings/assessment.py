@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fleet.exits import with_bits
 from fleet.findings.model import Finding, NotJudgedLine
@@ -18,7 +18,14 @@ if TYPE_CHECKING:
     from fleet.analysis.across_runs.drift import Drift
     from fleet.analysis.baselines.judge import BaselineJudgement
     from fleet.checks import CheckReport
-    from fleet.units.allreduce.linerate import CohortLineRate
+
+
+class LineRateRecord(Protocol):
+    """A cohort's bus bandwidth against its hardware's line rate, as a unit measures it
+    (fleet/units/allreduce/linerate.py): the assessment keeps it and writes it in the check
+    document; the unit's terminal part shows it."""
+
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -39,7 +46,7 @@ class Assessment:
     # whether the rules gate the exit code (fleet check, report's packs) or only speak through
     # findings (fleet probe, fleet show)
     gated: bool = False
-    line_rates: tuple[CohortLineRate, ...] = ()
+    line_rates: tuple[LineRateRecord, ...] = ()
     sources: tuple[str, ...] = ()
     exit_code: int = 0
 

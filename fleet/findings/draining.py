@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from fleet.findings.model import ACTIONS, Finding
 from fleet.inventory.slurm import UNUSABLE_FLAGS, SlurmNode
-from fleet.units import declared
+from fleet.registry import declared
 
 # The actions that take a node out of service: the GPU or the host needs hands, a reset or a
 # replacement. contact-vendor is where health-row-remap escalates a pending remap (reset-gpu)

@@ -1,7 +1,7 @@
 """Where findings come from: hosts that could not be reached or whose probes failed, failed rules
-(fleet/findings/from_checks.py), the cross-host diff's divergence inside a cohort, and the NCCL
-jobs joined across hosts (`fleet jobs`). Each source is linear in what it reads; fold.py folds and
-ranks their union."""
+(fleet/findings/from_checks.py), the cross-host diff's divergence inside a cohort, and the probes'
+units (a unit's findings.py: the NCCL jobs joined across hosts, `fleet jobs`). Each source is
+linear in what it reads; fold.py folds and ranks their union."""
 
 from __future__ import annotations
 
@@ -14,12 +14,11 @@ from fleet.analysis.facts import probe_of
 from fleet.findings.model import DIVERGENCE, RULE, SENTENCE, Finding, NotJudgedLine
 from fleet.hostsets import compact_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, HostOutcome, Run
-from fleet.units import declared
+from fleet.registry import declared, declaring
 
 if TYPE_CHECKING:
     from fleet.analysis.across_hosts.diff import FleetDiff
     from fleet.checks import CheckReport
-    from fleet.units.live.facts import Job
 
 REACH_FIX = {
     "hostkey_unknown": "check the fingerprint, then run again with --accept-new",
@@ -30,12 +29,6 @@ REACH_FIX = {
 # Where the host's own hint is better (it names the real command: `try: ssh -p 2222
 # root@10.0.0.7 true`), these are said only without one.
 REACH_FALLBACK = {"auth_failed": "check the user and the key against the host's authorized_keys"}
-
-
-def live_topic() -> str:
-    from fleet.units.live.facts import TOPIC
-
-    return TOPIC
 
 
 def host_findings(run: Run) -> list[Finding]:
@@ -219,74 +212,9 @@ def _odd(item: DivergenceFinding) -> tuple[str, ...]:
     return item.odd_hosts or item.hosts
 
 
-# ------------------------------------------------------------------------------- NCCL jobs
-
-JOB_FIX = "restart the job (its other ranks wait on this one); fleet jobs shows every rank"
-
-
-def jobs_findings(run: Run) -> list[Finding]:
-    """The NCCL jobs of `run` (fleet/units/live/facts.py): a dead, stopped or missing rank on
-    its host (error, restart-app), a job whose ranks mapped different libnccl builds (error,
-    fix-config), two jobs sharing one RAS port (warning). Nothing when no host ran `live`."""
-    from fleet.units.live.facts import live_jobs, ran_live
-
-    if not ran_live(run):
-        return []
-
-    report = live_jobs(run)
-    found: list[Finding] = []
-    for job in report.jobs:
-        found += _rank_findings(job)
-        if len(job.libraries) > 1:
-            found.append(_mixed_builds(job))
-    for line in report.findings:  # a stopped NCCL process that no RAS answer names
-        host, _, what = line.partition(": ")
-        found.append(_job_finding("error", what, (host,), "restart-app", JOB_FIX))
-    for host, ports in report.shared_ras_ports.items():
-        fix = "give each job its own port: NCCL_RAS_ADDR=127.0.0.1:PORT"
-        found += [_job_finding("warning", line, (host,), "fix-config", fix) for line in ports]
-    return found
-
-
-def _rank_findings(job: Job) -> Iterable[Finding]:
-    """One finding per rank that is stopped or missing, every reason said (a stopped process is
-    also a rank RAS finds unresponsive)."""
-    from fleet.units.live.facts import rank_troubles, rank_where
-
-    reasons: dict[int, list[str]] = {}
-    ranks = {}
-    for rank, kind, why in rank_troubles(job):
-        if kind in ("stopped", "missing"):
-            reasons.setdefault(rank.rank, []).append(why)
-            ranks[rank.rank] = rank
-    for number, whys in reasons.items():
-        rank = ranks[number]
-        host = rank.host or "?"
-        yield _job_finding(
-            "error",
-            f"NCCL job {job.comm}: rank {number} on {host}: {'; '.join(whys)}",
-            (host,) if rank.host else job.reported_by,
-            "restart-app",
-            JOB_FIX,
-            where=rank_where(rank),
-        )
-
-
-def _mixed_builds(job: Job) -> Finding:
-    versions = ", ".join(job.nccl_versions) or "?"
-    return _job_finding(
-        "error",
-        f"NCCL job {job.comm}: its ranks mapped {len(job.libraries)} libnccl builds "
-        f"(NCCL {versions}); RAS peers of different versions refuse each other",
-        job.hosts,
-        "fix-config",
-        "give every host of the job the same NCCL (fleet jobs names each rank's libnccl)",
-    )
-
-
-def _job_finding(
-    severity: str, what: str, hosts: tuple[str, ...], action: str, fix: str, where: str = ""
-) -> Finding:
-    return Finding(
-        severity, "job", what, hosts, action, fix, where=where, topic=live_topic(), weight=SENTENCE
-    )
+def unit_findings(run: Run) -> list[Finding]:
+    """What the probes' units find wrong that no rule says (fleet/units/PROBE/findings.py,
+    `findings(run)`: the live unit's NCCL jobs), of the probes the run holds."""
+    return [
+        found for _, find in declaring("findings", "findings", run.probes) for found in find(run)
+    ]

@@ -28,9 +28,9 @@ from fleet.analysis.across_runs.drift import Drift
 from fleet.findings.model import Finding
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import Run
+from fleet.registry import parts
 from fleet.render.grouping import group_across, pair_rows, short, unreported_groups
 from fleet.render.sentences import fix_line
-from fleet.units import parts
 
 DIFF_SCHEMA = "fleet.diff/3"
 DRIFT_SCHEMA = DIFF_SCHEMA  # told apart by "kind": "drift"

@@ -25,7 +25,7 @@ from fleet.analysis.facts import is_number
 from fleet.findings.model import Finding
 from fleet.models import HOST_STATUSES, Run
 from fleet.redact import mask_secrets
-from fleet.units import parts
+from fleet.registry import parts
 
 GPU_IN_WHERE = re.compile(r"\bGPU(\d+)\b")
 TERA, GIGA, MICRO = 1e12, 1e9, 1e-6  # a unit's figures in base units (tera-ops, GB/s, µs)

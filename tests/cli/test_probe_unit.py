@@ -1,7 +1,7 @@
 """A probe of your own with a unit (issues 37, 47): the toy `uptime` probe (tests/toy/probes/
 uptime.py, passed with --probe-dir) and its unit (tests/toy/uptime_unit/: a key fact, a rule
 helper, a terminal and an HTML section, an option and a baseline family), registered with
-fleet.units.register: shown in the terminal and on the HTML page, judged by `fleet check` with
+fleet.registry.register: shown in the terminal and on the HTML page, judged by `fleet check` with
 its rules file (tests/toy/uptime.yaml), its option offered by `fleet probe`, its family kept by
 `fleet baseline` and judged by `fleet check --baseline-file`. Nothing outside tests/toy/ names it."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet import units
+from fleet import registry
 from tests.cli.inprocess import invoke
 from tests.conftest import ROOT
 
@@ -23,9 +23,9 @@ TOY = ROOT / "tests" / "toy"
 
 @pytest.fixture
 def uptime_unit() -> Iterator[None]:
-    units.register("uptime", "tests.toy.uptime_unit")
+    registry.register("uptime", "tests.toy.uptime_unit")
     yield
-    units.unregister("uptime")
+    registry.unregister("uptime")
 
 
 @pytest.fixture
@@ -43,10 +43,10 @@ def probed(tmp_path: Path, uptime_unit: None) -> tuple[str, Path]:
 
 
 def test_the_unit_is_in_the_registry(uptime_unit: None) -> None:
-    assert units.part("uptime", "facts") is not None
-    assert units.part("uptime", "html") is not None
-    assert "uptime" in [name for name, _ in units.parts("terminal")]
-    assert units.part("health", "checks") is None  # a part a unit does not have
+    assert registry.part("uptime", "facts") is not None
+    assert registry.part("uptime", "html") is not None
+    assert "uptime" in [name for name, _ in registry.parts("terminal")]
+    assert registry.part("health", "checks") is None  # a part a unit does not have
 
 
 def test_the_key_fact_and_the_terminal_section_are_shown(probed: tuple[str, Path]) -> None:

@@ -17,7 +17,6 @@ from rich.console import Console
 from fleet.checks import (
     CheckReport,
     RuleFileError,
-    allreduce_summary,
     available_packs,
     evaluate,
     format_value,
@@ -26,6 +25,7 @@ from fleet.checks import (
 from fleet.models import Run
 from fleet.render.junit import junit_tree
 from fleet.render.terminal.checks import render_report
+from fleet.units.allreduce.facts import allreduce_summary
 from tests.recorded import (
     data,
     make_run,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
@@ -35,7 +36,8 @@ LEAVES = (  # import no module of fleet
     "fleet.shipped",
     "fleet.jsontext",
     "fleet.schemas",
-    "fleet.units",  # the unit table and keyfacts; a unit's parts take their role's stage
+    "fleet.registry",  # the unit table and what units declare: the seam both sides import
+    "fleet.units",  # the units' package; a unit's parts take their role's stage (below)
 )
 FOUNDATIONS = ("fleet.errors", "fleet.exits", "fleet.redact", "fleet.yamlfile")  # on the leaves
 STAGES = [
@@ -56,12 +58,13 @@ TOP = ("fleet", "fleet.__main__")
 
 
 # A probe's unit (fleet/units/PROBE/) is split by stage: each part belongs to the stage that asks
-# for it (docs/layers.md); any other module of a unit is part of its analysis. The registry,
-# fleet/units/__init__.py, and fleet/units/keyfacts.py, options.py and declared.py sit below
-# every stage, as does each unit's probe.py (its options, opt-in, topic).
+# for it (docs/layers.md); any other module of a unit is part of its analysis. The registry
+# (fleet/registry/: the unit table, keyfacts.py, options.py, declared.py) sits below every stage,
+# as does each unit's probe.py (its options, opt-in, topic).
 UNIT_PART_STAGES = {
-    "probe": "fleet.units",  # what is declared before any host answers: below every stage
+    "probe": "fleet.registry",  # what is declared before any host answers: below every stage
     "checks": "fleet.checks",
+    "findings": "fleet.findings",
     "terminal": "fleet.render",
     "html": "fleet.render",
     "markdown": "fleet.render",
@@ -120,14 +123,16 @@ def test_unit_parts_have_the_stage_of_their_role() -> None:
     assert stage_of("fleet.units.gpubench.checks") == stage_of("fleet.checks")
     assert stage_of("fleet.units.net.html") == stage_of("fleet.render")
     assert stage_of("fleet.units.gpubench.terminal") == stage_of("fleet.render")
-    assert stage_of("fleet.units") == stage_of("fleet.units.keyfacts") == stage_of("fleet.models")
+    assert (
+        stage_of("fleet.units") == stage_of("fleet.registry.keyfacts") == stage_of("fleet.models")
+    )
     assert allowed("fleet/units/gpubench/terminal.py", ONLY_IN["rich"])
     assert not allowed("fleet/units/gpubench/html.py", ONLY_IN["rich"])
 
 
 def test_no_unit_part_imports_a_part_of_a_later_stage() -> None:
     """A unit's facts never import its (or another unit's) checks or renderers, its checks never
-    a renderer: what the generic layers get lazily from fleet.units.part stays of their stage."""
+    a renderer: what the generic layers get lazily from fleet.registry.part stays of their stage."""
     later = [
         f"{module_name(path)} imports {name}"
         for path in sorted((FLEET / "units").rglob("*.py"))
@@ -139,9 +144,49 @@ def test_no_unit_part_imports_a_part_of_a_later_stage() -> None:
 
 
 def test_the_unit_registry_imports_no_part() -> None:
-    """fleet.units is imported by every stage: it names its parts, it imports them only when a
-    stage asks (fleet.units.part), so importing the analysis never imports a renderer."""
-    assert not [n for n in imported(FLEET / "units" / "__init__.py") if n.startswith("fleet")]
+    """fleet.registry is imported by every stage: it names the units' parts, it imports them only
+    when a stage asks (fleet.registry.part), so importing the analysis never imports a renderer."""
+    assert not [n for n in imported(FLEET / "registry" / "__init__.py") if n.startswith("fleet")]
+
+
+# Who may import a unit (fleet/units/): the units themselves and the layers over them (and TOP).
+ABOVE_THE_UNITS = ("fleet.units", "fleet.api", "fleet.cli")
+
+
+def above_the_units(module: str) -> bool:
+    return module in TOP or any(module.startswith(f"{a}.") or module == a for a in ABOVE_THE_UNITS)
+
+
+def test_the_generic_layers_reach_the_units_only_through_the_registry() -> None:
+    """The units stand above the layers they serve (they use the analysis', checks' and
+    renderers' helpers): analysis, checks, findings, render, fabric and everything below them
+    import fleet.registry, never fleet.units, and call what a unit's part declares
+    (docs/layers.md). Anywhere in a module: functions and TYPE_CHECKING blocks too."""
+    backwards = [
+        f"{module} imports {name}"
+        for module, names in import_graph().items()
+        if not above_the_units(module)
+        for name in names
+        if name == "fleet.units" or name.startswith("fleet.units.")
+    ]
+    assert backwards == []
+
+
+UNIT_MODULE_NAME = re.compile(r"fleet\.units(\.\w+)*")
+
+
+def test_no_generic_layer_loads_a_unit_by_its_name() -> None:
+    """Nor by a string handed to importlib (a lazy `_HOMES` entry, say): the registry is the one
+    place a unit is loaded by name (fleet.registry.part)."""
+    named = [
+        f"{module} names {node.value}"
+        for module, path in fleet_modules().items()
+        if not above_the_units(module) and not module.startswith("fleet.registry")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        and UNIT_MODULE_NAME.fullmatch(node.value)
+    ]  # fmt: skip
+    assert named == []
 
 
 def test_every_fleet_module_has_a_stage() -> None:
@@ -152,7 +197,10 @@ def test_every_fleet_module_has_a_stage() -> None:
 def test_the_leaves_import_no_fleet_module() -> None:
     graph = import_graph()
     leaves = {name for name in graph if stage_of(name) == 0 and not name.startswith("fleet.units")}
-    assert {f"{name} imports {graph[name]}" for name in leaves if graph[name]} == set()
+    outside = {
+        name: {n for n in graph[name] if not n.startswith("fleet.registry")} for name in leaves
+    }
+    assert {f"{name} imports {found}" for name, found in outside.items() if found} == set()
 
 
 def test_nothing_imports_back_up_the_flow() -> None:
@@ -182,7 +230,7 @@ def test_the_rule_engine_is_used_through_fleet_checks() -> None:
 # ------------------------------------------------ the CLI one floor over the API (issue 22)
 
 # What fleet/cli/ may import of fleet: the API, the errors, the models, the JSON text writer, the
-# renderers, itself; and the collector, whose pause over the executable's start-up the CLI ends
+# renderers (a unit's terminal part among them: is_unit_renderer), itself; and the collector, whose pause over the executable's start-up the CLI ends
 # (fleet/__main__.py).
 CLI_MAY_IMPORT = (
     "fleet.api",
@@ -268,9 +316,14 @@ def test_cli_imports_only_the_api_errors_models_render_and_itself() -> None:
         for name, path in known.items()
         if name.startswith("fleet.cli")
         for module in imported_modules(path, known)
-        if not module.startswith(CLI_MAY_IMPORT)
+        if not module.startswith(CLI_MAY_IMPORT) and not is_unit_renderer(module)
     }
     assert below == set()
+
+
+def is_unit_renderer(module: str) -> bool:
+    """A unit's terminal part is a renderer too (`fleet jobs` prints the live unit's report)."""
+    return module.startswith("fleet.units.") and module.endswith(".terminal")
 
 
 def test_no_import_circle_anywhere_in_fleet() -> None:

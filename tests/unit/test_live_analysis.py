@@ -295,7 +295,7 @@ def test_as_dict_is_json() -> None:
 
 
 def test_findings_name_a_stopped_rank_on_its_host_once() -> None:
-    from fleet.findings.sources import jobs_findings
+    from fleet.units.live.findings import findings as jobs_findings
 
     view = two_rank_view()
     gone = view["ranks"].pop(1)
@@ -312,7 +312,7 @@ def test_findings_name_a_stopped_rank_on_its_host_once() -> None:
 
 
 def test_findings_of_mixed_builds_and_a_shared_ras_port() -> None:
-    from fleet.findings.sources import jobs_findings
+    from fleet.units.live.findings import findings as jobs_findings
 
     other = nccl_process(728, build="1111111111111111111111111111111111111111", version="2.30.4")
     run = healthy_pair(b_process=other)
@@ -330,7 +330,7 @@ def test_findings_of_mixed_builds_and_a_shared_ras_port() -> None:
 
 
 def test_no_findings_without_the_live_probe() -> None:
-    from fleet.findings.sources import jobs_findings
+    from fleet.units.live.findings import findings as jobs_findings
 
     assert jobs_findings(fleet(**{"gpu-a": None})) == []
     assert jobs_findings(healthy_pair()) == []

@@ -192,3 +192,37 @@ def test_fleet_called_in_process_keeps_its_collector_as_it_is() -> None:
     assert gc.isenabled()
     main.get_command(click.Context(main), "runs")
     assert gc.isenabled()
+
+
+SSH_TRANSPORT = """
+import gc
+passes = [0]
+gc.callbacks.append(lambda phase, info: passes.__setitem__(0, passes[0] + (phase == "stop")))
+EXECUTABLE
+import click
+from fleet.cli.root import main
+main.get_command(click.Context(main), "probe")
+from fleet.api.probing import make_transports
+from fleet.models import Host
+frozen, before = gc.get_freeze_count(), passes[0]
+make_transports([Host(name="h", address="127.0.0.1")], accept_new=False)
+print(passes[0] - before, gc.isenabled(), gc.get_freeze_count() > frozen)
+"""
+
+
+@pytest.mark.parametrize(
+    ("executable", "expected"),
+    [("import fleet.__main__", "0 True True"), ("", "collected True False")],
+)
+def test_the_ssh_transport_loads_with_the_collector_paused_in_the_executable(
+    executable: str, expected: str
+) -> None:
+    """asyncssh and cryptography load with the first SSH host, after the command's start-up: the
+    executable pauses the collector over them too (fleet.collector.loading_more) and freezes what
+    they made; fleet called in-process keeps its collector as it is, passes and all."""
+    code = SSH_TRANSPORT.replace("EXECUTABLE", executable)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    passes, enabled, frozen = done.stdout.split()
+    assert (passes if passes == "0" else "collected", enabled, frozen) == tuple(expected.split())

@@ -14,10 +14,12 @@ from tests.conftest import ROOT
 FLEET = ROOT / "fleet"
 
 # The unit parts' protocol (docs/layers.md): each unit's part answers to the same names, which
-# the generic layer that asks for the part calls (fleet.analysis.facts.measurements gathers them).
+# the generic layer that asks for the part calls (fleet.analysis.facts.measurements gathers them,
+# fleet.analysis.baselines.identity.host_versions and gpu_identity too).
 PART_PROTOCOL = frozenset(
-    {"add_helpers", "run_context", "view", "shown", "body", "lines", "measurements", "families"}
-)
+    {"add_helpers", "run_context", "view", "shown", "body", "lines", "measurements", "families",
+     "findings", "checked_view", "host_versions", "gpu_identity"}
+)  # fmt: skip
 # fleet.api publishes a lower layer's function under its own name, with its defaults filled in
 # (the runs folder, the packs folder): one meaning, said at the API and below it.
 API_WRAPPERS = frozenset(

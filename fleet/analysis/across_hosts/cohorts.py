@@ -22,7 +22,7 @@ from typing import Any
 from fleet.analysis.facts import HostFacts, length_path
 from fleet.errors import UsageError
 from fleet.models import HostOutcome
-from fleet.units import declared
+from fleet.registry import declared
 
 DEFAULT_COHORT_BY = "GPU model × GPU count × interconnect"
 NO_VALUE = "(no value)"

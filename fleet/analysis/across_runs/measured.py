@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleet import units
+from fleet import registry
 from fleet.analysis.facts import human_bytes
 from fleet.models import HostOutcome, Run
 
@@ -56,14 +56,14 @@ class BaselineFamily:
 
 def baseline_families() -> dict[str, BaselineFamily]:
     """Every unit's baseline families, in the units' order."""
-    return _families(units.version())
+    return _families(registry.version())
 
 
 @functools.lru_cache(maxsize=4)
 def _families(version: int) -> dict[str, BaselineFamily]:
     return {
         family.name: family
-        for _, facts in units.parts("facts")
+        for _, facts in registry.parts("facts")
         for family in getattr(facts, "BASELINE_FAMILIES", ())
     }
 
@@ -111,7 +111,7 @@ class Key:
     @classmethod
     def parse(cls, name: str) -> Key | None:
         """A name as `name` writes it; None when it is not one."""
-        match = _name_pattern(units.version()).match(name)
+        match = _name_pattern(registry.version()).match(name)
         if match is None:
             return None
         family, variant = baseline_families()[match["family"]], match["variant"] or ""

@@ -17,11 +17,11 @@ from typing import Any
 from fleet.analysis.across_hosts.cohorts import default_key, find_cohorts
 from fleet.analysis.across_runs.bands import DEFAULT_FLOOR, DEFAULT_K, Band, make_band
 from fleet.analysis.across_runs.measured import Key, baseline_families, host_measured
+from fleet.analysis.baselines.identity import VERSIONS, gpu_identity, host_versions
 from fleet.analysis.facts import FactCache, HostFacts, ProbeFacts
 from fleet.errors import UsageError
 from fleet.models import NOT_REACHED, HostOutcome, ProbeResult, Run
-from fleet.units import declared
-from fleet.units.allreduce.baselines import VERSIONS, gpu_identity, host_versions
+from fleet.registry import declared
 
 BASELINE_SCHEMA = "fleet.baseline/1"
 

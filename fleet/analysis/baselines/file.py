@@ -21,8 +21,8 @@ from fleet.analysis.baselines.build import (
     Gpu,
     MadeFrom,
 )
+from fleet.analysis.baselines.identity import VERSIONS
 from fleet.errors import UsageError
-from fleet.units.allreduce.baselines import VERSIONS
 from fleet.yamlfile import Location
 
 REMAKE = "make it again: fleet baseline RUN [RUN…] -o FILE"

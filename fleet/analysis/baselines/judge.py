@@ -27,9 +27,9 @@ from fleet.analysis.baselines.build import (
     match_cohort,
     place_hosts,
 )
+from fleet.analysis.baselines.identity import VERSION_LABELS, VERSIONS, host_versions
 from fleet.analysis.facts import ProbeFacts, higher_is_better
 from fleet.models import NOT_REACHED, HostOutcome, Run
-from fleet.units.allreduce.baselines import VERSION_LABELS, VERSIONS, host_versions
 
 
 def family_text(family: str) -> str:

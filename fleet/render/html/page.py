@@ -25,6 +25,7 @@ from fleet.errors import ReportError
 from fleet.findings.model import Finding
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import HostOutcome, Run
+from fleet.registry import parts
 from fleet.render.grouping import check_verdict, ended_alike
 from fleet.render.html.divmap import divergence_map, name_lists
 from fleet.render.html.findings import findings_section
@@ -35,7 +36,6 @@ from fleet.render.html.sections import (
     drilldown_section,
     unreported_section,
 )
-from fleet.units import parts
 
 # What each bit of fleet's exit code means (README, "Exit codes").
 EXIT_BITS = (

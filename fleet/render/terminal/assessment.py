@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from fleet.models import HOST_STATUSES
+from fleet.registry import declaring
 from fleet.render.grouping import check_headline
 from fleet.render.terminal.findings import render_findings
 from fleet.render.terminal.run import render_detail, render_hosts
@@ -54,7 +55,6 @@ def render_probed(
 def render_checked(console: Console, assessment: Assessment, details: bool = False) -> None:
     """`fleet check`: the verdict and what was judged, the findings, the tally of verdicts; with
     `details`, every rule's verdict and why (the view before findings led)."""
-    from fleet.render.terminal.baseline import render_line_rates
     from fleet.render.terminal.checks import render_report, tally_line
 
     report = assessment.checks
@@ -73,7 +73,11 @@ def render_checked(console: Console, assessment: Assessment, details: bool = Fal
     judged = f"{', '.join(assessment.sources)} · {len(run.hosts)} host(s) · run {assessment.where}"
     say(console, tally_line(report), 2)
     say(console, f"[dim]judged: {escape(judged)}[/]", 4)
-    render_line_rates(console, list(assessment.line_rates))
+    # the probes' own lines under the verdict (fleet/units/PROBE/terminal.py: allreduce's line rates)
+    for _, view in declaring("terminal", "checked_view", among=run.probes):
+        shown = view(assessment)
+        if shown is not None:
+            console.print(shown)
     if details:
         console.print()
         render_report(console, report, f"fleet check · {judged}", every=True)

@@ -1,6 +1,7 @@
 """The terminal views of baselines: a baseline file shown (`fleet baseline --show`), the hosts that
 fell outside its bands (one line per measurement: versions that changed, the baseline's median →
-the host's value, the band's end), and bus bandwidth against the hardware's line rate."""
+the host's value, the band's end). Bus bandwidth against the hardware's line rate is the allreduce
+unit's (fleet/units/allreduce/terminal.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,11 @@ from rich.markup import escape
 from fleet.analysis.across_runs.bands import Band
 from fleet.analysis.across_runs.measured import Key
 from fleet.analysis.baselines.build import Baseline
+from fleet.analysis.baselines.identity import VERSION_LABELS, VERSIONS
 from fleet.analysis.baselines.judge import number
-from fleet.analysis.facts import higher_is_better, human_bytes
+from fleet.analysis.facts import higher_is_better
 from fleet.checks import RuleVerdict, format_value
 from fleet.hostsets import compact_hosts, count_hosts
-from fleet.units.allreduce.baselines import VERSION_LABELS, VERSIONS
-from fleet.units.allreduce.linerate import CohortLineRate
 
 MAX_LINES = 6  # measurements shown per group of hosts; the JSON document has every one
 SHOWN_PER_FAMILY = 12  # measurements `--show` lists per family and cohort without --all
@@ -97,44 +97,3 @@ def _print_bands(console: Console, bands: Sequence[tuple[Key, Band]], every: boo
             )
         if len(found) > len(shown):
             console.print(f"    [dim]… {len(found) - len(shown)} more (--all lists them)[/]")
-
-
-def render_line_rates(console: Console, rates: Sequence[CohortLineRate]) -> None:
-    """Per cohort: its line rate, and per mode the bus bandwidth at the largest size as a share of
-    it (the cohort's median, and its lowest host when that differs)."""
-    if not rates:
-        return
-    console.print()
-    console.print(
-        "[bold]bus bandwidth against line rate[/] [dim](from the hardware: no baseline needed)[/]"
-    )
-    for cohort in rates:
-        rate = cohort.rate
-        if rate is None:
-            why = next((h.why_not for h in cohort.hosts if h.why_not), "not known")
-            console.print(f"  {escape(cohort.cohort)}: line rate not known: {escape(why)}")
-            continue
-        console.print(
-            f"  {escape(cohort.cohort)} [dim]({count_hosts(len(cohort.hosts))})[/]: line rate "
-            f"{rate.gbps:g} GB/s per direction [dim]({escape(rate.basis)})[/]"
-        )
-        for mode in cohort.modes():
-            percent = cohort.median_percent(mode)
-            lowest = cohort.lowest(mode)
-            if percent is None or lowest is None:
-                continue
-            size, value = lowest.busbw[mode]
-            text = f"    {mode} {human_bytes(size)}: {_share(percent)} of line rate" + (
-                " (median)" if len(cohort.hosts) > 1 else f", {number(value)} GB/s"
-            )
-            low = lowest.percent(mode) or 0.0
-            if len(cohort.hosts) > 1:
-                text += f"; lowest {escape(lowest.host)} {_share(low)} ({number(value)} GB/s)"
-            console.print(text)
-        choices = sorted({h.nccl_choice for h in cohort.hosts})
-        for choice in choices[:2]:
-            console.print(f"    [dim]{escape(choice)}[/]")
-
-
-def _share(percent: float) -> str:
-    return f"{percent:.0f}%"

@@ -13,6 +13,8 @@ from rich.text import Text
 from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.models import NOT_REACHED, NOT_USABLE, PROBE_TROUBLE, HostOutcome, Run
+from fleet.registry import parts
+from fleet.registry.keyfacts import KeyFact
 from fleet.render.grouping import ended_alike, short
 from fleet.render.terminal.diff import fleet_diff_brief, fleet_diff_view
 from fleet.render.terminal.tables import (
@@ -23,16 +25,14 @@ from fleet.render.terminal.tables import (
     print_left_out,
 )
 from fleet.render.terminal.wrap import Hanging
-from fleet.units import parts
-from fleet.units.keyfacts import KeyFact
 
 STATUS_STYLE = {"ok": "green", "partial": "yellow", "interrupted": "magenta", "unavailable": "dim"}
 MAX_HOST_COLUMNS = 6
 
 
 def key_facts() -> list[KeyFact]:
-    """The facts an operator looks at first: every unit's KEY_FACTS rows (fleet/units/keyfacts.py),
-    in the order of fleet.units.UNITS."""
+    """The facts an operator looks at first: every unit's KEY_FACTS rows (fleet/registry/keyfacts.py),
+    in the order of fleet.registry.UNITS."""
     return [row for _, unit in parts("facts") for row in getattr(unit, "KEY_FACTS", ())]
 
 

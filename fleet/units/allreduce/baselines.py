@@ -19,9 +19,6 @@ from fleet.models import HostOutcome, Run
 
 PROBE = "allreduce"
 MATRIX = "allreduce-matrix"
-# The software a baseline records per cohort (its `versions:`), and how a verdict says each.
-VERSIONS = ("torch", "cuda", "nccl", "driver")
-VERSION_LABELS = {"torch": "torch", "cuda": "CUDA", "nccl": "NCCL", "driver": "driver"}
 _CUDA_BUILD = re.compile(r"\+cu(\d+)(\d)$")
 
 

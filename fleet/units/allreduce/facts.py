@@ -10,10 +10,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.analysis.facts import human_bytes, is_number
-from fleet.units.allreduce.baselines import BASELINE_FAMILIES
-from fleet.units.keyfacts import KeyFact
+from fleet.registry.keyfacts import KeyFact
+from fleet.units.allreduce.baselines import BASELINE_FAMILIES, gpu_identity, host_versions
 
-__all__ = ["BASELINE_FAMILIES"]  # the families a baseline keeps (baselines.py)
+# what a baseline keeps of this probe (baselines.py): its families, the software a host measured
+# with, its GPUs where the gpu probe did not run (fleet.analysis.baselines.identity asks)
+__all__ = ["BASELINE_FAMILIES", "gpu_identity", "host_versions"]
 
 KEY_FACTS: tuple[KeyFact, ...] = (("allreduce busbw max GB/s", (("allreduce", "results"),)),)
 BETTER_HIGHER = ("busbw_gbps", "algbw_gbps")  # measurement names ending so: bandwidths

@@ -3,7 +3,7 @@ findings' topic and the baseline families it measures (their figures: facts.py).
 
 from __future__ import annotations
 
-from fleet.units.options import ProbeOption
+from fleet.registry.options import ProbeOption
 
 OPTIONS = (
     ProbeOption(

@@ -3,7 +3,7 @@ topic (what a module of the torch stack offers)."""
 
 from __future__ import annotations
 
-from fleet.units.options import ProbeOption
+from fleet.registry.options import ProbeOption
 
 OPTIONS = (
     ProbeOption(

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from fleet.units.options import ProbeOption
+from fleet.registry.options import ProbeOption
 
 OPT_IN = True  # not in the default set: --gpubench or -p gpubench runs it
 OPTIONS = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.units.options import ProbeOption
+from fleet.registry.options import ProbeOption
 
 # The health probe's own deadline (its TIMEOUT_S) leaves room for a sample this long; a longer
 # one raises the probe's timeout with it.

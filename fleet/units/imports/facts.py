@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.units.keyfacts import KeyFact
+from fleet.registry.keyfacts import KeyFact
 
 SYMMETRIC_MEMORY_SPEC = "torch.distributed._symmetric_memory:SymmetricMemory|_SymmetricMemory"
 

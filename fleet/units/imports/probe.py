@@ -3,7 +3,7 @@ findings' topic (what torch can import)."""
 
 from __future__ import annotations
 
-from fleet.units.options import ProbeOption
+from fleet.registry.options import ProbeOption
 
 OPTIONS = (
     ProbeOption(

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from fleet.units.keyfacts import KeyFact
+from fleet.registry.keyfacts import KeyFact
 
 KEY_FACTS: tuple[KeyFact, ...] = (("torch (installed)", (("packages", "packages", "torch"),)),)

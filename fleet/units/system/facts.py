@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.units.keyfacts import KeyFact
+from fleet.registry.keyfacts import KeyFact
 
 KEY_FACTS: tuple[KeyFact, ...] = (
     ("OS", (("system", "os"),)),

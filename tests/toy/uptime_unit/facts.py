@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fleet.analysis.across_runs.measured import BaselineFamily, Key, Source, probe_source
 from fleet.models import HostOutcome, Run
-from fleet.units.keyfacts import KeyFact
+from fleet.registry.keyfacts import KeyFact
 
 KEY_FACTS: tuple[KeyFact, ...] = (("uptime s", (("uptime", "uptime_s"),)),)
 

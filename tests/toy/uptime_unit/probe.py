@@ -3,7 +3,7 @@ seconds (fleet probe and fleet check offer it, fleet.api.ProbeOptions takes it b
 
 from __future__ import annotations
 
-from fleet.units.options import ProbeOption
+from fleet.registry.options import ProbeOption
 
 OPTIONS = (
     ProbeOption(

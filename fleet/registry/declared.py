@@ -1,20 +1,20 @@
 """What the units declare before any host answers (each unit's probe.py), gathered for the
 generic layers: the probes' options, which probes are opt-in, what a finding is about. Below
-every stage, as the table it reads (fleet/units/__init__.py)."""
+every stage, as the table it reads (fleet/registry/__init__.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from types import ModuleType
 
-from fleet import units
-from fleet.units.options import ProbeOption
+from fleet import registry
+from fleet.registry.options import ProbeOption
 
 _cache: dict[tuple[str, int], object] = {}
 
 
 def _declared() -> list[tuple[str, ModuleType]]:
-    return units.parts("probe")
+    return registry.parts("probe")
 
 
 def declared_options() -> list[tuple[str, ProbeOption]]:
@@ -47,7 +47,7 @@ def opt_in() -> frozenset[str]:
 
 
 def _topics() -> list[tuple[int, str, str]]:
-    key = ("topics", units.version())
+    key = ("topics", registry.version())
     if key not in _cache:
         ranked = [
             (getattr(part, "TOPIC_RANK", 1000), probe, str(part.TOPIC))

@@ -2,7 +2,7 @@
 
 A row is (label, paths into the probes' data), shown joined by " / " (a missing fact prints as
 "—"). Paths are key tuples, the probe first, because keys such as import specs hold dots. The
-terminal's key facts table shows every unit's rows in fleet.units.UNITS' order."""
+terminal's key facts table shows every unit's rows in fleet.registry.UNITS' order."""
 
 from __future__ import annotations
 
