@@ -50,6 +50,13 @@ def end_start_up() -> None:
         gc.enable()
 
 
+def in_executable() -> bool:
+    """Whether this process is the fleet executable (fleet/__main__.py: one command, then the
+    process ends), not fleet called in-process (tests, the API), whose callers may change what
+    they read."""
+    return _START_UP["executable"]
+
+
 @contextlib.contextmanager
 def loading_more() -> Iterator[None]:
     """Modules the executable loads after its command's (the SSH transport: asyncssh and

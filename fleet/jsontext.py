@@ -22,7 +22,7 @@ SCALARS = frozenset({str, int, float, bool, type(None)})
 
 def dumps_indented(value: Any, default: Callable[[Any], Any] = str) -> str:
     """What `json.dumps(value, indent=2, default=default)` returns."""
-    out: list[str] = []
+    out = _Out()
     _write(value, 0, out, default)
     return "".join(out)
 
@@ -46,8 +46,18 @@ class Members:
         self.members = members
 
 
-class _Pieces(list):  # type: ignore[type-arg]
-    """A list that hands its text to `write` whenever it holds about PIECE characters."""
+class _Out(list):  # type: ignore[type-arg]
+    """The text written so far, in pieces, and the long lists of strings written in it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # a long list of strings → its text, by its items and level: a diff names the same few
+        # host sets over and over (each fact's majority, each finding's hosts), each encoded once
+        self.lists: dict[tuple[int, tuple[str, ...]], str] = {}
+
+
+class _Pieces(_Out):
+    """Text that is handed to `write` whenever it holds about PIECE characters."""
 
     def __init__(self, write: Callable[[str], Any]) -> None:
         super().__init__()
@@ -70,7 +80,7 @@ class _Pieces(list):  # type: ignore[type-arg]
 PIECE = 1 << 20
 
 
-def _write(value: Any, level: int, out: list[str], default: Callable[[Any], Any]) -> None:
+def _write(value: Any, level: int, out: _Out, default: Callable[[Any], Any]) -> None:
     if isinstance(value, Members):
         _write_members(value.members(), level, out, default)
     elif isinstance(value, dict):
@@ -83,8 +93,8 @@ def _write(value: Any, level: int, out: list[str], default: Callable[[Any], Any]
     elif isinstance(value, (list, tuple)):
         if not value:
             out.append("[]")
-        elif set(map(type, value)) <= SCALARS:
-            out.append(_flat(value, level, "[", "]", default))
+        elif (kinds := set(map(type, value))) <= SCALARS:
+            out.append(_flat_list(value, kinds, level, out, default))
         else:
             inner = "\n" + INDENT * (level + 1)
             separator = "[" + inner
@@ -100,7 +110,7 @@ def _write(value: Any, level: int, out: list[str], default: Callable[[Any], Any]
 
 
 def _write_members(
-    members: Iterator[tuple[Any, Any]], level: int, out: list[str], default: Callable[[Any], Any]
+    members: Iterator[tuple[Any, Any]], level: int, out: _Out, default: Callable[[Any], Any]
 ) -> None:
     """A Members object, written as json.dumps(indent=2) writes a dict of its members."""
     inner = "\n" + INDENT * (level + 1)
@@ -110,6 +120,23 @@ def _write_members(
         separator = "," + inner
         _write(item, level + 1, out, default)
     out.append("{}" if separator[0] == "{" else "\n" + INDENT * level + "}")
+
+
+SHARED_LIST = 32  # items in a list of strings worth looking up as written before
+
+
+def _flat_list(
+    value: Any, kinds: set[type], level: int, out: _Out, default: Callable[[Any], Any]
+) -> str:
+    """A list of scalars' text; a long list of strings written before at this level, the same
+    text again without encoding it again (strings only: 1, 1.0 and True are equal keys)."""
+    if len(value) < SHARED_LIST or kinds != {str}:
+        return _flat(value, level, "[", "]", default)
+    key = (level, tuple(value))
+    text = out.lists.get(key)
+    if text is None:
+        text = out.lists[key] = _flat(value, level, "[", "]", default)
+    return text
 
 
 def _flat(value: Any, level: int, opening: str, closing: str, default: Callable[[Any], Any]) -> str:

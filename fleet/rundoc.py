@@ -7,7 +7,11 @@ a saved run's do (fleet/store.py stores each distinct payload once), so both for
 in every command, and neither the document's text nor a second copy of its payloads is ever held
 whole. Payloads are told apart by their text as written (its SHA256): fleet writes a payload's
 keys in the order its host sent them, sorted, so equal payloads are equal text in a document
-fleet wrote (a payload written otherwise is still read right, only not shared).
+fleet wrote (a payload written otherwise is still read right, only not shared). A host laid out
+as fleet writes one is matched by a few regular expressions (its own members, then two per
+probe result) instead of member by member; any other layout (indented, hand-edited) falls back
+to the member-by-member reading, to the same result. In the fleet executable, the run read
+second (drift's other run, a baseline) shares the payloads equal to the first's (LAST_READ).
 
 Writing: the compact document (`--json FILE`, a saved run) and the indented one (`--json -`) are
 made a host at a time, the same text as one json.dumps of the whole document, never held whole.
@@ -22,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import IO, Any, NoReturn
 
+from fleet.collector import in_executable
 from fleet.jsontext import Members, write_indented
 from fleet.models import Run
 from fleet.redact import mask_secrets, might_hold_secret
@@ -104,10 +109,21 @@ def read_document(handle: IO[str]) -> Any:
     text = _Text(handle)
     # not an object: not a run, read whole for the caller to say what it is
     is_object = text.peek() == "{"
-    document = _read_object(text, _run_member(Payloads())) if is_object else text.value()
+    payloads = Payloads(LAST_READ[0] if LAST_READ else None)
+    document = _read_object(text, _run_member(payloads)) if is_object else text.value()
     if text.peek():
         raise ValueError(f"extra data at character {text.where()}")
+    if in_executable():
+        LAST_READ[:] = [payloads]
     return document
+
+
+# The payloads of the last run document the fleet executable read, and only those: the run it
+# reads next (drift's other run, a baseline) holds the payloads equal to them as the same
+# objects, so that the fact cache classes them once for both runs, and they are held once. Only
+# in the executable, which changes no payload it read: fleet called in-process (tests, the API)
+# reads each document on its own, as its callers may change a run they read.
+LAST_READ: list[Payloads] = []
 
 
 def _read_object(text: _Text, read: Callable[[_Text, str], Any]) -> dict[str, Any]:
@@ -132,7 +148,7 @@ def _run_member(payloads: Payloads) -> Callable[[_Text, str], Any]:
         if key == "hosts" and text.peek() == "{":
             return _read_object(text, lambda text, name: text.value(payloads.host))
         if key == "payloads" and text.peek() == "{":  # a saved run's: a payload at a time
-            return _read_object(text, lambda text, digest: text.value())
+            return _read_object(text, lambda text, digest: payloads.stored(digest, text.value()))
         return text.value()
 
     return member
@@ -153,15 +169,98 @@ class Payloads:
     payload's keys in the order the host sent them, sorted (probes/runner/_host_runner.py), so equal
     payloads are equal text (the saved form keys them by their text with keys sorted)."""
 
-    def __init__(self) -> None:
+    def __init__(self, earlier: Payloads | None = None) -> None:
+        """`earlier`: the payloads of a document read before, whose equal payloads this one's
+        are (LAST_READ); this table keeps only its own document's."""
         self.seen: dict[bytes, Any] = {}
-        self.keys: dict[str, str] = {}  # names, probe names and statuses: one string each
+        self.refs: dict[str, Any] = {}  # a saved run's payloads, by their "data_ref"
+        self.earlier_seen = earlier.seen if earlier else {}
+        self.earlier_refs = earlier.refs if earlier else {}
+        # names, probe names and statuses: one string each (a handful, kept from one to the next)
+        self.keys: dict[str, str] = earlier.keys if earlier else {}
+
+    def stored(self, ref: str, payload: Any) -> Any:
+        """A saved run's payload (its table's member `ref`), the earlier document's object if
+        that is equal to it."""
+        earlier = self.earlier_refs.get(ref)
+        found = earlier if earlier is not None and earlier == payload else payload
+        self.refs[ref] = found
+        return found
+
+    def _seen(self, digest: bytes) -> Any:
+        """The payload whose text has SHA256 `digest`, from this document or the earlier one;
+        None if neither had it."""
+        found = self.seen.get(digest)
+        if found is None:
+            found = self.earlier_seen.get(digest)
+            if found is not None:
+                self.seen[digest] = found
+        return found
 
     def host(self, text: str, at: int) -> tuple[Any, int]:
-        """The host object at text[at], its probes' payloads shared."""
+        """The host object at text[at], its probes' payloads shared: as fleet writes a host, by
+        a few regular expressions (_fleet_host); written otherwise, a member at a time."""
         if text[at] != "{":
             return SCAN(text, at)
-        return self._object(text, at, self._host_member)
+        return self._fleet_host(text, at) or self._object(text, at, self._host_member)
+
+    def _fleet_host(self, text: str, at: int) -> tuple[dict[str, Any], int] | None:
+        """The host at text[at] if it is laid out as HostOutcome.to_dict and json.dumps write
+        it (plain or saved form), read by one match for its own members and two per probe
+        rather than a match, a decode and a call per member; None if it is laid out otherwise."""
+        head = HOST_HEAD.match(text, at)
+        if head is None:
+            return None
+        probes: dict[str, Any] = {}
+        host = {
+            "status": _string(head[1]),
+            "error": _nullable(head[2]),
+            "hint": _nullable(head[3]),
+            "address": _string(head[4]),
+            "elapsed_s": _number(head[5]),
+            "python": _nullable(head[6]),
+            "probes": probes,
+        }
+        at = head.end()
+        if text.startswith("}}", at):
+            return host, at + 2
+        while True:
+            found = self._fleet_result(text, at, probes)
+            if found is None:
+                return None
+            at, last = found
+            if last:
+                return host, at
+
+    def _fleet_result(self, text: str, at: int, probes: dict[str, Any]) -> tuple[int, bool] | None:
+        """One probe's result (ProbeResult.to_dict) into `probes`: where it ends and whether it
+        was the host's last; None if it is laid out otherwise."""
+        head = RESULT_HEAD.match(text, at)
+        if head is None:
+            return None
+        keys = self.keys
+        status = _string(head[2])
+        result: dict[str, Any] = {
+            "status": keys.setdefault(status, status),
+            "ok": head[3] == "true",
+        }
+        at = head.end()
+        plain = text.startswith('"data": ', at)
+        if plain:
+            result["data"], at = self._payload(text, at + 8)
+        tail = (RESULT_TAIL if plain else SAVED_TAIL).match(text, at)
+        if tail is None:
+            return None
+        result["error"] = _nullable(tail[1])
+        result["elapsed_s"] = _number(tail[2])
+        result["output_tail"] = _string(tail[3])
+        if tail[4] is not None:
+            result["traceback"] = _string(tail[4])
+        if not plain:
+            result["data_ref"] = _string(tail[5])
+        name = _string(head[1])
+        probes[keys.setdefault(name, name)] = result
+        return tail.end(), tail[6] == "}}"
 
     def _host_member(self, text: str, at: int, key: str) -> tuple[Any, int]:
         if key == "probes" and text[at] == "{":
@@ -184,13 +283,20 @@ class Payloads:
     def _payload(self, text: str, at: int) -> tuple[Any, int]:
         """A result's "data": a payload seen before is found by its text without decoding it
         again (where it ends is found as fleet writes a result: "error", then "elapsed_s")."""
-        end = _known_end(text, at)
-        if end > 0:
-            seen = self.seen.get(hashlib.sha256(text[at:end].encode()).digest())
+        known = _known_end(text, at)
+        digest = b""
+        if known > 0:
+            digest = hashlib.sha256(text[at:known].encode()).digest()
+            seen = self._seen(digest)
+            if seen is not None:
+                return seen, known
+        value, end = SCAN(text, at)
+        if end != known:  # not where fleet's layout says: its own text's digest
+            digest = hashlib.sha256(text[at:end].encode()).digest()
+            seen = self._seen(digest)
             if seen is not None:
                 return seen, end
-        value, end = SCAN(text, at)
-        return self.seen.setdefault(hashlib.sha256(text[at:end].encode()).digest(), value), end
+        return self.seen.setdefault(digest, value), end
 
     def _object(self, text: str, at: int, member: Member) -> tuple[dict[str, Any], int]:
         """The object at text[at] ("{"), each member's value read by `member(text, at, key)`;
@@ -212,6 +318,40 @@ class Payloads:
                 key, at = after.group(1), after.end()
             else:
                 return found, after.end()
+
+
+# A host and its results as fleet writes them (HostOutcome.to_dict, ProbeResult.to_dict, then
+# json.dumps with its default separators): JSON strings, numbers and null exactly as json reads
+# them, so that a match decodes to what the member-by-member reading gives.
+STRING = r'"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*"'
+NULLABLE = rf"null|{STRING}"
+NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+HOST_HEAD = re.compile(
+    rf'\{{"status": ({STRING}), "error": ({NULLABLE}), "hint": ({NULLABLE}), '
+    rf'"address": ({STRING}), "elapsed_s": ({NUMBER}), "python": ({NULLABLE}), "probes": \{{'
+)
+RESULT_HEAD = re.compile(rf'({STRING}): \{{"status": ({STRING}), "ok": (true|false), ')
+_RESULT_REST = (
+    rf'"error": ({NULLABLE}), "elapsed_s": ({NUMBER}), "output_tail": ({STRING})'
+    rf'(?:, "traceback": ({STRING}))?'
+)
+RESULT_TAIL = re.compile(rf", {_RESULT_REST}()\}}(, |\}}\}})")  # after a plain run's "data"
+SAVED_TAIL = re.compile(rf'{_RESULT_REST}, "data_ref": ({STRING})\}}(, |\}}\}})')
+
+
+def _string(literal: str) -> str:
+    """A JSON string literal matched by STRING, decoded."""
+    return literal[1:-1] if "\\" not in literal else json.loads(literal)
+
+
+def _nullable(literal: str) -> str | None:
+    return None if literal == "null" else _string(literal)
+
+
+def _number(literal: str) -> int | float:
+    """A JSON number matched by NUMBER, as json reads it: an int unless it has a fraction or an
+    exponent."""
+    return float(literal) if "." in literal or "e" in literal or "E" in literal else int(literal)
 
 
 KEY = re.compile(r'"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')  # as json reads it: no controls
@@ -239,12 +379,10 @@ def _known_end(text: str, at: int) -> int:
     value, nor a value and more, so such a span ends right here."""
     if text[at] not in "{[":
         return -1
-    found = text.find('"error": ', at)
-    while found >= 0 and not AFTER_DATA.match(text, found):
-        found = text.find('"error": ', found + 1)
-    if found < 0:
+    found = AFTER_DATA.search(text, at)
+    if found is None:
         return -1
-    end = _before_space(text, found)
+    end = _before_space(text, found.start())
     if text[end - 1] != ",":
         return -1
     return _before_space(text, end - 1)

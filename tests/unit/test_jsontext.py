@@ -76,3 +76,29 @@ def test_written_in_pieces_the_same_text(monkeypatch: pytest.MonkeyPatch) -> Non
         pieces: list[str] = []
         jsontext.write_indented(item, pieces.append)
         assert "".join(pieces) == json.dumps(item, indent=2, default=str) + "\n"
+
+
+def test_a_long_list_of_names_written_again_is_encoded_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A diff names the same host sets over and over: each long list of strings is encoded
+    once per level, and the text is still json.dumps's, lists equal but for their items' types
+    (1, 1.0, True) included."""
+    from fleet import jsontext
+
+    hosts = [f"gpu-{i:05d}" for i in range(100)]
+    document = {
+        "values": [{"fact": f"f{i}", "majority_hosts": list(hosts)} for i in range(50)],
+        "nested": [list(hosts), list(hosts)],
+        "numbers": [[1] * 40, [1.0] * 40, [True] * 40, ["1"] * 40],
+    }
+    encoded: list[int] = []
+    flat = jsontext._flat
+
+    def counted(value: Any, *args: Any) -> str:
+        encoded.append(len(value))
+        return flat(value, *args)
+
+    monkeypatch.setattr(jsontext, "_flat", counted)
+    assert dumps_indented(document) == json.dumps(document, indent=2, default=str)
+    assert encoded.count(100) == 2  # once at each of the two levels the list is written at

@@ -133,5 +133,23 @@ def test_loading_a_plain_document_is_linear_in_hosts(tmp_path: Path) -> None:
             read_run_file(path)
         made.append(counts)
     small, large = made
-    for name in ("_result_member", "_object"):  # a probe result's member, an object
+    for name in ("_fleet_result", "_fleet_host"):  # a probe result, a host (by their layout)
         assert 0 < large[name] <= 2.2 * small[name], (name, small[name], large[name])
+
+
+def test_the_diff_sorts_each_split_of_the_hosts_once(tmp_path: Path) -> None:
+    """Facts that differ split the hosts along the same few lines: each such list of hosts is
+    sorted once and is one object in every divergence that has it."""
+    from fleet.analysis.across_hosts.diff import FactGroups
+    from fleet.analysis.facts import run_declarations
+
+    run = fleet_run(2 * HOSTS, tmp_path / "saved")
+    groups = FactGroups(list(run.hosts.values()), run_declarations([run], ()))
+    listed = [
+        hosts
+        for found in groups.value_divergences()
+        for hosts in (found.majority_hosts, *(h for _, h in found.others))
+    ]
+    assert all(list(hosts) == sorted(hosts) for hosts in listed)
+    distinct = {id(hosts) for hosts in listed}
+    assert len(distinct) == len(groups._sorted) < len(listed) / 4

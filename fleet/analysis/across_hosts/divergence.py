@@ -78,9 +78,12 @@ class SetDivergence:
             yield item, frozenset(having)
 
 
-def divergence_of(path: str, by_value: Mapping[Value, Iterable[str]]) -> Divergence:
-    """Hosts grouped by value (≥ 2 values) as a Divergence, by the one majority rule."""
-    ranking = rank(by_value)
+def divergence_of(
+    path: str, by_value: Mapping[Value, Iterable[str]], ordered: bool = False
+) -> Divergence:
+    """Hosts grouped by value (≥ 2 values) as a Divergence, by the one majority rule
+    (`ordered`: each value's hosts come sorted)."""
+    ranking = rank(by_value, ordered=ordered)
     (majority, majority_hosts), *others = ranking.groups
     return Divergence(path, majority, majority_hosts, tuple(others), split=ranking.split)
 

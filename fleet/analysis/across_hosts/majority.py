@@ -31,9 +31,14 @@ class Ranking(Generic[K]):
         return None if self.split or not self.groups else self.groups[0]
 
 
-def rank(by_value: Mapping[K, Iterable[str]], order: Callable[[K], str] = repr) -> Ranking[K]:
+def rank(
+    by_value: Mapping[K, Iterable[str]], order: Callable[[K], str] = repr, ordered: bool = False
+) -> Ranking[K]:
     """Rank values by how many hosts report them; `order` only makes tied values' order stable
-    (it never makes one of them the majority)."""
-    hosts = {value: tuple(sorted(names)) for value, names in by_value.items()}
+    (it never makes one of them the majority). `ordered`: each value's hosts come sorted."""
+    hosts = {
+        value: tuple(names) if ordered else tuple(sorted(names))
+        for value, names in by_value.items()
+    }
     ranked = sorted(hosts, key=lambda value: (-len(hosts[value]), order(value)))
     return Ranking(tuple((value, hosts[value]) for value in ranked))
