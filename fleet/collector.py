@@ -63,7 +63,7 @@ def loading_more() -> Iterator[None]:
     cryptography, a few hundred modules, with the first SSH host): the collector paused over them
     too, and what they made frozen after, as at the start-up (about 40 young-generation passes,
     a sixth of that import's CPU). Nothing changes for fleet called in-process."""
-    if not _START_UP["executable"] or not gc.isenabled():
+    if not in_executable() or not gc.isenabled():
         yield
         return
     gc.disable()

@@ -197,10 +197,10 @@ def _shipped_files(
     """The text of each file named in the probe's `SHIPS` literal (read with `ast`, never run):
     from the probe's own folder; for fleet's `own` probes, from probes/helpers/FAMILY/."""
     files: dict[str, str] = {}
-    names = _ships_declaration(source)
-    line = _assignment(source, "SHIPS").lineno if names else 0  # type: ignore[union-attr]
+    declared = _assignment(source, "SHIPS")  # parsed once: its names and its line
+    names = () if declared is None else tuple(str(n) for n in ast.literal_eval(declared))
     for name in names:
-        at = f"{path}:{line}: SHIPS names {name!r}"
+        at = f"{path}:{declared.lineno}: SHIPS names {name!r}"  # type: ignore[union-attr]
         if not name.startswith("_") or not name.endswith(".py") or "/" in name:
             raise ProbeFileError(f"{at}: ship only private files beside the probe (_name.py)")
         entry = (helper_file(name) if own else None) or folder.joinpath(name)
@@ -209,10 +209,6 @@ def _shipped_files(
         except (OSError, UnicodeDecodeError) as exc:
             raise ProbeFileError(f"{at}, which cannot be read: {exc}") from exc
     return files
-
-
-def _ships_declaration(source: str) -> tuple[str, ...]:
-    return tuple(str(n) for n in declared_literal(source, "SHIPS") or ())
 
 
 def declared_literal(source: str, name: str) -> Any:

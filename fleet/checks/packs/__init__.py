@@ -5,6 +5,7 @@ Each pack is an ordinary rules file; copy one and pass the copy with `--rules` t
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Collection
 from importlib import resources
@@ -44,8 +45,17 @@ NEEDS_INDEX = "needs.json"
 def rules_reading_only(pack: str, probes: Collection[str]) -> frozenset[str] | None:
     """The ids of `pack`'s rules that read none but `probes` (None: the pack is not indexed).
     `fleet probe` judges only those, so only those need parsing."""
-    index = json.loads((resources.files(__name__) / NEEDS_INDEX).read_text(encoding="utf-8"))
-    needs = index.get(pack)
+    needs = _needs_index().get(pack)
     if needs is None:
         return None
     return frozenset(rule for rule, read in needs.items() if set(read) <= set(probes))
+
+
+@functools.lru_cache(maxsize=1)
+def _needs_index() -> dict[str, dict[str, list[str]]]:
+    """The index, read once a process: `fleet probe` asks it whether any rule applies, then which
+    (fleet.api.judging.RulesLater, then fleet.api.checking.load_rule_set)."""
+    index: dict[str, dict[str, list[str]]] = json.loads(
+        (resources.files(__name__) / NEEDS_INDEX).read_text(encoding="utf-8")
+    )
+    return index
