@@ -24,6 +24,17 @@ inside the tree, so wait4 on fleet counts them), its kernel part, and fleet's ow
 of each, the least CPU per host (ms) of each, the wall ratio (target <= 0.3x) and CPU per host
 ratio (target <= 1.2x), and whether the run documents are equal apart from timings (started,
 finished, elapsed_s) and the file they name. Needs only what `pip install .` brings; no pytest, no sshd.
+
+Where each run's wall went (bench/workers_timeline.py): the rig's CPU over the run, in all and per
+server process, and fleet's parent's, seed's and each worker's, each with a strip of ten digits
+(its use of one core in each tenth of the run, 9: >= 90 %); each worker's span (its start, its
+first and last host done, from fleet's start) and its hosts' mean time queued for a handshake
+slot, in the handshake and in the session; the parent's curve of hosts done (10/50/90/100 %) and
+how long it ran after the last. Fleet writes its stamps where FLEET_WORKER_TIMELINE says.
+
+    python3 bench/workers_scale.py --quick       # one device call: 2,000 hosts, 2 rounds, then
+                                                 # one round with the rig on 5/8 of the cores
+    python3 bench/workers_scale.py --quick --more-rig 0-5/6-15
 """
 
 from __future__ import annotations
@@ -43,7 +54,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from asyncssh_rig import host_name, start_rig
+from asyncssh_rig import Rig, host_name, start_rig
+from workers_timeline import TICKS, Sampler, explain, load_timeline
 
 from fleet.execution.workers import worker_count
 from tests.integration.fleet_runs import without_timings
@@ -93,19 +105,24 @@ def thread_siblings(cpu: int) -> frozenset[int]:
 
 
 def split_cpus(
-    usable: Collection[int], siblings: Callable[[int], frozenset[int]] = thread_siblings
+    usable: Collection[int],
+    siblings: Callable[[int], frozenset[int]] = thread_siblings,
+    fleet_share: float = 0.5,
 ) -> tuple[frozenset[int], frozenset[int], str]:
-    """Fleet on the lower half of the physical cores, the rig on the upper; by logical CPU
-    where there is one physical core only. Each side gets at least one CPU."""
+    """Fleet on the lower `fleet_share` of the physical cores (half), the rig on the rest; by
+    logical CPU where there is one physical core only. Each side gets at least one CPU."""
     if len(usable) < 2:
         raise SystemExit("pinning needs 2 usable CPUs: run with --unpinned")
     cores = sorted({frozenset(siblings(cpu) & set(usable)) for cpu in usable}, key=min)
     if len(cores) < 2:
         cores = [frozenset({cpu}) for cpu in sorted(usable)]
-    half = len(cores) // 2
-    fleet, rig = frozenset().union(*cores[:half]), frozenset().union(*cores[half:])
+    cut = max(1, min(len(cores) - 1, int(len(cores) * fleet_share)))
+    fleet, rig = frozenset().union(*cores[:cut]), frozenset().union(*cores[cut:])
     threads = max(len(core) for core in cores)
-    return fleet, rig, f"{len(cores)} physical cores, {threads} thread(s) each, split in halves"
+    split = (
+        "in halves" if fleet_share == 0.5 else f"{cut} for fleet, {len(cores) - cut} for the rig"
+    )
+    return fleet, rig, f"{len(cores)} physical cores, {threads} thread(s) each, split {split}"
 
 
 def plan_cpus(args: argparse.Namespace) -> CpuPlan:
@@ -150,33 +167,47 @@ class Measure:
     own_cpu_s: float | None  # of which fleet's own process (the rest: its seed and workers)
     exit_code: int
     document: Path
+    details: tuple[str, ...] = ()  # where the wall went (workers_timeline.explain)
 
     def line(self) -> str:
         parts = f"sys {self.sys_s:.2f} s"
         if self.own_cpu_s is not None:
             rest = self.cpu_s - self.own_cpu_s
             parts += f", fleet process {self.own_cpu_s:.2f} s, seed and workers {rest:.2f} s"
-        return (f"  {self.label:10} wall {self.wall_s:7.2f} s  CPU {self.cpu_s:7.2f} s "
+        head = (f"  {self.label:10} wall {self.wall_s:7.2f} s  CPU {self.cpu_s:7.2f} s "
                 f"({parts})  exit {self.exit_code}")  # fmt: skip
+        return "\n".join([head, *self.details])
 
 
 def run_fleet(
-    inventory: Path, workdir: Path, label: str, extra: Sequence[str], cpus: Collection[int] | None
+    inventory: Path,
+    workdir: Path,
+    label: str,
+    extra: Sequence[str],
+    cpus: Collection[int] | None,
+    rig: Rig | None = None,
 ) -> Measure:
-    """One `fleet probe` on `cpus`, reaped with wait4: its wall and its process tree's CPU."""
-    out = workdir / f"{label}.json"
+    """One `fleet probe` on `cpus`, reaped with wait4: its wall and its process tree's CPU; with
+    `rig`, where the wall went (the rig's and fleet's processes sampled, fleet's timeline)."""
+    out, timeline = workdir / f"{label}.json", workdir / f"{label}.timeline"
     command = [sys.executable, "-m", "fleet", "probe", "-i", str(inventory), "-p", "system",
                "--no-save", "--json", str(out), *extra]  # fmt: skip
-    env = {**os.environ, "XDG_STATE_HOME": str(workdir / "state"), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "XDG_STATE_HOME": str(workdir / "state"), "PYTHONPATH": str(ROOT),
+           "FLEET_WORKER_TIMELINE": str(timeline)}  # fmt: skip
+    sampler = Sampler([server.pid for server in rig.servers] if rig else [])
     started = time.monotonic()
     with pinned(cpus):
         process = subprocess.Popen(command, env=env, cwd=workdir, stdout=subprocess.DEVNULL)
+    sampler.start(process.pid)
     own = own_cpu_at_exit(process.pid)
+    ended = time.monotonic()
+    sampler.stop(None if own is None else round(own * TICKS))
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.monotonic() - started
     process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
     cpu = usage.ru_utime + usage.ru_stime
-    return Measure(label, wall, cpu, usage.ru_stime, own, process.returncode, out)
+    details = explain(load_timeline(timeline), sampler, process.pid, started, ended) if rig else []
+    return Measure(label, wall, cpu, usage.ru_stime, own, process.returncode, out, tuple(details))
 
 
 def own_cpu_at_exit(pid: int) -> float | None:
@@ -191,24 +222,27 @@ def own_cpu_at_exit(pid: int) -> float | None:
     return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(args: argparse.Namespace, workdir: Path) -> list[Measure]:
-    plan = plan_cpus(args)
+def measure(
+    args: argparse.Namespace, workdir: Path, plan: CpuPlan, rounds: int, name: str = "rig"
+) -> list[Measure]:
+    """`rounds` of --workers 1 and the default, alternating, on one rig started for them."""
     procs = args.rig_procs or (len(plan.rig) if plan.rig else max(1, (os.cpu_count() or 2) // 2))
     say_plan(args, plan, procs)
     started = time.monotonic()
     with pinned(plan.rig):
-        rig_started = start_rig(workdir / "rig", args.hosts, procs)
+        rig_started = start_rig(workdir / name, args.hosts, procs)
     with rig_started as rig:
         print(f"rig: {args.hosts} hosts in {procs} processes ({time.monotonic() - started:.1f} s)")
         first = ["-l", host_name(0), "--workers", "1"]
-        record = run_fleet(rig.inventory, workdir, "record", first, plan.fleet)
+        record = run_fleet(rig.inventory, workdir, f"{name}-record", first, plan.fleet)
         assert record.exit_code == 0, f"recording the rig's answer failed: exit {record.exit_code}"
         spread = ["--workers", str(args.workers)] if args.workers else []
         runs = []
-        for round_ in range(args.rounds):
+        for round_ in range(rounds):
             for label, extra in (("one", ["--workers", "1"]), ("spread", spread)):
-                done = run_fleet(rig.inventory, workdir, f"{label}-{round_}", extra, plan.fleet)
-                print(done.line())
+                tag = f"{label}-{round_}" if name == "rig" else f"{label}-{name}-{round_}"
+                done = run_fleet(rig.inventory, workdir, tag, extra, plan.fleet, rig)
+                print(done.line(), flush=True)
                 runs.append(done)
     return runs
 
@@ -251,11 +285,24 @@ def equal_documents(first: Path, second: Path) -> bool:
     return bool(one == two)
 
 
+def more_rig_plan(args: argparse.Namespace) -> CpuPlan | None:
+    """The second configuration: the rig given more of the CPUs (`--more-rig FLEET/RIG`, or by
+    default with --quick 3/8 of the physical cores for fleet), to see whether the rig bounds the
+    wall: if the default's wall falls with the rig's CPUs, the rig was the bound."""
+    if args.more_rig:
+        fleet, _, rig = args.more_rig.partition("/")
+        return CpuPlan(parse_cpus(fleet), parse_cpus(rig), "the rig given more CPUs, as given")
+    if not args.quick or args.unpinned:
+        return None
+    fleet_cpus, rig_cpus, note = split_cpus(os.sched_getaffinity(0), fleet_share=3 / 8)
+    return CpuPlan(fleet_cpus, rig_cpus, f"the rig given more CPUs: {note}")
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=None, help="instead of the default")
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=None, help="default 1 (--quick: 2)")
     parser.add_argument(
         "--rig-procs", type=int, default=None, help="default: one per rig CPU (unpinned: half)"
     )
@@ -263,15 +310,29 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--rig-cpus", help="the rig's CPUs, e.g. 8-15 (default: the upper half)")
     parser.add_argument("--unpinned", action="store_true", help="both on every core, as before")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
-    return parser.parse_args(argv)
+    parser.add_argument("--more-rig", metavar="FLEET/RIG",
+                        help="then one round with these CPU sets, e.g. 0-5/6-15")  # fmt: skip
+    parser.add_argument("--quick", action="store_true",
+                        help="2 rounds (unless --rounds), then one round with the rig on 5/8 of "
+                        "the cores (unless --more-rig): one device call")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.quick and args.rounds is None:
+        args.rounds = 2
+    args.rounds = args.rounds or 1
+    return args
 
 
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="fleet-workers-"))
     try:
-        runs = measure(args, workdir)
-        met = report(runs, args.hosts, f"--workers {args.workers}" if args.workers else "default")
+        spread_name = f"--workers {args.workers}" if args.workers else "default"
+        runs = measure(args, workdir, plan_cpus(args), args.rounds)
+        met = report(runs, args.hosts, spread_name)
+        more = more_rig_plan(args)
+        if more is not None:
+            print("\nthe same with the rig given more CPUs (one round; the verdict is the above):")
+            report(measure(args, workdir, more, 1, "more-rig"), args.hosts, spread_name)
     finally:
         if args.keep:
             print(f"work folder kept: {workdir}")
