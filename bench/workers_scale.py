@@ -31,6 +31,8 @@ server process, and fleet's parent's, seed's and each worker's, each with a stri
 first and last host done, from fleet's start) and its hosts' mean time queued for a handshake
 slot, in the handshake and in the session; the parent's curve of hosts done (10/50/90/100 %) and
 how long it ran after the last. Fleet writes its stamps where FLEET_WORKER_TIMELINE says.
+Pinned, it first prints what the machine itself does to CPU time with more cores busy
+(bench/cpu_calibration.py): the part of the CPU-per-host ratio no controller code can take out.
 
     python3 bench/workers_scale.py --quick       # one device call: 2,000 hosts, 2 rounds, then
                                                  # one round with the rig on 5/8 of the cores
@@ -55,6 +57,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from asyncssh_rig import Rig, host_name, start_rig
+from cpu_calibration import calibrate
 from workers_timeline import TICKS, Sampler, explain, load_timeline
 
 from fleet.execution.workers import worker_count
@@ -315,6 +318,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="2 rounds (unless --rounds), then one round with the rig on 5/8 of "
                         "the cores (unless --more-rig): one device call")  # fmt: skip
+    parser.add_argument("--no-calibration", action="store_true",
+                        help="skip bench/cpu_calibration.py's figures (pinned runs print them)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.quick and args.rounds is None:
         args.rounds = 2
@@ -327,7 +332,10 @@ def main(argv: Sequence[str]) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="fleet-workers-"))
     try:
         spread_name = f"--workers {args.workers}" if args.workers else "default"
-        runs = measure(args, workdir, plan_cpus(args), args.rounds)
+        plan = plan_cpus(args)
+        if plan.fleet and plan.rig and not args.no_calibration:
+            print("\n".join(calibrate(plan.fleet, plan.rig)), flush=True)
+        runs = measure(args, workdir, plan, args.rounds)
         met = report(runs, args.hosts, spread_name)
         more = more_rig_plan(args)
         if more is not None:
