@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncssh
+import yaml
 
 HOSTS_PER_OCTET = 250
 LAUNCH_MARK = "fleet-launch"  # fleet's launch wrapper's $0: a session that runs the bundle
@@ -138,7 +139,9 @@ def _start_servers(rig: Rig, hosts: int, procs: int) -> list[dict[str, str | int
 def write_inventory(
     rig: Rig, listening: Sequence[dict[str, str | int]], client_key: Path, python: str
 ) -> None:
-    """A fleet YAML inventory (JSON is YAML) of the rig's hosts, keys checked as anywhere."""
+    """A fleet YAML inventory of the rig's hosts, keys checked as anywhere. Block style, as
+    people write them: JSON (flow style) is read by fleet's format sniffing with PyYAML's pure
+    Python loader, about 0.2 s more of the parent's serial start at 2,000 hosts."""
     document = {
         "defaults": {
             "user": getpass.getuser(),
@@ -149,7 +152,7 @@ def write_inventory(
         },
         "hosts": {h["name"]: {"address": h["address"], "port": h["port"]} for h in listening},
     }
-    rig.inventory.write_text(json.dumps(document, indent=1) + "\n")
+    rig.inventory.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
 # ---------------------------------------------------------------------- a server process

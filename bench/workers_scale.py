@@ -171,9 +171,11 @@ class Measure:
     exit_code: int
     document: Path
     details: tuple[str, ...] = ()  # where the wall went (workers_timeline.explain)
+    switches: tuple[int, int] = (0, 0)  # the tree's sleeps, preemptions (context switches)
 
     def line(self) -> str:
-        parts = f"sys {self.sys_s:.2f} s"
+        sleeps, preempted = self.switches
+        parts = f"sys {self.sys_s:.2f} s, {sleeps} sleeps, {preempted} preempted"
         if self.own_cpu_s is not None:
             rest = self.cpu_s - self.own_cpu_s
             parts += f", fleet process {self.own_cpu_s:.2f} s, seed and workers {rest:.2f} s"
@@ -210,7 +212,9 @@ def run_fleet(
     process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
     cpu = usage.ru_utime + usage.ru_stime
     details = explain(load_timeline(timeline), sampler, process.pid, started, ended) if rig else []
-    return Measure(label, wall, cpu, usage.ru_stime, own, process.returncode, out, tuple(details))
+    switches = (usage.ru_nvcsw, usage.ru_nivcsw)
+    code = process.returncode
+    return Measure(label, wall, cpu, usage.ru_stime, own, code, out, tuple(details), switches)
 
 
 def own_cpu_at_exit(pid: int) -> float | None:

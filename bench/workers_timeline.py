@@ -125,8 +125,10 @@ def means(record: Mapping[str, Any]) -> str:
     per = {what: 1000 * float(waits.get(what, 0.0)) / hosts for what in ("queued", "handshake")}
     whole = 1000 * float(waits.get("host", 0.0)) / hosts
     session = whole - per["queued"] - per["handshake"]
+    sleeps = float(record.get("sleeps", 0)) / hosts
     return (f"per host: queued {per['queued']:.0f} ms, handshake {per['handshake']:.0f} ms, "
-            f"session {session:.0f} ms (handshakes <= {record.get('handshakes')} at once)")  # fmt: skip
+            f"session {session:.0f} ms (handshakes <= {record.get('handshakes')} at once); "
+            f"{sleeps:.1f} sleeps, {record.get('preempted', 0)} preempted in all")  # fmt: skip
 
 
 def span(record: Mapping[str, Any], start: float) -> str:

@@ -50,6 +50,7 @@ def main() -> None:
     # known_hosts and keys read once here, not once per worker: shared with them, page for page
     transport = job.transports.prepared([h for worker in job.workers for h in worker.hosts])
     gc.freeze()  # what is imported stays shared with the workers, page for page
+    gc.enable()  # SEED_CODE paused it over the imports; the workers collect as usual
     if clock is not None:
         clock.mark("forking")
     started = {start_worker(job, worker, transport): worker.index for worker in job.workers}

@@ -4,7 +4,7 @@ For bench/workers_scale.py (issue 49): which part of a run over worker processes
 Each process that runs a fan-out (the single process, or each worker) appends one JSON line to
 FILE once its hosts are done: when it started, its hosts' finishing times (rounded to 1 ms, for
 the completion curve), how long its hosts waited for a handshake slot, were in their handshake
-and in their session (sums), and its own CPU so far. The parent of workers appends its own line:
+and in their session (sums), and its own CPU so far and how often it slept and was preempted. The parent of workers appends its own line:
 when the seed was started, when each host's outcome reached it. Every time is
 `time.monotonic()`, one clock for every process of the machine on Linux, so the bench puts them
 on the run's own start. Nothing is written, and next to nothing done, where the variable is unset.
@@ -27,9 +27,16 @@ def timeline_file() -> str | None:
     return os.environ.get(TIMELINE_ENV) or None
 
 
-def own_cpu_s() -> float:
+def own_usage() -> dict[str, float]:
+    """This process's CPU so far, and how often it slept (voluntary context switches: each time
+    its loop waited on the network with nothing to do) and was preempted (involuntary ones)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    return {
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 4),
+        "sys_s": round(usage.ru_stime, 4),
+        "sleeps": usage.ru_nvcsw,
+        "preempted": usage.ru_nivcsw,
+    }
 
 
 def append_stamps(path: str, record: Mapping[str, Any]) -> None:
@@ -75,7 +82,7 @@ class HostClock:
             "waits_s": {what: round(s, 4) for what, s in self.waits.items()},
             "marks": self.marks,
             "ended": round(time.monotonic(), 4),
-            "cpu_s": round(own_cpu_s(), 4),
+            **own_usage(),
             **extra,
         }
         append_stamps(self.path, record)

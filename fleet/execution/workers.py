@@ -65,7 +65,9 @@ DEATH_REPORT_WAIT_S = 2.0  # a worker's stream ended early: how long to wait for
 STOP_GRACE_S = 20.0  # after Ctrl-C, how long workers have to end their hosts before SIGKILL
 FRAME_HEAD = struct.Struct("!I")
 
-SEED_CODE = "from fleet.execution.seed import main; main()"
+# The collector paused over the seed's imports (a few hundred modules, no garbage: about a sixth
+# of their CPU, as fleet.collector says of the executable's); seed.main freezes and resumes it.
+SEED_CODE = "import gc; gc.disable(); from fleet.execution.seed import main; main()"
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the seed imports this very fleet
 
 
