@@ -162,9 +162,23 @@ def explain(
         else:
             marks = ", ".join(f"{k} {v - start:.2f} s" for k, v in parent["marks"].items()
                               if not k.endswith("_ended"))  # fmt: skip
+            relay_cpu = float(parent["cpu_s"]) - float(parent.get("cpu_s_before", 0.0))
             lines.append(f"      {marks}")
+            lines.append(f"      relay (starting the seed, reading the workers' streams): CPU "
+                         f"{relay_cpu:.2f} s, {1000 * relay_cpu / max(1, parent['hosts']):.2f} ms/host, "
+                         f"{parent.get('sleeps')} sleeps")  # fmt: skip
     lines += worker_lines(records, sampler, start, end, fleet_pid)
+    lines.append(host_phase_cpu(fanouts))
     return lines
+
+
+def host_phase_cpu(fanouts: Sequence[Mapping[str, Any]]) -> str:
+    """The CPU of the fan-outs themselves (from their first host to their last, each process's
+    start and fixed costs left out): per host, the figure to hold one process against workers."""
+    cpu = sum(float(r["cpu_s"]) - float(r.get("cpu_s_before", 0.0)) for r in fanouts)
+    hosts = sum(int(r.get("hosts") or 0) for r in fanouts) or 1
+    return (f"    the fan-outs' own CPU: {cpu:.2f} s, {1000 * cpu / hosts:.2f} ms/host "
+            f"over {len(fanouts)} process(es)")  # fmt: skip
 
 
 def rig_lines(sampler: Sampler, start: float, end: float) -> list[str]:
