@@ -45,10 +45,12 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -251,7 +253,53 @@ def measure(
                 done = run_fleet(rig.inventory, workdir, tag, extra, plan.fleet, rig)
                 print(done.line(), flush=True)
                 runs.append(done)
+        if args.ctrl_c_after and name == "rig":
+            interrupted_run(rig, workdir, spread, plan.fleet, args.ctrl_c_after)
     return runs
+
+
+def interrupted_run(
+    rig: Rig, workdir: Path, extra: Sequence[str], cpus: Collection[int] | None, after_s: float
+) -> bool:
+    """Ctrl-C (SIGINT to fleet, as its loop takes it) `after_s` into a run: its exit code (130),
+    how long it took to end, its hosts' statuses, and any process of its tree still there."""
+    out = workdir / "interrupted.json"
+    command = [sys.executable, "-m", "fleet", "probe", "-i", str(rig.inventory), "-p", "system",
+               "--no-save", "--json", str(out), *extra]  # fmt: skip
+    env = {**os.environ, "XDG_STATE_HOME": str(workdir / "state"), "PYTHONPATH": str(ROOT)}
+    with pinned(cpus):
+        process = subprocess.Popen(command, env=env, cwd=workdir,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    sampler = Sampler([])
+    sampler.start(process.pid)
+    time.sleep(after_s)
+    process.send_signal(signal.SIGINT)
+    signalled = time.monotonic()
+    code = process.wait(60)
+    took = time.monotonic() - signalled
+    sampler.stop()
+    time.sleep(0.5)  # the seed reaps its workers as fleet ends: give the kernel a moment
+    left = sorted(pid for pid in sampler.seen - {process.pid} if still_running(pid))
+    statuses = Counter(str(h.get("status")) for h in document_hosts(out))
+    print(f"Ctrl-C after {after_s:g} s: exit {code} after {took:.2f} s; hosts "
+          f"{dict(statuses) or 'none written'}; {len(sampler.seen) - 1} processes under fleet "
+          f"seen, still running: {left or 'none'}")  # fmt: skip
+    return code == 130 and not left
+
+
+def still_running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def document_hosts(path: Path) -> list[dict[str, object]]:
+    try:
+        return list(json.loads(path.read_text())["hosts"].values())
+    except (OSError, ValueError, KeyError):
+        return []
 
 
 def where(cpus: Collection[int] | None) -> str:
@@ -324,7 +372,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         "the cores (unless --more-rig): one device call")  # fmt: skip
     parser.add_argument("--no-calibration", action="store_true",
                         help="skip bench/cpu_calibration.py's figures (pinned runs print them)")  # fmt: skip
+    parser.add_argument("--ctrl-c-after", type=float, metavar="S", default=None,
+                        help="then one default run interrupted after S s (--quick: 1.0)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.quick and args.ctrl_c_after is None:
+        args.ctrl_c_after = 1.0
     if args.quick and args.rounds is None:
         args.rounds = 2
     args.rounds = args.rounds or 1

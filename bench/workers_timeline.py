@@ -62,6 +62,7 @@ class Sampler:
     rig: Sequence[int]
     fleet: int | None = None
     samples: list[tuple[float, dict[int, int]]] = field(default_factory=list)
+    seen: set[int] = field(default_factory=set)  # every process of fleet's tree ever sampled
     stopped: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
 
@@ -76,7 +77,9 @@ class Sampler:
             self.sample()
 
     def sample(self) -> None:
-        pids = [*self.rig, *(process_tree(self.fleet) if self.fleet else [])]
+        tree = process_tree(self.fleet) if self.fleet else []
+        self.seen.update(tree)
+        pids = [*self.rig, *tree]
         ticks = {pid: t for pid in pids if (t := cpu_ticks(pid)) is not None}
         self.samples.append((time.monotonic(), ticks))
 
