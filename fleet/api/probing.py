@@ -28,7 +28,7 @@ from fleet.models import Host, HostOutcome, Run
 from fleet.registry import declared
 from fleet.registry.options import ProbeOption
 from fleet.store import default_state_dir
-from fleet.transport import LocalTransport, Transport
+from fleet.transport import Transport
 from fleet.transport.unsupported import PREFIX as UNSUPPORTED
 from fleet.transport.unsupported import UnsupportedTransport
 
@@ -297,8 +297,13 @@ def make_transports(
     accept_new: bool,
     on_key_recorded: Callable[[str], None] | None = None,
 ) -> dict[str, Transport]:
-    """One transport per kind the hosts use; asyncssh is imported only when a host needs SSH."""
-    transports: dict[str, Transport] = {"local": LocalTransport()}
+    """One transport per kind the hosts use; asyncssh is imported only when a host needs SSH,
+    the local transport (and its interpreter choice) only when a host is this machine."""
+    transports: dict[str, Transport] = {}
+    if any(h.transport == "local" for h in hosts):
+        from fleet.transport.local import LocalTransport
+
+        transports["local"] = LocalTransport()
     for kind in {h.transport for h in hosts if h.transport.startswith(UNSUPPORTED)}:
         transports[kind] = UnsupportedTransport()
     if any(h.transport == "ssh" for h in hosts):
