@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from asyncssh_rig import Rig, host_name, start_rig
 from cpu_calibration import calibrate
-from workers_timeline import TICKS, Sampler, explain, load_timeline
+from workers_timeline import TICKS, Sampler, explain, fanout_cpu_s, load_timeline
 
 from fleet.execution.workers import worker_count
 from tests.integration.fleet_runs import without_timings
@@ -174,6 +174,7 @@ class Measure:
     document: Path
     details: tuple[str, ...] = ()  # where the wall went (workers_timeline.explain)
     switches: tuple[int, int] = (0, 0)  # the tree's sleeps, preemptions (context switches)
+    fanout_cpu_s: float | None = None  # of `cpu_s`, the fan-outs' own (timeline; None: no rig)
 
     def line(self) -> str:
         sleeps, preempted = self.switches
@@ -213,10 +214,14 @@ def run_fleet(
     wall = time.monotonic() - started
     process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
     cpu = usage.ru_utime + usage.ru_stime
-    details = explain(load_timeline(timeline), sampler, process.pid, started, ended) if rig else []
+    records = load_timeline(timeline)
+    details = explain(records, sampler, process.pid, started, ended) if rig else []
     switches = (usage.ru_nvcsw, usage.ru_nivcsw)
     code = process.returncode
-    return Measure(label, wall, cpu, usage.ru_stime, own, code, out, tuple(details), switches)
+    fanouts = fanout_cpu_s(records) if records else None
+    return Measure(
+        label, wall, cpu, usage.ru_stime, own, code, out, tuple(details), switches, fanouts
+    )
 
 
 def own_cpu_at_exit(pid: int) -> float | None:
@@ -331,8 +336,24 @@ def report(runs: Sequence[Measure], hosts: int, spread_name: str) -> bool:
     print(f"wall ratio {wall_ratio:.2f}x (target <= {WALL_TARGET}x)   "
           f"CPU per host ratio {cpu_ratio:.2f}x (target <= {CPU_TARGET}x)")  # fmt: skip
     print(f"run documents equal apart from timings: {'yes' if same else 'NO'}")
+    say_split(ones, spreads, hosts)
     codes_ok = all(r.exit_code == 0 for r in runs)
     return same and codes_ok and wall_ratio <= WALL_TARGET and cpu_ratio <= CPU_TARGET
+
+
+def say_split(ones: Sequence[Measure], spreads: Sequence[Measure], hosts: int) -> None:
+    """The CPU-per-host ratio split: the fan-outs' own CPU per host (the same work, one process
+    against the workers), and the rest (start-up, the seed, the relay, the document, judging)."""
+    least = [min(((r.cpu_s, r.fanout_cpu_s) for r in kind if r.fanout_cpu_s is not None),
+                 default=None) for kind in (ones, spreads)]  # fmt: skip
+    if least[0] is None or least[1] is None:
+        return
+    (one_cpu, one_fan), (spread_cpu, spread_fan) = least[0], least[1]
+    one_host, spread_host = 1000 * one_fan / hosts, 1000 * spread_fan / hosts
+    one_rest, spread_rest = one_cpu - one_fan, spread_cpu - spread_fan
+    print(f"of which the fan-outs' own: {one_host:.2f} and {spread_host:.2f} ms/host "
+          f"({spread_host / one_host:.2f}x); the rest {one_rest:.2f} and {spread_rest:.2f} s "
+          f"(+{1000 * (spread_rest - one_rest) / hosts:.2f} ms/host)")  # fmt: skip
 
 
 def equal_documents(first: Path, second: Path) -> bool:

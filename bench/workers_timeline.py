@@ -175,10 +175,15 @@ def explain(
     return lines
 
 
-def host_phase_cpu(fanouts: Sequence[Mapping[str, Any]]) -> str:
+def fanout_cpu_s(records: Sequence[Mapping[str, Any]]) -> float:
     """The CPU of the fan-outs themselves (from their first host to their last, each process's
     start and fixed costs left out): per host, the figure to hold one process against workers."""
-    cpu = sum(float(r["cpu_s"]) - float(r.get("cpu_s_before", 0.0)) for r in fanouts)
+    fanouts = [r for r in records if r["role"] == "fanout"]
+    return sum(float(r["cpu_s"]) - float(r.get("cpu_s_before", 0.0)) for r in fanouts)
+
+
+def host_phase_cpu(fanouts: Sequence[Mapping[str, Any]]) -> str:
+    cpu = fanout_cpu_s(fanouts)
     hosts = sum(int(r.get("hosts") or 0) for r in fanouts) or 1
     return (f"    the fan-outs' own CPU: {cpu:.2f} s, {1000 * cpu / hosts:.2f} ms/host "
             f"over {len(fanouts)} process(es)")  # fmt: skip
