@@ -4,7 +4,7 @@ Two sources, both cheap:
 
 - /proc, sampled every SAMPLE_S by a thread of the bench: the CPU (utime+stime) of every rig server
   process and of fleet's process tree (fleet, its seed, each worker; found through
-  /proc/PID/task/PID/children). Per process: its CPU over the run, and a strip of ten digits, its
+  /proc/PID/task/*/children). Per process: its CPU over the run, and a strip of ten digits, its
   use of one core in each tenth of the run (0: idle .. 9: 90 % or more), so that a rig process
   busy while the others idle, or workers waiting on a saturated rig, show at a glance.
 - FLEET_WORKER_TIMELINE (fleet/execution/timeline.py): each fan-out process's line (its start,
@@ -40,10 +40,14 @@ def cpu_ticks(pid: int) -> int | None:
 
 
 def children(pid: int) -> list[int]:
-    try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except (OSError, ValueError):
-        return []
+    """`pid`'s children, whichever of its threads started them."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found += [int(child) for child in task.read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def process_tree(pid: int) -> list[int]:
