@@ -4,8 +4,8 @@ For bench/workers_scale.py (issue 49): which part of a run over worker processes
 Each process that runs a fan-out (the single process, or each worker) appends one JSON line to
 FILE once its hosts are done: when it started, its hosts' finishing times (rounded to 1 ms, for
 the completion curve), how long its hosts waited for a handshake slot, were in their handshake
-and in their session (sums), and its own CPU when its hosts started and when they were done, and
-how often it slept and was preempted. The parent of workers appends its own line:
+and in their session (sums), and its own CPU when its hosts started and when they were done (and
+its event loop's thread's apart), and how often it slept and was preempted. The parent of workers appends its own line:
 when the seed was started, when each host's outcome reached it. Every time is
 `time.monotonic()`, one clock for every process of the machine on Linux, so the bench puts them
 on the run's own start. Nothing is written, and next to nothing done, where the variable is unset.
@@ -58,6 +58,8 @@ class HostClock:
     role: str  # "fanout": a FanOut's hosts; "relay": the parent of workers
     started: float = field(default_factory=time.monotonic)
     cpu_before: float = field(default_factory=lambda: own_usage()["cpu_s"])  # the process's start
+    # this thread's (the event loop's): other threads' work (the rule pack read meanwhile) apart
+    thread_before: float = field(default_factory=time.thread_time)
     finished: list[float] = field(default_factory=list)
     waits: dict[str, float] = field(default_factory=dict)  # what, to seconds summed over hosts
     marks: dict[str, float] = field(default_factory=dict)  # one-off stamps (e.g. seed started)
@@ -85,6 +87,7 @@ class HostClock:
             "waits_s": {what: round(s, 4) for what, s in self.waits.items()},
             "marks": self.marks,
             "ended": round(time.monotonic(), 4),
+            "loop_cpu_s": round(time.thread_time() - self.thread_before, 4),
             **own_usage(),
             **extra,
         }
