@@ -4,22 +4,26 @@ For bench/workers_scale.py (issue 49): which part of a run over worker processes
 Each process that runs a fan-out (the single process, or each worker) appends one JSON line to
 FILE once its hosts are done: when it started, its hosts' finishing times (rounded to 1 ms, for
 the completion curve), how long its hosts waited for a handshake slot, were in their handshake
-and in their session (sums), and its own CPU when its hosts started and when they were done (and
-its event loop's thread's apart), and how often it slept and was preempted. The parent of workers appends its own line:
-when the seed was started, when each host's outcome reached it. Every time is
-`time.monotonic()`, one clock for every process of the machine on Linux, so the bench puts them
-on the run's own start. Nothing is written, and next to nothing done, where the variable is unset.
+and in their session (sums), its CPU when its hosts started and when they were done (its event
+loop's thread's apart), and how often it slept and was preempted. The seed appends when it
+forked; the parent of workers, when it started the seed and when each outcome reached it. Every
+time is `time.monotonic()`, one clock for every process of the machine on Linux, so the bench
+puts them on the run's own start. Nothing is written, and next to nothing done, where the
+variable is unset; a FILE that cannot be written is said once in the log, never a host's error.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import resource
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 TIMELINE_ENV = "FLEET_WORKER_TIMELINE"
 
@@ -41,13 +45,17 @@ def own_usage() -> dict[str, float]:
 
 
 def append_stamps(path: str, record: Mapping[str, Any]) -> None:
-    """One line, one write, O_APPEND: lines of concurrent processes never interleave."""
+    """One line, one write, O_APPEND: lines of concurrent processes never interleave. A stamp
+    is the bench's, never worth a run: a file that cannot be written is logged and dropped."""
     line = json.dumps({"pid": os.getpid(), **record}, separators=(",", ":")) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        log.warning("%s=%s: cannot write the timeline: %s", TIMELINE_ENV, path, exc.strerror)
 
 
 @dataclass
@@ -55,7 +63,7 @@ class HostClock:
     """One process's stamps over its hosts (made only when FLEET_WORKER_TIMELINE is set)."""
 
     path: str
-    role: str  # "fanout": a FanOut's hosts; "relay": the parent of workers
+    role: str  # "fanout": a FanOut's hosts; "relay": the parent of workers; "seed"
     started: float = field(default_factory=time.monotonic)
     cpu_before: float = field(default_factory=lambda: own_usage()["cpu_s"])  # the process's start
     # this thread's (the event loop's): other threads' work (the rule pack read meanwhile) apart

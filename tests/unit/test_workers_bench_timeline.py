@@ -64,3 +64,13 @@ def test_the_completion_curve_reads_the_shares_of_hosts_done() -> None:
     curve = completion_curve([10.0 + i / 10 for i in range(1, 101)], start=10.0)
     assert curve == "10%: 1.00 s  50%: 5.00 s  90%: 9.00 s  100%: 10.00 s"
     assert completion_curve([], 0.0) == "no host finished"
+
+
+def test_a_timeline_that_cannot_be_written_costs_the_run_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(TIMELINE_ENV, str(tmp_path / "no-such-folder" / "timeline"))
+    clock = HostClock.from_env("fanout")
+    assert clock is not None
+    clock.write(hosts=0)  # no exception
+    assert "cannot write the timeline" in caplog.text
