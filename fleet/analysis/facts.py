@@ -29,7 +29,7 @@ import functools
 import json
 import re
 import statistics
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -77,22 +77,43 @@ class ProbeFacts:
         if found is None:
             if len(cache) >= MAX_CACHED_PATHS:
                 cache.clear()
-            patterns = (p.replace("[*]", ".#") for p in self.hardware)
-            found = cache[match_path] = any(fnmatch.fnmatchcase(match_path, p) for p in patterns)
+            found = cache[match_path] = self._matchers["hardware"](match_path)
         return found
 
     @functools.cached_property
     def _hardware(self) -> dict[str, bool]:
         return {}
 
+    @functools.cached_property
+    def _matchers(self) -> dict[str, Callable[[str], bool]]:
+        """Per kind (and `hardware`), its glob patterns as one regular expression: a path is
+        matched once per kind, not once per pattern (fnmatch's own translation, so the same
+        paths match; a probe's first payload has hundreds of paths to class)."""
+        return {kind: _any_of(getattr(self, kind)) for kind in (*KINDS, "hardware")}
+
 
 MAX_CACHED_PATHS = 1 << 16
 
 
+def _any_of(patterns: Sequence[str]) -> Callable[[str], bool]:
+    """Whether a path matches any of `patterns` as fnmatch does (globs whose `[*]` stands for a
+    list index, `.#`): most are plain paths, a set lookup; the rest one regular expression."""
+    globs = [p.replace("[*]", ".#") for p in patterns]
+    exact = frozenset(g for g in globs if not GLOB_MAGIC.search(g))
+    wild = [fnmatch.translate(g) for g in globs if GLOB_MAGIC.search(g)]
+    if not wild:
+        return exact.__contains__
+    search = re.compile("|".join(f"(?:{w})" for w in wild)).match
+    return lambda path: path in exact or search(path) is not None
+
+
+GLOB_MAGIC = re.compile(r"[*?\[]")  # what fnmatch reads as more than itself
+
+
 def _classify(declared: ProbeFacts, match_path: str) -> str:
+    matchers = declared._matchers
     for kind in KINDS:
-        patterns = (p.replace("[*]", ".#") for p in getattr(declared, kind))
-        if any(fnmatch.fnmatchcase(match_path, p) for p in patterns):
+        if matchers[kind](match_path):
             return kind
     return "fact"
 
