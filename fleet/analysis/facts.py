@@ -29,7 +29,7 @@ import functools
 import json
 import re
 import statistics
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -77,8 +77,7 @@ class ProbeFacts:
         if found is None:
             if len(cache) >= MAX_CACHED_PATHS:
                 cache.clear()
-            patterns = (p.replace("[*]", ".#") for p in self.hardware)
-            found = cache[match_path] = any(fnmatch.fnmatchcase(match_path, p) for p in patterns)
+            found = cache[match_path] = _any_of(self.hardware)(match_path)
         return found
 
     @functools.cached_property
@@ -89,10 +88,27 @@ class ProbeFacts:
 MAX_CACHED_PATHS = 1 << 16
 
 
+@functools.lru_cache(maxsize=1024)
+def _any_of(patterns: tuple[str, ...]) -> Callable[[str], bool]:
+    """Whether a path matches any of `patterns` as fnmatch does (globs whose `[*]` stands for a
+    list index, `.#`): most are plain paths, a set lookup; the rest one regular expression, so
+    a path is matched once per kind, not once per pattern (a probe's first payload has hundreds
+    of paths to class). Kept here, not on the declaration: a ProbeFacts stays picklable."""
+    globs = [p.replace("[*]", ".#") for p in patterns]
+    exact = frozenset(g for g in globs if not GLOB_MAGIC.search(g))
+    wild = [fnmatch.translate(g) for g in globs if GLOB_MAGIC.search(g)]
+    if not wild:
+        return exact.__contains__
+    search = re.compile("|".join(f"(?:{w})" for w in wild)).match
+    return lambda path: path in exact or search(path) is not None
+
+
+GLOB_MAGIC = re.compile(r"[*?\[]")  # what fnmatch reads as more than itself
+
+
 def _classify(declared: ProbeFacts, match_path: str) -> str:
     for kind in KINDS:
-        patterns = (p.replace("[*]", ".#") for p in getattr(declared, kind))
-        if any(fnmatch.fnmatchcase(match_path, p) for p in patterns):
+        if _any_of(getattr(declared, kind))(match_path):
             return kind
     return "fact"
 

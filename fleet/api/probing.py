@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet.api.hosts import Selection, select_hosts
-from fleet.api.runs import KeptRun, assemble_run, keep_run, now
 from fleet.collector import loading_more
 from fleet.errors import UsageError
 from fleet.execution.bundle import Bundle, available_probes, build_bundle
@@ -23,16 +22,15 @@ from fleet.execution.fanout import (
     FanOut,
     RunSettings,
 )
-from fleet.execution.workers import SshTransports, WorkerFanOut, spread, worker_count
-from fleet.models import Host, HostOutcome, Run
+from fleet.models import Host, HostOutcome, Run, now
 from fleet.registry import declared
 from fleet.registry.options import ProbeOption
-from fleet.store import default_state_dir
 from fleet.transport import Transport
 from fleet.transport.unsupported import PREFIX as UNSUPPORTED
 from fleet.transport.unsupported import UnsupportedTransport
 
 if TYPE_CHECKING:  # loaded only when asked for
+    from fleet.api.runs import KeptRun
     from fleet.transport.slurm import SlurmTransport
 
 __all__ = [
@@ -179,6 +177,8 @@ async def probe_async(
     slurm = slurm_transport(selection, options) if selection.slurm else None
     started = now()
     outcomes = await fan_out(selection, bundle, options, settings, events, interrupt, slurm)
+    from fleet.api.runs import assemble_run  # the store's modules: once the hosts have started
+
     return assemble_run(
         started,
         selection.hosts,
@@ -205,13 +205,13 @@ async def fan_out(
 ) -> dict[str, HostOutcome]:
     """Every selected host's outcome, in the selection's order: in this process, or the SSH hosts
     spread over worker processes (options.workers) while the others run here."""
-    remote, here = spread(selection.hosts)
-    count = 1 if slurm else worker_count(options.workers, len(remote), settings.concurrency)
-    if count <= 1:  # exactly the single process of old
-        remote, here = [], list(selection.hosts)
+    remote, here, count = _spread(selection.hosts, options, settings, slurm)
     async with transports_for(here, options.accept_new, options.on_key_recorded, slurm) as ours:
         runs = [FanOut(bundle, ours, settings, events, interrupt).run(here)] if here else []
         if remote:
+            from fleet.execution.workers import SshTransports, WorkerFanOut
+            from fleet.store import default_state_dir
+
             opener = SshTransports(options.accept_new, default_state_dir() / "known_hosts")
             workers = WorkerFanOut(
                 bundle, opener, settings, count, events, interrupt, options.on_key_recorded
@@ -219,6 +219,26 @@ async def fan_out(
             runs.append(workers.run(remote))
         outcomes = {name: o for part in await asyncio.gather(*runs) for name, o in part.items()}
     return {host.name: outcomes[host.name] for host in selection.hosts}
+
+
+def _spread(
+    hosts: Sequence[Host],
+    options: ProbeOptions,
+    settings: RunSettings,
+    slurm: SlurmTransport | None,
+) -> tuple[list[Host], list[Host], int]:
+    """The hosts for worker processes, those for this one, and how many workers: none when one
+    or none is wanted (all hosts here), or when there is only this machine, whose run then
+    loads no worker module before it starts."""
+    if slurm is not None or all(host.transport == "local" for host in hosts):
+        return [], list(hosts), 1
+    from fleet.execution.workers import spread, worker_count
+
+    remote, here = spread(hosts)
+    count = worker_count(options.workers, len(remote), settings.concurrency)
+    if count <= 1:
+        return [], list(hosts), 1  # exactly the single process of old
+    return remote, here, count
 
 
 def probe_and_keep(
@@ -258,6 +278,8 @@ async def probe_and_keep_async(
 ) -> KeptRun:
     """probe_async, then keep_run (an interrupted run is kept too: what finished is in it)."""
     run = await probe_async(selection, bundle, options, events, interrupt)
+    from fleet.api.runs import keep_run  # the store's modules: once the hosts have started
+
     return keep_run(run, save=save, runs_dir=runs_dir, json_path=json_path)
 
 
@@ -308,6 +330,7 @@ def make_transports(
         transports[kind] = UnsupportedTransport()
     if any(h.transport == "ssh" for h in hosts):
         with loading_more():
+            from fleet.store import default_state_dir
             from fleet.transport.ssh import SSHOptions, SSHTransport
 
         options = SSHOptions(

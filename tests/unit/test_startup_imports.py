@@ -52,6 +52,11 @@ def test_planning_a_probe_loads_none_of_the_judging() -> None:
     assert early == []
     assert "rich.progress" not in loaded  # the live bar: only on a terminal
     assert "ClusterShell" not in loaded  # this machine: one name, nothing to expand or fold
+    # nor what keeps the run (the store, the run writer) and no YAML parser: read while the
+    # hosts work (fleet.cli.probing.KEEPING), or not at all
+    assert [
+        m for m in loaded if m in ("fleet.store", "fleet.rundoc", "fleet.api.runs", "yaml")
+    ] == []
 
 
 def test_the_default_pack_asks_for_no_probing_of_its_own() -> None:
@@ -148,6 +153,10 @@ def test_a_probe_no_rule_reads_loads_no_rules_engine(tmp_path: Path) -> None:
     assert engine == []
     assert "fleet.api.checking" not in loaded  # the default pack's name is a leaf's
     assert "fleet.analysis.across_runs.drift" not in loaded  # no --baseline: no drift
+    # this machine: no YAML file to read, no SSH host to configure, no worker to start
+    assert [m for m in loaded if m == "yaml" or m.startswith("yaml.")] == []
+    assert "fleet.inventory.openssh" not in loaded
+    assert "fleet.execution.workers" not in loaded
     # the units of probes that did not run: only their options (`probe` parts, the command
     # line's), none of the parts that read results (key facts, results' declarations, views)
     others = [m for m in loaded if m.startswith("fleet.units.") and m.count(".") > 2]
