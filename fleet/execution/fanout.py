@@ -62,7 +62,7 @@ class Events:
         """Its handshake started (its clock runs from here)."""
 
     def host_running(self, host: Host) -> None:
-        """Its session is open and the bundle is on its way."""
+        """Its script has started there: its first output came back."""
 
     def probes_running(self, host: Host, probes: Sequence[str]) -> None:
         """The probes the host is on, from its runner's heartbeat (about once a second)."""
