@@ -84,7 +84,7 @@ def hidden_siblings(cpu: int, others: Sequence[int]) -> str:
 
 def main(argv: Sequence[str]) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from workers_scale import parse_cpus, split_cpus
+    from cpu_sets import parse_cpus, split_cpus
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fleet-cpus")

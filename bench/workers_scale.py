@@ -51,7 +51,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from asyncssh_rig import Rig, host_name, start_rig
 from cpu_calibration import calibrate
+from cpu_sets import format_cpus, parse_cpus, split_cpus
 from workers_timeline import TICKS, Sampler, explain, fanout_cpu_s, load_timeline
 
 from fleet.execution.workers import worker_count
@@ -67,7 +68,6 @@ from tests.integration.fleet_runs import without_timings
 
 ROOT = Path(__file__).resolve().parents[1]
 WALL_TARGET, CPU_TARGET = 0.3, 1.2
-SIBLINGS = "/sys/devices/system/cpu/cpu{}/topology/thread_siblings_list"
 
 
 # ------------------------------------------------------------------------------ CPU sets
@@ -80,54 +80,6 @@ class CpuPlan:
     fleet: frozenset[int] | None
     rig: frozenset[int] | None
     note: str
-
-
-def parse_cpus(text: str) -> frozenset[int]:
-    """`0-3,8,10-11` (as taskset and /sys write CPU lists)."""
-    cpus: set[int] = set()
-    for part in filter(None, text.strip().split(",")):
-        first, _, last = part.partition("-")
-        cpus.update(range(int(first), int(last or first) + 1))
-    return frozenset(cpus)
-
-
-def format_cpus(cpus: Collection[int]) -> str:
-    runs: list[list[int]] = []
-    for cpu in sorted(cpus):
-        if runs and runs[-1][1] == cpu - 1:
-            runs[-1][1] = cpu
-        else:
-            runs.append([cpu, cpu])
-    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
-
-
-def thread_siblings(cpu: int) -> frozenset[int]:
-    """The logical CPUs that are threads of `cpu`'s physical core (itself where unknown)."""
-    try:
-        return parse_cpus(Path(SIBLINGS.format(cpu)).read_text()) | {cpu}
-    except (OSError, ValueError):
-        return frozenset({cpu})
-
-
-def split_cpus(
-    usable: Collection[int],
-    siblings: Callable[[int], frozenset[int]] = thread_siblings,
-    fleet_share: float = 0.5,
-) -> tuple[frozenset[int], frozenset[int], str]:
-    """Fleet on the lower `fleet_share` of the physical cores (half), the rig on the rest; by
-    logical CPU where there is one physical core only. Each side gets at least one CPU."""
-    if len(usable) < 2:
-        raise SystemExit("pinning needs 2 usable CPUs: run with --unpinned")
-    cores = sorted({frozenset(siblings(cpu) & set(usable)) for cpu in usable}, key=min)
-    if len(cores) < 2:
-        cores = [frozenset({cpu}) for cpu in sorted(usable)]
-    cut = max(1, min(len(cores) - 1, int(len(cores) * fleet_share)))
-    fleet, rig = frozenset().union(*cores[:cut]), frozenset().union(*cores[cut:])
-    threads = max(len(core) for core in cores)
-    split = (
-        "in halves" if fleet_share == 0.5 else f"{cut} for fleet, {len(cores) - cut} for the rig"
-    )
-    return fleet, rig, f"{len(cores)} physical cores, {threads} thread(s) each, split {split}"
 
 
 def plan_cpus(args: argparse.Namespace) -> CpuPlan:
