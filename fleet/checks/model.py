@@ -12,7 +12,7 @@ import itertools
 import json
 import operator
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,19 +142,6 @@ class RuleVerdict:
         fields.update(changes)
         return copy
 
-    def for_hosts(self, hosts: Sequence[str]) -> list[RuleVerdict]:
-        """This verdict as each of `hosts`' (like(), a loop without a call per copy: a rule
-        judged on 20,000 hosts makes 20,000 of them)."""
-        new, fields = object.__new__, self.__dict__
-        copies = []
-        for host in hosts:
-            copy = new(RuleVerdict)
-            own = copy.__dict__
-            own.update(fields)
-            own["host"] = host
-            copies.append(copy)
-        return copies
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.status,
@@ -166,12 +153,73 @@ class RuleVerdict:
         }
 
 
+class Verdicts(Sequence[RuleVerdict]):
+    """A rule's verdict on every host, in the run's host order, held as one verdict object per
+    distinct answer: `shared[i]` is host `hosts[i]`'s verdict but for its `host`, which may be
+    another host's that answered alike. A host's own verdict is made when it is read, so a rule
+    judged on 20,000 hosts that answered a few ways makes a few objects, not 20,000; what only
+    counts or picks verdicts by status reads `shared` (RuleResult.answers)."""
+
+    __slots__ = ("hosts", "shared")
+
+    def __init__(self, shared: Sequence[RuleVerdict], hosts: Sequence[str]) -> None:
+        assert len(shared) == len(hosts), "a verdict per host"
+        self.shared = shared
+        self.hosts = hosts
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        verdict, host = self.shared[index], self.hosts[index]
+        return verdict if verdict.host == host else verdict.like(host)
+
+    def __iter__(self) -> Iterator[RuleVerdict]:
+        for verdict, host in zip(self.shared, self.hosts):
+            yield verdict if verdict.host == host else verdict.like(host)
+
+    def picked(self, places: Iterable[int]) -> list[RuleVerdict]:
+        """The verdicts at `places`, each its own host's."""
+        return [self[place] for place in places]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
 @dataclass(frozen=True)
 class RuleResult:
-    """A rule with its verdict on every host, in the run's host order."""
+    """A rule with its verdict on every host, in the run's host order (a tuple, or Verdicts)."""
 
     rule: Rule
-    verdicts: tuple[RuleVerdict, ...]
+    verdicts: Sequence[RuleVerdict]
+
+    @property
+    def answers(self) -> Sequence[RuleVerdict]:
+        """A verdict per host, in order, each with its host's status, reason, observed value
+        and fix, but its `host` maybe another's of the same answer (Verdicts.shared): to count
+        or pick by status without making each host's own."""
+        verdicts = self.verdicts
+        return verdicts.shared if isinstance(verdicts, Verdicts) else verdicts
+
+    def having(self, statuses: Collection[str]) -> list[RuleVerdict]:
+        """The verdicts of those statuses, in order, each its own host's; picked in C."""
+        wanted = frozenset(statuses).__contains__
+        answers = self.answers
+        places = itertools.compress(range(len(answers)), map(wanted, map(_STATUS, answers)))
+        verdicts = self.verdicts
+        if isinstance(verdicts, Verdicts):
+            return verdicts.picked(places)
+        return [verdicts[place] for place in places]
 
     @property
     def status(self) -> str:
@@ -182,12 +230,26 @@ class RuleResult:
     def failures(self) -> list[RuleVerdict]:
         if not self.status_counts.get("fail"):
             return []
-        return [v for v in self.verdicts if v.status == "fail"]
+        return self.having(("fail",))
+
+    def _by_host(self) -> dict[str, dict[str, Any]]:
+        """Each host's verdict as a document (to_dict), one per distinct answer, shared."""
+        verdicts = self.verdicts
+        if not isinstance(verdicts, Verdicts):
+            return {v.host: v.to_dict() for v in verdicts}
+        made: dict[int, dict[str, Any]] = {}
+        by_host = {}
+        for verdict, host in zip(verdicts.shared, verdicts.hosts):
+            found = made.get(id(verdict))
+            if found is None:
+                found = made[id(verdict)] = verdict.to_dict()
+            by_host[host] = found
+        return by_host
 
     @functools.cached_property
     def status_counts(self) -> Counter[str]:
         """How many hosts got each verdict: counted once, in C (20,000 hosts a rule)."""
-        return Counter(map(_STATUS, self.verdicts))
+        return Counter(map(_STATUS, self.answers))
 
     def to_dict(self) -> dict[str, Any]:
         rule = self.rule
@@ -198,7 +260,7 @@ class RuleResult:
             "kind": rule.kind,
             "source": rule.source,
             "verdict": self.status,
-            "hosts": {v.host: v.to_dict() for v in self.verdicts},
+            "hosts": self._by_host(),
         }
 
 
@@ -229,8 +291,7 @@ class CheckReport:
             (r.rule, v)
             for r in self.results
             if any(r.status_counts.get(status) for status in UNJUDGED)
-            for v in r.verdicts
-            if v.status in UNJUDGED
+            for v in r.having(UNJUDGED)
         ]
 
     @property
@@ -278,7 +339,7 @@ class CheckReport:
         for result in self.results:
             if not any(result.status_counts.get(status) for status in UNJUDGED):
                 continue
-            unjudged = _unjudged(result.verdicts)
+            unjudged = result.having(UNJUDGED)
             alike = _by_why(unjudged)
             if self._said_as_is(alike):  # the common case: each reason's hosts in one go
                 for key, hosts in alike.items():
@@ -350,12 +411,6 @@ def _names_any(text: str, hosts: Sequence[str]) -> bool:
         return True
     pieces = {text[i : i + k] for k in lengths for i in range(len(text) - k + 1)}
     return not pieces.isdisjoint(hosts)
-
-
-def _unjudged(verdicts: Sequence[RuleVerdict]) -> list[RuleVerdict]:
-    """The unknown and skipped verdicts, picked in C (a rule's 20,000 verdicts)."""
-    unjudged = frozenset(UNJUDGED).__contains__
-    return list(itertools.compress(verdicts, map(unjudged, map(_STATUS, verdicts))))
 
 
 FEW_WHYS = 8  # reasons a rule's unjudged verdicts are grouped by in C, a pass each
