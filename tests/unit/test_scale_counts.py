@@ -63,6 +63,24 @@ def test_drift_flattens_each_distinct_answer_once(tmp_path: Path) -> None:
     assert_per_answer(small, large, "_walk")
 
 
+def test_drift_compares_each_pair_of_payloads_once(tmp_path: Path) -> None:
+    """A probe's payloads on one host in the two runs are compared once per distinct pair (the
+    hosts' shared payloads: one object each), not once per host."""
+    old = fleet_run(2 * HOSTS, tmp_path / "old", seed=1)
+    new = fleet_run(2 * HOSTS, tmp_path / "new", seed=2)
+    pairs = {
+        (probe, id(result.data), id(old.hosts[name].probes[probe].data))
+        for name, outcome in new.hosts.items()
+        if name in old.hosts
+        for probe, result in outcome.probes.items()
+        if probe in old.hosts[name].probes
+    }
+    with calls() as made:
+        drift(old, new)
+    assert 0 < made["_probe_changes"] <= len(pairs)
+    assert len(pairs) < sum(len(outcome.probes) for outcome in new.hosts.values()) / 2
+
+
 def test_show_describes_each_distinct_answer_once(tmp_path: Path) -> None:
     def show(old: Run, new: Run) -> None:
         render_run(Console(file=io.StringIO(), width=120), new, cross_host_diff(new))
