@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from typing import NamedTuple
 
 from fleet.analysis.across_hosts.diff import (
     Cohort,
@@ -192,15 +194,16 @@ def map_rows(diff: FleetDiff) -> list[MapRow]:
 def _canonical(cells: dict[str, Cell]) -> dict[str, Cell]:
     """The row's cells with one object per distinct cell (NOT_REPORTED's own where equal): the
     hosts of a column are then compared by the objects' ids, not by hashing each cell, and
-    20,000 hosts × 60 rows are told apart in one pass."""
-    distinct = {id(cell): cell for cell in cells.values()}
+    20,000 hosts × 60 rows are told apart in one pass. (Walked in C: a cell per host.)"""
+    values = list(cells.values())
+    distinct = dict(zip(map(id, values), values))
     same: dict[Cell, Cell] = {NOT_REPORTED: NOT_REPORTED}
     other = {
         i: kept for i, cell in distinct.items() if (kept := same.setdefault(cell, cell)) is not cell
     }
     if not other:
         return cells
-    return {host: other.get(id(cell), cell) for host, cell in cells.items()}
+    return dict(zip(cells, map(other.get, map(id, values), values)))
 
 
 def _grouped_in_order(items: Sequence[Divergence]) -> list[Divergence | DivergenceGroup]:
@@ -215,24 +218,38 @@ def _grouped_in_order(items: Sequence[Divergence]) -> list[Divergence | Divergen
     return sorted(grouped, key=first)
 
 
+class Column(NamedTuple):
+    """A column of the map: some hosts of a cohort; `alike`: they have the same cell in every
+    row (a group of host_columns), else its smallest groups folded together."""
+
+    cohort: Cohort
+    hosts: tuple[str, ...]
+    alike: bool
+
+
 def host_columns(
     rows: Sequence[MapRow], cohorts: Sequence[Cohort], compared: Iterable[str]
-) -> list[tuple[Cohort, tuple[str, ...]]]:
+) -> list[Column]:
     """Per cohort, its hosts grouped by their cells across every row; the biggest group first,
     at most a fair share of MAX_COLUMNS per cohort (its smallest groups share its last column)."""
     reporting = set(compared)
     share = max(1, MAX_COLUMNS // max(1, len(cohorts)))
     columns = []
     for cohort in cohorts:
+        hosts = [host for host in cohort.hosts if host in reporting]
         by_answer: dict[tuple[int, ...], list[str]] = defaultdict(list)
-        gets = [r.cells.get for r in rows]  # cells: one object per distinct cell (map_rows)
-        for host in cohort.hosts:
-            if host in reporting:
-                by_answer[tuple([id(get(host, NOT_REPORTED)) for get in gets])].append(host)
+        # each host's cells' ids across the rows (cells: one object per distinct cell,
+        # map_rows), made in C a row at a time and zipped into a tuple per host
+        cells = [map(id, map(r.cells.get, hosts, repeat(NOT_REPORTED))) for r in rows]
+        answers = zip(*cells) if cells else repeat(())
+        for host, answer in zip(hosts, answers):
+            by_answer[answer].append(host)
         groups = sorted((tuple(g) for g in by_answer.values()), key=lambda g: (-len(g), g[0]))
-        if len(groups) > share:
+        folded = len(groups) > share
+        if folded:
             groups = [*groups[: share - 1], tuple(h for g in groups[share - 1 :] for h in g)]
-        columns += [(cohort, group) for group in groups]
+        last = len(groups) - 1
+        columns += [Column(cohort, g, not (folded and i == last)) for i, g in enumerate(groups)]
     return columns
 
 
@@ -264,9 +281,9 @@ def findings_markup(diff: FleetDiff) -> str:
     return f'<ol class="findings">{"".join(items)}</ol>'
 
 
-def _map_table(rows: Sequence[MapRow], columns: Sequence[tuple[Cohort, tuple[str, ...]]]) -> str:
+def _map_table(rows: Sequence[MapRow], columns: Sequence[Column]) -> str:
     spans: list[tuple[Cohort, int]] = []
-    for cohort, _ in columns:
+    for cohort, _, _ in columns:
         if spans and spans[-1][0] == cohort:
             spans[-1] = (cohort, spans[-1][1] + 1)
         else:
@@ -278,9 +295,9 @@ def _map_table(rows: Sequence[MapRow], columns: Sequence[tuple[Cohort, tuple[str
     )
     group_head = "".join(
         f'<th class="group" title="{esc(compact_hosts(g))}">{hosts_label(g)}</th>'
-        for _, g in columns
+        for _, g, _ in columns
     )
-    body = "".join(_map_row(r, [g for _, g in columns]) for r in rows)
+    body = "".join(_map_row(r, columns) for r in rows)
     legend = (
         '<p class="dim"><span class="cell maj key">=</span> the cohort\'s value '
         '<span class="cell odd key">≠</span> unlike the rest of its cohort '
@@ -295,12 +312,13 @@ def _map_table(rows: Sequence[MapRow], columns: Sequence[tuple[Cohort, tuple[str
     )
 
 
-def _map_row(map_row: MapRow, columns: Sequence[tuple[str, ...]]) -> str:
+def _map_row(map_row: MapRow, columns: Sequence[Column]) -> str:
     odd = sorted(h for h, c in map_row.cells.items() if c.kind == "odd")
     cells = []
-    for group in columns:
-        get = map_row.cells.get
-        found = {id(c): c for c in [get(h, NOT_REPORTED) for h in group]}
+    get = map_row.cells.get
+    for _, group, alike in columns:
+        shown = group[:1] if alike else group  # a group's hosts: one cell in every row
+        found = {id(c): c for c in [get(h, NOT_REPORTED) for h in shown]}
         cell = (
             found.popitem()[1]
             if len(found) == 1
