@@ -213,21 +213,27 @@ class RuleResult:
 
     def having(self, statuses: Collection[str]) -> list[RuleVerdict]:
         """The verdicts of those statuses, in order, each its own host's; picked in C."""
+        answers, hosts = self.placed(statuses)
+        return [v if v.host == host else v.like(host) for v, host in zip(answers, hosts)]
+
+    def placed(self, statuses: Collection[str]) -> tuple[list[RuleVerdict], list[str]]:
+        """The verdicts of those statuses as (answers, their hosts), in order: a verdict shared
+        by the hosts that answered alike (its `host` one of theirs) beside each host's name."""
         wanted = frozenset(statuses).__contains__
         answers = self.answers
-        places = itertools.compress(range(len(answers)), map(wanted, map(_STATUS, answers)))
+        picks = list(map(wanted, map(_STATUS, answers)))
         verdicts = self.verdicts
-        if isinstance(verdicts, Verdicts):
-            return verdicts.picked(places)
-        return [verdicts[place] for place in places]
+        hosts = verdicts.hosts if isinstance(verdicts, Verdicts) else list(map(_HOST, answers))
+        return list(itertools.compress(answers, picks)), list(itertools.compress(hosts, picks))
 
     @property
     def status(self) -> str:
         present = self.status_counts
         return next((s for s in VERDICTS if s in present), "n/a")
 
-    @property
+    @functools.cached_property
     def failures(self) -> list[RuleVerdict]:
+        """The failed verdicts, each its own host's: made once (a report reads them often)."""
         if not self.status_counts.get("fail"):
             return []
         return self.having(("fail",))
@@ -284,6 +290,16 @@ class CheckReport:
         every = self._unjudged
         return every if severity is None else [(r, v) for r, v in every if r.severity == severity]
 
+    def unjudged_count(self, severity: str | None = None) -> int:
+        """How many (rule, host) pairs were `unknown` or `skipped` (len(unjudged(severity))),
+        counted, not listed."""
+        return sum(
+            result.status_counts.get(status, 0)
+            for result in self.results
+            if severity is None or result.rule.severity == severity
+            for status in UNJUDGED
+        )
+
     @functools.cached_property
     def _unjudged(self) -> list[tuple[Rule, RuleVerdict]]:
         # a report is read many times over (verdict, summary, JSON): its verdicts are walked once
@@ -306,20 +322,20 @@ class CheckReport:
         at all) or "passed": never green when nothing was judged."""
         if self.fails():
             return "failed"
-        if self.unjudged("error") or not self.counts()["pass"]:
+        if self.unjudged_count("error") or not self.counts()["pass"]:
             return "incomplete"
         return "passed"
 
     @property
     def failed_strictly(self) -> bool:
         """No error rule failed, but --strict fails the check: one was not judged somewhere."""
-        return self.strict and not self.failed and bool(self.unjudged("error"))
+        return self.strict and not self.failed and bool(self.unjudged_count("error"))
 
     def fails(self, strict: bool | None = None) -> bool:
         """Whether the check sets exit bit 32: an error rule failed, or with `strict` (default:
         the report's own), one was unknown or skipped somewhere."""
         strict = self.strict if strict is None else strict
-        return self.failed or (strict and bool(self.unjudged("error")))
+        return self.failed or (strict and bool(self.unjudged_count("error")))
 
     def counts(self) -> dict[str, int]:
         """Verdicts over every (rule, host) pair."""
@@ -339,16 +355,16 @@ class CheckReport:
         for result in self.results:
             if not any(result.status_counts.get(status) for status in UNJUDGED):
                 continue
-            unjudged = result.having(UNJUDGED)
-            alike = _by_why(unjudged)
+            unjudged, hosts = result.placed(UNJUDGED)
+            alike = _by_why(unjudged, hosts)
             if self._said_as_is(alike):  # the common case: each reason's hosts in one go
                 for key, hosts in alike.items():
                     rules, named = groups.setdefault(key, ({}, {}))  # ordered sets
                     rules[result.rule.id] = None
                     named.update(dict.fromkeys(hosts))
                 continue
-            for verdict in unjudged:
-                host, reason = verdict.host, verdict.reason
+            for verdict, host in zip(unjudged, hosts):
+                reason = verdict.reason
                 why = self.unreached.get(host) if self.unreached else None
                 if why:
                     reason = why
@@ -380,7 +396,7 @@ class CheckReport:
                 **counts,
                 "failed_error": len(self.failures("error")),
                 "failed_warn": len(self.failures("warning")),
-                "unjudged_error": len(self.unjudged("error")),
+                "unjudged_error": self.unjudged_count("error"),
             },
             "not_judged": [dataclasses.asdict(n) for n in self.not_judged()],
             "rules": [r.to_dict() for r in self.results],
@@ -416,17 +432,19 @@ def _names_any(text: str, hosts: Sequence[str]) -> bool:
 FEW_WHYS = 8  # reasons a rule's unjudged verdicts are grouped by in C, a pass each
 
 
-def _by_why(verdicts: Sequence[RuleVerdict]) -> dict[tuple[str, str], list[str]]:
-    """The verdicts' hosts by (status, reason), in order; most rules leave their hosts
-    unjudged for one reason, whose hosts are then listed in one go."""
+def _by_why(
+    verdicts: Sequence[RuleVerdict], hosts: Sequence[str]
+) -> dict[tuple[str, str], list[str]]:
+    """The hosts by their verdicts' (status, reason), in order (`verdicts[i]` is host
+    `hosts[i]`'s); most rules leave their hosts unjudged for one reason, whose hosts are then
+    listed in one go."""
     whys = list(map(_WHY, verdicts))
     distinct = list(dict.fromkeys(whys))  # in the order first met
     if len(distinct) == 1:
-        return {distinct[0]: list(map(_HOST, verdicts))}
+        return {distinct[0]: list(hosts)}
     if len(distinct) <= FEW_WHYS:  # a pass in C per reason
-        hosts = list(map(_HOST, verdicts))
         return {why: list(itertools.compress(hosts, map(why.__eq__, whys))) for why in distinct}
     alike: dict[tuple[str, str], list[str]] = {}
-    for why, verdict in zip(whys, verdicts):
-        alike.setdefault(why, []).append(verdict.host)
+    for why, host in zip(whys, hosts):
+        alike.setdefault(why, []).append(host)
     return alike

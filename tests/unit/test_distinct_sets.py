@@ -94,6 +94,12 @@ def test_a_verdict_object_per_distinct_answer_each_host_its_own_when_read(
         assert result.failures == judged_alone.failures
         assert result.having(UNJUDGED) == [v for v in judged_alone.verdicts if v.status in UNJUDGED]
     assert report.to_dict() == alone.to_dict()
+    assert report.not_judged() == alone.not_judged()
+    with calls() as made:  # what was not judged, and the outcome: no host's own verdict made
+        report.not_judged()
+        assert report.outcome == alone.outcome
+        assert report.unjudged_count("error") == len(alone.unjudged("error"))
+    assert made["like"] == 0 and report.unjudged_count() > 0
 
 
 def test_the_diff_and_the_rules_class_the_payloads_once(tmp_path: Path) -> None:

@@ -105,7 +105,7 @@ def summary_lines(report: CheckReport) -> list[str]:
         lines.append("  not judged:")
         described = {r.rule.id: r.rule.description for r in report.results}
         lines += [_cause_line(cause, len(report.results), described) for cause in causes]
-        if report.unjudged("error") and not report.strict:
+        if report.unjudged_count("error") and not report.strict:
             lines.append(
                 "  [dim]--strict counts error rules not judged as failures (exit bit 32)[/]"
             )
