@@ -12,6 +12,7 @@ many, and a folded table per pair lists them. Name-list differences follow item 
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from fleet.render.html.markup import clip, esc, folded, hosts_label, row, table
 
 MAX_COLUMNS = 24  # host groups shown; a cohort's smallest ones fold into its last column
 MAX_ITEMS = 200  # name-list items listed per fact
+FEW_VALUES = 8  # a cohort's values of a fact picked in C, a pass over its hosts each
 MARK = {"maj": "=", "odd": "≠", "across": "◇", "none": "–", "mixed": "?"}
 GRADE = {CHECK: "check", COHORT: "in cohort", SOFTWARE: "software", HARDWARE: "hardware"}
 
@@ -73,16 +75,17 @@ def divergence_row(
 ) -> MapRow:
     """Each host against its cohort's majority; a cohort's own value unlike the fleet's `across`,
     or, when it differs only as its hardware does (a device it does not have), said so."""
-    value_of = {h: v for v, hosts in item.groups for h in hosts}
+    values = [value for value, _ in item.groups]
+    group_of: dict[str, int] = {}  # host → its group's index (made in C, a group at a time)
+    for index, (_, members) in enumerate(item.groups):
+        group_of.update(dict.fromkeys(members, index))
     fleet = None if item.split else item.majority
     cells: dict[str, Cell] = {}
     for cohort in cohorts:
-        here = [h for h in cohort.hosts if h in value_of]
+        here = list(filter(group_of.__contains__, cohort.hosts))
         if not here:
             continue
-        by_value: dict[object, list[str]] = defaultdict(list)
-        for host in here:
-            by_value[value_of[host]].append(host)
+        by_value = _by_value(here, list(map(group_of.__getitem__, here)), values)
         (only, *others) = by_value
         if not others and only != fleet and across and _hardware_only(across, cohort.name):
             shown = "no such device" if only is None else short(only)  # or its GPU's own value
@@ -104,6 +107,25 @@ def divergence_row(
                 cell = Cell("maj", short(value), value_text(value))
             cells.update(dict.fromkeys(hosts, cell))
     return MapRow(fact or item.fact, note, cells)
+
+
+def _by_value(
+    hosts: list[str], groups: list[int], values: Sequence[object]
+) -> dict[object, list[str]]:
+    """The hosts by their value (`values[groups[i]]` is host `hosts[i]`'s), each list in the
+    hosts' order, the values in the order first met: picked in C, a pass per value."""
+    by_value: dict[object, list[str]] = {}
+    met = dict.fromkeys(groups)
+    if len(met) <= FEW_VALUES:
+        for index in met:
+            by_value[values[index]] = list(itertools.compress(hosts, map(index.__eq__, groups)))
+        if len(by_value) == len(met):
+            return by_value
+    # many values, or groups of equal values (1 and 1.0): gathered host by host
+    by_value = defaultdict(list)
+    for host, index in zip(hosts, groups):
+        by_value[values[index]].append(host)
+    return by_value
 
 
 def _hardware_only(across: CrossCohort, cohort: str) -> bool:
@@ -131,7 +153,9 @@ def group_row(
 
 def set_row(item: SetDivergence, within: dict[str, SetDivergence]) -> MapRow:
     """Each host's names against its cohort's: `within` (cohort → the names split there)."""
-    cells = {h: Cell("maj", "cohort's set", "has every name its cohort has") for h in item.hosts}
+    # one cell object per distinct cell, shared by its hosts (20,000 hosts a row)
+    cells = dict.fromkeys(item.hosts, Cell("maj", "cohort's set", "has every name its cohort has"))
+    odd: dict[tuple[str, ...], Cell] = {}
     for names in within.values():
         missing: dict[str, list[str]] = defaultdict(list)
         extra: dict[str, list[str]] = defaultdict(list)
@@ -142,8 +166,11 @@ def set_row(item: SetDivergence, within: dict[str, SetDivergence]) -> MapRow:
             for host in hosts:
                 extra[host].append(name)
         for host in names.differing_hosts:
-            change = [f"−{n}" for n in missing[host]] + [f"+{n}" for n in extra[host]]
-            cells[host] = Cell("odd", short(" ".join(change)), "\n".join(change))
+            change = tuple([f"−{n}" for n in missing[host]] + [f"+{n}" for n in extra[host]])
+            cell = odd.get(change)
+            if cell is None:
+                cell = odd[change] = Cell("odd", short(" ".join(change)), "\n".join(change))
+            cells[host] = cell
     return MapRow(item.fact, f"names, {len(item.hosts)} hosts", cells)
 
 
@@ -156,11 +183,12 @@ def across_set_cells(item: SetDivergence, diff: FleetDiff, row_cells: dict[str, 
             first = cross.groups[0][0]
             for value, cohort_names in cross.groups[1:]:
                 delta = list_delta(first, value) or "other names"
+                cell = Cell("across", short(delta), delta)  # shared by the cohorts' hosts
                 for cohort in diff.cohorts:
                     if cohort.name in cohort_names:
                         for host in cohort.hosts:
                             if row_cells.get(host, NOT_REPORTED).kind == "maj":
-                                row_cells[host] = Cell("across", short(delta), delta)
+                                row_cells[host] = cell
 
 
 def map_rows(diff: FleetDiff) -> list[MapRow]:
