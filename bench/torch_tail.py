@@ -61,10 +61,73 @@ def one(step: str) -> dict[str, float]:
     return {"import": found["import"], "step": found["step"], "exit": ended - found["stamp"]}
 
 
+# --probe-steps: the torch probe's own queries, in its order, timed one after the other in one
+# process (cuInit started in a thread before the import, as the host runner does for it).
+PROBE_STEPS = """
+import json, os, sys, threading, time
+import ctypes
+def cu_init():
+    try:
+        ctypes.CDLL("libcuda.so.1").cuInit(0)
+    except OSError:
+        pass  # no driver here: the CUDA steps then say so
+threading.Thread(target=cu_init, daemon=True).start()
+stamps = [("start", time.time())]
+import torch
+stamps.append(("import torch", time.time()))
+def step(name, call):
+    try:
+        call()
+    except Exception as exc:
+        name += " (raised %s)" % type(exc).__name__
+    stamps.append((name, time.time()))
+cuda = torch.cuda
+step("cudnn version", lambda: torch.backends.cudnn.version())
+step("nccl version", lambda: cuda.nccl.version())
+step("arch list", lambda: cuda.get_arch_list())
+step("is_available, device_count", lambda: (cuda.is_available(), cuda.device_count()))
+step("device facts", lambda: [(cuda.get_device_capability(i), cuda.get_device_name(i),
+                               cuda.get_device_properties(i)) for i in range(cuda.device_count())])
+step("peer access", lambda: [cuda.can_device_access_peer(a, b) for a in range(cuda.device_count())
+                             for b in range(cuda.device_count()) if a != b])
+import importlib
+step("import torch.distributed._symmetric_memory",
+     lambda: importlib.import_module("torch.distributed._symmetric_memory"))
+from importlib import metadata
+step("triton version (metadata)", lambda: metadata.version("triton"))
+with open(sys.argv[1], "w") as out:
+    json.dump(stamps, out)
+os._exit(0)
+"""
+
+
+def probe_steps(runs: int) -> None:
+    rows: dict[str, list[float]] = {}
+    for _ in range(runs):
+        with tempfile.NamedTemporaryFile("r", suffix=".json") as stamp:
+            process = subprocess.Popen([sys.executable, "-c", PROBE_STEPS, stamp.name])
+            os.wait4(process.pid, 0)
+            ended = time.time()
+            stamps = json.loads(stamp.read() or "[]")
+        if not stamps:
+            print("a run wrote nothing")
+            continue
+        stamps.append(("exit (until wait4)", ended))
+        for (name, at), (_, before) in zip(stamps[1:], stamps):
+            rows.setdefault(name, []).append(at - before)
+    print(f"the torch probe's steps, medians of {runs} runs, seconds ({sys.executable})")
+    for name, took in rows.items():
+        print(f"  {name:44s} {statistics.median(took):7.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--probe-steps", action="store_true", help="the probe's queries, timed")
     args = parser.parse_args()
+    if args.probe_steps:
+        probe_steps(args.runs)
+        return
     table: dict[str, list[dict[str, float]]] = {name: [] for name in STEPS}
     for _ in range(args.runs):
         for name, step in STEPS.items():  # interleaved: the machine's drift hits every step alike

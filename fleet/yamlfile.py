@@ -6,12 +6,14 @@ duplicate key is an error (PyYAML would silently keep the last one).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from fleet.errors import FleetError
+
+if TYPE_CHECKING:
+    import yaml
 
 
 class LocatedDict(dict[Any, Any]):
@@ -55,7 +57,10 @@ class Location:
 
 
 def load_located(text: str, path: str, error: type[FleetError], hint: str) -> Any:
-    """Parse `text`; bad YAML or a duplicate key raises `error` starting with `path:line:`."""
+    """Parse `text`; bad YAML or a duplicate key raises `error` starting with `path:line:`.
+    PyYAML is imported here, on the first file read: `fleet probe` of this machine reads none."""
+    import yaml
+
     try:
         return yaml.load(text, Loader=_located_loader(path, error))
     except FleetError:
@@ -96,6 +101,8 @@ def _check_expansion(root: yaml.Node, path: str, error: type[FleetError]) -> Non
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
+    import yaml  # already loaded by the file's parse: a lookup
+
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)
     if isinstance(node, yaml.MappingNode):
@@ -103,13 +110,19 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-# libyaml's parser when PyYAML has it (5× faster on a 1,000-host inventory); the construction
-# below, which records lines and refuses duplicate keys, is Python either way.
-_BASE_LOADER: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+@functools.cache
+def _base_loader() -> type[Any]:
+    """libyaml's parser when PyYAML has it (5× faster on a 1,000-host inventory); the
+    construction below, which records lines and refuses duplicate keys, is Python either way."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _located_loader(path: str, error: type[FleetError]) -> type[Any]:
-    class Loader(_BASE_LOADER):
+    import yaml
+
+    class Loader(_base_loader()):  # type: ignore[misc]
         def construct_document(self, node: yaml.Node) -> Any:
             _check_expansion(node, path, error)
             return super().construct_document(node)

@@ -10,14 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fleet.checks import DEFAULT_PACK
 from fleet.execution.bundle import available_probes, refuse_broken
 from fleet.models import Run
 
 if TYPE_CHECKING:
     from fleet.analysis.facts import FactCache
     from fleet.checks import CheckReport, Probing, Rule
-
-DEFAULT_PACK = "inference"
 
 __all__ = [
     "DEFAULT_PACK",

@@ -1,14 +1,20 @@
-"""Comparing: hosts of one run against each other (the cross-host diff), and two runs (drift)."""
+"""Comparing: hosts of one run against each other (the cross-host diff), and two runs (drift).
+
+The drift's modules load on first use (`drift`, or the name `Drift`): a run judged with no
+earlier run to compare with (`fleet probe` of hosts never probed before) does not load them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from fleet.analysis.across_hosts.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
-from fleet.analysis.across_runs.drift import Drift, compare_runs
 from fleet.analysis.facts import FactCache, run_declarations
 from fleet.models import Run
+
+if TYPE_CHECKING:
+    from fleet.analysis.across_runs.drift import Drift
 
 __all__ = ["DEFAULT_TOLERANCE", "Drift", "FleetDiff", "cross_host_diff", "drift"]
 
@@ -49,5 +55,15 @@ def drift(
     probe's facts are read as the newer run declared them (else the older, else `probe_dirs`).
     `classes`: the new run's payloads already flattened (cross_host_diff's), used where the
     declarations are the same."""
+    from fleet.analysis.across_runs.drift import compare_runs
+
     declarations = run_declarations([new, old], probe_dirs)
     return compare_runs(old, new, declarations, tolerance, limit, classes)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Drift":
+        from fleet.analysis.across_runs.drift import Drift
+
+        return Drift
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

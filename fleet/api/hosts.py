@@ -12,7 +12,6 @@ from fleet.errors import InventoryError, UsageError
 from fleet.inventory import Inventory, local_inventory
 from fleet.inventory.adhoc import AdhocSettings, adhoc_inventory
 from fleet.inventory.document import hosts_document
-from fleet.inventory.openssh import OpenSsh
 from fleet.inventory.resolve import check_identity_files, resolve_hosts
 from fleet.inventory.sources import FORMATS, load_any_inventory
 from fleet.models import Host
@@ -82,7 +81,12 @@ def select_hosts(
         python = adhoc.python if adhoc else None  # --python: the nodes' interpreter
         return _select_slurm_nodes(slurm, limit, inventory or hosts, python)
     loaded = open_inventory(inventory, hosts, inventory_format, adhoc)
-    config = OpenSsh.open(ssh_config, run_exec=ssh_exec and loaded.ssh_exec)
+    config = None
+    if any(host.transport == "ssh" for host in loaded.hosts.values()):
+        # only SSH hosts read it: this machine alone reads no ~/.ssh/config (nor imports its reader)
+        from fleet.inventory.openssh import OpenSsh
+
+        config = OpenSsh.open(ssh_config, run_exec=ssh_exec and loaded.ssh_exec)
     resolved = resolve_hosts(loaded, config)
     chosen = resolved.select(limit)
     if not chosen:

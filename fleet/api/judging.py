@@ -176,8 +176,8 @@ class RulesLater:
         (`fleet probe -p system`): the pack is not parsed, nor the rules engine loaded."""
         if self.among is None:
             return None
-        from fleet.api.checking import DEFAULT_PACK
-        from fleet.checks import rules_reading_only
+        # not through fleet.api.checking: the question needs no rules engine
+        from fleet.checks import DEFAULT_PACK, rules_reading_only
 
         if rules_reading_only(DEFAULT_PACK, self.among) != frozenset():
             return None

@@ -23,12 +23,11 @@ from fleet.execution.fanout import (
     FanOut,
     RunSettings,
 )
-from fleet.execution.workers import SshTransports, WorkerFanOut, spread, worker_count
 from fleet.models import Host, HostOutcome, Run
 from fleet.registry import declared
 from fleet.registry.options import ProbeOption
 from fleet.store import default_state_dir
-from fleet.transport import LocalTransport, Transport
+from fleet.transport import Transport
 from fleet.transport.unsupported import PREFIX as UNSUPPORTED
 from fleet.transport.unsupported import UnsupportedTransport
 
@@ -205,13 +204,12 @@ async def fan_out(
 ) -> dict[str, HostOutcome]:
     """Every selected host's outcome, in the selection's order: in this process, or the SSH hosts
     spread over worker processes (options.workers) while the others run here."""
-    remote, here = spread(selection.hosts)
-    count = 1 if slurm else worker_count(options.workers, len(remote), settings.concurrency)
-    if count <= 1:  # exactly the single process of old
-        remote, here = [], list(selection.hosts)
+    remote, here, count = _spread(selection.hosts, options, settings, slurm)
     async with transports_for(here, options.accept_new, options.on_key_recorded, slurm) as ours:
         runs = [FanOut(bundle, ours, settings, events, interrupt).run(here)] if here else []
         if remote:
+            from fleet.execution.workers import SshTransports, WorkerFanOut
+
             opener = SshTransports(options.accept_new, default_state_dir() / "known_hosts")
             workers = WorkerFanOut(
                 bundle, opener, settings, count, events, interrupt, options.on_key_recorded
@@ -219,6 +217,26 @@ async def fan_out(
             runs.append(workers.run(remote))
         outcomes = {name: o for part in await asyncio.gather(*runs) for name, o in part.items()}
     return {host.name: outcomes[host.name] for host in selection.hosts}
+
+
+def _spread(
+    hosts: Sequence[Host],
+    options: ProbeOptions,
+    settings: RunSettings,
+    slurm: SlurmTransport | None,
+) -> tuple[list[Host], list[Host], int]:
+    """The hosts for worker processes, those for this one, and how many workers: none when one
+    or none is wanted (all hosts here), or when there is only this machine, whose run then
+    loads no worker module before it starts."""
+    if slurm is not None or all(host.transport == "local" for host in hosts):
+        return [], list(hosts), 1
+    from fleet.execution.workers import spread, worker_count
+
+    remote, here = spread(hosts)
+    count = worker_count(options.workers, len(remote), settings.concurrency)
+    if count <= 1:
+        return [], list(hosts), 1  # exactly the single process of old
+    return remote, here, count
 
 
 def probe_and_keep(
@@ -297,8 +315,13 @@ def make_transports(
     accept_new: bool,
     on_key_recorded: Callable[[str], None] | None = None,
 ) -> dict[str, Transport]:
-    """One transport per kind the hosts use; asyncssh is imported only when a host needs SSH."""
-    transports: dict[str, Transport] = {"local": LocalTransport()}
+    """One transport per kind the hosts use; asyncssh is imported only when a host needs SSH,
+    the local transport (and its interpreter choice) only when a host is this machine."""
+    transports: dict[str, Transport] = {}
+    if any(h.transport == "local" for h in hosts):
+        from fleet.transport.local import LocalTransport
+
+        transports["local"] = LocalTransport()
     for kind in {h.transport for h in hosts if h.transport.startswith(UNSUPPORTED)}:
         transports[kind] = UnsupportedTransport()
     if any(h.transport == "ssh" for h in hosts):

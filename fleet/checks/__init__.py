@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         RuleVerdict,
     )
     from fleet.checks.packs import (
+        DEFAULT_PACK,
         NEEDS_INDEX,
         available_packs,
         pack_path,
@@ -92,6 +93,7 @@ _HOMES = {  # each public name: the module that defines it
     "load_rules": "fleet.checks.parser",
     "load_rules_file": "fleet.checks.parser",
     "observed_text": "fleet.checks.fixes",
+    "DEFAULT_PACK": "fleet.checks.packs",
     "pack_path": "fleet.checks.packs",
     "packs_folder": "fleet.checks.packs",
     "pairs_summary": "fleet.checks.fixes",
@@ -107,6 +109,7 @@ _HOMES = {  # each public name: the module that defines it
 __all__ = [
     "ACTIONS",
     "CHECK_SCHEMA",
+    "DEFAULT_PACK",
     "LONG_LIST",
     "NEEDS_INDEX",
     "PUBLISHED_SEVERITY",

@@ -58,7 +58,7 @@ async def take_turn(
     on_running: Callable[[], None] | None = None,
 ) -> Turn:
     """Run `script` on `host` within `timeout_s` from its handshake; see the module docstring.
-    `on_running` is called once the session is open, before the script is sent."""
+    `on_running` is called once the script has started there: with the host's first output."""
     deadline = Deadline(timeout_s)
     result: ExecResult | None = None
     try:
@@ -93,11 +93,26 @@ async def _session(
     session = await transport.open_session(host, slot(deadline))
     deadline.start()  # already running unless the transport had no handshake to enter
     try:
-        if on_running is not None:
-            on_running()
-        return await session.run(script, sink)
+        return await session.run(script, _running_on_first_output(sink, on_running))
     finally:
         await session.close()
+
+
+def _running_on_first_output(sink: OutputSink, on_running: Callable[[], None] | None) -> OutputSink:
+    """`sink`, calling `on_running` once, before the host's first output. Not sooner: what it
+    starts (the judging's modules read on threads) would hold the GIL while this controller
+    starts the host, and this machine's host would wait for it before its interpreter is even
+    launched."""
+    if on_running is None:
+        return sink
+    pending = [on_running]
+
+    def first_output_runs(chunk: bytes) -> bool:
+        if pending:
+            pending.pop()()
+        return sink(chunk)
+
+    return first_output_runs
 
 
 def _failed(host: Host, exc: HostError) -> Turn:

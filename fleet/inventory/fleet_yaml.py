@@ -105,6 +105,12 @@ def _read_text(path: str) -> str:
 def parse_inventory(text: str, path: str = "<inventory>") -> Inventory:
     where = Location(path, InventoryError)
     document = where.parse(text, hint="check the indentation and quoting near that line")
+    return inventory_from_document(document, where)
+
+
+def inventory_from_document(document: Any, where: Location) -> Inventory:
+    """The inventory a parsed YAML document (LocatedDicts: their lines) describes."""
+    path = where.path
     if document is None:
         raise InventoryError(f"{path}:1: the inventory is empty", hint="add a 'hosts:' mapping")
     _require_mapping(document, where, "the inventory")
@@ -513,5 +519,15 @@ hosts:
 
 
 def local_inventory() -> Inventory:
-    """What `fleet probe` without -i probes: the same as -i inventory/local.yaml."""
-    return parse_inventory(LOCAL_INVENTORY, "<built-in local inventory>")
+    """What `fleet probe` without -i probes: the same as -i inventory/local.yaml. LOCAL_INVENTORY
+    as its parse gives it, lines too (tests/unit/test_inventory.py holds the two equal): this
+    machine's run imports no YAML parser before its host starts."""
+    local = _located({"transport": "local"}, 3, {"transport": 3})
+    document = _located({"hosts": _located({"local": local}, 3, {"local": 3})}, 2, {"hosts": 2})
+    return inventory_from_document(document, Location("<built-in local inventory>", InventoryError))
+
+
+def _located(values: dict[str, Any], line: int, key_lines: dict[str, int]) -> LocatedDict:
+    mapping = LocatedDict(values)
+    mapping.line, mapping.key_lines = line, key_lines
+    return mapping

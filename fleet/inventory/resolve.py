@@ -6,12 +6,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from fleet.errors import InventoryError
 from fleet.hostsets import compact_hosts
 from fleet.inventory.fleet_yaml import JUMP_RE, Inventory, jump_spec_host
-from fleet.inventory.openssh import OpenSsh
 from fleet.models import Host
+
+if TYPE_CHECKING:
+    from fleet.inventory.openssh import OpenSsh
 
 INHERITED = ("identity_file", "known_hosts", "connect_timeout", "identities_only")
 EXPLICIT_KINDS = ("inventory", "ansible", "cli")
@@ -20,12 +23,26 @@ EXPLICIT_KINDS = ("inventory", "ansible", "cli")
 def resolve_hosts(inventory: Inventory, config: OpenSsh | None) -> Inventory:
     """Apply `config` to every SSH host and to the jump hosts they name, fill in ProxyCommand
     tokens, then link each host to its jump host (one Host object per bastion, so the transport
-    shares one connection). A host fleet cannot reach as ssh would is kept, `refused`."""
+    shares one connection). A host fleet cannot reach as ssh would is kept, `refused`.
+    Without SSH hosts there is nothing to apply or link: the inventory as it is."""
+    if not any(host.transport == "ssh" for host in inventory.hosts.values()):
+        return _without_jumps(inventory)
+    from fleet.inventory.openssh import OpenSsh
+
     config = config or OpenSsh()
     hosts = {name: config.apply(host) for name, host in inventory.hosts.items()}
     bastions: dict[str, Host] = {}
     linked = {name: _link_jump(host, hosts, bastions, config) for name, host in hosts.items()}
     return replace(inventory, hosts=linked)
+
+
+def _without_jumps(inventory: Inventory) -> Inventory:
+    """What _link_jump makes of hosts that are not SSH: no jump host."""
+    hosts = {
+        name: replace(host, jump=None, jump_host=None) if host.jump_host else host
+        for name, host in inventory.hosts.items()
+    }
+    return replace(inventory, hosts=hosts)
 
 
 def _link_jump(

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import re
 
-import yaml
-
 from fleet.errors import UsageError
 from fleet.inventory.fleet_yaml import TOP_LEVEL, Inventory, load_inventory
 
@@ -67,6 +65,8 @@ FLOW_TOP_KEY_RE = re.compile(r"""^\s*\{?\s*["']?(hosts|defaults|groups)["']?\s*:
 def _sniff_flow_mapping(text: str) -> str:
     """A one-line JSON or flow-style document: fleet's when its top level has fleet's keys
     (`hosts`, `defaults`), else Ansible's (`{"all": {"hosts": …}}`)."""
+    import yaml
+
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError:  # cut off at the sniffed size: judge by the first key

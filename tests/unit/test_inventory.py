@@ -88,7 +88,7 @@ def test_bad_inventories_name_file_line_and_value(
     text: str, line: int, fragment: str, parser: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if parser == "pure-python":  # PyYAML without libyaml: same lines, same messages
-        monkeypatch.setattr(yamlfile, "_BASE_LOADER", yaml.SafeLoader)
+        monkeypatch.setattr(yamlfile, "_base_loader", lambda: yaml.SafeLoader)
     elif not yaml.__with_libyaml__:
         pytest.skip("this PyYAML has no libyaml")
     with pytest.raises(InventoryError) as caught:
@@ -192,3 +192,12 @@ def test_a_bad_cohort_by_names_its_line(value: str, message: str) -> None:
     with pytest.raises(InventoryError, match=message) as caught:
         parse(f"hosts:\n  gpu-01: {{}}\ncohort_by: {value}\n")
     assert caught.value.message.startswith("inv.yaml:3:")
+
+
+def test_this_machine_is_the_built_in_inventory_as_its_parse_gives_it() -> None:
+    """local_inventory() builds LOCAL_INVENTORY's document itself (no YAML parser loaded before
+    this machine's host starts): the same hosts, settings and lines as parsing the text."""
+    from fleet.inventory.fleet_yaml import LOCAL_INVENTORY, local_inventory
+
+    assert local_inventory() == parse_inventory(LOCAL_INVENTORY, "<built-in local inventory>")
+    assert local_inventory().hosts["local"].transport == "local"

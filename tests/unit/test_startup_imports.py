@@ -146,6 +146,16 @@ def test_a_probe_no_rule_reads_loads_no_rules_engine(tmp_path: Path) -> None:
     loaded = json.loads(modules.read_text())
     engine = [m for m in loaded if m.startswith(("jmespath", "fleet.checks.")) and m not in LIGHT]
     assert engine == []
+    assert "fleet.api.checking" not in loaded  # the default pack's name is a leaf's
+    assert "fleet.analysis.across_runs.drift" not in loaded  # no --baseline: no drift
+    # this machine: no YAML file to read, no SSH host to configure, no worker to start
+    assert [m for m in loaded if m == "yaml" or m.startswith("yaml.")] == []
+    assert "fleet.inventory.openssh" not in loaded
+    assert "fleet.execution.workers" not in loaded
+    # the units of probes that did not run: only their options (`probe` parts, the command
+    # line's), none of the parts that read results (key facts, results' declarations, views)
+    others = [m for m in loaded if m.startswith("fleet.units.") and m.count(".") > 2]
+    assert [m for m in others if not m.endswith(".probe")] == ["fleet.units.system.facts"]
     assert json.loads(run.read_text())["hosts"]["local"]["status"] == "ok"
     assert "fleet.checks.actions" in loaded  # the list is read right
     later = RulesLater(Judging(rules=True), ["system"])

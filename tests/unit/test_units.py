@@ -72,6 +72,9 @@ def test_one_higher_is_better_rule_for_every_measurement() -> None:
 
 def test_results_beside_probes_and_their_measurements_come_from_units() -> None:
     assert builtin_facts()["fabric"].measure == ("busbw_gbps", "latency_us")
+    # asked among a run's results, only those results' units answer
+    assert builtin_facts(["system", "fabric"]).keys() == {"fabric"}
+    assert builtin_facts(["system"]) == {}
     data = {"backend": "nccl", "large_bytes": 1 << 28, "busbw_gbps": 40.0, "latency_us": 20.0}
     assert measurements("fabric", data) == {
         "fabric nccl 256 MiB busbw_gbps": 40.0,

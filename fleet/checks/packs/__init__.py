@@ -13,6 +13,9 @@ from pathlib import Path
 
 from fleet.errors import UsageError
 
+# The pack judged when none is named (`fleet probe`'s findings, a bare `fleet check`).
+DEFAULT_PACK = "inference"
+
 
 def available_packs() -> list[str]:
     return sorted(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.text import Text
@@ -26,10 +26,12 @@ from fleet.analysis.across_hosts.diff import (
     list_delta,
 )
 from fleet.analysis.across_hosts.findings import CHECK, COHORT, HARDWARE, SOFTWARE
-from fleet.analysis.across_runs.drift import Change, Drift
 from fleet.hostsets import compact_hosts, count_hosts
 from fleet.render.grouping import group_across, pair_rows, short, unreported_groups
 from fleet.render.terminal.wrap import KEEP, Hanging, keep, keep_all
+
+if TYPE_CHECKING:  # types only: a run with no earlier run to drift from loads no drift module
+    from fleet.analysis.across_runs.drift import Change, Drift
 
 MAX_ITEMS = 8
 MAX_CONSEQUENCES = 2

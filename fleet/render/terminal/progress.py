@@ -46,8 +46,8 @@ class ProgressEvents(Events):
     ) -> None:
         self.console, self.total, self.probe_count = console, total, len(probes)
         self.line_every_s = line_every_s
-        # called once, when the first host's session is open: work that must not delay the
-        # hosts' start (fleet.cli.probing.warm_up) starts there
+        # called once, when the first host's script has started (its first output): work that
+        # must not delay the hosts' start (fleet.cli.probing.warm_up) starts there
         self.first_running = first_running
         self.phase: dict[str, str] = {}  # connecting or running; a host without one is queued
         self.counts: Counter[str] = Counter()  # connecting, running

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from rich.console import Console, Group
@@ -30,10 +30,12 @@ STATUS_STYLE = {"ok": "green", "partial": "yellow", "interrupted": "magenta", "u
 MAX_HOST_COLUMNS = 6
 
 
-def key_facts() -> list[KeyFact]:
+def key_facts(among: Collection[str] = ()) -> list[KeyFact]:
     """The facts an operator looks at first: every unit's KEY_FACTS rows (fleet/registry/keyfacts.py),
-    in the order of fleet.registry.UNITS."""
-    return [row for _, unit in parts("facts") for row in getattr(unit, "KEY_FACTS", ())]
+    in the order of fleet.registry.UNITS. `among`: only the units of these probes (a unit's rows
+    read its own probe's results, so the others' rows would be empty: their parts are not even
+    imported); empty: every unit's."""
+    return [row for _, unit in parts("facts", among) for row in getattr(unit, "KEY_FACTS", ())]
 
 
 def status_style(status: str) -> str:
@@ -184,7 +186,8 @@ def key_facts_table(outcomes: Iterable[HostOutcome], width: int = 1000) -> Table
     reporting = [o for o in outcomes if o.probes]
     if not reporting:
         return None
-    every = [(label, _fact_texts(reporting, paths)) for label, paths in key_facts()]
+    ran = {probe for outcome in reporting for probe in outcome.probes}
+    every = [(label, _fact_texts(reporting, paths)) for label, paths in key_facts(ran)]
     # a row with nothing but absences says what the absent probes' lines below say: left out
     rows = [
         (label, cells)
