@@ -19,12 +19,12 @@ from fleet.checks import (
     HostDocuments,
     RuleResult,
     RuleVerdict,
+    Verdicts,
     evaluate,
     load_rules,
     pack_path,
     parse_rules,
 )
-from fleet.checks.model import Verdicts
 from fleet.execution.bundle import available_probes
 from fleet.models import Run
 from tests.unit.helpers import calls, saved_run, templates
