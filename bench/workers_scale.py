@@ -24,6 +24,19 @@ inside the tree, so wait4 on fleet counts them), its kernel part, and fleet's ow
 of each, the least CPU per host (ms) of each, the wall ratio (target <= 0.3x) and CPU per host
 ratio (target <= 1.2x), and whether the run documents are equal apart from timings (started,
 finished, elapsed_s) and the file they name. Needs only what `pip install .` brings; no pytest, no sshd.
+
+Where each run's wall went (bench/workers_timeline.py): the rig's CPU over the run, in all and per
+server process, and fleet's parent's, seed's and each worker's, each with a strip of ten digits
+(its use of one core in each tenth of the run, 9: >= 90 %); each worker's span (its start, its
+first and last host done, from fleet's start) and its hosts' mean time queued for a handshake
+slot, in the handshake and in the session; the parent's curve of hosts done (10/50/90/100 %) and
+how long it ran after the last. Fleet writes its stamps where FLEET_WORKER_TIMELINE says.
+Pinned, it first prints what the machine itself does to CPU time with more cores busy
+(bench/cpu_calibration.py): the part of the CPU-per-host ratio no controller code can take out.
+
+    python3 bench/workers_scale.py --quick       # one device call: 2,000 hosts, 2 rounds, then
+                                                 # one round with the rig on 5/8 of the cores
+    python3 bench/workers_scale.py --quick --more-rig 0-5/6-15
 """
 
 from __future__ import annotations
@@ -32,10 +45,12 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,7 +58,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from asyncssh_rig import host_name, start_rig
+from asyncssh_rig import Rig, host_name, start_rig
+from cpu_calibration import calibrate
+from workers_timeline import TICKS, Sampler, explain, fanout_cpu_s, load_timeline
 
 from fleet.execution.workers import worker_count
 from tests.integration.fleet_runs import without_timings
@@ -93,19 +110,24 @@ def thread_siblings(cpu: int) -> frozenset[int]:
 
 
 def split_cpus(
-    usable: Collection[int], siblings: Callable[[int], frozenset[int]] = thread_siblings
+    usable: Collection[int],
+    siblings: Callable[[int], frozenset[int]] = thread_siblings,
+    fleet_share: float = 0.5,
 ) -> tuple[frozenset[int], frozenset[int], str]:
-    """Fleet on the lower half of the physical cores, the rig on the upper; by logical CPU
-    where there is one physical core only. Each side gets at least one CPU."""
+    """Fleet on the lower `fleet_share` of the physical cores (half), the rig on the rest; by
+    logical CPU where there is one physical core only. Each side gets at least one CPU."""
     if len(usable) < 2:
         raise SystemExit("pinning needs 2 usable CPUs: run with --unpinned")
     cores = sorted({frozenset(siblings(cpu) & set(usable)) for cpu in usable}, key=min)
     if len(cores) < 2:
         cores = [frozenset({cpu}) for cpu in sorted(usable)]
-    half = len(cores) // 2
-    fleet, rig = frozenset().union(*cores[:half]), frozenset().union(*cores[half:])
+    cut = max(1, min(len(cores) - 1, int(len(cores) * fleet_share)))
+    fleet, rig = frozenset().union(*cores[:cut]), frozenset().union(*cores[cut:])
     threads = max(len(core) for core in cores)
-    return fleet, rig, f"{len(cores)} physical cores, {threads} thread(s) each, split in halves"
+    split = (
+        "in halves" if fleet_share == 0.5 else f"{cut} for fleet, {len(cores) - cut} for the rig"
+    )
+    return fleet, rig, f"{len(cores)} physical cores, {threads} thread(s) each, split {split}"
 
 
 def plan_cpus(args: argparse.Namespace) -> CpuPlan:
@@ -150,33 +172,56 @@ class Measure:
     own_cpu_s: float | None  # of which fleet's own process (the rest: its seed and workers)
     exit_code: int
     document: Path
+    details: tuple[str, ...] = ()  # where the wall went (workers_timeline.explain)
+    switches: tuple[int, int] = (0, 0)  # the tree's sleeps, preemptions (context switches)
+    fanout_cpu_s: float | None = None  # of `cpu_s`, the fan-outs' own (timeline; None: no rig)
 
     def line(self) -> str:
-        parts = f"sys {self.sys_s:.2f} s"
+        sleeps, preempted = self.switches
+        parts = f"sys {self.sys_s:.2f} s, {sleeps} sleeps, {preempted} preempted"
         if self.own_cpu_s is not None:
             rest = self.cpu_s - self.own_cpu_s
             parts += f", fleet process {self.own_cpu_s:.2f} s, seed and workers {rest:.2f} s"
-        return (f"  {self.label:10} wall {self.wall_s:7.2f} s  CPU {self.cpu_s:7.2f} s "
+        head = (f"  {self.label:10} wall {self.wall_s:7.2f} s  CPU {self.cpu_s:7.2f} s "
                 f"({parts})  exit {self.exit_code}")  # fmt: skip
+        return "\n".join([head, *self.details])
 
 
 def run_fleet(
-    inventory: Path, workdir: Path, label: str, extra: Sequence[str], cpus: Collection[int] | None
+    inventory: Path,
+    workdir: Path,
+    label: str,
+    extra: Sequence[str],
+    cpus: Collection[int] | None,
+    rig: Rig | None = None,
 ) -> Measure:
-    """One `fleet probe` on `cpus`, reaped with wait4: its wall and its process tree's CPU."""
-    out = workdir / f"{label}.json"
+    """One `fleet probe` on `cpus`, reaped with wait4: its wall and its process tree's CPU; with
+    `rig`, where the wall went (the rig's and fleet's processes sampled, fleet's timeline)."""
+    out, timeline = workdir / f"{label}.json", workdir / f"{label}.timeline"
     command = [sys.executable, "-m", "fleet", "probe", "-i", str(inventory), "-p", "system",
                "--no-save", "--json", str(out), *extra]  # fmt: skip
-    env = {**os.environ, "XDG_STATE_HOME": str(workdir / "state"), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "XDG_STATE_HOME": str(workdir / "state"), "PYTHONPATH": str(ROOT),
+           "FLEET_WORKER_TIMELINE": str(timeline)}  # fmt: skip
+    sampler = Sampler([server.pid for server in rig.servers] if rig else [])
     started = time.monotonic()
     with pinned(cpus):
         process = subprocess.Popen(command, env=env, cwd=workdir, stdout=subprocess.DEVNULL)
+    sampler.start(process.pid)
     own = own_cpu_at_exit(process.pid)
+    ended = time.monotonic()
+    sampler.stop(None if own is None else round(own * TICKS))
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.monotonic() - started
     process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
     cpu = usage.ru_utime + usage.ru_stime
-    return Measure(label, wall, cpu, usage.ru_stime, own, process.returncode, out)
+    records = load_timeline(timeline)
+    details = explain(records, sampler, process.pid, started, ended) if rig else []
+    switches = (usage.ru_nvcsw, usage.ru_nivcsw)
+    code = process.returncode
+    fanouts = fanout_cpu_s(records) if records else None
+    return Measure(
+        label, wall, cpu, usage.ru_stime, own, code, out, tuple(details), switches, fanouts
+    )
 
 
 def own_cpu_at_exit(pid: int) -> float | None:
@@ -191,26 +236,75 @@ def own_cpu_at_exit(pid: int) -> float | None:
     return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(args: argparse.Namespace, workdir: Path) -> list[Measure]:
-    plan = plan_cpus(args)
+def measure(
+    args: argparse.Namespace, workdir: Path, plan: CpuPlan, rounds: int, name: str = "rig"
+) -> list[Measure]:
+    """`rounds` of --workers 1 and the default, alternating, on one rig started for them."""
     procs = args.rig_procs or (len(plan.rig) if plan.rig else max(1, (os.cpu_count() or 2) // 2))
     say_plan(args, plan, procs)
     started = time.monotonic()
     with pinned(plan.rig):
-        rig_started = start_rig(workdir / "rig", args.hosts, procs)
+        rig_started = start_rig(workdir / name, args.hosts, procs)
     with rig_started as rig:
         print(f"rig: {args.hosts} hosts in {procs} processes ({time.monotonic() - started:.1f} s)")
         first = ["-l", host_name(0), "--workers", "1"]
-        record = run_fleet(rig.inventory, workdir, "record", first, plan.fleet)
+        record = run_fleet(rig.inventory, workdir, f"{name}-record", first, plan.fleet)
         assert record.exit_code == 0, f"recording the rig's answer failed: exit {record.exit_code}"
         spread = ["--workers", str(args.workers)] if args.workers else []
         runs = []
-        for round_ in range(args.rounds):
+        for round_ in range(rounds):
             for label, extra in (("one", ["--workers", "1"]), ("spread", spread)):
-                done = run_fleet(rig.inventory, workdir, f"{label}-{round_}", extra, plan.fleet)
-                print(done.line())
+                tag = f"{label}-{round_}" if name == "rig" else f"{label}-{name}-{round_}"
+                done = run_fleet(rig.inventory, workdir, tag, extra, plan.fleet, rig)
+                print(done.line(), flush=True)
                 runs.append(done)
+        if args.ctrl_c_after and name == "rig":
+            interrupted_run(rig, workdir, spread, plan.fleet, args.ctrl_c_after)
     return runs
+
+
+def interrupted_run(
+    rig: Rig, workdir: Path, extra: Sequence[str], cpus: Collection[int] | None, after_s: float
+) -> bool:
+    """Ctrl-C (SIGINT to fleet, as its loop takes it) `after_s` into a run: its exit code (130),
+    how long it took to end, its hosts' statuses, and any process of its tree still there."""
+    out = workdir / "interrupted.json"
+    command = [sys.executable, "-m", "fleet", "probe", "-i", str(rig.inventory), "-p", "system",
+               "--no-save", "--json", str(out), *extra]  # fmt: skip
+    env = {**os.environ, "XDG_STATE_HOME": str(workdir / "state"), "PYTHONPATH": str(ROOT)}
+    with pinned(cpus):
+        process = subprocess.Popen(command, env=env, cwd=workdir,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    sampler = Sampler([])
+    sampler.start(process.pid)
+    time.sleep(after_s)
+    process.send_signal(signal.SIGINT)
+    signalled = time.monotonic()
+    code = process.wait(60)
+    took = time.monotonic() - signalled
+    sampler.stop()
+    time.sleep(0.5)  # the seed reaps its workers as fleet ends: give the kernel a moment
+    left = sorted(pid for pid in sampler.seen - {process.pid} if still_running(pid))
+    statuses = Counter(str(h.get("status")) for h in document_hosts(out))
+    print(f"Ctrl-C after {after_s:g} s: exit {code} after {took:.2f} s; hosts "
+          f"{dict(statuses) or 'none written'}; {len(sampler.seen) - 1} processes under fleet "
+          f"seen, still running: {left or 'none'}")  # fmt: skip
+    return code == 130 and not left
+
+
+def still_running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def document_hosts(path: Path) -> list[dict[str, object]]:
+    try:
+        return list(json.loads(path.read_text())["hosts"].values())
+    except (OSError, ValueError, KeyError):
+        return []
 
 
 def where(cpus: Collection[int] | None) -> str:
@@ -242,8 +336,24 @@ def report(runs: Sequence[Measure], hosts: int, spread_name: str) -> bool:
     print(f"wall ratio {wall_ratio:.2f}x (target <= {WALL_TARGET}x)   "
           f"CPU per host ratio {cpu_ratio:.2f}x (target <= {CPU_TARGET}x)")  # fmt: skip
     print(f"run documents equal apart from timings: {'yes' if same else 'NO'}")
+    say_split(ones, spreads, hosts)
     codes_ok = all(r.exit_code == 0 for r in runs)
     return same and codes_ok and wall_ratio <= WALL_TARGET and cpu_ratio <= CPU_TARGET
+
+
+def say_split(ones: Sequence[Measure], spreads: Sequence[Measure], hosts: int) -> None:
+    """The CPU-per-host ratio split: the fan-outs' own CPU per host (the same work, one process
+    against the workers), and the rest (start-up, the seed, the relay, the document, judging)."""
+    least = [min(((r.cpu_s, r.fanout_cpu_s) for r in kind if r.fanout_cpu_s is not None),
+                 default=None) for kind in (ones, spreads)]  # fmt: skip
+    if least[0] is None or least[1] is None:
+        return
+    (one_cpu, one_fan), (spread_cpu, spread_fan) = least[0], least[1]
+    one_host, spread_host = 1000 * one_fan / hosts, 1000 * spread_fan / hosts
+    one_rest, spread_rest = one_cpu - one_fan, spread_cpu - spread_fan
+    print(f"of which the fan-outs' own: {one_host:.2f} and {spread_host:.2f} ms/host "
+          f"({spread_host / one_host:.2f}x); the rest {one_rest:.2f} and {spread_rest:.2f} s "
+          f"(+{1000 * (spread_rest - one_rest) / hosts:.2f} ms/host)")  # fmt: skip
 
 
 def equal_documents(first: Path, second: Path) -> bool:
@@ -251,11 +361,24 @@ def equal_documents(first: Path, second: Path) -> bool:
     return bool(one == two)
 
 
+def more_rig_plan(args: argparse.Namespace) -> CpuPlan | None:
+    """The second configuration: the rig given more of the CPUs (`--more-rig FLEET/RIG`, or by
+    default with --quick 3/8 of the physical cores for fleet), to see whether the rig bounds the
+    wall: if the default's wall falls with the rig's CPUs, the rig was the bound."""
+    if args.more_rig:
+        fleet, _, rig = args.more_rig.partition("/")
+        return CpuPlan(parse_cpus(fleet), parse_cpus(rig), "the rig given more CPUs, as given")
+    if not args.quick or args.unpinned:
+        return None
+    fleet_cpus, rig_cpus, note = split_cpus(os.sched_getaffinity(0), fleet_share=3 / 8)
+    return CpuPlan(fleet_cpus, rig_cpus, f"the rig given more CPUs: {note}")
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=None, help="instead of the default")
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=None, help="default 1 (--quick: 2)")
     parser.add_argument(
         "--rig-procs", type=int, default=None, help="default: one per rig CPU (unpinned: half)"
     )
@@ -263,15 +386,38 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--rig-cpus", help="the rig's CPUs, e.g. 8-15 (default: the upper half)")
     parser.add_argument("--unpinned", action="store_true", help="both on every core, as before")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
-    return parser.parse_args(argv)
+    parser.add_argument("--more-rig", metavar="FLEET/RIG",
+                        help="then one round with these CPU sets, e.g. 0-5/6-15")  # fmt: skip
+    parser.add_argument("--quick", action="store_true",
+                        help="2 rounds (unless --rounds), then one round with the rig on 5/8 of "
+                        "the cores (unless --more-rig): one device call")  # fmt: skip
+    parser.add_argument("--no-calibration", action="store_true",
+                        help="skip bench/cpu_calibration.py's figures (pinned runs print them)")  # fmt: skip
+    parser.add_argument("--ctrl-c-after", type=float, metavar="S", default=None,
+                        help="then one default run interrupted after S s (--quick: 1.0)")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.quick and args.ctrl_c_after is None:
+        args.ctrl_c_after = 1.0
+    if args.quick and args.rounds is None:
+        args.rounds = 2
+    args.rounds = args.rounds or 1
+    return args
 
 
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="fleet-workers-"))
     try:
-        runs = measure(args, workdir)
-        met = report(runs, args.hosts, f"--workers {args.workers}" if args.workers else "default")
+        spread_name = f"--workers {args.workers}" if args.workers else "default"
+        plan = plan_cpus(args)
+        if plan.fleet and plan.rig and not args.no_calibration:
+            print("\n".join(calibrate(plan.fleet, plan.rig)), flush=True)
+        runs = measure(args, workdir, plan, args.rounds)
+        met = report(runs, args.hosts, spread_name)
+        more = more_rig_plan(args)
+        if more is not None:
+            print("\nthe same with the rig given more CPUs (one round; the verdict is the above):")
+            report(measure(args, workdir, more, 1, "more-rig"), args.hosts, spread_name)
     finally:
         if args.keep:
             print(f"work folder kept: {workdir}")

@@ -5,7 +5,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Literal, get_args
+
+
+def now() -> str:
+    """This moment in UTC, as runs record their start and end: 2025-01-31T12:00:00.000Z."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
 
 # The run document's id (docs/documents.md: what each version changed; fleet/schemas/run.schema.json
 # its shape). Older ids load as long as fleet can still read them; any other id is refused.

@@ -77,27 +77,23 @@ class ProbeFacts:
         if found is None:
             if len(cache) >= MAX_CACHED_PATHS:
                 cache.clear()
-            found = cache[match_path] = self._matchers["hardware"](match_path)
+            found = cache[match_path] = _any_of(self.hardware)(match_path)
         return found
 
     @functools.cached_property
     def _hardware(self) -> dict[str, bool]:
         return {}
 
-    @functools.cached_property
-    def _matchers(self) -> dict[str, Callable[[str], bool]]:
-        """Per kind (and `hardware`), its glob patterns as one regular expression: a path is
-        matched once per kind, not once per pattern (fnmatch's own translation, so the same
-        paths match; a probe's first payload has hundreds of paths to class)."""
-        return {kind: _any_of(getattr(self, kind)) for kind in (*KINDS, "hardware")}
-
 
 MAX_CACHED_PATHS = 1 << 16
 
 
-def _any_of(patterns: Sequence[str]) -> Callable[[str], bool]:
+@functools.lru_cache(maxsize=1024)
+def _any_of(patterns: tuple[str, ...]) -> Callable[[str], bool]:
     """Whether a path matches any of `patterns` as fnmatch does (globs whose `[*]` stands for a
-    list index, `.#`): most are plain paths, a set lookup; the rest one regular expression."""
+    list index, `.#`): most are plain paths, a set lookup; the rest one regular expression, so
+    a path is matched once per kind, not once per pattern (a probe's first payload has hundreds
+    of paths to class). Kept here, not on the declaration: a ProbeFacts stays picklable."""
     globs = [p.replace("[*]", ".#") for p in patterns]
     exact = frozenset(g for g in globs if not GLOB_MAGIC.search(g))
     wild = [fnmatch.translate(g) for g in globs if GLOB_MAGIC.search(g)]
@@ -111,9 +107,8 @@ GLOB_MAGIC = re.compile(r"[*?\[]")  # what fnmatch reads as more than itself
 
 
 def _classify(declared: ProbeFacts, match_path: str) -> str:
-    matchers = declared._matchers
     for kind in KINDS:
-        if matchers[kind](match_path):
+        if _any_of(getattr(declared, kind))(match_path):
             return kind
     return "fact"
 

@@ -20,14 +20,7 @@ from typing import TYPE_CHECKING, Any
 from fleet.api.comparable import Covering
 from fleet.api.judging import Judging, Prepared, RulesLater, prepare, with_baseline_run
 from fleet.api.probing import ProbeOptions, build_probe_bundle, probe_and_keep_async
-from fleet.api.runs import (
-    KeptRun,
-    collection_paused,
-    default_runs_dir,
-    limited_to,
-    list_runs,
-    load_run,
-)
+from fleet.collector import paused as collection_paused
 from fleet.errors import StoreError
 from fleet.execution.fanout import Events
 from fleet.exits import exit_code, kept_bits, with_bits
@@ -36,6 +29,7 @@ from fleet.registry import declared
 
 if TYPE_CHECKING:
     from fleet.api.hosts import Selection
+    from fleet.api.runs import KeptRun
     from fleet.checks import Probing
     from fleet.execution.bundle import Bundle
     from fleet.execution.limits import FanLimits
@@ -169,6 +163,7 @@ def assess_run(
     exit bits to start from (report shows the hosts' own); `limit`: only the hosts this
     `--limit` selects of the run's (`fleet check --run latest -l gpu-0[1-4]`)."""
     from fleet.api.assessing import assess
+    from fleet.api.runs import limited_to
 
     run = limited_to(run, limit)
     prepared = prepare(judging, run.probes, Covering.of(run, where))
@@ -245,11 +240,15 @@ class SavedRuns:
 
 def saved_runs(runs_dir: str | Path | None = None) -> SavedRuns:
     """The saved runs of `runs_dir` (default: the runs folder), oldest first."""
+    from fleet.api.runs import default_runs_dir, list_runs
+
     folder = Path(runs_dir) if runs_dir else default_runs_dir()
     return SavedRuns(folder, tuple(list_runs(folder)))
 
 
 def _summary(path: Path) -> RunSummary:
+    from fleet.api.runs import load_run
+
     try:
         run = load_run(path)
     except StoreError as exc:

@@ -15,7 +15,6 @@ from pathlib import Path
 from fleet.errors import StoreError
 from fleet.hostsets import compact_hosts
 from fleet.models import Run
-from fleet.store import alias_runs, default_runs_dir, no_alias_run, read_run_file, resolve_run
 
 LOOKED_AT = 20  # saved runs read, newest first, in search of one that covers the judged run
 
@@ -45,7 +44,10 @@ def choose_baseline(
 ) -> tuple[Run, str]:
     """The run `--baseline REF` names, loaded, and a sentence when it is not simply REF's run:
     for latest/previous, the newest (second newest) run of the judged run's inventory that
-    covers its hosts and probes (fleet/api/comparable.py)."""
+    covers its hosts and probes (fleet/api/comparable.py). The store's modules load here, on
+    the first --baseline: a run judged without one needs none of them."""
+    from fleet.store import alias_runs, default_runs_dir, no_alias_run, read_run_file, resolve_run
+
     folder = runs_dir or default_runs_dir()
     counted = alias_runs(ref, folder, scope or covering.inventory)
     if counted is None:
@@ -71,6 +73,8 @@ def _covering_runs(
 ) -> tuple[tuple[Path, Run] | None, int]:
     """The `back`-th newest run that covers `covering` (None: none of the last LOOKED_AT), and
     how many newer runs did not."""
+    from fleet.store import read_run_file
+
     seen, passed = 0, 0
     for path in reversed(runs[-LOOKED_AT:]):
         try:

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.api.hosts import select_hosts
 from fleet.api.probing import transports_for
-from fleet.api.runs import assemble_run, now
+from fleet.api.runs import assemble_run
 from fleet.fabric.results import GroupResult
 from fleet.fabric.run import FabricEvents, FabricSettings
-from fleet.models import Host, Run
+from fleet.models import Host, Run, now
 
 if TYPE_CHECKING:
     from fleet.api.hosts import Selection

@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet.api.comparable import Covering, choose_baseline
-from fleet.api.runs import load_run, resolve_run
 from fleet.models import DEFAULT_TOLERANCE, Run
 
 if TYPE_CHECKING:
     from fleet.analysis.baselines.build import Baseline
+    from fleet.api.comparable import Covering
     from fleet.checks import Probing, Rule
 
 
@@ -111,6 +110,8 @@ def prepare(
     if covering is not None:
         return with_baseline_run(prepared, judging, covering)
     if judging.baseline_run:
+        from fleet.api.runs import load_run, resolve_run  # the store: only for a --baseline
+
         old = load_run(resolve_run(judging.baseline_run, judging.runs_dir, judging.scope))
         return dataclasses.replace(prepared, old=old)
     return prepared
@@ -122,6 +123,8 @@ def with_baseline_run(prepared: Prepared, judging: Judging, covering: Covering) 
     passed over, and said)."""
     if not judging.baseline_run:
         return prepared
+    from fleet.api.comparable import choose_baseline  # the store: only for a --baseline
+
     old, chosen = choose_baseline(judging.baseline_run, judging.runs_dir, judging.scope, covering)
     return dataclasses.replace(prepared, old=old, old_chosen=chosen)
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet.api.hosts import Selection, select_hosts
-from fleet.api.runs import KeptRun, assemble_run, keep_run, now
 from fleet.collector import loading_more
 from fleet.errors import UsageError
 from fleet.execution.bundle import Bundle, available_probes, build_bundle
@@ -23,15 +22,15 @@ from fleet.execution.fanout import (
     FanOut,
     RunSettings,
 )
-from fleet.models import Host, HostOutcome, Run
+from fleet.models import Host, HostOutcome, Run, now
 from fleet.registry import declared
 from fleet.registry.options import ProbeOption
-from fleet.store import default_state_dir
 from fleet.transport import Transport
 from fleet.transport.unsupported import PREFIX as UNSUPPORTED
 from fleet.transport.unsupported import UnsupportedTransport
 
 if TYPE_CHECKING:  # loaded only when asked for
+    from fleet.api.runs import KeptRun
     from fleet.transport.slurm import SlurmTransport
 
 __all__ = [
@@ -178,6 +177,8 @@ async def probe_async(
     slurm = slurm_transport(selection, options) if selection.slurm else None
     started = now()
     outcomes = await fan_out(selection, bundle, options, settings, events, interrupt, slurm)
+    from fleet.api.runs import assemble_run  # the store's modules: once the hosts have started
+
     return assemble_run(
         started,
         selection.hosts,
@@ -209,6 +210,7 @@ async def fan_out(
         runs = [FanOut(bundle, ours, settings, events, interrupt).run(here)] if here else []
         if remote:
             from fleet.execution.workers import SshTransports, WorkerFanOut
+            from fleet.store import default_state_dir
 
             opener = SshTransports(options.accept_new, default_state_dir() / "known_hosts")
             workers = WorkerFanOut(
@@ -276,6 +278,8 @@ async def probe_and_keep_async(
 ) -> KeptRun:
     """probe_async, then keep_run (an interrupted run is kept too: what finished is in it)."""
     run = await probe_async(selection, bundle, options, events, interrupt)
+    from fleet.api.runs import keep_run  # the store's modules: once the hosts have started
+
     return keep_run(run, save=save, runs_dir=runs_dir, json_path=json_path)
 
 
@@ -326,6 +330,7 @@ def make_transports(
         transports[kind] = UnsupportedTransport()
     if any(h.transport == "ssh" for h in hosts):
         with loading_more():
+            from fleet.store import default_state_dir
             from fleet.transport.ssh import SSHOptions, SSHTransport
 
         options = SSHOptions(

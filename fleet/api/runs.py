@@ -7,14 +7,13 @@ import dataclasses
 import gc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE
 from fleet.collector import paused as collection_paused
 from fleet.errors import FleetError, StoreError
-from fleet.models import Host, HostOutcome, Run
+from fleet.models import Host, HostOutcome, Run, now
 from fleet.store import (
     BUILT_IN_LOCAL,
     default_runs_dir,
@@ -77,11 +76,6 @@ def resolve_run(
     """The file of a saved run: a file path, a run's name (or unique prefix), `latest` or
     `previous`; `latest:INV`, or `inventory=INV`, counts only the runs of inventory INV."""
     return _resolve_run(str(ref), _folder(runs_dir), inventory)
-
-
-def now() -> str:
-    """This moment in UTC, as runs record their start and end: 2025-01-31T12:00:00.000Z."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def assemble_run(

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 import click
 
 from fleet import api
-from fleet.api.runs import collection_paused
 from fleet.cli.completion import complete_hosts, complete_runs
+from fleet.collector import paused as collection_paused
 from fleet.errors import UsageError
 from fleet.jsontext import write_indented
 from fleet.models import DEFAULT_TOLERANCE, Run

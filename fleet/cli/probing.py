@@ -136,6 +136,11 @@ def _say_key_recorded(line: str) -> None:
     click.echo(f"--accept-new: recorded the host key of {line}", err=True)
 
 
+# What keeps every probed run (the store, the run writer): loaded while the hosts work, so that
+# neither the hosts' start nor the run's end waits for it.
+KEEPING = "fleet.api.runs"
+
+
 def warm_up(*modules: str) -> None:
     """Import `modules` in a thread while the hosts work: what reports on a run (the analysis
     and its renderers, 0.1-0.3 s of imports) need not wait for the hosts, nor the hosts for it.
@@ -165,6 +170,7 @@ def probe_and_assess(
     `warm`: modules the command needs afterwards, imported by warm_up once the first host runs
     (sooner, their imports would hold the GIL while the hosts are being started)."""
     options = request.options()
+    warm = (KEEPING, *warm)
     plan = api.ProbePlan.make(judging, options, lambda: request.choice.select(
         request.inventory_path, request.limit, slurm=request.slurm_target
     ))  # fmt: skip

@@ -24,6 +24,7 @@ from fleet.execution.bundle import Bundle
 from fleet.execution.deadline import Deadline
 from fleet.execution.limits import FanLimits, plan_limits
 from fleet.execution.protocol import StreamDecoder, Verdict, build_outcome, conclude
+from fleet.execution.timeline import HostClock
 from fleet.execution.turn import host_error_line, take_turn
 from fleet.models import Host, HostOutcome
 from fleet.transport.base import DEFAULT_OUTPUT_LIMIT, Transport
@@ -61,7 +62,7 @@ class Events:
         """Its handshake started (its clock runs from here)."""
 
     def host_running(self, host: Host) -> None:
-        """Its session is open and the bundle is on its way."""
+        """Its script has started there: its first output came back."""
 
     def probes_running(self, host: Host, probes: Sequence[str]) -> None:
         """The probes the host is on, from its runner's heartbeat (about once a second)."""
@@ -97,8 +98,10 @@ class FanOut:
         self._started: dict[str, float] = {}
         self._scripts: dict[str, bytes] = {}
         self._handshakes: asyncio.Semaphore | None = None  # made by run(), inside the loop
+        self._clock: HostClock | None = None  # FLEET_WORKER_TIMELINE's stamps (the bench's)
 
     async def run(self, hosts: Sequence[Host]) -> dict[str, HostOutcome]:
+        self._clock = HostClock.from_env("fanout")
         limits = self._plan(hosts)
         sessions = asyncio.Semaphore(limits.sessions)
         tasks = {h.name: asyncio.ensure_future(self._bounded(h, sessions)) for h in hosts}
@@ -111,7 +114,10 @@ class FanOut:
             interrupted.cancel()
         if self.interrupt.is_set():
             await self._cancel(tasks)
-        return {h.name: self._outcome_of(h, tasks[h.name]) for h in hosts}
+        outcomes = {h.name: self._outcome_of(h, tasks[h.name]) for h in hosts}
+        if self._clock is not None:
+            self._clock.write(hosts=len(hosts), handshakes=limits.handshakes)
+        return outcomes
 
     def _plan(self, hosts: Sequence[Host]) -> FanLimits:
         settings = self.settings
@@ -142,8 +148,11 @@ class FanOut:
 
     async def _bounded(self, host: Host, sessions: asyncio.Semaphore) -> HostOutcome:
         async with sessions:
-            self._started[host.name] = time.monotonic()  # until its handshake starts
+            started = self._started[host.name] = time.monotonic()  # until its handshake starts
             outcome = await self.probe_host(host)
+        if self._clock is not None:
+            self._clock.add("host", time.monotonic() - started)
+            self._clock.host_done()
         self.events.host_finished(outcome)
         return outcome
 
@@ -187,9 +196,13 @@ class FanOut:
         assert self._handshakes is not None, "run() plans the bounds first"
         async with self._handshakes:
             deadline.start()
-            self._started[host.name] = deadline.started_at or time.monotonic()
+            queued_since = self._started.get(host.name)
+            started = self._started[host.name] = deadline.started_at or time.monotonic()
             self.events.host_connecting(host)
             yield
+            if self._clock is not None:
+                self._clock.add("queued", started - (queued_since or started))
+                self._clock.add("handshake", time.monotonic() - started)
 
     def _sink(self, host: Host, decoder: StreamDecoder) -> Callable[[bytes], bool]:
         def sink(chunk: bytes) -> bool:

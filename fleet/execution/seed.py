@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fleet.execution.fanout import Events, FanOut
+from fleet.execution.timeline import HostClock
 from fleet.execution.workers import SeedJob, WorkerJob, frame
 from fleet.models import Host, HostOutcome
 from fleet.transport.ssh import SSHTransport
@@ -41,6 +42,7 @@ PROFILE_ENV = "FLEET_WORKER_PROFILE"  # a folder: each worker writes its cProfil
 
 
 def main() -> None:
+    clock = HostClock.from_env("seed")  # its imports done: the start of `started`
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     job: SeedJob = pickle.load(sys.stdin.buffer)
     for module in PRELOADED:
@@ -48,7 +50,12 @@ def main() -> None:
     # known_hosts and keys read once here, not once per worker: shared with them, page for page
     transport = job.transports.prepared([h for worker in job.workers for h in worker.hosts])
     gc.freeze()  # what is imported stays shared with the workers, page for page
+    gc.enable()  # SEED_CODE paused it over the imports; the workers collect as usual
+    if clock is not None:
+        clock.mark("forking")
     started = {start_worker(job, worker, transport): worker.index for worker in job.workers}
+    if clock is not None:
+        clock.write()  # the seed's CPU until it forked every worker
     for worker in job.workers:
         os.close(worker.stream_fd)
         os.close(worker.stop_fd)

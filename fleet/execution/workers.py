@@ -50,6 +50,7 @@ from fleet.execution.limits import (
     raise_open_file_limit,
     usable_cores,
 )
+from fleet.execution.timeline import HostClock
 from fleet.models import Host, HostOutcome
 from fleet.transport.base import Transport
 
@@ -64,7 +65,9 @@ DEATH_REPORT_WAIT_S = 2.0  # a worker's stream ended early: how long to wait for
 STOP_GRACE_S = 20.0  # after Ctrl-C, how long workers have to end their hosts before SIGKILL
 FRAME_HEAD = struct.Struct("!I")
 
-SEED_CODE = "from fleet.execution.seed import main; main()"
+# The collector paused over the seed's imports (a few hundred modules, no garbage: about a sixth
+# of their CPU, as fleet.collector says of the executable's); seed.main freezes and resumes it.
+SEED_CODE = "import gc; gc.disable(); from fleet.execution.seed import main; main()"
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the seed imports this very fleet
 
 
@@ -233,8 +236,10 @@ class WorkerFanOut:
         self.on_key_recorded = on_key_recorded
         self.by_name: dict[str, Host] = {}
         self.workers: list[Worker] = []
+        self.clock: HostClock | None = None  # FLEET_WORKER_TIMELINE's stamps (the bench's)
 
     async def run(self, hosts: Sequence[Host]) -> dict[str, HostOutcome]:
+        self.clock = HostClock.from_env("relay")
         self.by_name = {h.name: h for h in hosts}
         self.workers = self._plan(hosts)
         async with self._seed() as seed:
@@ -244,7 +249,13 @@ class WorkerFanOut:
             finally:
                 stopping.cancel()
         outcomes = {name: o for w in self.workers for name, o in w.outcomes.items()}
+        if self.clock is not None:
+            self.clock.write(hosts=len(hosts), workers={w.job.index: w.pid for w in self.workers})
         return {h.name: outcomes[h.name] for h in hosts}
+
+    def _mark(self, what: str) -> None:
+        if self.clock is not None:
+            self.clock.mark(what)
 
     def _plan(self, hosts: Sequence[Host]) -> list[Worker]:
         files = raise_open_file_limit()
@@ -266,6 +277,7 @@ class WorkerFanOut:
         child_fds: list[int] = []
         jobs = [await self._open_pipes(worker, child_fds) for worker in self.workers]
         level = logging.getLogger("fleet").getEffectiveLevel()  # --debug reaches the workers
+        self._mark("seed_starting")
         try:
             seed = await start_seed(
                 SeedJob(self.bundle, self.transports, tuple(jobs), level), child_fds
@@ -273,6 +285,7 @@ class WorkerFanOut:
         finally:
             for fd in child_fds:
                 os.close(fd)
+        self._mark("seed_given_its_job")
         reports = asyncio.ensure_future(self._read_reports(seed))
         try:
             yield seed
@@ -305,6 +318,7 @@ class WorkerFanOut:
             report = json.loads(line)
             worker = self.workers[int(report["worker"])]
             worker.pid = int(report["pid"])
+            self._mark(f"worker_{report['worker']}_{'ended' if 'ended' in report else 'forked'}")
             if "ended" in report:
                 worker.ended_how = str(report["ended"])
                 worker.reported.set()
@@ -368,6 +382,8 @@ class WorkerFanOut:
         if outcome.name in worker.outcomes:
             return  # one outcome per host
         worker.outcomes[outcome.name] = outcome
+        if self.clock is not None:
+            self.clock.host_done()
         self.events.host_finished(outcome)
 
 

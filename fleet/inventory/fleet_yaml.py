@@ -334,8 +334,12 @@ def _check_key_is_text(key: Any, here: Location, what: str) -> None:
         )
 
 
+# whitespace (what str.isspace() calls so: re's \s for text) and control characters
+UNSAFE_CHARACTER = re.compile(r"[\s\x00-\x1f\x7f]")
+
+
 def _unsafe(value: str) -> bool:
-    return value.startswith("-") or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value)
+    return value.startswith("-") or UNSAFE_CHARACTER.search(value) is not None
 
 
 def check_name(
@@ -402,8 +406,11 @@ def _origins(layers: list[LocatedDict], where: Location) -> dict[str, str]:
     """Each setting's file:line: the last layer that sets it (`jump: null` too: written is written)."""
     origins = {}
     for layer in layers:
-        for key in layer:
-            origins[key] = f"inventory {where.path}:{where.at(layer, key).line}"
+        located = isinstance(layer, LocatedDict)
+        lines = getattr(layer, "key_lines", {}) if located else {}  # one made empty has none
+        default = layer.line if located else where.line
+        for key in layer:  # as where.at(layer, key).line, without a Location per key
+            origins[key] = f"inventory {where.path}:{lines.get(key, default)}"
     return origins
 
 

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from fleet.models import Run
-from fleet.rundoc import write_indented_run
 
 
 def print_run_json(run: Run, write: Callable[[str], Any]) -> None:
+    from fleet.rundoc import write_indented_run  # once the run is done: not before its hosts
+
     write_indented_run(run, write)

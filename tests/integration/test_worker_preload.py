@@ -1,11 +1,13 @@
 """What the workers' seed reads once before it forks (SshTransports.prepared): each worker
 connects with the known_hosts and identity files read there, never reading them again; a file
 that cannot be loaded stays its hosts' own error, as in one process. And the workers' profiles
-(FLEET_WORKER_PROFILE), how a worker's CPU is seen at all."""
+(FLEET_WORKER_PROFILE), how a worker's CPU is seen at all, and their timeline
+(FLEET_WORKER_TIMELINE), what bench/workers_scale.py reads to say where a run's wall went."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import pstats
 from dataclasses import replace
 from pathlib import Path
@@ -69,13 +71,18 @@ def test_an_unreadable_identity_file_is_its_hosts_error_not_the_seeds(
     assert connect_with(opener, [good, broken], good) == "connected"
 
 
-def test_each_worker_writes_its_cpu_profile_where_asked(farm: SshdFarm, tmp_path: Path) -> None:
-    names = ["profiled-0", "profiled-1"]
+def two_hosts(farm: SshdFarm, tmp_path: Path, prefix: str, first: int) -> tuple[list[str], Path]:
+    """Two sshd hosts on 127.0.13.first and the next; their names, and an inventory of them."""
+    names = [f"{prefix}-0", f"{prefix}-1"]
     for index, name in enumerate(names):
-        farm.start(name, f"127.0.13.{index + 10}")
+        farm.start(name, f"127.0.13.{first + index}")
     hosts = {n: ssh_host(farm, n) for n in names}
     known = farm.known_hosts(tmp_path / "known_hosts", names)
-    inventory = write_inventory(tmp_path / "inv.yaml", farm, hosts, known)
+    return names, write_inventory(tmp_path / "inv.yaml", farm, hosts, known)
+
+
+def test_each_worker_writes_its_cpu_profile_where_asked(farm: SshdFarm, tmp_path: Path) -> None:
+    names, inventory = two_hosts(farm, tmp_path, "profiled", 10)
     profiles = tmp_path / "profiles"
     profiles.mkdir()
     args = ("probe", "-i", str(inventory), "-p", "system", "--workers", "2")
@@ -85,3 +92,29 @@ def test_each_worker_writes_its_cpu_profile_where_asked(farm: SshdFarm, tmp_path
     assert written == ["worker-0.prof", "worker-1.prof"]
     calls = pstats.Stats(str(profiles / "worker-0.prof")).stats
     assert any(function == "fan_out_in_worker" for _, _, function in calls)
+
+
+def test_the_parent_the_seed_and_each_worker_write_their_stamps(
+    farm: SshdFarm, tmp_path: Path
+) -> None:
+    """One line from the parent (its relay), one from the seed, one from each worker's fan-out,
+    their hosts' finishing times on one clock."""
+    names, inventory = two_hosts(farm, tmp_path, "stamped", 20)
+    timeline = tmp_path / "timeline"
+    args = ("probe", "-i", str(inventory), "-p", "system", "--workers", "2")
+    done = run_fleet(tmp_path, *args, env={"FLEET_WORKER_TIMELINE": str(timeline)})
+    assert all(done.status(n) == "ok" for n in names), done.stderr
+
+    records = [json.loads(line) for line in timeline.read_text().splitlines()]
+    by_role = {role: [r for r in records if r["role"] == role] for role in ("relay", "seed")}
+    fanouts = [r for r in records if r["role"] == "fanout"]
+    assert len(by_role["relay"]) == len(by_role["seed"]) == 1
+    relay = by_role["relay"][0]
+    assert len(relay["finished"]) == relay["hosts"] == 2
+    assert sorted(relay["workers"].values()) == sorted(r["pid"] for r in fanouts)
+    assert relay["marks"]["seed_starting"] <= by_role["seed"][0]["marks"]["forking"]
+    for fanout in fanouts:
+        assert fanout["hosts"] == len(fanout["finished"]) == 1
+        assert fanout["started"] - 0.001 <= fanout["finished"][0] <= fanout["ended"] + 0.001  # 1 ms
+        assert fanout["finished"][0] <= max(relay["finished"]) + 0.001  # then relayed
+        assert fanout["waits_s"]["handshake"] > 0

@@ -52,6 +52,11 @@ def test_planning_a_probe_loads_none_of_the_judging() -> None:
     assert early == []
     assert "rich.progress" not in loaded  # the live bar: only on a terminal
     assert "ClusterShell" not in loaded  # this machine: one name, nothing to expand or fold
+    # nor what keeps the run (the store, the run writer) and no YAML parser: read while the
+    # hosts work (fleet.cli.probing.KEEPING), or not at all
+    assert [
+        m for m in loaded if m in ("fleet.store", "fleet.rundoc", "fleet.api.runs", "yaml")
+    ] == []
 
 
 def test_the_default_pack_asks_for_no_probing_of_its_own() -> None:

@@ -46,3 +46,10 @@ def test_two_cpus_are_one_each_even_as_threads_of_one_core() -> None:
 def test_one_cpu_cannot_be_split() -> None:
     with pytest.raises(SystemExit, match="--unpinned"):
         split_cpus({3})
+
+
+def test_the_rig_given_more_cpus_keeps_fleet_on_three_eighths() -> None:
+    fleet, rig, note = split_cpus(range(16), lambda cpu: frozenset({cpu}), fleet_share=3 / 8)
+    assert fleet == set(range(6))
+    assert rig == set(range(6, 16))
+    assert "6 for fleet, 10 for the rig" in note
