@@ -246,7 +246,7 @@ def _grouped_in_order(items: Sequence[Divergence]) -> list[Divergence | Divergen
     return sorted(grouped, key=first)
 
 
-class Column(NamedTuple):
+class MapColumn(NamedTuple):
     """A column of the map: some hosts of a cohort; `alike`: they have the same cell in every
     row (a group of host_columns), else its smallest groups folded together."""
 
@@ -257,7 +257,7 @@ class Column(NamedTuple):
 
 def host_columns(
     rows: Sequence[MapRow], cohorts: Sequence[Cohort], compared: Iterable[str]
-) -> list[Column]:
+) -> list[MapColumn]:
     """Per cohort, its hosts grouped by their cells across every row; the biggest group first,
     at most a fair share of MAX_COLUMNS per cohort (its smallest groups share its last column)."""
     reporting = set(compared)
@@ -277,7 +277,7 @@ def host_columns(
         if folded:
             groups = [*groups[: share - 1], tuple(h for g in groups[share - 1 :] for h in g)]
         last = len(groups) - 1
-        columns += [Column(cohort, g, not (folded and i == last)) for i, g in enumerate(groups)]
+        columns += [MapColumn(cohort, g, not (folded and i == last)) for i, g in enumerate(groups)]
     return columns
 
 
@@ -309,7 +309,7 @@ def findings_markup(diff: FleetDiff) -> str:
     return f'<ol class="findings">{"".join(items)}</ol>'
 
 
-def _map_table(rows: Sequence[MapRow], columns: Sequence[Column]) -> str:
+def _map_table(rows: Sequence[MapRow], columns: Sequence[MapColumn]) -> str:
     spans: list[tuple[Cohort, int]] = []
     for cohort, _, _ in columns:
         if spans and spans[-1][0] == cohort:
@@ -340,7 +340,7 @@ def _map_table(rows: Sequence[MapRow], columns: Sequence[Column]) -> str:
     )
 
 
-def _map_row(map_row: MapRow, columns: Sequence[Column]) -> str:
+def _map_row(map_row: MapRow, columns: Sequence[MapColumn]) -> str:
     odd = sorted(h for h, c in map_row.cells.items() if c.kind == "odd")
     cells = []
     get = map_row.cells.get
