@@ -370,6 +370,7 @@ def _comma(text: str, at: int) -> int:
 # elapsed_s): inside a payload, whose keys are sorted, "error" is never followed by "elapsed_s".
 AFTER_DATA = re.compile(r'"error": (?:null|"(?:[^"\\]|\\.)*"),[ \t\n\r]*"elapsed_s": ')
 SPACES = " \t\n\r"
+NO_ERROR = '"error": null, "elapsed_s": '  # AFTER_DATA as fleet writes a result without one
 
 
 def _known_end(text: str, at: int) -> int:
@@ -379,10 +380,14 @@ def _known_end(text: str, at: int) -> int:
     value, nor a value and more, so such a span ends right here."""
     if text[at] not in "{[":
         return -1
-    found = AFTER_DATA.search(text, at)
-    if found is None:
-        return -1
-    end = _before_space(text, found.start())
+    # most results have no error: found as plain text (str.find), not by a regular expression
+    start = text.find(NO_ERROR, at)
+    if start < 0:
+        found = AFTER_DATA.search(text, at)
+        if found is None:
+            return -1
+        start = found.start()
+    end = _before_space(text, start)
     if text[end - 1] != ",":
         return -1
     return _before_space(text, end - 1)

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         RuleResult,
         RulesFile,
         RuleVerdict,
+        Verdicts,
     )
     from fleet.checks.packs import (
         DEFAULT_PACK,
@@ -84,6 +85,7 @@ _HOMES = {  # each public name: the module that defines it
     "SEVERITIES": "fleet.checks.model",
     "UNJUDGED": "fleet.checks.model",
     "VERDICTS": "fleet.checks.model",
+    "Verdicts": "fleet.checks.model",
     "available_packs": "fleet.checks.packs",
     "check_unique_ids": "fleet.checks.parser",
     "compile_expression": "fleet.checks.language",
@@ -129,6 +131,7 @@ __all__ = [
     "RuleResult",
     "RuleVerdict",
     "RulesFile",
+    "Verdicts",
     "available_packs",
     "check_unique_ids",
     "compile_expression",

@@ -6,14 +6,16 @@ verdict found for one host of a group is every host's of that group, under its o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import collections
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fleet.analysis.facts import FactCache, declared_facts
 from fleet.checks.documents import results_beside_probes
 from fleet.checks.fixes import with_fixes
 from fleet.checks.language import EvaluationError, truthy, unanswered
-from fleet.checks.model import CheckReport, Rule, RuleResult, RuleVerdict
+from fleet.checks.model import CheckReport, Rule, RuleResult, RuleVerdict, Verdicts
 from fleet.checks.sharing import HostDocuments, RuleView
 from fleet.checks.uniform import judge_keys, judge_uniform
 from fleet.collector import paused
@@ -37,9 +39,11 @@ def evaluate(
     with paused():  # a verdict per rule and host, and no garbage: fleet.collector
         if documents is None:
             documents = HostDocuments(run.hosts, args, declared_facts(), classes)
-        places = {name: place for place, name in enumerate(run.hosts)}
+        names = tuple(run.hosts)
+        places = {name: place for place, name in enumerate(names)}
         results = tuple(
-            RuleResult(rule, _judge(rule, run.hosts, documents, places)) for rule in rules
+            RuleResult(rule, Verdicts(_judge(rule, run.hosts, documents, places), names))
+            for rule in rules
         )
     unreached = {
         name: _unreached_reason(outcome, blanked=True)
@@ -59,9 +63,10 @@ def _judge(
     hosts: Mapping[str, HostOutcome],
     documents: HostDocuments,
     places: Mapping[str, int],
-) -> tuple[RuleVerdict, ...]:
+) -> list[RuleVerdict]:
     """The rule's verdict on every host, in the run's order (`places`: each host's position):
-    each verdict is put in its place, not gathered by name and sorted after (20,000 hosts)."""
+    each verdict is put in its place, not gathered by name and sorted after (20,000 hosts). The
+    hosts that answered alike share one verdict object (model.Verdicts makes each host's own)."""
     view = RuleView(documents, rule)
     placed: list[RuleVerdict | None] = [None] * len(places)
     for name, outcome in documents.unreached.items():
@@ -74,17 +79,26 @@ def _judge(
             continue
         if verdict is None:
             verdict = _judge_one(rule, names[0], view)
-        for name, copy in zip(names, verdict.for_hosts(names)):
-            placed[places[name]] = copy
+        _place(placed, map(places.__getitem__, names), verdict)
     if pending:
         judge = judge_uniform if rule.kind == "uniform" else judge_keys
-        for name, verdict in judge(rule, pending, view).items():
-            placed[places[name]] = verdict
+        judged = judge(rule, pending, view)
+        _place(placed, map(places.__getitem__, judged), judged.values())
     # every host has its verdict (by types: a C-level pass, not a comparison per verdict)
     assert type(None) not in set(map(type, placed)), f"{rule.id}: a host without a verdict"
     verdicts: list[RuleVerdict] = placed  # type: ignore[assignment]
-    with_fixes(rule, verdicts, view)
-    return tuple(verdicts)
+    with_fixes(rule, verdicts, list(places), view)
+    return verdicts
+
+
+def _place(
+    placed: list[RuleVerdict | None],
+    where: Iterable[int],
+    verdicts: RuleVerdict | Iterable[RuleVerdict],
+) -> None:
+    """Each verdict (or the one `verdicts`, for every place) put at its place, in C."""
+    each = itertools.repeat(verdicts) if isinstance(verdicts, RuleVerdict) else verdicts
+    collections.deque(map(placed.__setitem__, where, each), maxlen=0)
 
 
 def _precondition(rule: Rule, outcome: HostOutcome, view: RuleView) -> RuleVerdict | None:

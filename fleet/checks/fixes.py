@@ -13,7 +13,7 @@ import json
 import operator
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fleet.checks.language import EvaluationError
@@ -32,11 +32,15 @@ _STATUS = operator.attrgetter("status")
 PAIR = re.compile(r"^(?P<pair>[^:→]+→[^:]+): (?P<value>.*)$", re.DOTALL)
 
 
-def with_fixes(rule: Rule, verdicts: list[RuleVerdict], view: RuleView) -> None:
-    """Each failure given its fix text, in place; `{hosts}` names every host of its cohort
-    failing the same way (same cohort, same observed value), folded once per such group, not
-    once per host: the fold reads every name of the group, so folding per host made a check
-    quadratic in hosts. A fix is filled once per distinct answer (the view's key) and shared."""
+def with_fixes(
+    rule: Rule, verdicts: list[RuleVerdict], hosts: Sequence[str], view: RuleView
+) -> None:
+    """Each failure given its fix text, in place (`verdicts[i]` is host `hosts[i]`'s, its
+    object shared with the hosts that answered alike: model.Verdicts); `{hosts}` names every
+    host of its cohort failing the same way (same cohort, same observed value), folded once per
+    such group, not once per host: the fold reads every name of the group, so folding per host
+    made a check quadratic in hosts. A fix is filled once per distinct answer (the view's key)
+    and the verdict with it shared by the hosts it is the same for."""
     statuses = map(_STATUS, verdicts)  # the failures' places, picked in C (20,000 verdicts)
     failed = list(itertools.compress(range(len(verdicts)), map("fail".__eq__, statuses)))
     if not failed:
@@ -45,23 +49,25 @@ def with_fixes(rule: Rule, verdicts: list[RuleVerdict], view: RuleView) -> None:
     group_of: dict[str, tuple[str, str]] = {}
     keyed: dict[int, tuple[Any, str]] = {}  # value_key once per value object (kept alive)
     for place in failed:
-        v = verdicts[place]
-        group_of[v.host] = key = (_keyed(v.cohort, keyed), _keyed(v.observed, keyed))
-        alike.setdefault(key, []).append(v.host)
+        v, host = verdicts[place], hosts[place]
+        group_of[host] = key = (_keyed(v.cohort, keyed), _keyed(v.observed, keyed))
+        alike.setdefault(key, []).append(host)
     names = (
         {key: compact_hosts(hosts) for key, hosts in alike.items()} if _quotes_hosts(rule) else {}
     )
     fixes: dict[tuple[Any, ...], str] = {}
+    fixed: dict[tuple[int, str], RuleVerdict] = {}  # (the shared verdict, its fix) → with it
     for place in failed:
-        v = verdicts[place]
-        hosts = names.get(group_of[v.host], "")
-        slot = (view.key(v.host), group_of[v.host], _keyed(v.expected, keyed), hosts)
+        v, host = verdicts[place], hosts[place]
+        named = names.get(group_of[host], "")
+        slot = (view.key(host), group_of[host], _keyed(v.expected, keyed), named)
         fix = fixes.get(slot)
         if fix is None:
-            fix = fixes[slot] = render_fix(
-                rule, view.document(v.host), v.observed, v.expected, hosts
-            )
-        verdicts[place] = v.like(v.host, fix=fix)
+            fix = fixes[slot] = render_fix(rule, view.document(host), v.observed, v.expected, named)
+        with_fix = fixed.get((id(v), fix))
+        if with_fix is None:
+            with_fix = fixed[(id(v), fix)] = v.like(v.host, fix=fix)
+        verdicts[place] = with_fix
 
 
 def _keyed(value: Any, keyed: dict[int, tuple[Any, str]]) -> str:

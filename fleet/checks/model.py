@@ -12,7 +12,7 @@ import itertools
 import json
 import operator
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,19 +142,6 @@ class RuleVerdict:
         fields.update(changes)
         return copy
 
-    def for_hosts(self, hosts: Sequence[str]) -> list[RuleVerdict]:
-        """This verdict as each of `hosts`' (like(), a loop without a call per copy: a rule
-        judged on 20,000 hosts makes 20,000 of them)."""
-        new, fields = object.__new__, self.__dict__
-        copies = []
-        for host in hosts:
-            copy = new(RuleVerdict)
-            own = copy.__dict__
-            own.update(fields)
-            own["host"] = host
-            copies.append(copy)
-        return copies
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.status,
@@ -166,28 +153,109 @@ class RuleVerdict:
         }
 
 
+class Verdicts(Sequence[RuleVerdict]):
+    """A rule's verdict on every host, in the run's host order, held as one verdict object per
+    distinct answer: `shared[i]` is host `hosts[i]`'s verdict but for its `host`, which may be
+    another host's that answered alike. A host's own verdict is made when it is read, so a rule
+    judged on 20,000 hosts that answered a few ways makes a few objects, not 20,000; what only
+    counts or picks verdicts by status reads `shared` (RuleResult.answers)."""
+
+    __slots__ = ("hosts", "shared")
+
+    def __init__(self, shared: Sequence[RuleVerdict], hosts: Sequence[str]) -> None:
+        assert len(shared) == len(hosts), "a verdict per host"
+        self.shared = shared
+        self.hosts = hosts
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        verdict, host = self.shared[index], self.hosts[index]
+        return verdict if verdict.host == host else verdict.like(host)
+
+    def __iter__(self) -> Iterator[RuleVerdict]:
+        for verdict, host in zip(self.shared, self.hosts):
+            yield verdict if verdict.host == host else verdict.like(host)
+
+    def picked(self, places: Iterable[int]) -> list[RuleVerdict]:
+        """The verdicts at `places`, each its own host's."""
+        return [self[place] for place in places]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
 @dataclass(frozen=True)
 class RuleResult:
-    """A rule with its verdict on every host, in the run's host order."""
+    """A rule with its verdict on every host, in the run's host order (a tuple, or Verdicts)."""
 
     rule: Rule
-    verdicts: tuple[RuleVerdict, ...]
+    verdicts: Sequence[RuleVerdict]
+
+    @property
+    def answers(self) -> Sequence[RuleVerdict]:
+        """A verdict per host, in order, each with its host's status, reason, observed value
+        and fix, but its `host` maybe another's of the same answer (Verdicts.shared): to count
+        or pick by status without making each host's own."""
+        verdicts = self.verdicts
+        return verdicts.shared if isinstance(verdicts, Verdicts) else verdicts
+
+    def having(self, statuses: Collection[str]) -> list[RuleVerdict]:
+        """The verdicts of those statuses, in order, each its own host's; picked in C."""
+        answers, hosts = self.placed(statuses)
+        return [v if v.host == host else v.like(host) for v, host in zip(answers, hosts)]
+
+    def placed(self, statuses: Collection[str]) -> tuple[list[RuleVerdict], list[str]]:
+        """The verdicts of those statuses as (answers, their hosts), in order: a verdict shared
+        by the hosts that answered alike (its `host` one of theirs) beside each host's name."""
+        wanted = frozenset(statuses).__contains__
+        answers = self.answers
+        picks = list(map(wanted, map(_STATUS, answers)))
+        verdicts = self.verdicts
+        hosts = verdicts.hosts if isinstance(verdicts, Verdicts) else list(map(_HOST, answers))
+        return list(itertools.compress(answers, picks)), list(itertools.compress(hosts, picks))
 
     @property
     def status(self) -> str:
         present = self.status_counts
         return next((s for s in VERDICTS if s in present), "n/a")
 
-    @property
+    @functools.cached_property
     def failures(self) -> list[RuleVerdict]:
+        """The failed verdicts, each its own host's: made once (a report reads them often)."""
         if not self.status_counts.get("fail"):
             return []
-        return [v for v in self.verdicts if v.status == "fail"]
+        return self.having(("fail",))
+
+    def _by_host(self) -> dict[str, dict[str, Any]]:
+        """Each host's verdict as a document (to_dict), one per distinct answer, shared."""
+        verdicts = self.verdicts
+        if not isinstance(verdicts, Verdicts):
+            return {v.host: v.to_dict() for v in verdicts}
+        made: dict[int, dict[str, Any]] = {}
+        by_host = {}
+        for verdict, host in zip(verdicts.shared, verdicts.hosts):
+            found = made.get(id(verdict))
+            if found is None:
+                found = made[id(verdict)] = verdict.to_dict()
+            by_host[host] = found
+        return by_host
 
     @functools.cached_property
     def status_counts(self) -> Counter[str]:
         """How many hosts got each verdict: counted once, in C (20,000 hosts a rule)."""
-        return Counter(map(_STATUS, self.verdicts))
+        return Counter(map(_STATUS, self.answers))
 
     def to_dict(self) -> dict[str, Any]:
         rule = self.rule
@@ -198,7 +266,7 @@ class RuleResult:
             "kind": rule.kind,
             "source": rule.source,
             "verdict": self.status,
-            "hosts": {v.host: v.to_dict() for v in self.verdicts},
+            "hosts": self._by_host(),
         }
 
 
@@ -222,6 +290,16 @@ class CheckReport:
         every = self._unjudged
         return every if severity is None else [(r, v) for r, v in every if r.severity == severity]
 
+    def unjudged_count(self, severity: str | None = None) -> int:
+        """How many (rule, host) pairs were `unknown` or `skipped` (len(unjudged(severity))),
+        counted, not listed."""
+        return sum(
+            result.status_counts.get(status, 0)
+            for result in self.results
+            if severity is None or result.rule.severity == severity
+            for status in UNJUDGED
+        )
+
     @functools.cached_property
     def _unjudged(self) -> list[tuple[Rule, RuleVerdict]]:
         # a report is read many times over (verdict, summary, JSON): its verdicts are walked once
@@ -229,8 +307,7 @@ class CheckReport:
             (r.rule, v)
             for r in self.results
             if any(r.status_counts.get(status) for status in UNJUDGED)
-            for v in r.verdicts
-            if v.status in UNJUDGED
+            for v in r.having(UNJUDGED)
         ]
 
     @property
@@ -245,20 +322,20 @@ class CheckReport:
         at all) or "passed": never green when nothing was judged."""
         if self.fails():
             return "failed"
-        if self.unjudged("error") or not self.counts()["pass"]:
+        if self.unjudged_count("error") or not self.counts()["pass"]:
             return "incomplete"
         return "passed"
 
     @property
     def failed_strictly(self) -> bool:
         """No error rule failed, but --strict fails the check: one was not judged somewhere."""
-        return self.strict and not self.failed and bool(self.unjudged("error"))
+        return self.strict and not self.failed and bool(self.unjudged_count("error"))
 
     def fails(self, strict: bool | None = None) -> bool:
         """Whether the check sets exit bit 32: an error rule failed, or with `strict` (default:
         the report's own), one was unknown or skipped somewhere."""
         strict = self.strict if strict is None else strict
-        return self.failed or (strict and bool(self.unjudged("error")))
+        return self.failed or (strict and bool(self.unjudged_count("error")))
 
     def counts(self) -> dict[str, int]:
         """Verdicts over every (rule, host) pair."""
@@ -278,16 +355,16 @@ class CheckReport:
         for result in self.results:
             if not any(result.status_counts.get(status) for status in UNJUDGED):
                 continue
-            unjudged = _unjudged(result.verdicts)
-            alike = _by_why(unjudged)
+            unjudged, hosts = result.placed(UNJUDGED)
+            alike = _by_why(unjudged, hosts)
             if self._said_as_is(alike):  # the common case: each reason's hosts in one go
                 for key, hosts in alike.items():
                     rules, named = groups.setdefault(key, ({}, {}))  # ordered sets
                     rules[result.rule.id] = None
                     named.update(dict.fromkeys(hosts))
                 continue
-            for verdict in unjudged:
-                host, reason = verdict.host, verdict.reason
+            for verdict, host in zip(unjudged, hosts):
+                reason = verdict.reason
                 why = self.unreached.get(host) if self.unreached else None
                 if why:
                     reason = why
@@ -319,7 +396,7 @@ class CheckReport:
                 **counts,
                 "failed_error": len(self.failures("error")),
                 "failed_warn": len(self.failures("warning")),
-                "unjudged_error": len(self.unjudged("error")),
+                "unjudged_error": self.unjudged_count("error"),
             },
             "not_judged": [dataclasses.asdict(n) for n in self.not_judged()],
             "rules": [r.to_dict() for r in self.results],
@@ -352,26 +429,22 @@ def _names_any(text: str, hosts: Sequence[str]) -> bool:
     return not pieces.isdisjoint(hosts)
 
 
-def _unjudged(verdicts: Sequence[RuleVerdict]) -> list[RuleVerdict]:
-    """The unknown and skipped verdicts, picked in C (a rule's 20,000 verdicts)."""
-    unjudged = frozenset(UNJUDGED).__contains__
-    return list(itertools.compress(verdicts, map(unjudged, map(_STATUS, verdicts))))
-
-
 FEW_WHYS = 8  # reasons a rule's unjudged verdicts are grouped by in C, a pass each
 
 
-def _by_why(verdicts: Sequence[RuleVerdict]) -> dict[tuple[str, str], list[str]]:
-    """The verdicts' hosts by (status, reason), in order; most rules leave their hosts
-    unjudged for one reason, whose hosts are then listed in one go."""
+def _by_why(
+    verdicts: Sequence[RuleVerdict], hosts: Sequence[str]
+) -> dict[tuple[str, str], list[str]]:
+    """The hosts by their verdicts' (status, reason), in order (`verdicts[i]` is host
+    `hosts[i]`'s); most rules leave their hosts unjudged for one reason, whose hosts are then
+    listed in one go."""
     whys = list(map(_WHY, verdicts))
     distinct = list(dict.fromkeys(whys))  # in the order first met
     if len(distinct) == 1:
-        return {distinct[0]: list(map(_HOST, verdicts))}
+        return {distinct[0]: list(hosts)}
     if len(distinct) <= FEW_WHYS:  # a pass in C per reason
-        hosts = list(map(_HOST, verdicts))
         return {why: list(itertools.compress(hosts, map(why.__eq__, whys))) for why in distinct}
     alike: dict[tuple[str, str], list[str]] = {}
-    for why, verdict in zip(whys, verdicts):
-        alike.setdefault(why, []).append(verdict.host)
+    for why, host in zip(whys, hosts):
+        alike.setdefault(why, []).append(host)
     return alike

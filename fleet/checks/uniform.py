@@ -47,7 +47,7 @@ def judge_uniform(rule: Rule, alike: Alike, view: RuleView) -> dict[str, RuleVer
         expected = _search_or_none(rule.expected, names[0], view)
         reference, why = (expected, "") if expected is not None else majorities[keys(cohorts[key])]
         verdict = _uniform_verdict(names[0], value, reference, why, cohorts[key])
-        verdicts.update(zip(names, verdict.for_hosts(names)))
+        verdicts.update(dict.fromkeys(names, verdict))  # shared: evaluate.Verdicts
     return verdicts
 
 
@@ -99,7 +99,7 @@ def judge_keys(rule: Rule, alike: Alike, view: RuleView) -> dict[str, RuleVerdic
         names = alike[key]
         notable = majorities[keys(cohorts[key])]
         verdict = _keys_verdict(names[0], settings, notable, cohorts[key])
-        verdicts.update(zip(names, verdict.for_hosts(names)))
+        verdicts.update(dict.fromkeys(names, verdict))  # shared: evaluate.Verdicts
     return verdicts
 
 

@@ -19,6 +19,7 @@ from fleet.checks import (
     HostDocuments,
     RuleResult,
     RuleVerdict,
+    Verdicts,
     evaluate,
     load_rules,
     pack_path,
@@ -73,6 +74,33 @@ def test_rules_are_judged_per_distinct_set_not_per_host(tmp_path: Path) -> None:
     assert report.to_dict() == evaluate(rules, run, {}, documents=alone).to_dict()
     assert searched[200] == searched[SETS]  # 4 sets: the searches of 4 hosts, not 200
     assert alone.searches == 200 // SETS * searched[SETS]  # judged alone: per host
+
+
+def test_a_verdict_object_per_distinct_answer_each_host_its_own_when_read(
+    tmp_path: Path,
+) -> None:
+    """The verdicts of hosts that answered alike are one object (Verdicts.shared); read, each
+    host gets its own, equal to what judging it alone gives (its name, its fix)."""
+    rules = load_rules(pack_path("inference"), available_probes())
+    run = distinct_sets_run(200, tmp_path)
+    report = evaluate(rules, run, {})
+    alone = evaluate(rules, run, {}, documents=Alone(run.hosts, {}, declared_facts()))
+    for result, judged_alone in zip(report.results, alone.results, strict=True):
+        assert isinstance(result.verdicts, Verdicts)
+        assert len({id(v) for v in result.answers}) <= SETS  # not 200
+        assert [v.host for v in result.verdicts] == list(run.hosts)
+        assert list(result.verdicts) == list(judged_alone.verdicts)
+        assert result.verdicts[-1] == judged_alone.verdicts[-1]
+        assert result.failures == judged_alone.failures
+        assert result.having(UNJUDGED) == [v for v in judged_alone.verdicts if v.status in UNJUDGED]
+    assert report.to_dict() == alone.to_dict()
+    assert report.not_judged() == alone.not_judged()
+    with calls() as made:  # what was not judged, and the outcome: no host's own verdict made
+        report.not_judged()
+        assert report.outcome == alone.outcome
+        assert report.unjudged_count("error") == len(alone.unjudged("error"))
+    assert made["like"] == 0
+    assert report.unjudged_count() > 0
 
 
 def test_the_diff_and_the_rules_class_the_payloads_once(tmp_path: Path) -> None:

@@ -29,6 +29,9 @@ def odd_hosts() -> dict[str, HostOutcome]:
         traceback='File "x.py", line 3',
     )
     fine = ProbeResult(status="ok", ok=True, data={"a": [1, 2.5]}, error=None, elapsed_s=2)
+    # a payload holding what follows a result's "data" (where it ends is found as plain text)
+    inner = {"inner": {"a": 1, "error": None, "elapsed_s": 2}, "then": [1]}
+    tricky = ProbeResult(status="ok", ok=True, data=inner, error=None, elapsed_s=3)
     return {
         'odd "one"': HostOutcome(
             name='odd "one"',
@@ -39,6 +42,10 @@ def odd_hosts() -> dict[str, HostOutcome]:
             probes={"p\u00e9": raised, "fine": fine},
         ),
         "none": HostOutcome(name="none", status="unreachable", address="x", error="refused"),
+        **{
+            name: HostOutcome(name=name, status="ok", address=name, probes={"t": tricky})
+            for name in ("tricky-1", "tricky-2")
+        },
     }
 
 

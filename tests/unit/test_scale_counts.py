@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from fleet.analysis.baselines.build import place_hosts
 from fleet.analysis.facts import declared_facts
 from fleet.api import cross_host_diff, drift
 from fleet.checks import HostDocuments, evaluate, load_rules, pack_path
@@ -61,6 +62,32 @@ def test_the_diff_flattens_each_distinct_answer_once(tmp_path: Path) -> None:
 def test_drift_flattens_each_distinct_answer_once(tmp_path: Path) -> None:
     small, large = counted(lambda old, new: drift(old, new), tmp_path)
     assert_per_answer(small, large, "_walk")
+
+
+def test_line_rates_place_each_kind_of_host_once(tmp_path: Path) -> None:
+    """The hosts' cohorts for the line rates (`fleet check`): a cohort key and a placing per
+    distinct GPU set, not per host."""
+    small, large = counted(lambda old, new: place_hosts(new, declared_facts()), tmp_path)
+    assert_per_answer(small, large, "default_key")
+    assert_per_answer(small, large, "_placed_alike")
+
+
+def test_drift_compares_each_pair_of_payloads_once(tmp_path: Path) -> None:
+    """A probe's payloads on one host in the two runs are compared once per distinct pair (the
+    hosts' shared payloads: one object each), not once per host."""
+    old = fleet_run(2 * HOSTS, tmp_path / "old", seed=1)
+    new = fleet_run(2 * HOSTS, tmp_path / "new", seed=2)
+    pairs = {
+        (probe, id(result.data), id(old.hosts[name].probes[probe].data))
+        for name, outcome in new.hosts.items()
+        if name in old.hosts
+        for probe, result in outcome.probes.items()
+        if probe in old.hosts[name].probes
+    }
+    with calls() as made:
+        drift(old, new)
+    assert 0 < made["_probe_changes"] <= len(pairs)
+    assert len(pairs) < sum(len(outcome.probes) for outcome in new.hosts.values()) / 2
 
 
 def test_show_describes_each_distinct_answer_once(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from fleet.analysis.across_hosts.diff import DEFAULT_TOLERANCE
 from fleet.analysis.facts import (
@@ -131,8 +132,10 @@ def compare_runs(
     old_probes, new_probes = probes_run(old), probes_run(new)
     both = old_probes & new_probes
     per_host: dict[tuple[str, str, Value, Value], list[str]] = defaultdict(list)
+    compared: dict[tuple[Any, ...], tuple[Change_, ...]] = {}  # per distinct pair of payloads
     for host in common:
-        for change in host_changes(old.hosts[host], new.hosts[host], cache, tolerance, both):
+        found = host_changes(old.hosts[host], new.hosts[host], cache, tolerance, both, compared)
+        for change in found:
             per_host[change].append(host)
     changes = [
         Change(fact, kind, a, b, tuple(sorted(hosts)))
@@ -186,30 +189,54 @@ def probes_run(run: Run) -> frozenset[str]:
     return frozenset(p for outcome in run.hosts.values() for p in outcome.probes)
 
 
+Change_ = tuple[str, str, Value, Value]  # (fact, kind, old, new) as a host's change
+
+
 def host_changes(
     old: HostOutcome,
     new: HostOutcome,
     cache: FactCache,
     tolerance: float,
     compared: Collection[str] | None = None,
-) -> Iterable[tuple[str, str, Value, Value]]:
-    """What changed on one host, over the `compared` probes (default: every probe either ran)."""
+    memo: dict[tuple[Any, ...], tuple[Change_, ...]] | None = None,
+) -> Iterable[Change_]:
+    """What changed on one host, over the `compared` probes (default: every probe either ran).
+    `memo`: each probe's changes by the pair of payloads (their facts' objects, the cache's,
+    one per distinct payload) and the probes both ran, so a pair many hosts reported is compared
+    once."""
     if old.status != new.status:
         yield (HOST_STATUS, "status", old.status, new.status)
-    ran_both = _probes_ok(old) & _probes_ok(new)
+    ran_both = frozenset(_probes_ok(old) & _probes_ok(new))
     probes = set(old.probes) | set(new.probes)
+    memo = {} if memo is None else memo
     for probe in sorted(probes if compared is None else probes & set(compared)):
         before = _part(cache, probe, old)
         after = _part(cache, probe, new)
-        if before[0] is None or before[0] != after[0]:  # equal content: nothing changed there
-            yield from _value_changes(before[1], after[1], ran_both)
-            yield from _set_changes(before[1], after[1])
-        yield from _measure_changes(before[1], after[1], tolerance)
+        pair = (probe, id(before[1]), id(after[1]), ran_both)
+        found = memo.get(pair)
+        if found is None:
+            found = memo[pair] = tuple(_probe_changes(before, after, ran_both, tolerance))
+        yield from found
+
+
+def _probe_changes(
+    before: tuple[int | None, HostFacts],
+    after: tuple[int | None, HostFacts],
+    ran_both: Collection[str],
+    tolerance: float,
+) -> Iterable[Change_]:
+    if before[0] is None or before[0] != after[0]:  # equal content: nothing changed there
+        yield from _value_changes(before[1], after[1], ran_both)
+        yield from _set_changes(before[1], after[1])
+    yield from _measure_changes(before[1], after[1], tolerance)
+
+
+_ABSENT = HostFacts()  # a probe a host did not report: one object (its id keys the memo)
 
 
 def _part(cache: FactCache, probe: str, outcome: HostOutcome) -> tuple[int | None, HostFacts]:
     if probe not in outcome.probes:
-        return None, HostFacts()
+        return None, _ABSENT
     return cache.part(probe, outcome.probes[probe])
 
 
@@ -218,7 +245,7 @@ def _probes_ok(outcome: HostOutcome) -> set[str]:
 
 
 def _value_changes(
-    before: HostFacts, after: HostFacts, ran_both: set[str]
+    before: HostFacts, after: HostFacts, ran_both: Collection[str]
 ) -> Iterable[tuple[str, str, Value, Value]]:
     for path in sorted(set(before.values) | set(after.values)):
         probe = probe_of(path)

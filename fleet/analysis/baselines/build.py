@@ -94,28 +94,35 @@ class Baseline:
 def place_hosts(
     run: Run, declarations: Mapping[str, ProbeFacts], cohort_by: str | None = None
 ) -> dict[str, Placed]:
-    """Each reporting host's cohort: the diff's, named as the diff names it."""
+    """Each reporting host's cohort: the diff's, named as the diff names it. Hosts whose GPUs
+    read alike share their facts, their cohort's key and their placing (made once)."""
     reporting = [o for o in run.hosts.values() if o.status not in NOT_REACHED and o.probes]
     cache = FactCache(declarations)
     facts: dict[str, HostFacts] = {}
-    alike: dict[tuple[str, ...], HostFacts] = {}  # hosts whose GPUs read alike: flattened once
+    alike: dict[tuple[str, ...] | None, HostFacts] = {}  # hosts whose GPUs read alike
+    members: dict[tuple[str, ...] | None, list[str]] = {}
     source = declared.gpu_sources()[0]  # the gpu probe: what a host's GPUs are
     for outcome in reporting:
         result = outcome.probes.get(source)
-        if result is None:
-            facts[outcome.name] = HostFacts()
-            continue
-        key = _gpu_key(result)
+        key = None if result is None else _gpu_key(result)
         found = alike.get(key)
         if found is None:
-            found = alike[key] = cache.part(source, result)[1]
+            found = alike[key] = HostFacts() if result is None else cache.part(source, result)[1]
         facts[outcome.name] = found
-    cohorts = find_cohorts(reporting, {n: (n,) for n in facts}, facts, cohort_by)
+        members.setdefault(key, []).append(outcome.name)
+    groups = {key: tuple(hosts) for key, hosts in members.items()}
+    cohorts = find_cohorts(reporting, groups, alike, cohort_by)
     placed: dict[str, Placed] = {}
+    shared: dict[tuple[str, int], Placed | None] = {}  # by cohort and facts: alike, or None
     for cohort in cohorts:
         for host in cohort.hosts:
-            placed[host] = _placed(cohort.name, cohort.label, facts[host], run.hosts[host],
-                                   cohort_by)  # fmt: skip
+            slot = (cohort.name, id(facts[host]))
+            if slot not in shared:
+                shared[slot] = _placed_alike(cohort.name, cohort.label, facts[host], cohort_by)
+            where = shared[slot]
+            if where is None:  # placed by the host's own allreduce
+                where = _placed(cohort.name, cohort.label, facts[host], run.hosts[host], cohort_by)
+            placed[host] = where
     return placed
 
 
@@ -132,15 +139,24 @@ def _gpu_key(result: ProbeResult) -> tuple[str, ...]:
     return (result.status, *(repr(part) for part in parts))
 
 
-def _placed(
-    name: str, label: str, facts: HostFacts, outcome: HostOutcome, cohort_by: str | None
-) -> Placed:
+def _placed_alike(name: str, label: str, facts: HostFacts, cohort_by: str | None) -> Placed | None:
+    """The placing of every host of cohort `name` with these GPU facts; None where it is the
+    host's own (its GPUs inferred from its allreduce)."""
     if cohort_by:
         return Placed(name, label)
     key = default_key(facts)
     if key.model is not None and isinstance(key.count, int):
         link = key.link if isinstance(key.link, str) and key.link != "?" else None
         return Placed(name, label, Gpu(key.model, key.count, link))
+    return None
+
+
+def _placed(
+    name: str, label: str, facts: HostFacts, outcome: HostOutcome, cohort_by: str | None
+) -> Placed:
+    alike = _placed_alike(name, label, facts, cohort_by)
+    if alike is not None:
+        return alike
     identity = gpu_identity(outcome)
     if identity is None:
         return Placed(name, label)

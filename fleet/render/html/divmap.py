@@ -12,9 +12,12 @@ many, and a folded table per pair lists them. Name-list differences follow item 
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from typing import NamedTuple
 
 from fleet.analysis.across_hosts.diff import (
     Cohort,
@@ -34,6 +37,7 @@ from fleet.render.html.markup import clip, esc, folded, hosts_label, row, table
 
 MAX_COLUMNS = 24  # host groups shown; a cohort's smallest ones fold into its last column
 MAX_ITEMS = 200  # name-list items listed per fact
+FEW_VALUES = 8  # a cohort's values of a fact picked in C, a pass over its hosts each
 MARK = {"maj": "=", "odd": "≠", "across": "◇", "none": "–", "mixed": "?"}
 GRADE = {CHECK: "check", COHORT: "in cohort", SOFTWARE: "software", HARDWARE: "hardware"}
 
@@ -71,16 +75,17 @@ def divergence_row(
 ) -> MapRow:
     """Each host against its cohort's majority; a cohort's own value unlike the fleet's `across`,
     or, when it differs only as its hardware does (a device it does not have), said so."""
-    value_of = {h: v for v, hosts in item.groups for h in hosts}
+    values = [value for value, _ in item.groups]
+    group_of: dict[str, int] = {}  # host → its group's index (made in C, a group at a time)
+    for index, (_, members) in enumerate(item.groups):
+        group_of.update(dict.fromkeys(members, index))
     fleet = None if item.split else item.majority
     cells: dict[str, Cell] = {}
     for cohort in cohorts:
-        here = [h for h in cohort.hosts if h in value_of]
+        here = list(filter(group_of.__contains__, cohort.hosts))
         if not here:
             continue
-        by_value: dict[object, list[str]] = defaultdict(list)
-        for host in here:
-            by_value[value_of[host]].append(host)
+        by_value = _by_value(here, list(map(group_of.__getitem__, here)), values)
         (only, *others) = by_value
         if not others and only != fleet and across and _hardware_only(across, cohort.name):
             shown = "no such device" if only is None else short(only)  # or its GPU's own value
@@ -102,6 +107,25 @@ def divergence_row(
                 cell = Cell("maj", short(value), value_text(value))
             cells.update(dict.fromkeys(hosts, cell))
     return MapRow(fact or item.fact, note, cells)
+
+
+def _by_value(
+    hosts: list[str], groups: list[int], values: Sequence[object]
+) -> dict[object, list[str]]:
+    """The hosts by their value (`values[groups[i]]` is host `hosts[i]`'s), each list in the
+    hosts' order, the values in the order first met: picked in C, a pass per value."""
+    by_value: dict[object, list[str]] = {}
+    met = dict.fromkeys(groups)
+    if len(met) <= FEW_VALUES:
+        for index in met:
+            by_value[values[index]] = list(itertools.compress(hosts, map(index.__eq__, groups)))
+        if len(by_value) == len(met):
+            return by_value
+    # many values, or groups of equal values (1 and 1.0): gathered host by host
+    by_value = defaultdict(list)
+    for host, index in zip(hosts, groups):
+        by_value[values[index]].append(host)
+    return by_value
 
 
 def _hardware_only(across: CrossCohort, cohort: str) -> bool:
@@ -129,7 +153,9 @@ def group_row(
 
 def set_row(item: SetDivergence, within: dict[str, SetDivergence]) -> MapRow:
     """Each host's names against its cohort's: `within` (cohort → the names split there)."""
-    cells = {h: Cell("maj", "cohort's set", "has every name its cohort has") for h in item.hosts}
+    # one cell object per distinct cell, shared by its hosts (20,000 hosts a row)
+    cells = dict.fromkeys(item.hosts, Cell("maj", "cohort's set", "has every name its cohort has"))
+    odd: dict[tuple[str, ...], Cell] = {}
     for names in within.values():
         missing: dict[str, list[str]] = defaultdict(list)
         extra: dict[str, list[str]] = defaultdict(list)
@@ -140,8 +166,11 @@ def set_row(item: SetDivergence, within: dict[str, SetDivergence]) -> MapRow:
             for host in hosts:
                 extra[host].append(name)
         for host in names.differing_hosts:
-            change = [f"−{n}" for n in missing[host]] + [f"+{n}" for n in extra[host]]
-            cells[host] = Cell("odd", short(" ".join(change)), "\n".join(change))
+            change = tuple([f"−{n}" for n in missing[host]] + [f"+{n}" for n in extra[host]])
+            cell = odd.get(change)
+            if cell is None:
+                cell = odd[change] = Cell("odd", short(" ".join(change)), "\n".join(change))
+            cells[host] = cell
     return MapRow(item.fact, f"names, {len(item.hosts)} hosts", cells)
 
 
@@ -154,11 +183,12 @@ def across_set_cells(item: SetDivergence, diff: FleetDiff, row_cells: dict[str, 
             first = cross.groups[0][0]
             for value, cohort_names in cross.groups[1:]:
                 delta = list_delta(first, value) or "other names"
+                cell = Cell("across", short(delta), delta)  # shared by the cohorts' hosts
                 for cohort in diff.cohorts:
                     if cohort.name in cohort_names:
                         for host in cohort.hosts:
                             if row_cells.get(host, NOT_REPORTED).kind == "maj":
-                                row_cells[host] = Cell("across", short(delta), delta)
+                                row_cells[host] = cell
 
 
 def map_rows(diff: FleetDiff) -> list[MapRow]:
@@ -192,15 +222,16 @@ def map_rows(diff: FleetDiff) -> list[MapRow]:
 def _canonical(cells: dict[str, Cell]) -> dict[str, Cell]:
     """The row's cells with one object per distinct cell (NOT_REPORTED's own where equal): the
     hosts of a column are then compared by the objects' ids, not by hashing each cell, and
-    20,000 hosts × 60 rows are told apart in one pass."""
-    distinct = {id(cell): cell for cell in cells.values()}
+    20,000 hosts × 60 rows are told apart in one pass. (Walked in C: a cell per host.)"""
+    values = list(cells.values())
+    distinct = dict(zip(map(id, values), values))
     same: dict[Cell, Cell] = {NOT_REPORTED: NOT_REPORTED}
     other = {
         i: kept for i, cell in distinct.items() if (kept := same.setdefault(cell, cell)) is not cell
     }
     if not other:
         return cells
-    return {host: other.get(id(cell), cell) for host, cell in cells.items()}
+    return dict(zip(cells, map(other.get, map(id, values), values)))
 
 
 def _grouped_in_order(items: Sequence[Divergence]) -> list[Divergence | DivergenceGroup]:
@@ -215,24 +246,38 @@ def _grouped_in_order(items: Sequence[Divergence]) -> list[Divergence | Divergen
     return sorted(grouped, key=first)
 
 
+class MapColumn(NamedTuple):
+    """A column of the map: some hosts of a cohort; `alike`: they have the same cell in every
+    row (a group of host_columns), else its smallest groups folded together."""
+
+    cohort: Cohort
+    hosts: tuple[str, ...]
+    alike: bool
+
+
 def host_columns(
     rows: Sequence[MapRow], cohorts: Sequence[Cohort], compared: Iterable[str]
-) -> list[tuple[Cohort, tuple[str, ...]]]:
+) -> list[MapColumn]:
     """Per cohort, its hosts grouped by their cells across every row; the biggest group first,
     at most a fair share of MAX_COLUMNS per cohort (its smallest groups share its last column)."""
     reporting = set(compared)
     share = max(1, MAX_COLUMNS // max(1, len(cohorts)))
     columns = []
     for cohort in cohorts:
+        hosts = [host for host in cohort.hosts if host in reporting]
         by_answer: dict[tuple[int, ...], list[str]] = defaultdict(list)
-        gets = [r.cells.get for r in rows]  # cells: one object per distinct cell (map_rows)
-        for host in cohort.hosts:
-            if host in reporting:
-                by_answer[tuple([id(get(host, NOT_REPORTED)) for get in gets])].append(host)
+        # each host's cells' ids across the rows (cells: one object per distinct cell,
+        # map_rows), made in C a row at a time and zipped into a tuple per host
+        cells = [map(id, map(r.cells.get, hosts, repeat(NOT_REPORTED))) for r in rows]
+        answers = zip(*cells) if cells else repeat(())
+        for host, answer in zip(hosts, answers):
+            by_answer[answer].append(host)
         groups = sorted((tuple(g) for g in by_answer.values()), key=lambda g: (-len(g), g[0]))
-        if len(groups) > share:
+        folded = len(groups) > share
+        if folded:
             groups = [*groups[: share - 1], tuple(h for g in groups[share - 1 :] for h in g)]
-        columns += [(cohort, group) for group in groups]
+        last = len(groups) - 1
+        columns += [MapColumn(cohort, g, not (folded and i == last)) for i, g in enumerate(groups)]
     return columns
 
 
@@ -264,9 +309,9 @@ def findings_markup(diff: FleetDiff) -> str:
     return f'<ol class="findings">{"".join(items)}</ol>'
 
 
-def _map_table(rows: Sequence[MapRow], columns: Sequence[tuple[Cohort, tuple[str, ...]]]) -> str:
+def _map_table(rows: Sequence[MapRow], columns: Sequence[MapColumn]) -> str:
     spans: list[tuple[Cohort, int]] = []
-    for cohort, _ in columns:
+    for cohort, _, _ in columns:
         if spans and spans[-1][0] == cohort:
             spans[-1] = (cohort, spans[-1][1] + 1)
         else:
@@ -278,9 +323,9 @@ def _map_table(rows: Sequence[MapRow], columns: Sequence[tuple[Cohort, tuple[str
     )
     group_head = "".join(
         f'<th class="group" title="{esc(compact_hosts(g))}">{hosts_label(g)}</th>'
-        for _, g in columns
+        for _, g, _ in columns
     )
-    body = "".join(_map_row(r, [g for _, g in columns]) for r in rows)
+    body = "".join(_map_row(r, columns) for r in rows)
     legend = (
         '<p class="dim"><span class="cell maj key">=</span> the cohort\'s value '
         '<span class="cell odd key">≠</span> unlike the rest of its cohort '
@@ -295,12 +340,13 @@ def _map_table(rows: Sequence[MapRow], columns: Sequence[tuple[Cohort, tuple[str
     )
 
 
-def _map_row(map_row: MapRow, columns: Sequence[tuple[str, ...]]) -> str:
+def _map_row(map_row: MapRow, columns: Sequence[MapColumn]) -> str:
     odd = sorted(h for h, c in map_row.cells.items() if c.kind == "odd")
     cells = []
-    for group in columns:
-        get = map_row.cells.get
-        found = {id(c): c for c in [get(h, NOT_REPORTED) for h in group]}
+    get = map_row.cells.get
+    for _, group, alike in columns:
+        shown = group[:1] if alike else group  # a group's hosts: one cell in every row
+        found = {id(c): c for c in [get(h, NOT_REPORTED) for h in shown]}
         cell = (
             found.popitem()[1]
             if len(found) == 1

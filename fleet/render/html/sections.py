@@ -35,10 +35,10 @@ def _rule(result: RuleResult) -> str:
     shown = "warn" if status == "fail" and rule.severity == "warning" else status
     summary = (
         f"{chip(status if shown != 'warn' else 'unknown', shown)} <b>{esc(rule.id)}</b> "
-        f'<span class="dim">{esc(rule.severity)} · {esc(tally(result.verdicts))}</span>'
+        f'<span class="dim">{esc(rule.severity)} · {esc(tally(result.answers))}</span>'
     )
     body = [f'<p class="dim">{esc(rule.description)} <code>{esc(rule.source)}</code></p>']
-    failing = [v for v in result.verdicts if v.status in ("fail", "unknown", "skipped")]
+    failing = result.having(("fail", "unknown", "skipped"))
     rows = [_verdict_row(rule, group) for group in grouped_verdicts(failing)]
     if rows:
         body.append(table(["hosts", "verdict", "observed", "expected", "fix / why"], rows))

@@ -63,11 +63,11 @@ def render_rule(console: Console, result: RuleResult, every: bool = False) -> No
     status = result.status
     mark = WARN_MARK if status == "fail" and rule.severity == "warning" else MARK[status]
     console.print(
-        f"{mark} [bold]{escape(rule.id)}[/] [dim]{rule.severity} · {tally(result.verdicts)}[/]"
+        f"{mark} [bold]{escape(rule.id)}[/] [dim]{rule.severity} · {tally(result.answers)}[/]"
     )
     if status in ("fail", "unknown") and rule.description:
         say(console, f"    [dim]{escape(rule.description)}[/]", 4)
-    for verdicts in grouped_verdicts(v for v in result.verdicts if v.status == "fail"):
+    for verdicts in grouped_verdicts(result.failures):
         if rule.kind == "baseline":  # one line per measurement outside its band
             print_measurement_failures(console, verdicts)
         else:
@@ -105,7 +105,7 @@ def summary_lines(report: CheckReport) -> list[str]:
         lines.append("  not judged:")
         described = {r.rule.id: r.rule.description for r in report.results}
         lines += [_cause_line(cause, len(report.results), described) for cause in causes]
-        if report.unjudged("error") and not report.strict:
+        if report.unjudged_count("error") and not report.strict:
             lines.append(
                 "  [dim]--strict counts error rules not judged as failures (exit bit 32)[/]"
             )
