@@ -48,7 +48,7 @@ def cpu_of_each(cpus: Collection[int], rounds: int = ROUNDS) -> dict[int, float]
     finally:
         os.sched_setaffinity(0, own)
     used = {}
-    for cpu, process in zip(sorted(cpus), processes, strict=True):
+    for cpu, process in zip(sorted(cpus), processes):
         _, _, usage = os.wait4(process.pid, 0)
         process.returncode = 0  # reaped here
         used[cpu] = usage.ru_utime + usage.ru_stime

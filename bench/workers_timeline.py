@@ -103,7 +103,7 @@ class Sampler:
     def strip(self, pid: int, start: float, end: float) -> str:
         """`pid`'s use of one core in each tenth of start..end, one digit each."""
         busy, spans = [0.0] * SLICES, (end - start) / SLICES or 1.0
-        pairs = zip(self.samples, self.samples[1:], strict=False)
+        pairs = zip(self.samples, self.samples[1:])
         for (t0, before), (t1, after) in pairs:
             if pid in after:
                 used = (after[pid] - before.get(pid, after[pid])) / TICKS
@@ -123,7 +123,7 @@ def completion_curve(finished: Iterable[float], start: float) -> str:
     if not times:
         return "no host finished"
     points = [times[max(0, round(share * len(times)) - 1)] for share in CURVE]
-    return "  ".join(f"{int(100 * s)}%: {t:.2f} s" for s, t in zip(CURVE, points, strict=True))
+    return "  ".join(f"{int(100 * s)}%: {t:.2f} s" for s, t in zip(CURVE, points))
 
 
 def means(record: Mapping[str, Any]) -> str:
@@ -205,7 +205,7 @@ def rig_lines(sampler: Sampler, start: float, end: float) -> list[str]:
     used = [sampler.cpu_s(pid) for pid in sampler.rig]
     lines = [f"    rig: CPU {sum(used):.2f} s over {len(used)} processes "
              f"(least {min(used, default=0):.2f} s, most {max(used, default=0):.2f} s)"]  # fmt: skip
-    for pid, cpu in zip(sampler.rig, used, strict=True):
+    for pid, cpu in zip(sampler.rig, used):
         lines.append(f"      rig pid {pid:>7}: CPU {cpu:5.2f} s  {sampler.strip(pid, start, end)}")
     return lines
 

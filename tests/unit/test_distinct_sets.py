@@ -85,7 +85,8 @@ def test_a_verdict_object_per_distinct_answer_each_host_its_own_when_read(
     run = distinct_sets_run(200, tmp_path)
     report = evaluate(rules, run, {})
     alone = evaluate(rules, run, {}, documents=Alone(run.hosts, {}, declared_facts()))
-    for result, judged_alone in zip(report.results, alone.results, strict=True):
+    assert len(report.results) == len(alone.results)
+    for result, judged_alone in zip(report.results, alone.results):
         assert isinstance(result.verdicts, Verdicts)
         assert len({id(v) for v in result.answers}) <= SETS  # not 200
         assert [v.host for v in result.verdicts] == list(run.hosts)
