@@ -121,6 +121,14 @@ def _base_loader() -> type[Any]:
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+def load_plain(text: str) -> Any:
+    """`text` as plain values, no lines kept (a format's sniff): by libyaml where PyYAML has it.
+    Bad YAML raises yaml.YAMLError."""
+    import yaml
+
+    return yaml.load(text, Loader=_base_loader())
+
+
 def _located_loader(path: str, error: type[FleetError], anchored: bool = True) -> type[Any]:
     """`anchored`: whether the text may hold an anchor (`&`), so aliases to check."""
     import yaml

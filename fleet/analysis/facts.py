@@ -86,6 +86,7 @@ class ProbeFacts:
 
 
 MAX_CACHED_PATHS = 1 << 16
+GLOB_MAGIC = re.compile(r"[*?\[]")  # what fnmatch reads as more than itself
 
 
 @functools.lru_cache(maxsize=1024)
@@ -101,9 +102,6 @@ def _any_of(patterns: tuple[str, ...]) -> Callable[[str], bool]:
         return exact.__contains__
     search = re.compile("|".join(f"(?:{w})" for w in wild)).match
     return lambda path: path in exact or search(path) is not None
-
-
-GLOB_MAGIC = re.compile(r"[*?\[]")  # what fnmatch reads as more than itself
 
 
 def _classify(declared: ProbeFacts, match_path: str) -> str:

@@ -406,10 +406,10 @@ def _origins(layers: list[LocatedDict], where: Location) -> dict[str, str]:
     """Each setting's file:line: the last layer that sets it (`jump: null` too: written is written)."""
     origins = {}
     for layer in layers:
-        located = isinstance(layer, LocatedDict)
-        lines = getattr(layer, "key_lines", {}) if located else {}  # one made empty has none
-        default = layer.line if located else where.line
-        for key in layer:  # as where.at(layer, key).line, without a Location per key
+        # as where.at(layer, key).line: a LocatedDict's lines (one made empty has no key_lines),
+        # else the file's
+        lines, default = getattr(layer, "key_lines", {}), getattr(layer, "line", where.line)
+        for key in layer:  # without a Location per key
             origins[key] = f"inventory {where.path}:{lines.get(key, default)}"
     return origins
 

@@ -8,6 +8,7 @@ import re
 
 from fleet.errors import UsageError
 from fleet.inventory.fleet_yaml import TOP_LEVEL, Inventory, load_inventory
+from fleet.yamlfile import load_plain
 
 FORMATS = ("auto", "fleet", "ansible")
 TOP_KEY_RE = re.compile(r"^([^\s#:'\"][^:]*|'[^']*'|\"[^\"]*\"):")
@@ -69,13 +70,13 @@ def _sniff_flow_mapping(text: str) -> str:
     PyYAML has it."""
     import json
 
-    import yaml
+    import yaml  # for its error: load_plain's parse is libyaml's where PyYAML has it
 
     try:
         document = json.loads(text)
     except ValueError:  # YAML's flow style, or cut off at the sniffed size
         try:
-            document = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            document = load_plain(text)
         except yaml.YAMLError:  # cut off at the sniffed size: judge by the first key
             return "fleet" if FLOW_TOP_KEY_RE.match(text) else "ansible"
     if isinstance(document, dict) and set(document) & {"hosts", "defaults"}:
