@@ -8,7 +8,9 @@ Each worker runs a plain FanOut over its hosts in its own event loop and streams
 outcomes to the parent as frames (workers.frame). Closing its stop pipe (the parent on Ctrl-C,
 or the parent gone) interrupts it: its unfinished hosts end as `interrupted`, with whatever they
 had reported, and their sessions and remote processes are ended, as the single process does.
-Ctrl-C itself is the parent's to act on: the seed and the workers ignore SIGINT.
+Ctrl-C itself is the parent's to act on: the seed and the workers ignore SIGINT (SEED_CODE's
+first line). The seed may be started before its job is known (workers.start_seed_early): it
+imports all it needs, then waits for the job.
 
 FLEET_WORKER_PROFILE=FOLDER: each worker writes its CPU profile (cProfile, process time) to
 FOLDER/worker-INDEX.prof; the parent's own CPU is seen from outside, a worker's is not.
@@ -43,8 +45,12 @@ PROFILE_ENV = "FLEET_WORKER_PROFILE"  # a folder: each worker writes its cProfil
 
 def main() -> None:
     clock = HostClock.from_env("seed")  # its imports done: the start of `started`
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    job: SeedJob = pickle.load(sys.stdin.buffer)
+    try:
+        job: SeedJob = pickle.load(sys.stdin.buffer)  # started early, it waits here for its job
+    except EOFError:
+        return  # the parent ended (or needed no worker) before it had a job for us
+    for fd in job.unused_fds:  # pipes of workers it was started for and not given
+        os.close(fd)
     for module in PRELOADED:
         importlib.import_module(module)
     # known_hosts and keys read once here, not once per worker: shared with them, page for page
