@@ -13,7 +13,6 @@ import pytest
 from fleet.execution.bundle import Bundle
 from fleet.execution.fanout import RunSettings
 from fleet.execution.limits import RESERVED_FDS, plan_limits
-from fleet.execution.seed import GATHER_S, FrameWriter
 from fleet.execution.workers import (
     EARLY_SEED_BYTES,
     FrameReader,
@@ -162,45 +161,3 @@ def test_a_job_gets_the_first_pipes_and_names_the_rest_unused() -> None:
         assert job.unused_fds == seed.pipes[2].seed_ends
     finally:
         seed.discard()
-
-
-class RecordingPipe(asyncio.WriteTransport):
-    """What a worker's stream writes, a write at a time (the real pipe merges them)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.writes: list[bytes] = []
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.writes.append(bytes(data))
-
-    def is_closing(self) -> bool:
-        return False
-
-
-def test_a_workers_frames_are_gathered_into_one_write_per_interval() -> None:
-    async def scenario() -> list[bytes]:
-        writer = FrameWriter()
-        pipe = RecordingPipe()
-        writer.connection_made(pipe)
-        for turn in range(5):  # five turns of the loop, well within one interval
-            writer.send(("probe", f"h{turn}", "system", "ok"))
-            await asyncio.sleep(0)
-        await asyncio.sleep(GATHER_S * 2)
-        writer.send(("done",))
-        writer.flush()  # close() flushes what is left at once
-        return pipe.writes
-
-    writes = asyncio.run(scenario())
-    assert len(writes) == 2
-    messages: list[object] = []
-    reader_deliver = messages.append
-
-    async def read_back() -> None:
-        reader = FrameReader(reader_deliver)
-        for data in writes:
-            reader.data_received(data)
-
-    asyncio.run(read_back())
-    assert messages[-1] == ("done",)
-    assert len(messages) == 6
