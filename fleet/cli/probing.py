@@ -14,12 +14,13 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 from rich.console import Console
 
 from fleet import api
+from fleet.api.probing import start_seed_early
 from fleet.cli.completion import complete_probes
 from fleet.cli.options import (
     accept_new_option,
@@ -43,9 +44,6 @@ from fleet.models import Run
 from fleet.render.runjson import print_run_json
 from fleet.render.terminal.console import error_text, make_console, stderr_text
 from fleet.render.terminal.progress import ProgressEvents
-
-if TYPE_CHECKING:
-    from fleet.execution.workers import SeedProcess
 
 # The options of every command that probes hosts (probe, check): connection, selection, probes;
 # the probes' own options come from their units (ProbingCommand).
@@ -172,21 +170,16 @@ def probe_and_assess(
     document to `json_path`), judge it. What could not be kept is said on stderr (exit bit 64).
     `warm`: modules the command needs afterwards, imported by warm_up once the first host runs
     (sooner, their imports would hold the GIL while the hosts are being started)."""
-    seed = _seed_early(request)
+    # the workers' seed, started before a big inventory is read (api.probing.start_seed_early)
+    seed = None if request.slurm_target else start_seed_early(
+        request.inventory_path, request.limit, request.workers
+    )  # fmt: skip
     try:
-        return _probe_and_assess(request, judging, warm, json_path, seed)
+        options = dataclasses.replace(request.options(), seed=seed)
+        return _probe_and_assess(request, judging, warm, json_path, options)
     finally:
         if seed is not None:
             seed.discard()  # a no-op once the run's workers were forked from it
-
-
-def _seed_early(request: ProbeRequest) -> SeedProcess | None:
-    """The workers' seed, started before a big inventory is read (workers.start_seed_early)."""
-    if request.slurm_target or request.inventory_path is None or request.workers == 1:
-        return None  # decided without loading the workers' module (this machine's run)
-    from fleet.execution.workers import start_seed_early
-
-    return start_seed_early(request.inventory_path, request.limit, request.workers)
 
 
 def _probe_and_assess(
@@ -194,9 +187,8 @@ def _probe_and_assess(
     judging: api.Judging,
     warm: Sequence[str],
     json_path: str | None,
-    seed: SeedProcess | None,
+    options: api.ProbeOptions,
 ) -> api.Probed:
-    options = dataclasses.replace(request.options(), seed=seed)
     warm = (KEEPING, *warm)
     plan = api.ProbePlan.make(judging, options, lambda: request.choice.select(
         request.inventory_path, request.limit, slurm=request.slurm_target
