@@ -233,21 +233,39 @@ def set_cells(item: SetDivergence, within: dict[str, SetDivergence]) -> dict[str
     cells = dict.fromkeys(item.hosts, Cell("maj", "cohort's set", "has every name its cohort has"))
     odd: dict[tuple[str, ...], Cell] = {}
     for names in within.values():
-        missing: dict[str, list[str]] = defaultdict(list)
-        extra: dict[str, list[str]] = defaultdict(list)
-        for name, hosts in names.missing:
-            for host in hosts:
-                missing[host].append(name)
-        for name, hosts in names.extra:
-            for host in hosts:
-                extra[host].append(name)
+        missing, extra = _names_by_host(names.missing, "−"), _names_by_host(names.extra, "+")
         for host in names.differing_hosts:
-            change = tuple([f"−{n}" for n in missing[host]] + [f"+{n}" for n in extra[host]])
+            change = (*missing.get(host, ()), *extra.get(host, ()))
             cell = odd.get(change)
             if cell is None:
                 cell = odd[change] = Cell("odd", short(" ".join(change)), "\n".join(change))
             cells[host] = cell
     return cells
+
+
+def _names_by_host(
+    items: Sequence[tuple[str, tuple[str, ...]]], mark: str
+) -> dict[str, tuple[str, ...]]:
+    """host → the items it is listed under (each after `mark`), in the items' order. Items listed under the same
+    host tuple (one object: set_divergence_of shares them) are gathered a tuple at a time, and
+    each set of tuples a host is in gets its items once."""
+    tuples: dict[int, tuple[str, ...]] = {}
+    for _, hosts in items:
+        tuples.setdefault(id(hosts), hosts)
+    within: dict[str, list[int]] = defaultdict(list)  # host → the tuples it is in
+    for number, hosts in tuples.items():
+        for host in hosts:
+            within[host].append(number)
+    found: dict[tuple[int, ...], tuple[str, ...]] = {}
+    by_host = {}
+    for host, numbers in within.items():
+        key = tuple(numbers)
+        listed = found.get(key)
+        if listed is None:
+            held = set(numbers)
+            listed = found[key] = tuple(f"{mark}{n}" for n, hosts in items if id(hosts) in held)
+        by_host[host] = listed
+    return by_host
 
 
 def _blocks_by_host(cells: dict[str, Cell]) -> tuple[Block, ...]:
@@ -486,13 +504,15 @@ def hardware_pairs(diff: FleetDiff) -> str:
 def name_lists(diff: FleetDiff) -> str:
     """Each divergent name list, item by item: which hosts miss a majority name, which have extras."""
     blocks = []
+    said: dict[int, tuple[tuple[str, ...], str, str]] = {}  # a host tuple → its label and key
     for item in diff.sets:
         entries = [("missing on", n, hs) for n, hs in item.missing] + [
             ("only on", n, hs) for n, hs in item.extra
         ]
         rows = [
-            row([f"<code>{esc(name)}</code>", esc(kind), hosts_label(hosts)], " ".join(hosts))
+            row([f"<code>{esc(name)}</code>", esc(kind), label], key)
             for kind, name, hosts in entries[:MAX_ITEMS]
+            for label, key in [_hosts_said(hosts, said)]
         ]
         more = (
             f'<p class="note">{len(entries) - MAX_ITEMS} more items not listed</p>'
@@ -509,3 +529,14 @@ def name_lists(diff: FleetDiff) -> str:
             )
         )
     return "".join(blocks)
+
+
+def _hosts_said(
+    hosts: tuple[str, ...], said: dict[int, tuple[tuple[str, ...], str, str]]
+) -> tuple[str, str]:
+    """hosts_label and the filter key of a host tuple, made once per tuple object (a name
+    list's items share the few host tuples they split the hosts by)."""
+    found = said.get(id(hosts))
+    if found is None:
+        found = said[id(hosts)] = (hosts, hosts_label(hosts), " ".join(hosts))  # kept: its id
+    return found[1], found[2]
