@@ -12,6 +12,7 @@ from fleet.checks import Reads, evaluate, load_rules, pack_path, seen
 from fleet.execution.bundle import available_probes
 from fleet.jsontext import dumps_indented
 from fleet.render.html.divmap import map_rows
+from fleet.render.terminal.run import key_facts, key_facts_table
 from tests.unit.helpers import calls, fleet_run
 
 HOSTS = 48
@@ -55,3 +56,23 @@ def test_a_long_list_met_again_is_compared_not_read_again() -> None:
     assert text == json.dumps(document, indent=2)
     assert made["_flat_list"] == 1  # the first list; the other 49 compared equal to it
     assert made["_written"] == 51  # each list looked up, the outer one too
+
+
+def test_key_facts_are_looked_up_once_per_set_of_payloads(tmp_path: Path) -> None:
+    """`fleet show`'s key facts: hosts holding the same payload objects (a saved run keeps each
+    distinct payload once) get one lookup per fact; only own payloads (GPU UUIDs) cost one a
+    host."""
+    run = fleet_run(HOSTS, tmp_path)
+    reporting = [o for o in run.hosts.values() if o.probes]
+    ran = {probe for outcome in reporting for probe in outcome.probes}
+    answers = 0  # per fact, the distinct sets of payload objects its probes hold
+    for _, paths in key_facts(ran):
+        probes = sorted({str(path[0]) for path in paths})
+        held = [
+            [id(o.probes[p].data) if p in o.probes else None for p in probes] for o in reporting
+        ]
+        answers += len({tuple(ids) for ids in held})
+    with calls() as made:
+        table = key_facts_table(run.hosts.values())
+    assert table is not None
+    assert 0 < made["_fact_text"] <= answers < made["_fact_texts"] * len(reporting) * 0.6
