@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 Path = tuple[Any, ...]
@@ -40,9 +41,13 @@ class Reads:
     _key: tuple[frozenset[Path], frozenset[Path], bool] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    _ordered: tuple[list[Path], list[Path]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def add(self, other: Reads) -> None:
         self._key = None
+        self._ordered = None
         self.consumed |= other.consumed
         self.shaped |= other.shaped
         self.whole = self.whole or other.whole
@@ -52,6 +57,13 @@ class Reads:
         found = self._key
         if found is None:
             found = self._key = (frozenset(self.consumed), frozenset(self.shaped), self.whole)
+        return found
+
+    def ordered(self) -> tuple[list[Path], list[Path]]:
+        """The consumed and the shaped paths, each in one stable order (computed once)."""
+        found = self._ordered
+        if found is None:
+            found = self._ordered = (sorted(self.consumed, key=repr), sorted(self.shaped, key=repr))
         return found
 
     def roots(self) -> set[Any]:
@@ -283,16 +295,75 @@ def seen(data: Any, reads: Reads) -> str:
     """What `reads` (relative to `data`, see Reads.under) see of `data`, as text: the value at
     each consumed path and the shape at each shaped path, with the concrete keys each pattern
     matched. Two payloads seen alike give the same answer to the expressions read so."""
+    consumed, shaped = reads.ordered()
     found: list[Any] = []
-    for path in sorted(reads.consumed, key=repr):
+    for path in consumed:
+        rows = _rows_field(data, path)
+        if rows is not None:
+            found.append(rows)
+            continue
         matched: list[tuple[Path, Any]] = []
         _matches(data, path, 0, (), matched)
         found.append(matched)
-    for path in sorted(reads.shaped, key=repr):
+    for path in shaped:
+        rows = _rows_shape(data, path)
+        if rows is not None:
+            found.append(rows)
+            continue
         matched = []
         _matches(data, path, 0, (), matched)
         found.append([(at, _shape(value)) for at, value in matched])
     return repr(found)
+
+
+def _rows_field(data: Any, path: Path) -> tuple[Any, ...] | None:
+    """`keys…[*].field` where every row is an object with that field (allreduce's rows, read at
+    each host): the field's values in the rows' order, in one piece (what _matches finds, as
+    a tuple, not a list: told apart from its form); None where the path is another."""
+    if len(path) < 2 or path[-2] != ANY or type(path[-1]) is not str or path[-1] == ANY:
+        return None
+    node = _plain_at(data, path[:-2])
+    if type(node) is not list:
+        return None
+    try:
+        values = list(map(dict.get, node, repeat(path[-1]), repeat(_ABSENT)))
+    except TypeError:  # a row that is not an object
+        return None
+    if _ABSENT in values:  # (compared by identity first: no value equals it)
+        return None
+    return ("rows", values)
+
+
+def _rows_shape(data: Any, path: Path) -> tuple[Any, ...] | None:
+    """The shape of each row at `keys…[*]` where every row is an object (their keys, said once
+    where the rows all have the same); None where the path is another."""
+    if not path or path[-1] != ANY:
+        return None
+    node = _plain_at(data, path[:-1])
+    if type(node) is not list or not all(type(row) is dict for row in node):
+        return None
+    keys = list(map(tuple, node))
+    if len(set(keys)) == 1:
+        return ("row keys", keys[0], len(keys))
+    return ("row keys", keys)
+
+
+def _plain_at(data: Any, keys: Path) -> Any:
+    """The value down the object keys `keys` (plain dicts only), or _ABSENT."""
+    node = data
+    for key in keys:
+        if type(node) is not dict or type(key) is not str or key == ANY or key not in node:
+            return _ABSENT
+        node = node[key]
+    return node
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_ABSENT = _Absent()
 
 
 def _matches(node: Any, path: Path, depth: int, at: Path, out: list[tuple[Path, Any]]) -> None:

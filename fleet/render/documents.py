@@ -41,28 +41,36 @@ SCALARS = frozenset({str, int, float, bool, type(None)})
 _FIELDS: dict[type, tuple[str, ...]] = {}  # a dataclass → its fields' names
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, scalars: dict[int, Any] | None = None) -> Any:
     """Dataclasses, tuples and frozensets → JSON types. A diff of 20,000 hosts holds millions of
-    host names in tuples: a collection of scalars is copied in one call, not item by item."""
+    host names in tuples: a collection of scalars is copied in one call, not item by item.
+    `scalars`: the tuples and frozensets found to hold only scalars so far, by id (kept: their
+    ids stay theirs), each read once (the diff names the same few host tuples over and over)."""
     kind = type(value)
     if kind in SCALARS:
         return value
     if kind in (tuple, list, frozenset, set):
-        return list(value) if set(map(type, value)) <= SCALARS else [_plain(v) for v in value]
+        if scalars is not None and id(value) in scalars:
+            return list(value)
+        if set(map(type, value)) <= SCALARS:
+            if scalars is not None and kind in (tuple, frozenset):
+                scalars[id(value)] = value
+            return list(value)
+        return [_plain(v, scalars) for v in value]
     names = _FIELDS.get(kind)
     if names is None:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(value))
         elif isinstance(value, (list, tuple, frozenset, set)):
-            return [_plain(v) for v in value]
+            return [_plain(v, scalars) for v in value]
         else:
             return value
-    return {name: _plain(getattr(value, name)) for name in names}
+    return {name: _plain(getattr(value, name), scalars) for name in names}
 
 
 def fleet_diff_document(diff: FleetDiff) -> dict[str, Any]:
     document = {"schema": DIFF_SCHEMA, "kind": "hosts", "odd_hosts": list(diff.odd_hosts)}
-    document.update(_plain(diff))
+    document.update(_plain(diff, {}))
     return document
 
 
@@ -75,7 +83,7 @@ def drift_document(drift: Drift, findings: Sequence[Finding] = ()) -> dict[str, 
         "comparable": drift.comparable,
         "changed_hosts": list(drift.changed_hosts),
     }
-    document.update(_plain(drift))
+    document.update(_plain(drift, {}))
     document["findings"] = findings_list(findings)
     return document
 

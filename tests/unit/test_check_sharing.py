@@ -86,11 +86,44 @@ def _random_value(rng: random.Random, depth: int = 0):  # type: ignore[no-untype
     }
 
 
+def _slow_shape(value: Any) -> Any:
+    if isinstance(value, dict):
+        return ("object", tuple(map(str, value)))
+    if isinstance(value, list):
+        return ("array", len(value))
+    return ("value", value)
+
+
 def test_what_a_rule_sees_of_a_payload_is_read_as_the_slow_walk_reads_it() -> None:
+    """Two payloads seen alike through a path (read whole, or only its shape) are alike there
+    as the slow walk finds them; seen as the walk's text but where every row of a list is an
+    object with the field read (or, for a shape, an object): then in one piece."""
     rng = random.Random(25)
+    walks: dict[tuple[Any, ...], str] = {}  # (path, read whole, what was seen) → the walk
+    in_one_piece = 0
     for _ in range(5000):
         data = _random_value(rng)
         path = tuple(rng.choice(["a", "b", "*", 0, 1]) for _ in range(rng.randint(0, 3)))
         slow: list[tuple[tuple[object, ...], object]] = []
         _slow_walk(data, path, (), slow)
-        assert seen(data, Reads(consumed={path})) == repr([slow]), (data, path)
+        for whole in (True, False):
+            reads = Reads(consumed={path}) if whole else Reads(shaped={path})
+            walk = repr([slow] if whole else [[(at, _slow_shape(v)) for at, v in slow]])
+            view = seen(data, reads)
+            assert walks.setdefault((path, whole, view), walk) == walk, (data, path, whole)
+            if view != walk:
+                assert view.startswith(("[('rows', ", "[('row keys', ")), (data, path, view)
+                in_one_piece += 1
+    assert in_one_piece > 10  # (31 with this seed)
+
+
+def test_rows_seen_in_one_piece_tell_apart_what_the_path_reads() -> None:
+    rows = [{"bytes": 8, "correct": True, "latency_us": 26.4}, {"bytes": 16, "correct": True}]
+    other = [{**row, "latency_us": 1.0} for row in rows]  # differs only where not read
+    field = Reads(consumed={("results", "*", "bytes")})
+    keys = Reads(shaped={("results", "*")})
+    assert seen({"results": rows}, field) == seen({"results": other}, field)
+    assert seen({"results": rows}, field) != seen({"results": rows[:1]}, field)
+    assert seen({"results": rows}, field) != seen({"results": [*rows, {"bytes": None}]}, field)
+    assert seen({"results": rows}, keys) != seen({"results": other}, keys)  # its keys differ
+    assert seen({"results": other}, keys) == seen({"results": [other[0], other[0]]}, keys)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import chain
 
 from fleet.analysis.across_hosts.majority import rank
 from fleet.analysis.facts import Value
@@ -35,20 +37,21 @@ class Divergence:
     between: tuple[Pair, ...] = ()  # the pairs of cohorts whose values differ
     hardware: bool = False  # it differs between cohorts only as unlike machines do
 
-    @property
+    @cached_property
     def differing_hosts(self) -> tuple[str, ...]:
-        """The odd hosts: those not on the majority value (none when split)."""
+        """The odd hosts: those not on the majority value (none when split). Read many times
+        by the renderers: worked out once (its fields do not change)."""
         if self.split:
             return ()
-        return tuple(sorted(h for _, hosts in self.others for h in hosts))
+        return tuple(sorted(chain.from_iterable(hosts for _, hosts in self.others)))
 
     @property
     def groups(self) -> tuple[tuple[Value, tuple[str, ...]], ...]:
         return ((self.majority, self.majority_hosts), *self.others)
 
-    @property
+    @cached_property
     def hosts(self) -> tuple[str, ...]:
-        return tuple(sorted(h for _, hosts in self.groups for h in hosts))
+        return tuple(sorted(chain.from_iterable(hosts for _, hosts in self.groups)))
 
 
 @dataclass(frozen=True)
@@ -64,10 +67,11 @@ class SetDivergence:
     between: tuple[Pair, ...] = ()
     hardware: bool = False
 
-    @property
+    @cached_property
     def differing_hosts(self) -> tuple[str, ...]:
-        hosts = {h for _, hs in self.missing for h in hs} | {h for _, hs in self.extra for h in hs}
-        return tuple(sorted(hosts))
+        """The hosts missing an item or with an extra one (worked out once: its fields do not
+        change; the set made in C, a host tuple at a time)."""
+        return tuple(sorted(set().union(*(hs for _, hs in (*self.missing, *self.extra)))))
 
     def holders(self) -> Iterator[tuple[str, frozenset[str]]]:
         """Each item that differs, with the hosts that have it."""

@@ -190,7 +190,8 @@ def drilldown_section(outcomes: Sequence[HostOutcome], first: Sequence[str]) -> 
     ordered = [o for o in outcomes if o.name in ahead] + [
         o for o in outcomes if o.name not in ahead
     ]
-    blocks = "".join(_host_block(o, budget) for o in ordered)
+    heads: dict[tuple[str, str], str] = {}
+    blocks = "".join(_host_block(o, budget, heads) for o in ordered)
     note = ""
     if budget.left_out:
         note = (
@@ -200,10 +201,15 @@ def drilldown_section(outcomes: Sequence[HostOutcome], first: Sequence[str]) -> 
     return note + blocks
 
 
-def _host_block(outcome: HostOutcome, budget: RawBudget) -> str:
+def _host_block(
+    outcome: HostOutcome, budget: RawBudget, heads: dict[tuple[str, str], str] | None = None
+) -> str:
+    """`heads`: each (probe, status)'s markup so far, kept between hosts (20,000 hosts, a few
+    probes and statuses: made once, not escaped again per host)."""
+    heads = {} if heads is None else heads
     good = sum(1 for r in outcome.probes.values() if r.status in ("ok", "absent"))
     summary = (
-        f"<b>{esc(outcome.name)}</b> {chip(outcome.status)} "
+        f"<b>{esc(outcome.name)}</b> {_head(heads, '', outcome.status)}"
         f'<span class="dim">{esc(outcome.address)} · {outcome.elapsed_s:.1f}s · {good}/{len(outcome.probes)} probes</span>'
     )
     parts = []
@@ -212,13 +218,22 @@ def _host_block(outcome: HostOutcome, budget: RawBudget) -> str:
     if outcome.hint:
         parts.append(f'<p class="hint">hint: {esc(outcome.hint)}</p>')
     for name, result in sorted(outcome.probes.items()):
-        head = f"{esc(name)} {chip(result.status)} <span class=dim>{result.elapsed_s:.2f}s</span>"
+        head = f"{_head(heads, name, result.status)}<span class=dim>{result.elapsed_s:.2f}s</span>"
         body = f'<p class="error">{esc(result.error)}</p>' if result.error else ""
         if result.output_tail.strip():
             body += f'<pre class="tail">{esc(result.output_tail[-MAX_TAIL_CHARS:])}</pre>'
         body += budget.payload(outcome.name, result.data) if result.data else ""
         parts.append(folded(head, body))
     return folded(summary, "".join(parts), outcome.name)
+
+
+def _head(heads: dict[tuple[str, str], str], probe: str, status: str) -> str:
+    """A probe's name and status chip, then a space (a host's: its status chip alone)."""
+    found = heads.get((probe, status))
+    if found is None:
+        named = f"{esc(probe)} " if probe else ""
+        found = heads[(probe, status)] = f"{named}{chip(status)} "
+    return found
 
 
 def compact(hosts: Sequence[str]) -> str:

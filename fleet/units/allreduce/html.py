@@ -84,11 +84,15 @@ def allreduce_lines(outcome: HostOutcome) -> Lines:
         size = row.get("bytes") if isinstance(row, dict) else None
         if type(size) is not int or size <= 0:  # bool and float sizes are not sizes
             continue
-        per_metric = found.setdefault(str(row.get("mode", "?")), {m: [] for m, _ in METRICS})
+        mode = str(row.get("mode", "?"))
+        per_metric = found.get(mode)
+        if per_metric is None:  # (made once per mode, not once per row)
+            per_metric = found[mode] = {m: [] for m, _ in METRICS}
+        at = float(size)
         for metric, points in per_metric.items():
             value = row.get(metric)
             if type(value) is float or type(value) is int:
-                points.append((float(size), float(value)))
+                points.append((at, float(value)))
     return {mode: {m: tuple(sorted(p)) for m, p in lines.items()} for mode, lines in found.items()}
 
 
