@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from fleet.checks import Probing
     from fleet.execution.bundle import Bundle
     from fleet.execution.limits import FanLimits
+    from fleet.execution.workers import SeedProcess
     from fleet.findings.assessment import Assessment
 
 __all__ = ["ProbePlan", "Probed", "RunSummary", "SavedRuns", "assess_run", "saved_runs"]
@@ -66,17 +67,30 @@ class ProbePlan:
 
     @classmethod
     def make(
-        cls, judging: Judging, options: ProbeOptions, select: Callable[[], Selection]
+        cls,
+        judging: Judging,
+        options: ProbeOptions,
+        select: Callable[[], Selection],
+        inventory_file: str | Path | None = None,
+        limit: str | None = None,
     ) -> ProbePlan:
         """Read what judging needs (a bad rules or baseline file fails first), then `select` the
         hosts and build the bundle (bad probe names fail before any host is contacted). The
-        default pack alone cannot be wrong: it is read once the hosts run (RulesLater)."""
+        default pack alone cannot be wrong: it is read once the hosts run (RulesLater).
+        `inventory_file` (with `limit`): the file `select` reads, if it reads one; for a big one
+        the workers' seed is started before it is read (ProbeOptions.seed), so the two overlap."""
         later = RulesLater.applies(judging)
         now = dataclasses.replace(judging, baseline_run=None, rules=judging.rules and not later)
         prepared = prepare(now)  # the run to drift against: below, once the hosts are known
         options, notes = with_rules_probing(options, prepared.probing)
-        selection = select()
-        bundle = build_probe_bundle(options)
+        options = dataclasses.replace(options, seed=_seed_early(inventory_file, limit, options))
+        try:
+            selection = select()
+            bundle = build_probe_bundle(options)
+        except BaseException:
+            if options.seed is not None:
+                options.seed.discard()
+            raise
         rules_later = RulesLater(judging, bundle.probes) if later else None
         names = frozenset(host.name for host in selection.hosts)
         covering = Covering(names, frozenset(bundle.probes), selection.source)
@@ -109,16 +123,20 @@ class ProbePlan:
         is kept and judged too: what finished is in it."""
         if self.later is not None:
             events = StartingOnRunning(events or Events(), self.later.start)
-        kept = await probe_and_keep_async(
-            self.selection,
-            self.bundle,
-            self.options,
-            events,
-            interrupt,
-            save=save,
-            runs_dir=runs_dir,
-            json_path=json_path,
-        )
+        try:
+            kept = await probe_and_keep_async(
+                self.selection,
+                self.bundle,
+                self.options,
+                events,
+                interrupt,
+                save=save,
+                runs_dir=runs_dir,
+                json_path=json_path,
+            )
+        finally:
+            if self.options.seed is not None:
+                self.options.seed.discard()  # a no-op once the run's workers were forked from it
         probed_code = with_bits(exit_code(kept.run), kept_bits(kept.kept))
         prepared = self.later.joined(self.prepared) if self.later else self.prepared
         from fleet.api.assessing import assess  # imported by `later` meanwhile, if there is one
@@ -126,6 +144,18 @@ class ProbePlan:
         with collection_paused():  # judging makes many objects and next to no garbage
             assessment = assess(kept.run, self.judging, prepared, kept.where, probed_code)
         return Probed(assessment, kept, tuple(self.selection.hosts))
+
+
+def _seed_early(
+    inventory_file: str | Path | None, limit: str | None, options: ProbeOptions
+) -> SeedProcess | None:
+    """The workers' seed for a run whose hosts a big inventory file names (workers.py
+    start_seed_early); decided without loading the workers' module where there is no file."""
+    if inventory_file is None or options.workers == 1:
+        return None
+    from fleet.execution.workers import start_seed_early
+
+    return start_seed_early(inventory_file, limit, options.workers)
 
 
 class StartingOnRunning(Events):

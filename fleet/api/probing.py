@@ -160,19 +160,6 @@ def probe(
     return asyncio.run(probe_async(selection, bundle, chosen))
 
 
-def start_seed_early(
-    inventory: str | Path | None, limit: str | None, workers: int | None
-) -> SeedProcess | None:
-    """The workers' seed started now, before the inventory is read, where the run will likely
-    spread over workers (fleet/execution/workers.py start_seed_early): give it to the run as
-    ProbeOptions.seed, and discard() it once the run is over (a no-op if the run used it)."""
-    if inventory is None or workers == 1:
-        return None  # decided without loading the workers' module (this machine's run)
-    from fleet.execution.workers import start_seed_early as start
-
-    return start(inventory, limit, workers)
-
-
 def _with_probes(options: ProbeOptions, probes: Sequence[str] | None) -> ProbeOptions:
     return options if probes is None else dataclasses.replace(options, probes=probes)
 

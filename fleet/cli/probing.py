@@ -20,7 +20,6 @@ import click
 from rich.console import Console
 
 from fleet import api
-from fleet.api.probing import start_seed_early
 from fleet.cli.completion import complete_probes
 from fleet.cli.options import (
     accept_new_option,
@@ -170,29 +169,11 @@ def probe_and_assess(
     document to `json_path`), judge it. What could not be kept is said on stderr (exit bit 64).
     `warm`: modules the command needs afterwards, imported by warm_up once the first host runs
     (sooner, their imports would hold the GIL while the hosts are being started)."""
-    # the workers' seed, started before a big inventory is read (api.probing.start_seed_early)
-    seed = None if request.slurm_target else start_seed_early(
-        request.inventory_path, request.limit, request.workers
-    )  # fmt: skip
-    try:
-        options = dataclasses.replace(request.options(), seed=seed)
-        return _probe_and_assess(request, judging, warm, json_path, options)
-    finally:
-        if seed is not None:
-            seed.discard()  # a no-op once the run's workers were forked from it
-
-
-def _probe_and_assess(
-    request: ProbeRequest,
-    judging: api.Judging,
-    warm: Sequence[str],
-    json_path: str | None,
-    options: api.ProbeOptions,
-) -> api.Probed:
+    options = request.options()
     warm = (KEEPING, *warm)
     plan = api.ProbePlan.make(judging, options, lambda: request.choice.select(
         request.inventory_path, request.limit, slurm=request.slurm_target
-    ))  # fmt: skip
+    ), None if request.slurm_target else request.inventory_path, request.limit)  # fmt: skip
     for warning in plan.warnings:  # a broken probe file that was not chosen
         click.echo(stderr_text(f"warning: {warning}"), err=True)
     for note in plan.notes:  # what a rule pack chose where the command line did not
