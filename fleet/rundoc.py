@@ -28,7 +28,7 @@ from typing import IO, Any, NoReturn
 
 from fleet.collector import in_executable
 from fleet.jsontext import Members, write_indented
-from fleet.models import Run
+from fleet.models import ProbeResult, Run
 from fleet.redact import mask_secrets, might_hold_secret
 
 CHUNK = 1 << 20  # characters read at a time
@@ -104,12 +104,15 @@ class _Text:
         return self.dropped + self.at
 
 
-def read_document(handle: IO[str]) -> Any:
-    """The JSON document in `handle`; a run's probe payloads shared by content (module doc)."""
+def read_document(handle: IO[str], results: bool = False) -> Any:
+    """The JSON document in `handle`; a run's probe payloads shared by content (module doc).
+    `results`: the results of hosts laid out as fleet writes them are read as ProbeResult
+    objects (Run.from_dict takes them as they are; a saved run's payloads are then put in them
+    by fleet.store.expand_payloads), not as documents made to be read again."""
     text = _Text(handle)
     # not an object: not a run, read whole for the caller to say what it is
     is_object = text.peek() == "{"
-    payloads = Payloads(LAST_READ[0] if LAST_READ else None)
+    payloads = Payloads(LAST_READ[0] if LAST_READ else None, results)
     document = _read_object(text, _run_member(payloads)) if is_object else text.value()
     if text.peek():
         raise ValueError(f"extra data at character {text.where()}")
@@ -154,6 +157,17 @@ def _run_member(payloads: Payloads) -> Callable[[_Text, str], Any]:
     return member
 
 
+class StoredPayload:
+    """A saved run's result read as a ProbeResult before its payload (the run's "payloads" table
+    comes after its hosts): the payload's "data_ref", until fleet.store.expand_payloads puts
+    the payload in its place."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+
+
 SCAN: Parse = DECODER.scan_once  # type: ignore[attr-defined]  # the C scanner: (value, end)
 Member = Callable[[str, int, str], tuple[Any, int]]
 
@@ -169,9 +183,12 @@ class Payloads:
     payload's keys in the order the host sent them, sorted (probes/runner/_host_runner.py), so equal
     payloads are equal text (the saved form keys them by their text with keys sorted)."""
 
-    def __init__(self, earlier: Payloads | None = None) -> None:
+    def __init__(self, earlier: Payloads | None = None, results: bool = False) -> None:
         """`earlier`: the payloads of a document read before, whose equal payloads this one's
-        are (LAST_READ); this table keeps only its own document's."""
+        are (LAST_READ); this table keeps only its own document's. `results`: a probe's result
+        in a host laid out as fleet writes it is read as a ProbeResult, not its document (a
+        saved run's with its payload to come: StoredPayload)."""
+        self.results = results
         self.seen: dict[bytes, Any] = {}
         self.refs: dict[str, Any] = {}  # a saved run's payloads, by their "data_ref"
         self.earlier_seen = earlier.seen if earlier else {}
@@ -233,32 +250,38 @@ class Payloads:
                 return host, at
 
     def _fleet_result(self, text: str, at: int, probes: dict[str, Any]) -> tuple[int, bool] | None:
-        """One probe's result (ProbeResult.to_dict) into `probes`: where it ends and whether it
-        was the host's last; None if it is laid out otherwise."""
+        """One probe's result (ProbeResult.to_dict) into `probes`, as its document or (`results`)
+        as a ProbeResult: where it ends and whether it was the host's last; None if it is laid
+        out otherwise."""
         head = RESULT_HEAD.match(text, at)
         if head is None:
             return None
-        keys = self.keys
-        status = _string(head[2])
-        result: dict[str, Any] = {
-            "status": keys.setdefault(status, status),
-            "ok": head[3] == "true",
-        }
         at = head.end()
         plain = text.startswith('"data": ', at)
+        data: Any = None
         if plain:
-            result["data"], at = self._payload(text, at + 8)
+            data, at = self._payload(text, at + 8)
         tail = (RESULT_TAIL if plain else SAVED_TAIL).match(text, at)
         if tail is None:
             return None
-        result["error"] = _nullable(tail[1])
-        result["elapsed_s"] = _number(tail[2])
-        result["output_tail"] = _string(tail[3])
-        if tail[4] is not None:
-            result["traceback"] = _string(tail[4])
-        if not plain:
-            result["data_ref"] = _string(tail[5])
-        name = _string(head[1])
+        keys = self.keys
+        status, name = _string(head[2]), _string(head[1])
+        status = keys.setdefault(status, status)
+        ok = head[3] == "true"
+        error, elapsed_s, output_tail = _nullable(tail[1]), _number(tail[2]), _string(tail[3])
+        traceback = None if tail[4] is None else _string(tail[4])
+        result: Any
+        if self.results:
+            if not plain:
+                data = StoredPayload(_string(tail[5]))
+            result = ProbeResult.read(status, ok, data, error, elapsed_s, output_tail, traceback)
+        else:
+            result = {"status": status, "ok": ok, **({"data": data} if plain else {})}
+            result.update(error=error, elapsed_s=elapsed_s, output_tail=output_tail)
+            if traceback is not None:
+                result["traceback"] = traceback
+            if not plain:
+                result["data_ref"] = _string(tail[5])
         probes[keys.setdefault(name, name)] = result
         return tail.end(), tail[6] == "}}"
 
@@ -387,6 +410,8 @@ def _known_end(text: str, at: int) -> int:
         if found is None:
             return -1
         start = found.start()
+    if text.startswith(", ", start - 2) and text[start - 3] in "}]":  # as fleet writes it
+        return start - 2
     end = _before_space(text, start)
     if text[end - 1] != ",":
         return -1

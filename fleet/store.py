@@ -21,9 +21,15 @@ from typing import Any, TextIO
 from fleet.collector import paused
 from fleet.errors import StoreError, UsageError
 from fleet.files import ensure_private_dir
-from fleet.models import READABLE_RUN_SCHEMAS, RUN_SCHEMA, Run
+from fleet.models import READABLE_RUN_SCHEMAS, RUN_SCHEMA, ProbeResult, Run
 from fleet.redact import mask_secrets, might_hold_secret
-from fleet.rundoc import compact_pieces, payload_digest, read_document, saved_pieces
+from fleet.rundoc import (
+    StoredPayload,
+    compact_pieces,
+    payload_digest,
+    read_document,
+    saved_pieces,
+)
 
 ALIASES = {"latest": 1, "previous": 2}
 
@@ -96,10 +102,16 @@ def deduplicate_payloads(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def expand_payloads(document: dict[str, Any]) -> dict[str, Any]:
+    """Each result's "data_ref" replaced by its payload ("data") from the "payloads" table; a
+    result read as a ProbeResult (fleet/rundoc.py) gets its payload in place of StoredPayload."""
     payloads = document.pop("payloads", None) or {}
     for outcome in document.get("hosts", {}).values():
         for probe in (outcome.get("probes") or {}).values():
-            if "data_ref" in probe:
+            if type(probe) is ProbeResult:
+                stored: Any = probe.data
+                if type(stored) is StoredPayload:  # made by the reader, seen by no one yet
+                    probe.__dict__["data"] = payloads[stored.ref] or {}  # as from_dict's data
+            elif "data_ref" in probe:
                 probe["data"] = payloads[probe.pop("data_ref")]  # shared, not copied
     return document
 
@@ -400,7 +412,7 @@ def _json_of(handle: TextIO, path: Path) -> Any:
     baseline file (YAML) handed where a run goes, is named as one, with the flag that takes it,
     rather than as the JSON parser's complaint."""
     try:
-        return read_document(handle)
+        return read_document(handle, results=True)
     except ValueError as exc:
         handle.seek(0)
         head = handle.read(HEADER_BYTES)
