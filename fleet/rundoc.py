@@ -75,10 +75,14 @@ class _Text:
         self.at += 1
         return found
 
-    def value(self, parse: Parse = DECODER.raw_decode) -> Any:
+    def value(self, parse: Parse = DECODER.raw_decode, room: int = 0) -> Any:
         """The next JSON value as `parse(buffer, at)` reads it ((value, end); raw_decode's by
-        default), read on until the buffer holds all of it."""
+        default), read on until the buffer holds all of it. `room`: read on first until the
+        buffer holds that many characters from the value on (or the file ends), so that a value
+        usually shorter is rarely cut short (a parse is then started again)."""
         self.peek()
+        while len(self.buffer) - self.at < room and self.more():
+            pass
         while True:
             try:
                 value, end = parse(self.buffer, self.at)
@@ -149,7 +153,11 @@ def _read_object(text: _Text, read: Callable[[_Text, str], Any]) -> dict[str, An
 def _run_member(payloads: Payloads) -> Callable[[_Text, str], Any]:
     def member(text: _Text, key: str) -> Any:
         if key == "hosts" and text.peek() == "{":
-            return _read_object(text, lambda text, name: text.value(payloads.host))
+            # a host cut short by the buffer's end costs its layout's reading, the reading
+            # member by member, and a JSONDecodeError (which counts the buffer's lines) before
+            # it is read again: read on first while less than a quarter chunk is left (most
+            # hosts are a few KB)
+            return _read_object(text, lambda text, name: text.value(payloads.host, CHUNK >> 2))
         if key == "payloads" and text.peek() == "{":  # a saved run's: a payload at a time
             return _read_object(text, lambda text, digest: payloads.stored(digest, text.value()))
         return text.value()
