@@ -18,9 +18,7 @@ from fleet.api import drift
 from fleet.models import ProbeResult, Run
 from fleet.store import expand_payloads, read_run_file
 from tests.unit.helpers import calls, fleet_run
-
-HOSTS = 48
-AT_MOST = 1.2  # what twice the hosts, with the same distinct answers, may cost
+from tests.unit.test_scale_counts import AT_MOST, counted
 
 
 def forms(run: Run, folder: Path) -> list[Path]:
@@ -69,22 +67,11 @@ def test_no_host_is_read_twice_at_a_buffer_end(
         assert made["_object"] == 0
 
 
-def counted_drift(tmp_path: Path) -> tuple[Any, Any]:
-    found = []
-    for count in (HOSTS, 2 * HOSTS):
-        old = fleet_run(count, tmp_path / f"old{count}", seed=1)
-        new = fleet_run(count, tmp_path / f"new{count}", seed=2)
-        with calls() as made:
-            drift(old, new)
-        found.append(made)
-    return found[0], found[1]
-
-
 def test_drift_compares_each_pair_of_answers_once(tmp_path: Path) -> None:
     """Hosts whose payloads differ only in what is left out (their GPUs' UUIDs and serials,
     timings) and that measure alike are one pair of answers: compared once, at N hosts as at
     2N."""
-    small, large = counted_drift(tmp_path)
+    small, large = counted(lambda old, new: drift(old, new), tmp_path)
     assert small["_probe_changes"] > 0
     assert large["_probe_changes"] <= AT_MOST * small["_probe_changes"]
 
