@@ -217,16 +217,43 @@ class HostOutcome:
         }
         if raw["status"] not in HOST_STATUSES:  # a hand-edited or newer document: say so, early
             raise ValueError(f"host {name}: unknown status {raw['status']!r}")
+        get = raw.get
+        return cls.read(
+            name,
+            raw["status"],
+            get("error"),
+            get("hint"),
+            get("address"),
+            get("elapsed_s"),
+            get("python"),
+            probes,
+        )
+
+    @classmethod
+    def read(
+        cls,
+        name: str,
+        status: Any,
+        error: Any,
+        hint: Any,
+        address: Any,
+        elapsed_s: Any,
+        python: Any,
+        probes: Mapping[str, ProbeResult],
+    ) -> HostOutcome:
+        """One from its document's members as they were read (None: absent; its status one of
+        HOST_STATUSES), as from_dict makes it: the run reader (fleet/rundoc.py) makes a host of
+        the members it matched, with no document in between."""
         # made without __init__'s frozen setattr per field, as ProbeResult.read makes a result
         made: HostOutcome = object.__new__(cls)
         made.__dict__.update(
             name=name,
-            status=raw["status"],
-            address=raw.get("address") or "",
-            error=raw.get("error"),
-            hint=raw.get("hint"),
-            elapsed_s=float(raw.get("elapsed_s") or 0.0),
-            python=raw.get("python"),
+            status=status,
+            address=address or "",
+            error=error,
+            hint=hint,
+            elapsed_s=float(elapsed_s or 0.0),
+            python=python,
             probes=probes,
         )
         return made
@@ -292,7 +319,11 @@ class Run:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Run:
-        hosts = {n: HostOutcome.from_dict(n, o) for n, o in raw["hosts"].items()}
+        hosts = {
+            # a host the run reader made already (fleet/rundoc.py), or its document
+            n: o if type(o) is HostOutcome else HostOutcome.from_dict(n, o)
+            for n, o in raw["hosts"].items()
+        }
         return cls(
             fleet_version=raw.get("fleet_version", "?"),
             started=raw["started"],

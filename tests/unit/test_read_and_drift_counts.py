@@ -15,6 +15,7 @@ import pytest
 from fleet import rundoc
 from fleet.analysis.facts import FactCache, ProbeFacts, dump_of
 from fleet.api import drift
+from fleet.errors import StoreError
 from fleet.models import ProbeResult, Run
 from fleet.store import expand_payloads, read_run_file
 from tests.unit.helpers import calls, fleet_run
@@ -36,8 +37,9 @@ def test_results_are_read_straight_into_probe_results(tmp_path: Path) -> None:
         with calls() as made:
             read = read_run_file(path)
         assert read == Run.from_dict(expand_payloads(json.loads(path.read_text())))
-        assert made["read"] == sum(len(outcome.probes) for outcome in run.hosts.values())
-        assert made["from_dict"] == 1 + len(run.hosts)  # the run and its hosts, no result
+        results = sum(len(outcome.probes) for outcome in run.hosts.values())
+        assert made["read"] == len(run.hosts) + results  # each made once, of what was matched
+        assert made["from_dict"] == 1  # the run: no host or result made from a document
         first = next(iter(read.hosts.values()))
         assert all(type(result.data) is dict for result in first.probes.values())
 
@@ -48,8 +50,22 @@ def test_a_saved_run_missing_a_payload_is_refused(tmp_path: Path) -> None:
     document = json.loads(saved.read_text())
     document["payloads"].popitem()
     saved.write_text(json.dumps(document))
-    with pytest.raises(Exception, match="cannot read run"):
+    with pytest.raises(StoreError, match="cannot read run"):
         read_run_file(saved)
+
+
+def test_a_host_of_an_unknown_status_is_refused_after_the_documents_id(tmp_path: Path) -> None:
+    """Hosts are made as they are read, but what is wrong is said in the order it was: a
+    newer document's id first, then a host's status."""
+    run = fleet_run(2, tmp_path / "saved")
+    for path in forms(run, tmp_path):
+        text = path.read_text().replace('{"status": "ok", "error"', '{"status": "new", "error"')
+        path.write_text(text)
+        with pytest.raises(StoreError, match="unknown status 'new'"):
+            read_run_file(path)
+        path.write_text(text.replace('"fleet.run/2"', '"fleet.run/9"'))
+        with pytest.raises(StoreError, match="it is a fleet.run/9 document"):
+            read_run_file(path)
 
 
 def test_no_host_is_read_twice_at_a_buffer_end(
