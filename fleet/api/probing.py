@@ -31,6 +31,7 @@ from fleet.transport.unsupported import UnsupportedTransport
 
 if TYPE_CHECKING:  # loaded only when asked for
     from fleet.api.runs import KeptRun
+    from fleet.execution.workers import SeedProcess
     from fleet.transport.slurm import SlurmTransport
 
 __all__ = [
@@ -69,6 +70,9 @@ class ProbeOptions:
     # worker processes the SSH hosts are spread over (fleet/execution/workers.py); None: one per
     # core, fewer for a small fleet; 1: every host in this process
     workers: int | None = None
+    # the workers' seed, started while the inventory was read (workers.start_seed_early): the
+    # run's workers are forked from it, or it is discarded when the run needs none
+    seed: SeedProcess | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.values) - set(declared.option_defaults())
@@ -206,6 +210,8 @@ async def fan_out(
     """Every selected host's outcome, in the selection's order: in this process, or the SSH hosts
     spread over worker processes (options.workers) while the others run here."""
     remote, here, count = _spread(selection.hosts, options, settings, slurm)
+    if not remote and options.seed is not None:
+        options.seed.discard()  # started early for a run that needs no worker after all
     async with transports_for(here, options.accept_new, options.on_key_recorded, slurm) as ours:
         runs = [FanOut(bundle, ours, settings, events, interrupt).run(here)] if here else []
         if remote:
@@ -214,7 +220,14 @@ async def fan_out(
 
             opener = SshTransports(options.accept_new, default_state_dir() / "known_hosts")
             workers = WorkerFanOut(
-                bundle, opener, settings, count, events, interrupt, options.on_key_recorded
+                bundle,
+                opener,
+                settings,
+                count,
+                events,
+                interrupt,
+                options.on_key_recorded,
+                options.seed,
             )
             runs.append(workers.run(remote))
         outcomes = {name: o for part in await asyncio.gather(*runs) for name, o in part.items()}

@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -43,6 +43,9 @@ from fleet.models import Run
 from fleet.render.runjson import print_run_json
 from fleet.render.terminal.console import error_text, make_console, stderr_text
 from fleet.render.terminal.progress import ProgressEvents
+
+if TYPE_CHECKING:
+    from fleet.execution.workers import SeedProcess
 
 # The options of every command that probes hosts (probe, check): connection, selection, probes;
 # the probes' own options come from their units (ProbingCommand).
@@ -169,7 +172,31 @@ def probe_and_assess(
     document to `json_path`), judge it. What could not be kept is said on stderr (exit bit 64).
     `warm`: modules the command needs afterwards, imported by warm_up once the first host runs
     (sooner, their imports would hold the GIL while the hosts are being started)."""
-    options = request.options()
+    seed = _seed_early(request)
+    try:
+        return _probe_and_assess(request, judging, warm, json_path, seed)
+    finally:
+        if seed is not None:
+            seed.discard()  # a no-op once the run's workers were forked from it
+
+
+def _seed_early(request: ProbeRequest) -> SeedProcess | None:
+    """The workers' seed, started before a big inventory is read (workers.start_seed_early)."""
+    if request.slurm_target or request.inventory_path is None or request.workers == 1:
+        return None  # decided without loading the workers' module (this machine's run)
+    from fleet.execution.workers import start_seed_early
+
+    return start_seed_early(request.inventory_path, request.limit, request.workers)
+
+
+def _probe_and_assess(
+    request: ProbeRequest,
+    judging: api.Judging,
+    warm: Sequence[str],
+    json_path: str | None,
+    seed: SeedProcess | None,
+) -> api.Probed:
+    options = dataclasses.replace(request.options(), seed=seed)
     warm = (KEEPING, *warm)
     plan = api.ProbePlan.make(judging, options, lambda: request.choice.select(
         request.inventory_path, request.limit, slurm=request.slurm_target

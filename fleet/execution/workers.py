@@ -34,7 +34,9 @@ import os
 import pickle
 import signal
 import struct
+import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -67,7 +69,14 @@ FRAME_HEAD = struct.Struct("!I")
 
 # The collector paused over the seed's imports (a few hundred modules, no garbage: about a sixth
 # of their CPU, as fleet.collector says of the executable's); seed.main freezes and resumes it.
-SEED_CODE = "import gc; gc.disable(); from fleet.execution.seed import main; main()"
+# SIGINT ignored from the first line: Ctrl-C is the parent's to act on, even while the seed imports.
+SEED_CODE = (
+    "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); import gc; gc.disable(); "
+    "from fleet.execution.seed import main; main()"
+)
+# An inventory file this big likely names enough hosts for workers (2 x MIN_HOSTS_PER_WORKER, at
+# 20-100 bytes a host in any of fleet's forms): its seed is started before it is read.
+EARLY_SEED_BYTES = 8 * 1024
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the seed imports this very fleet
 
 
@@ -182,7 +191,7 @@ class WorkerJob:
     index: int
     hosts: tuple[Host, ...]
     settings: RunSettings
-    stream_fd: int  # the worker writes its frames here
+    stream_fd: int  # the worker writes its frames here (the seed's end, as the seed has it)
     stop_fd: int  # closed by the parent: stop (interrupt every unfinished host)
 
 
@@ -194,6 +203,152 @@ class SeedJob:
     transports: SshTransports
     workers: tuple[WorkerJob, ...]
     log_level: int = logging.WARNING
+    unused_fds: tuple[int, ...] = ()  # pipes of workers the seed was started for but not given
+
+
+@dataclass(frozen=True)
+class WorkerPipes:
+    """One worker's two pipes: its stream (the worker writes, the parent reads) and its stop pipe
+    (the parent closes its end: stop). The seed is given its ends when it starts."""
+
+    stream_read: int
+    stream_write: int  # the seed's end, the worker's
+    stop_read: int  # the seed's end, the worker's
+    stop_write: int
+
+    @classmethod
+    def open(cls) -> WorkerPipes:
+        stream_read, stream_write = os.pipe()
+        stop_read, stop_write = os.pipe()
+        return cls(stream_read, stream_write, stop_read, stop_write)
+
+    @property
+    def seed_ends(self) -> tuple[int, int]:
+        return self.stream_write, self.stop_read
+
+    def close_parent_ends(self) -> None:
+        for fd in (self.stream_read, self.stop_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class SeedProcess:
+    """The seed (execution/seed.py) started and waiting for its SeedJob on stdin, with the pipes
+    of up to `most` workers. Started before the job is known (start_seed_early), its imports
+    overlap the parent's reading of the inventory instead of following it."""
+
+    def __init__(self, most: int) -> None:
+        self.started_at = time.monotonic()
+        self.pipes = [WorkerPipes.open() for _ in range(most)]
+        self.given = False
+        seed_ends = [fd for pipes in self.pipes for fd in pipes.seed_ends]
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", SEED_CODE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                pass_fds=seed_ends,
+                env=seed_environment(),
+            )
+        except OSError:
+            for pipes in self.pipes:
+                pipes.close_parent_ends()
+            raise
+        finally:
+            for fd in seed_ends:
+                os.close(fd)
+
+    def job_for(self, job: SeedJob) -> SeedJob:
+        """`job` with each worker's pipes (the first len(job.workers) sets), the rest unused."""
+        workers = [
+            replace(worker, stream_fd=pipes.stream_write, stop_fd=pipes.stop_read)
+            for worker, pipes in zip(job.workers, self.pipes)
+        ]
+        unused = [fd for pipes in self.pipes[len(workers) :] for fd in pipes.seed_ends]
+        return replace(job, workers=tuple(workers), unused_fds=tuple(unused))
+
+    async def give(self, job: SeedJob) -> None:
+        """Its job on stdin; the parent's ends of the pipes no worker uses closed. A seed that
+        died first is not an error here: its workers' streams end, and their hosts say so."""
+        if len(job.workers) > len(self.pipes):
+            raise ValueError(f"{len(job.workers)} workers for a seed of {len(self.pipes)}")
+        self.given = True
+        for pipes in self.pipes[len(job.workers) :]:
+            pipes.close_parent_ends()
+        body = pickle.dumps(self.job_for(job), protocol=pickle.HIGHEST_PROTOCOL)
+        await asyncio.get_running_loop().run_in_executor(None, self._write_job, body)
+
+    def _write_job(self, body: bytes) -> None:
+        assert self.process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            self.process.stdin.write(body)
+        with contextlib.suppress(BrokenPipeError):
+            self.process.stdin.close()
+
+    async def reports(self) -> AsyncIterator[bytes]:
+        """The seed's stdout, a line at a time, until it ends."""
+        assert self.process.stdout is not None
+        reader = asyncio.StreamReader()
+        loop = asyncio.get_running_loop()
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), self.process.stdout
+        )
+        async for line in reader:
+            yield line
+
+    async def ended(self, grace_s: float, pids: Callable[[], Sequence[int]]) -> None:
+        """Wait for the seed (it ends once its workers have); past `grace_s`, or cancelled,
+        kill it and the workers `pids()` names."""
+        waiting = asyncio.get_running_loop().run_in_executor(None, self.process.wait)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiting), grace_s)
+        except asyncio.TimeoutError:
+            self.kill(pids())
+            await waiting
+        except asyncio.CancelledError:
+            self.kill(pids())
+            raise
+
+    def kill(self, pids: Sequence[int]) -> None:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+
+    def discard(self) -> None:
+        """Not needed after all (too few hosts for workers, or the command failed before its
+        hosts ran): the seed, which has no worker yet, killed and reaped; its pipes closed."""
+        if self.given:
+            return
+        self.given = True
+        for pipes in self.pipes:
+            pipes.close_parent_ends()
+        self.kill(())
+        self.process.wait()
+        log.debug("the workers' seed was not needed: ended (pid %d)", self.process.pid)
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+
+
+def start_seed_early(
+    inventory: str | Path | None, limit: str | None, requested: int | None
+) -> SeedProcess | None:
+    """The seed started before the inventory is read, where the run will likely spread over
+    workers (an inventory file of EARLY_SEED_BYTES or more, no --limit, not --workers 1): its
+    imports (0.2-0.3 s of a fresh interpreter) then overlap the parent's serial start. A seed
+    started for nothing costs that CPU on another core, and is discarded."""
+    if requested == 1 or limit or inventory is None:
+        return None
+    try:
+        if os.stat(inventory).st_size < EARLY_SEED_BYTES:
+            return None
+        seed = SeedProcess(requested or usable_cores())
+    except OSError:
+        return None  # an unreadable inventory is said where it is read; a seed starts later
+    log.debug("the workers' seed started before the inventory is read (pid %d)", seed.process.pid)
+    return seed
 
 
 @dataclass
@@ -228,8 +383,10 @@ class WorkerFanOut:
         events: Events | None = None,
         interrupt: asyncio.Event | None = None,
         on_key_recorded: Callable[[str], None] | None = None,
+        seed: SeedProcess | None = None,
     ) -> None:
         self.bundle, self.transports, self.settings = bundle, transports, settings
+        self.early_seed = seed  # started before the hosts were known (start_seed_early)
         self.count = count
         self.events = events or Events()
         self.interrupt = interrupt or asyncio.Event()
@@ -271,20 +428,26 @@ class WorkerFanOut:
         return [Worker(WorkerJob(i, tuple(s), settings, -1, -1)) for i, s in enumerate(shares)]
 
     @contextlib.asynccontextmanager
-    async def _seed(self) -> AsyncIterator[asyncio.subprocess.Process]:
-        """Start the seed with every worker's pipes; on the way out, every worker stopped and
-        the seed gone (killed, workers and all, if it outlives STOP_GRACE_S)."""
-        child_fds: list[int] = []
-        jobs = [await self._open_pipes(worker, child_fds) for worker in self.workers]
-        level = logging.getLogger("fleet").getEffectiveLevel()  # --debug reaches the workers
-        self._mark("seed_starting")
+    async def _seed(self) -> AsyncIterator[SeedProcess]:
+        """The seed given every worker's job (the one started early, if it has room for them);
+        on the way out, every worker stopped and the seed gone (killed, workers and all, if it
+        outlives STOP_GRACE_S)."""
+        seed = self.early_seed
+        if seed is None or len(seed.pipes) < len(self.workers):
+            if seed is not None:
+                seed.discard()
+            seed = SeedProcess(len(self.workers))
+        self.early_seed = None
+        if self.clock is not None:
+            self.clock.marks["seed_starting"] = round(seed.started_at, 4)
         try:
-            seed = await start_seed(
-                SeedJob(self.bundle, self.transports, tuple(jobs), level), child_fds
-            )
-        finally:
-            for fd in child_fds:
-                os.close(fd)
+            for worker, pipes in zip(self.workers, seed.pipes):
+                await self._connect(worker, pipes)
+            level = logging.getLogger("fleet").getEffectiveLevel()  # --debug reaches the workers
+            await seed.give(SeedJob(self.bundle, self.transports, self._jobs(), level))
+        except BaseException:
+            seed.discard()
+            raise
         self._mark("seed_given_its_job")
         reports = asyncio.ensure_future(self._read_reports(seed))
         try:
@@ -292,29 +455,28 @@ class WorkerFanOut:
         finally:
             for worker in self.workers:
                 worker.stop()
-            await end_seed(seed, self._pids())
+            await seed.ended(STOP_GRACE_S, self._pids)
             await asyncio.wait([reports], timeout=DEATH_REPORT_WAIT_S)
             reports.cancel()
 
-    async def _open_pipes(self, worker: Worker, child_fds: list[int]) -> WorkerJob:
+    def _jobs(self) -> tuple[WorkerJob, ...]:
+        return tuple(worker.job for worker in self.workers)
+
+    async def _connect(self, worker: Worker, pipes: WorkerPipes) -> None:
+        """The parent's ends of a worker's pipes: its stream read as frames, its stop pipe."""
         loop = asyncio.get_running_loop()
-        stream_read, stream_write = os.pipe()
-        stop_read, stop_write = os.pipe()
-        child_fds += [stream_write, stop_read]
-        worker.stop_fd = stop_write
+        worker.stop_fd = pipes.stop_write
         deliver = lambda message: self._deliver(worker, message)  # noqa: E731
-        pipe = os.fdopen(stream_read, "rb", buffering=0)
+        pipe = os.fdopen(pipes.stream_read, "rb", buffering=0)
         _, worker.stream = await loop.connect_read_pipe(lambda: FrameReader(deliver), pipe)
-        return replace(worker.job, stream_fd=stream_write, stop_fd=stop_read)
 
     def _pids(self) -> list[int]:
         """The workers still running (one the seed has reaped may have a new owner by now)."""
         return [w.pid for w in self.workers if w.pid is not None and w.ended_how is None]
 
-    async def _read_reports(self, seed: asyncio.subprocess.Process) -> None:
+    async def _read_reports(self, seed: SeedProcess) -> None:
         """The seed's word, a JSON line each: a worker started (its pid), a worker ended (how)."""
-        assert seed.stdout is not None
-        async for line in seed.stdout:
+        async for line in seed.reports():
             report = json.loads(line)
             worker = self.workers[int(report["worker"])]
             worker.pid = int(report["pid"])
@@ -323,13 +485,13 @@ class WorkerFanOut:
                 worker.ended_how = str(report["ended"])
                 worker.reported.set()
 
-    async def _stop_on_interrupt(self, seed: asyncio.subprocess.Process) -> None:
+    async def _stop_on_interrupt(self, seed: SeedProcess) -> None:
         await self.interrupt.wait()
         for worker in self.workers:
             worker.stop()  # each interrupts its unfinished hosts and ends their sessions
         await asyncio.sleep(STOP_GRACE_S)
         log.warning("workers still running %g s after Ctrl-C: killed", STOP_GRACE_S)
-        kill_all(seed, self._pids())
+        seed.kill(self._pids())
 
     async def _follow(self, worker: Worker) -> None:
         """Until the worker's stream ends; then a host error for each host it did not finish."""
@@ -399,42 +561,8 @@ def joined_limits(limits: Sequence[FanLimits], hosts: int, open_files: int) -> F
     )
 
 
-async def start_seed(job: SeedJob, child_fds: Sequence[int]) -> asyncio.subprocess.Process:
-    """The seed (execution/seed.py) in a fresh interpreter of this Python, with this fleet on its
-    path, given its job on stdin. Its stderr is ours: a worker's traceback is seen."""
+def seed_environment() -> dict[str, str]:
+    """The seed's environment: this one, with this very fleet first on its path."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
-    seed = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        SEED_CODE,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        pass_fds=tuple(child_fds),
-        env=env,
-    )
-    assert seed.stdin is not None
-    seed.stdin.write(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
-    await seed.stdin.drain()
-    seed.stdin.close()
-    return seed
-
-
-async def end_seed(seed: asyncio.subprocess.Process, pids: Sequence[int]) -> None:
-    """Wait for the seed (it ends once its workers have); past STOP_GRACE_S, kill them all."""
-    try:
-        await asyncio.wait_for(seed.wait(), STOP_GRACE_S)
-    except asyncio.TimeoutError:
-        kill_all(seed, pids)
-        await seed.wait()
-    except asyncio.CancelledError:
-        kill_all(seed, pids)
-        raise
-
-
-def kill_all(seed: asyncio.subprocess.Process, pids: Sequence[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        seed.kill()
+    return env

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from fleet.execution.timeline import TIMELINE_ENV
+from fleet.execution.workers import EARLY_SEED_BYTES
 from tests.integration.conftest import run_fleet, ssh_host, write_inventory
 from tests.integration.fleet_runs import without_timings
 from tests.integration.sshd import SshdFarm
@@ -40,3 +42,36 @@ def test_two_workers_make_the_run_one_process_makes(farm: SshdFarm, tmp_path: Pa
     saved = [json.loads(p.read_text()) for p in (tmp_path / "workers-2").rglob("runs/*.json")]
     assert len(saved) == 1
     assert set(saved[0]["hosts"]) == set(hosts)
+
+
+def test_a_big_inventory_starts_the_seed_before_it_is_read(farm: SshdFarm, tmp_path: Path) -> None:
+    """An inventory past EARLY_SEED_BYTES: the seed starts before the hosts are known (its
+    stamp before the relay's start), and the run is the one the late seed makes."""
+    names = [f"early-{i}" for i in range(3)]
+    for index, name in enumerate(names):
+        farm.start(name, f"127.0.13.{index + 2}")
+    hosts = {n: ssh_host(farm, n) for n in names}
+    known = farm.known_hosts(tmp_path / "known_hosts", names)
+    small = write_inventory(tmp_path / "small.yaml", farm, hosts, known)
+    big = tmp_path / "big.yaml"  # the same hosts, padded with comments past the threshold
+    padding = "# a rack's notes\n" * (EARLY_SEED_BYTES // 16 + 1)
+    big.write_text(padding + small.read_text())
+    runs, relay = {}, {}  # each run, and its parent's stamps (FLEET_WORKER_TIMELINE)
+    for inventory in (small, big):
+        folder = tmp_path / inventory.stem
+        folder.mkdir()
+        timeline = folder / "timeline.jsonl"
+        args = ("probe", "-i", str(inventory), "-p", "system", "--workers", "2")
+        runs[inventory.stem] = run_fleet(folder, *args, env={TIMELINE_ENV: str(timeline)})
+        lines = [json.loads(line) for line in timeline.read_text().split()]
+        relay[inventory.stem] = next(line for line in lines if line["role"] == "relay")
+
+    for name in ("small", "big"):
+        assert runs[name].returncode == 0, runs[name].stderr
+        assert all(runs[name].status(n) == "ok" for n in names)
+    documents = [without_timings(runs[name].document) for name in ("small", "big")]
+    assert [{**d, "inventory": None} for d in documents] == [
+        {**documents[0], "inventory": None}
+    ] * 2
+    assert relay["big"]["marks"]["seed_starting"] < relay["big"]["started"]  # before the hosts
+    assert relay["small"]["marks"]["seed_starting"] >= relay["small"]["started"]

@@ -5,17 +5,26 @@ test_workers_fleet.py and tests/faults/test_worker_processes.py)."""
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 
 import pytest
 
+from fleet.execution.bundle import Bundle
 from fleet.execution.fanout import RunSettings
 from fleet.execution.limits import RESERVED_FDS, plan_limits
+from fleet.execution.seed import GATHER_S, FrameWriter
 from fleet.execution.workers import (
+    EARLY_SEED_BYTES,
     FrameReader,
+    SeedJob,
+    SeedProcess,
+    WorkerJob,
     deal,
     frame,
     share_settings,
     spread,
+    start_seed_early,
     worker_count,
 )
 from fleet.models import Host, HostOutcome, ProbeResult
@@ -100,3 +109,98 @@ def test_frames_split_anywhere_arrive_whole_and_in_order() -> None:
 
     for chunk in (1, 3, 4096, len(stream)):
         assert asyncio.run(read(chunk)) == messages
+
+
+def test_the_seed_starts_early_only_where_workers_are_likely(tmp_path: Path) -> None:
+    small, big = tmp_path / "small.yaml", tmp_path / "big.yaml"
+    small.write_text("hosts: {a: {}}\n")
+    big.write_text("# notes\n" * (EARLY_SEED_BYTES // 8) + "hosts: {a: {}}\n")
+    assert start_seed_early(small, None, None) is None
+    assert start_seed_early(tmp_path / "missing.yaml", None, None) is None  # said where read
+    assert start_seed_early(big, "rack1", None) is None  # a --limit may select a few hosts
+    assert start_seed_early(big, None, 1) is None  # --workers 1: no worker at all
+    assert start_seed_early(None, None, None) is None  # this machine
+    seed = start_seed_early(big, None, 3)
+    assert seed is not None
+    try:
+        assert len(seed.pipes) == 3  # room for the workers asked for
+    finally:
+        seed.discard()
+
+
+def test_a_seed_not_needed_after_all_is_reaped_and_its_pipes_closed() -> None:
+    seed = SeedProcess(2)
+    pid, parent_ends = seed.process.pid, [(p.stream_read, p.stop_write) for p in seed.pipes]
+    seed.discard()
+    assert seed.process.returncode is not None  # reaped: no zombie, nothing running
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    for fd in (fd for pair in parent_ends for fd in pair):
+        with pytest.raises(OSError, match="Bad file descriptor"):
+            os.fstat(fd)
+    seed.discard()  # twice: nothing more to do
+
+
+def test_a_seed_whose_parent_ends_before_its_job_exits_on_its_own() -> None:
+    seed = SeedProcess(1)
+    assert seed.process.stdin is not None
+    seed.process.stdin.close()  # what the seed sees of a parent gone before it had a job
+    assert seed.process.wait(timeout=30) == 0
+    seed.given = True  # it has ended: only its pipes are left to close
+    for pipes in seed.pipes:
+        pipes.close_parent_ends()
+
+
+def test_a_job_gets_the_first_pipes_and_names_the_rest_unused() -> None:
+    seed = SeedProcess(3)
+    try:
+        workers = tuple(WorkerJob(i, (), RunSettings(), -1, -1) for i in range(2))
+        job = seed.job_for(SeedJob(Bundle("", {}), None, workers))  # type: ignore[arg-type]
+        assert [(w.stream_fd, w.stop_fd) for w in job.workers] == [
+            p.seed_ends for p in seed.pipes[:2]
+        ]
+        assert job.unused_fds == seed.pipes[2].seed_ends
+    finally:
+        seed.discard()
+
+
+class RecordingPipe(asyncio.WriteTransport):
+    """What a worker's stream writes, a write at a time (the real pipe merges them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def test_a_workers_frames_are_gathered_into_one_write_per_interval() -> None:
+    async def scenario() -> list[bytes]:
+        writer = FrameWriter()
+        pipe = RecordingPipe()
+        writer.connection_made(pipe)
+        for turn in range(5):  # five turns of the loop, well within one interval
+            writer.send(("probe", f"h{turn}", "system", "ok"))
+            await asyncio.sleep(0)
+        await asyncio.sleep(GATHER_S * 2)
+        writer.send(("done",))
+        writer.flush()  # close() flushes what is left at once
+        return pipe.writes
+
+    writes = asyncio.run(scenario())
+    assert len(writes) == 2
+    messages: list[object] = []
+    reader_deliver = messages.append
+
+    async def read_back() -> None:
+        reader = FrameReader(reader_deliver)
+        for data in writes:
+            reader.data_received(data)
+
+    asyncio.run(read_back())
+    assert messages[-1] == ("done",)
+    assert len(messages) == 6
