@@ -64,7 +64,7 @@ def test_a_host_of_an_unknown_status_is_refused_after_the_documents_id(tmp_path:
         with pytest.raises(StoreError, match="unknown status 'new'"):
             read_run_file(path)
         path.write_text(text.replace('"fleet.run/2"', '"fleet.run/9"'))
-        with pytest.raises(StoreError, match="it is a fleet.run/9 document"):
+        with pytest.raises(StoreError, match=r"it is a fleet\.run/9 document"):
             read_run_file(path)
 
 
