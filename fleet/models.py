@@ -129,16 +129,41 @@ class ProbeResult:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> ProbeResult:
+        get = raw.get
+        return cls.read(
+            get("status"),
+            get("ok"),
+            get("data"),
+            get("error"),
+            get("elapsed_s"),
+            get("output_tail"),
+            get("traceback"),
+        )
+
+    @classmethod
+    def read(
+        cls,
+        status: Any,
+        ok: Any,
+        data: Any,
+        error: Any,
+        elapsed_s: Any,
+        output_tail: Any,
+        traceback: Any,
+    ) -> ProbeResult:
+        """One from its document's members as they were read (None: absent), defaults filled
+        in as from_dict fills them: the run reader (fleet/rundoc.py) makes a result of the
+        members it matched, with no document in between."""
         # made without __init__'s frozen setattr per field: a 20,000-host run reads 144,000
         made: ProbeResult = object.__new__(cls)
         made.__dict__.update(
-            status=raw.get("status") or ("ok" if raw.get("ok") else "failed"),
-            ok=bool(raw.get("ok")),
-            data=raw.get("data") or {},
-            error=raw.get("error"),
-            elapsed_s=float(raw.get("elapsed_s") or 0.0),
-            output_tail=raw.get("output_tail") or "",
-            traceback=raw.get("traceback") or "",
+            status=status or ("ok" if ok else "failed"),
+            ok=bool(ok),
+            data=data or {},
+            error=error,
+            elapsed_s=float(elapsed_s or 0.0),
+            output_tail=output_tail or "",
+            traceback=traceback or "",
         )
         return made
 
@@ -185,19 +210,53 @@ class HostOutcome:
 
     @classmethod
     def from_dict(cls, name: str, raw: Mapping[str, Any]) -> HostOutcome:
-        probes = {n: ProbeResult.from_dict(r) for n, r in (raw.get("probes") or {}).items()}
+        probes = {
+            # a result the run reader made already (fleet/rundoc.py), or its document
+            n: r if type(r) is ProbeResult else ProbeResult.from_dict(r)
+            for n, r in (raw.get("probes") or {}).items()
+        }
         if raw["status"] not in HOST_STATUSES:  # a hand-edited or newer document: say so, early
             raise ValueError(f"host {name}: unknown status {raw['status']!r}")
-        return cls(
+        get = raw.get
+        return cls.read(
+            name,
+            raw["status"],
+            get("error"),
+            get("hint"),
+            get("address"),
+            get("elapsed_s"),
+            get("python"),
+            probes,
+        )
+
+    @classmethod
+    def read(
+        cls,
+        name: str,
+        status: Any,
+        error: Any,
+        hint: Any,
+        address: Any,
+        elapsed_s: Any,
+        python: Any,
+        probes: Mapping[str, ProbeResult],
+    ) -> HostOutcome:
+        """One from its document's members as they were read (None: absent; its status one of
+        HOST_STATUSES), as from_dict makes it: the run reader (fleet/rundoc.py) makes a host of
+        the members it matched, with no document in between."""
+        # made without __init__'s frozen setattr per field, as ProbeResult.read makes a result
+        made: HostOutcome = object.__new__(cls)
+        made.__dict__.update(
             name=name,
-            status=raw["status"],
-            address=raw.get("address") or "",
-            error=raw.get("error"),
-            hint=raw.get("hint"),
-            elapsed_s=float(raw.get("elapsed_s") or 0.0),
-            python=raw.get("python"),
+            status=status,
+            address=address or "",
+            error=error,
+            hint=hint,
+            elapsed_s=float(elapsed_s or 0.0),
+            python=python,
             probes=probes,
         )
+        return made
 
 
 @dataclass(frozen=True)
@@ -260,7 +319,11 @@ class Run:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Run:
-        hosts = {n: HostOutcome.from_dict(n, o) for n, o in raw["hosts"].items()}
+        hosts = {
+            # a host the run reader made already (fleet/rundoc.py), or its document
+            n: o if type(o) is HostOutcome else HostOutcome.from_dict(n, o)
+            for n, o in raw["hosts"].items()
+        }
         return cls(
             fleet_version=raw.get("fleet_version", "?"),
             started=raw["started"],

@@ -28,7 +28,7 @@ from typing import IO, Any, NoReturn
 
 from fleet.collector import in_executable
 from fleet.jsontext import Members, write_indented
-from fleet.models import Run
+from fleet.models import HOST_STATUSES, HostOutcome, ProbeResult, Run
 from fleet.redact import mask_secrets, might_hold_secret
 
 CHUNK = 1 << 20  # characters read at a time
@@ -75,10 +75,14 @@ class _Text:
         self.at += 1
         return found
 
-    def value(self, parse: Parse = DECODER.raw_decode) -> Any:
+    def value(self, parse: Parse = DECODER.raw_decode, room: int = 0) -> Any:
         """The next JSON value as `parse(buffer, at)` reads it ((value, end); raw_decode's by
-        default), read on until the buffer holds all of it."""
+        default), read on until the buffer holds all of it. `room`: read on first until the
+        buffer holds that many characters from the value on (or the file ends), so that a value
+        usually shorter is rarely cut short (a parse is then started again)."""
         self.peek()
+        while len(self.buffer) - self.at < room and self.more():
+            pass
         while True:
             try:
                 value, end = parse(self.buffer, self.at)
@@ -106,10 +110,23 @@ class _Text:
 
 def read_document(handle: IO[str]) -> Any:
     """The JSON document in `handle`; a run's probe payloads shared by content (module doc)."""
+    return _read(handle, Payloads(LAST_READ[0] if LAST_READ else None))
+
+
+def read_run_document(handle: IO[str]) -> tuple[Any, bool]:
+    """read_document's document, its hosts laid out as fleet writes them read straight into
+    HostOutcome and ProbeResult objects (Run.from_dict takes them as they are; a host of a
+    status this fleet does not know stays a document, for from_dict to refuse in its turn),
+    and whether a result still waits for its payload from the "payloads" table (a saved run's,
+    or a host read member by member): fleet.store.expand_payloads puts them in."""
+    payloads = Payloads(LAST_READ[0] if LAST_READ else None, results=True)
+    return _read(handle, payloads), payloads.waiting
+
+
+def _read(handle: IO[str], payloads: Payloads) -> Any:
     text = _Text(handle)
     # not an object: not a run, read whole for the caller to say what it is
     is_object = text.peek() == "{"
-    payloads = Payloads(LAST_READ[0] if LAST_READ else None)
     document = _read_object(text, _run_member(payloads)) if is_object else text.value()
     if text.peek():
         raise ValueError(f"extra data at character {text.where()}")
@@ -146,12 +163,29 @@ def _read_object(text: _Text, read: Callable[[_Text, str], Any]) -> dict[str, An
 def _run_member(payloads: Payloads) -> Callable[[_Text, str], Any]:
     def member(text: _Text, key: str) -> Any:
         if key == "hosts" and text.peek() == "{":
-            return _read_object(text, lambda text, name: text.value(payloads.host))
+            # a host cut short by the buffer's end costs its layout's reading, the reading
+            # member by member, and a JSONDecodeError (which counts the buffer's lines) before
+            # it is read again: read on first while less than a quarter chunk is left (most
+            # hosts are a few KB)
+            return _read_object(
+                text, lambda text, name: text.value(payloads.host(name), CHUNK >> 2)
+            )
         if key == "payloads" and text.peek() == "{":  # a saved run's: a payload at a time
             return _read_object(text, lambda text, digest: payloads.stored(digest, text.value()))
         return text.value()
 
     return member
+
+
+class StoredPayload:
+    """A saved run's result read as a ProbeResult before its payload (the run's "payloads" table
+    comes after its hosts): the payload's "data_ref", until fleet.store.expand_payloads puts
+    the payload in its place."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
 
 
 SCAN: Parse = DECODER.scan_once  # type: ignore[attr-defined]  # the C scanner: (value, end)
@@ -169,9 +203,14 @@ class Payloads:
     payload's keys in the order the host sent them, sorted (probes/runner/_host_runner.py), so equal
     payloads are equal text (the saved form keys them by their text with keys sorted)."""
 
-    def __init__(self, earlier: Payloads | None = None) -> None:
+    def __init__(self, earlier: Payloads | None = None, results: bool = False) -> None:
         """`earlier`: the payloads of a document read before, whose equal payloads this one's
-        are (LAST_READ); this table keeps only its own document's."""
+        are (LAST_READ); this table keeps only its own document's. `results`: a host laid out
+        as fleet writes it is read as a HostOutcome (its status known) and its results as
+        ProbeResults, not as documents (a saved run's results with their payloads to come:
+        StoredPayload)."""
+        self.results = results
+        self.waiting = False  # a result waits for its payload from the "payloads" table
         self.seen: dict[bytes, Any] = {}
         self.refs: dict[str, Any] = {}  # a saved run's payloads, by their "data_ref"
         self.earlier_seen = earlier.seen if earlier else {}
@@ -197,30 +236,44 @@ class Payloads:
                 self.seen[digest] = found
         return found
 
-    def host(self, text: str, at: int) -> tuple[Any, int]:
-        """The host object at text[at], its probes' payloads shared: as fleet writes a host, by
-        a few regular expressions (_fleet_host); written otherwise, a member at a time."""
-        if text[at] != "{":
-            return SCAN(text, at)
-        return self._fleet_host(text, at) or self._object(text, at, self._host_member)
+    def host(self, name: str) -> Parse:
+        """How to read host `name`'s object at text[at], its probes' payloads shared: as fleet
+        writes a host, by a few regular expressions (_fleet_host); written otherwise, a member
+        at a time."""
 
-    def _fleet_host(self, text: str, at: int) -> tuple[dict[str, Any], int] | None:
+        def read_host(text: str, at: int) -> tuple[Any, int]:
+            if text[at] != "{":
+                return SCAN(text, at)
+            found = self._fleet_host(text, at, name)
+            if found is None:
+                self.waiting = True  # its results are documents: one may refer to the table
+                return self._object(text, at, self._host_member)
+            return found
+
+        return read_host
+
+    def _fleet_host(self, text: str, at: int, name: str) -> tuple[Any, int] | None:
         """The host at text[at] if it is laid out as HostOutcome.to_dict and json.dumps write
         it (plain or saved form), read by one match for its own members and two per probe
-        rather than a match, a decode and a call per member; None if it is laid out otherwise."""
+        rather than a match, a decode and a call per member (`results`: as a HostOutcome, when
+        its status is one fleet knows); None if it is laid out otherwise."""
         head = HOST_HEAD.match(text, at)
         if head is None:
             return None
         probes: dict[str, Any] = {}
-        host = {
-            "status": _string(head[1]),
-            "error": _nullable(head[2]),
-            "hint": _nullable(head[3]),
-            "address": _string(head[4]),
-            "elapsed_s": _number(head[5]),
-            "python": _nullable(head[6]),
-            "probes": probes,
-        }
+        members = (
+            _string(head[1]),
+            _nullable(head[2]),
+            _nullable(head[3]),
+            _string(head[4]),
+            _number(head[5]),
+            _nullable(head[6]),
+        )
+        host: Any
+        if self.results and members[0] in HOST_STATUSES:
+            host = HostOutcome.read(name, *members, probes)
+        else:
+            host = dict(zip(HOST_MEMBERS, (*members, probes)))
         at = head.end()
         if text.startswith("}}", at):
             return host, at + 2
@@ -233,32 +286,39 @@ class Payloads:
                 return host, at
 
     def _fleet_result(self, text: str, at: int, probes: dict[str, Any]) -> tuple[int, bool] | None:
-        """One probe's result (ProbeResult.to_dict) into `probes`: where it ends and whether it
-        was the host's last; None if it is laid out otherwise."""
+        """One probe's result (ProbeResult.to_dict) into `probes`, as its document or (`results`)
+        as a ProbeResult: where it ends and whether it was the host's last; None if it is laid
+        out otherwise."""
         head = RESULT_HEAD.match(text, at)
         if head is None:
             return None
-        keys = self.keys
-        status = _string(head[2])
-        result: dict[str, Any] = {
-            "status": keys.setdefault(status, status),
-            "ok": head[3] == "true",
-        }
         at = head.end()
         plain = text.startswith('"data": ', at)
+        data: Any = None
         if plain:
-            result["data"], at = self._payload(text, at + 8)
+            data, at = self._payload(text, at + 8)
         tail = (RESULT_TAIL if plain else SAVED_TAIL).match(text, at)
         if tail is None:
             return None
-        result["error"] = _nullable(tail[1])
-        result["elapsed_s"] = _number(tail[2])
-        result["output_tail"] = _string(tail[3])
-        if tail[4] is not None:
-            result["traceback"] = _string(tail[4])
-        if not plain:
-            result["data_ref"] = _string(tail[5])
-        name = _string(head[1])
+        keys = self.keys
+        status, name = _string(head[2]), _string(head[1])
+        status = keys.setdefault(status, status)
+        ok = head[3] == "true"
+        error, elapsed_s, output_tail = _nullable(tail[1]), _number(tail[2]), _string(tail[3])
+        traceback = None if tail[4] is None else _string(tail[4])
+        result: Any
+        if self.results:
+            if not plain:
+                data = StoredPayload(_string(tail[5]))
+                self.waiting = True
+            result = ProbeResult.read(status, ok, data, error, elapsed_s, output_tail, traceback)
+        else:
+            result = {"status": status, "ok": ok, **({"data": data} if plain else {})}
+            result.update(error=error, elapsed_s=elapsed_s, output_tail=output_tail)
+            if traceback is not None:
+                result["traceback"] = traceback
+            if not plain:
+                result["data_ref"] = _string(tail[5])
         probes[keys.setdefault(name, name)] = result
         return tail.end(), tail[6] == "}}"
 
@@ -320,6 +380,7 @@ class Payloads:
                 return found, after.end()
 
 
+HOST_MEMBERS = ("status", "error", "hint", "address", "elapsed_s", "python", "probes")
 # A host and its results as fleet writes them (HostOutcome.to_dict, ProbeResult.to_dict, then
 # json.dumps with its default separators): JSON strings, numbers and null exactly as json reads
 # them, so that a match decodes to what the member-by-member reading gives.
@@ -387,6 +448,8 @@ def _known_end(text: str, at: int) -> int:
         if found is None:
             return -1
         start = found.start()
+    if text.startswith(", ", start - 2) and text[start - 3] in "}]":  # as fleet writes it
+        return start - 2
     end = _before_space(text, start)
     if text[end - 1] != ",":
         return -1

@@ -21,9 +21,15 @@ from typing import Any, TextIO
 from fleet.collector import paused
 from fleet.errors import StoreError, UsageError
 from fleet.files import ensure_private_dir
-from fleet.models import READABLE_RUN_SCHEMAS, RUN_SCHEMA, Run
+from fleet.models import READABLE_RUN_SCHEMAS, RUN_SCHEMA, HostOutcome, ProbeResult, Run
 from fleet.redact import mask_secrets, might_hold_secret
-from fleet.rundoc import compact_pieces, payload_digest, read_document, saved_pieces
+from fleet.rundoc import (
+    StoredPayload,
+    compact_pieces,
+    payload_digest,
+    read_run_document,
+    saved_pieces,
+)
 
 ALIASES = {"latest": 1, "previous": 2}
 
@@ -96,10 +102,17 @@ def deduplicate_payloads(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def expand_payloads(document: dict[str, Any]) -> dict[str, Any]:
+    """Each result's "data_ref" replaced by its payload ("data") from the "payloads" table; a
+    result read as a ProbeResult (fleet/rundoc.py) gets its payload in place of StoredPayload."""
     payloads = document.pop("payloads", None) or {}
     for outcome in document.get("hosts", {}).values():
-        for probe in (outcome.get("probes") or {}).values():
-            if "data_ref" in probe:
+        made = type(outcome) is HostOutcome  # by the reader
+        for probe in (outcome.probes if made else outcome.get("probes") or {}).values():
+            if type(probe) is ProbeResult:
+                stored: Any = probe.data
+                if type(stored) is StoredPayload:  # made by the reader, seen by no one yet
+                    probe.__dict__["data"] = payloads[stored.ref] or {}  # as from_dict's data
+            elif "data_ref" in probe:
                 probe["data"] = payloads[probe.pop("data_ref")]  # shared, not copied
     return document
 
@@ -351,8 +364,13 @@ def read_run_file(path: Path) -> Run:
     too). Anything else is a StoreError that names what the file is and what to do."""
     try:
         with paused(), path.open(encoding="utf-8") as handle:  # paused: fleet.collector
-            document = readable_run(_json_of(handle, path), path)  # payloads shared: rundoc
-            return Run.from_dict(expand_payloads(document))
+            read, waiting = _json_of(handle, path)  # payloads shared: rundoc
+            document = readable_run(read, path)
+            if waiting:
+                expand_payloads(document)
+            else:  # every payload in its result already
+                document.pop("payloads", None)
+            return Run.from_dict(document)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StoreError(
             f"cannot read run {path}: {exc}", hint=f"is it a fleet run document ({RUN_SCHEMA})?"
@@ -395,12 +413,13 @@ def readable_run(document: Any, path: Path) -> dict[str, Any]:
 BASELINE_ID = re.compile(r"^schema:\s*['\"]?(fleet\.baseline/\d+)", re.MULTILINE)
 
 
-def _json_of(handle: TextIO, path: Path) -> Any:
-    """The JSON in a run file, read a host at a time (fleet/rundoc.py); an empty file, or a
-    baseline file (YAML) handed where a run goes, is named as one, with the flag that takes it,
-    rather than as the JSON parser's complaint."""
+def _json_of(handle: TextIO, path: Path) -> tuple[Any, bool]:
+    """The JSON in a run file, read a host at a time (fleet/rundoc.py read_run_document: with
+    whether its payloads are still to be put in); an empty file, or a baseline file (YAML)
+    handed where a run goes, is named as one, with the flag that takes it, rather than as the
+    JSON parser's complaint."""
     try:
-        return read_document(handle)
+        return read_run_document(handle)
     except ValueError as exc:
         handle.seek(0)
         head = handle.read(HEADER_BYTES)

@@ -27,12 +27,13 @@ from __future__ import annotations
 import fnmatch
 import functools
 import json
+import marshal
 import re
 import statistics
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from fleet.execution.bundle import available_probes, declared_literal, refuse_broken
 from fleet.models import HostOutcome, ProbeResult, Run
@@ -311,7 +312,7 @@ class FactCache:
     Payloads that differ only in fields left out of the comparison (hostnames, GPU UUIDs, bus ids,
     timings: identity, volatile, measure) are one payload too: each flatten records where it left
     fields out (its mask: 2-GPU and 8-GPU hosts mask apart), and the next payload of that probe is
-    masked there and dumped as text (repr, C speed); the same dump is the same facts (plain JSON
+    masked there and dumped (dump_of: marshal, C speed); the same dump is the same facts (plain JSON
     data, the same keys in the same order; a payload whose keys come in another order is only
     flattened again). Each distinct mask is kept once, with every dump seen through it, so the
     work follows the distinct answers (and kinds of payload), not the hosts. Measurements are
@@ -324,9 +325,11 @@ class FactCache:
         self._classes: dict[tuple[str, str, int], PayloadClass] = {}
         self._masks: dict[str, dict[Mask, int]] = {}  # per probe: mask → its number
         self._trees: list[MaskTree] = []  # by mask number
-        self._masked: dict[tuple[str, int, str], tuple[tuple[int, HostFacts], PayloadClass]] = {}
+        self._masked: dict[tuple[str, int, Dump], tuple[tuple[int, HostFacts], PayloadClass]] = {}
         self._tried: dict[str, list[int]] = {}  # per probe, its masks' numbers, the last hit first
         self.flattened = 0  # payloads flattened (walked field by field): the costly step
+        # per probe, its unit's `measurements` (None: it has none)
+        self._extractors: dict[str, Callable[[Mapping[str, Any]], dict[str, float]] | None] = {}
 
     def part(self, probe: str, result: ProbeResult) -> tuple[int, HostFacts]:
         """(content key, facts) of one probe's result; equal keys mean equal facts."""
@@ -359,14 +362,15 @@ class FactCache:
                 if position:
                     order.insert(0, order.pop(position))  # the mask that fits, tried first next
                 (key, facts), self._classes[payload] = known
-                measures = measurements(probe, result.data) if self.measure else {}
+                measures = self._measurements(probe, result.data)
+                if measures == facts.measures:  # none, or the same: the class's own facts
+                    return key, facts
                 return key, HostFacts(facts.values, facts.sets, measures, facts.hardware)
         self.flattened += 1
         facts = HostFacts(skipped=[])
         facts.values[status_path(probe)] = result.status
         _walk(result.data, "", probe, self.declarations.get(probe, ProbeFacts()), facts)
-        if self.measure:
-            facts.measures.update(measurements(probe, result.data))
+        facts.measures.update(self._measurements(probe, result.data))
         content = (probe, frozenset(facts.values.items()), frozenset(facts.sets.items()))
         found = (hash(content), facts)
         mask = tuple(facts.skipped or ())
@@ -376,6 +380,16 @@ class FactCache:
             kind = (-1 - len(self._classes), None)
         self._classes[payload] = kind
         return found
+
+    def _measurements(self, probe: str, data: Mapping[str, Any]) -> dict[str, float]:
+        """measurements(probe, data), its unit's function looked up once per probe; none when
+        this cache reads none."""
+        if not self.measure:
+            return {}
+        if probe not in self._extractors:
+            self._extractors[probe] = getattr(part(probe, "facts"), "measurements", None)
+        extract = self._extractors[probe]
+        return {} if extract is None else extract(data)
 
     def _remember(
         self, probe: str, result: ProbeResult, mask: Mask, found: tuple[int, HostFacts]
@@ -417,6 +431,7 @@ Mask = tuple[tuple[Any, ...], ...]  # the fields left out of a payload: the keys
 # class is one payload object, which hosts may share).
 PayloadClass = tuple[int, Optional[Mask]]
 MASKED = "\x00fleet: left out"
+Dump = Union[bytes, str]  # a masked payload dumped (dump_of)
 # A mask as a tree: key → the tree below it, or None where the value is left out.
 MaskTree = dict[Any, Any]
 
@@ -436,11 +451,25 @@ def mask_tree(mask: Sequence[tuple[Any, ...]]) -> MaskTree:
     return root
 
 
-def masked_dump(data: Any, tree: MaskTree) -> str | None:
-    """`data` with every field of the mask `tree` replaced, as text (repr, C speed: 10×
-    json.dumps); None when one of the fields is not there."""
+def masked_dump(data: Any, tree: MaskTree) -> Dump | None:
+    """`data` with every field of the mask `tree` replaced, dumped (dump_of); None when one of
+    the fields is not there."""
     root = _masked_copy(data, tree)
-    return None if root is None else repr(root)
+    return None if root is None else dump_of(root)
+
+
+def dump_of(data: Any) -> Dump:
+    """`data` as a key that is equal only for data of the same types, values and order: marshal's
+    version 2 (C speed, 2-5× repr: floats are written as their 8 bytes, not formatted; no
+    back-references, so equal data is equal bytes whichever objects it shares), else its repr
+    (a type marshal does not write; bytes and text never equal: another class, never a wrong one)."""
+    try:
+        return marshal.dumps(data, MARSHAL_VERSION)
+    except ValueError:
+        return repr(data)
+
+
+MARSHAL_VERSION = 2  # the last without references (3 added them): equal data, equal bytes
 
 
 def _masked_copy(node: Any, tree: MaskTree) -> Any:

@@ -31,7 +31,7 @@ from fleet.analysis.facts import (
 )
 from fleet.hostsets import compact_hosts
 from fleet.inventory.fleet_yaml import select_names
-from fleet.models import HostOutcome, Run
+from fleet.models import HostOutcome, ProbeResult, Run
 from fleet.store import source_words
 
 HOST_STATUS = "_host.status"  # the name rules read it by
@@ -202,16 +202,23 @@ def host_changes(
 ) -> Iterable[Change_]:
     """What changed on one host, over the `compared` probes (default: every probe either ran).
     `memo`: each probe's changes by the pair of payloads (their facts' objects, the cache's,
-    one per distinct payload) and the probes both ran, so a pair many hosts reported is compared
-    once."""
+    one per class of payload that measures alike) and the probes both ran, so a pair many
+    hosts reported is compared once."""
     if old.status != new.status:
         yield (HOST_STATUS, "status", old.status, new.status)
-    ran_both = frozenset(_probes_ok(old) & _probes_ok(new))
-    probes = set(old.probes) | set(new.probes)
+    before_all, after_all = old.probes, new.probes
+    ran_both = frozenset(
+        probe
+        for probe, result in before_all.items()
+        if result.status == "ok" and probe in after_all and after_all[probe].status == "ok"
+    )
+    probes = before_all.keys() | after_all.keys()
+    if compared is not None:
+        probes &= compared if isinstance(compared, (set, frozenset)) else set(compared)
     memo = {} if memo is None else memo
-    for probe in sorted(probes if compared is None else probes & set(compared)):
-        before = _part(cache, probe, old)
-        after = _part(cache, probe, new)
+    for probe in sorted(probes):
+        before = _part(cache, probe, before_all.get(probe))
+        after = _part(cache, probe, after_all.get(probe))
         pair = (probe, id(before[1]), id(after[1]), ran_both)
         found = memo.get(pair)
         if found is None:
@@ -231,17 +238,11 @@ def _probe_changes(
     yield from _measure_changes(before[1], after[1], tolerance)
 
 
-_ABSENT = HostFacts()  # a probe a host did not report: one object (its id keys the memo)
+_ABSENT = (None, HostFacts())  # a probe a host did not report: one object (its id keys the memo)
 
 
-def _part(cache: FactCache, probe: str, outcome: HostOutcome) -> tuple[int | None, HostFacts]:
-    if probe not in outcome.probes:
-        return None, _ABSENT
-    return cache.part(probe, outcome.probes[probe])
-
-
-def _probes_ok(outcome: HostOutcome) -> set[str]:
-    return {p for p, r in outcome.probes.items() if r.status == "ok"}
+def _part(cache: FactCache, probe: str, result: ProbeResult | None) -> tuple[int | None, HostFacts]:
+    return _ABSENT if result is None else cache.part(probe, result)
 
 
 def _value_changes(
