@@ -328,8 +328,6 @@ class FactCache:
         self._masked: dict[tuple[str, int, Dump], tuple[tuple[int, HostFacts], PayloadClass]] = {}
         self._tried: dict[str, list[int]] = {}  # per probe, its masks' numbers, the last hit first
         self.flattened = 0  # payloads flattened (walked field by field): the costly step
-        # per probe, its unit's `measurements` (None: it has none)
-        self._extractors: dict[str, Callable[[Mapping[str, Any]], dict[str, float]] | None] = {}
 
     def part(self, probe: str, result: ProbeResult) -> tuple[int, HostFacts]:
         """(content key, facts) of one probe's result; equal keys mean equal facts."""
@@ -382,14 +380,8 @@ class FactCache:
         return found
 
     def _measurements(self, probe: str, data: Mapping[str, Any]) -> dict[str, float]:
-        """measurements(probe, data), its unit's function looked up once per probe; none when
-        this cache reads none."""
-        if not self.measure:
-            return {}
-        if probe not in self._extractors:
-            self._extractors[probe] = getattr(part(probe, "facts"), "measurements", None)
-        extract = self._extractors[probe]
-        return {} if extract is None else extract(data)
+        """measurements(probe, data); none when this cache reads none."""
+        return measurements(probe, data) if self.measure else {}
 
     def _remember(
         self, probe: str, result: ProbeResult, mask: Mask, found: tuple[int, HostFacts]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from fleet.api.probing import ProbeOptions, build_probe_bundle, probe_and_keep_a
 from fleet.collector import paused as collection_paused
 from fleet.errors import StoreError
 from fleet.execution.fanout import Events
+from fleet.execution.limits import early_seed_workers
 from fleet.exits import exit_code, kept_bits, with_bits
 from fleet.models import Host, HostOutcome, Run
 from fleet.registry import declared
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
     from fleet.execution.limits import FanLimits
     from fleet.execution.workers import SeedProcess
     from fleet.findings.assessment import Assessment
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ProbePlan", "Probed", "RunSummary", "SavedRuns", "assess_run", "saved_runs"]
 
@@ -149,13 +153,20 @@ class ProbePlan:
 def _seed_early(
     inventory_file: str | Path | None, limit: str | None, options: ProbeOptions
 ) -> SeedProcess | None:
-    """The workers' seed for a run whose hosts a big inventory file names (workers.py
-    start_seed_early); decided without loading the workers' module where there is no file."""
-    if inventory_file is None or options.workers == 1:
+    """The workers' seed for a run whose hosts a big inventory file names (limits.py
+    early_seed_workers decides, so that any other run loads no worker module)."""
+    most = early_seed_workers(inventory_file, limit, options.workers)
+    if most is None:
         return None
-    from fleet.execution.workers import start_seed_early
+    from fleet.execution.workers import SeedProcess
 
-    return start_seed_early(inventory_file, limit, options.workers)
+    try:
+        seed = SeedProcess(most)
+    except OSError as exc:  # no process or pipe to spare now: the run starts its seed later
+        log.debug("the workers' seed could not start early: %s", exc)
+        return None
+    log.debug("the workers' seed started before the inventory is read (pid %d)", seed.process.pid)
+    return seed
 
 
 class StartingOnRunning(Events):

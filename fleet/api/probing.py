@@ -70,7 +70,7 @@ class ProbeOptions:
     # worker processes the SSH hosts are spread over (fleet/execution/workers.py); None: one per
     # core, fewer for a small fleet; 1: every host in this process
     workers: int | None = None
-    # the workers' seed, started while the inventory was read (workers.start_seed_early): the
+    # the workers' seed, started while the inventory was read (ProbePlan.make): the
     # run's workers are forked from it, or it is discarded when the run needs none
     seed: SeedProcess | None = None
 

@@ -82,6 +82,28 @@ def default_handshakes() -> int:
     return max(MIN_HANDSHAKES, HANDSHAKES_PER_CORE * usable_cores())
 
 
+# An inventory file this big likely names enough hosts for workers (2 x MIN_HOSTS_PER_WORKER, at
+# 20-100 bytes a host in any of fleet's forms): the workers' seed is started before it is read.
+EARLY_SEED_BYTES = 8 * 1024
+
+
+def early_seed_workers(
+    inventory: str | os.PathLike[str] | None, limit: str | None, requested: int | None
+) -> int | None:
+    """How many workers' pipes to start the seed with before `inventory` is read (the most the
+    run may deal to: --workers N, or the usable cores); None where the run will likely not
+    spread over workers (no inventory file, one under EARLY_SEED_BYTES, a --limit, --workers 1).
+    Decided here, by a stat, so that a run that starts no seed loads no worker module."""
+    if requested == 1 or limit or inventory is None:
+        return None
+    try:
+        if os.stat(inventory).st_size < EARLY_SEED_BYTES:
+            return None
+    except OSError:
+        return None  # an unreadable inventory is said where it is read; no seed starts early
+    return requested or usable_cores()
+
+
 def usable_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))  # a container's or taskset's share, not the host's

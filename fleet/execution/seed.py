@@ -9,7 +9,7 @@ outcomes to the parent as frames (workers.frame). Closing its stop pipe (the par
 or the parent gone) interrupts it: its unfinished hosts end as `interrupted`, with whatever they
 had reported, and their sessions and remote processes are ended, as the single process does.
 Ctrl-C itself is the parent's to act on: the seed and the workers ignore SIGINT (SEED_CODE's
-first line). The seed may be started before its job is known (workers.start_seed_early): it
+first line). The seed may be started before its job is known (ProbePlan.make): it
 imports all it needs, then waits for the job.
 
 FLEET_WORKER_PROFILE=FOLDER: each worker writes its CPU profile (cProfile, process time) to

@@ -80,8 +80,9 @@ class HostClock:
     def add(self, what: str, seconds: float) -> None:
         self.waits[what] = self.waits.get(what, 0.0) + seconds
 
-    def mark(self, what: str) -> None:
-        self.marks[what] = round(time.monotonic(), 4)
+    def mark(self, what: str, at: float | None = None) -> None:
+        """A one-off stamp: now, or `at` (a time.monotonic() taken before this clock existed)."""
+        self.marks[what] = round(time.monotonic() if at is None else at, 4)
 
     def host_done(self) -> None:
         self.finished.append(time.monotonic())

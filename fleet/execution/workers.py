@@ -74,9 +74,6 @@ SEED_CODE = (
     "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); import gc; gc.disable(); "
     "from fleet.execution.seed import main; main()"
 )
-# An inventory file this big likely names enough hosts for workers (2 x MIN_HOSTS_PER_WORKER, at
-# 20-100 bytes a host in any of fleet's forms): its seed is started before it is read.
-EARLY_SEED_BYTES = 8 * 1024
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the seed imports this very fleet
 
 
@@ -234,8 +231,9 @@ class WorkerPipes:
 
 class SeedProcess:
     """The seed (execution/seed.py) started and waiting for its SeedJob on stdin, with the pipes
-    of up to `most` workers. Started before the job is known (start_seed_early), its imports
-    overlap the parent's reading of the inventory instead of following it."""
+    of up to `most` workers. Started before the job is known (ProbePlan.make, for a big inventory:
+    limits.early_seed_workers), its imports overlap the parent's reading of the inventory
+    instead of following it."""
 
     def __init__(self, most: int) -> None:
         self.started_at = time.monotonic()
@@ -332,25 +330,6 @@ class SeedProcess:
                 stream.close()
 
 
-def start_seed_early(
-    inventory: str | Path | None, limit: str | None, requested: int | None
-) -> SeedProcess | None:
-    """The seed started before the inventory is read, where the run will likely spread over
-    workers (an inventory file of EARLY_SEED_BYTES or more, no --limit, not --workers 1): its
-    imports (0.2-0.3 s of a fresh interpreter) then overlap the parent's serial start. A seed
-    started for nothing costs that CPU on another core, and is discarded."""
-    if requested == 1 or limit or inventory is None:
-        return None
-    try:
-        if os.stat(inventory).st_size < EARLY_SEED_BYTES:
-            return None
-        seed = SeedProcess(requested or usable_cores())
-    except OSError:
-        return None  # an unreadable inventory is said where it is read; a seed starts later
-    log.debug("the workers' seed started before the inventory is read (pid %d)", seed.process.pid)
-    return seed
-
-
 @dataclass
 class Worker:
     """The parent's side of one worker: its hosts, what it has reported, its pipes."""
@@ -386,7 +365,7 @@ class WorkerFanOut:
         seed: SeedProcess | None = None,
     ) -> None:
         self.bundle, self.transports, self.settings = bundle, transports, settings
-        self.early_seed = seed  # started before the hosts were known (start_seed_early)
+        self.early_seed = seed  # started before the hosts were known (ProbePlan.make)
         self.count = count
         self.events = events or Events()
         self.interrupt = interrupt or asyncio.Event()
@@ -439,7 +418,7 @@ class WorkerFanOut:
             seed = SeedProcess(len(self.workers))
         self.early_seed = None
         if self.clock is not None:
-            self.clock.marks["seed_starting"] = round(seed.started_at, 4)
+            self.clock.mark("seed_starting", seed.started_at)
         try:
             for worker, pipes in zip(self.workers, seed.pipes):
                 await self._connect(worker, pipes)

@@ -1,6 +1,6 @@
-"""The workers' seed started before a big inventory is read (fleet/execution/workers.py
-start_seed_early) never outlives the command: not when the run needs no worker after all, and
-not when the inventory turns out to be wrong."""
+"""The workers' seed started before a big inventory is read (fleet/api/commands.py ProbePlan.make,
+fleet/execution/limits.py early_seed_workers) never outlives the command: not when the run needs
+no worker after all, and not when the inventory turns out to be wrong."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import uuid
 from pathlib import Path
 
-from fleet.execution.workers import EARLY_SEED_BYTES
+from fleet.execution.limits import EARLY_SEED_BYTES
 from tests.integration.fleet_runs import run_fleet
 
 

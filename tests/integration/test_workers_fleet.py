@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from fleet.execution.limits import EARLY_SEED_BYTES
 from fleet.execution.timeline import TIMELINE_ENV
-from fleet.execution.workers import EARLY_SEED_BYTES
 from tests.integration.conftest import run_fleet, ssh_host, write_inventory
 from tests.integration.fleet_runs import without_timings
 from tests.integration.sshd import SshdFarm

@@ -12,9 +12,14 @@ import pytest
 
 from fleet.execution.bundle import Bundle
 from fleet.execution.fanout import RunSettings
-from fleet.execution.limits import RESERVED_FDS, plan_limits
-from fleet.execution.workers import (
+from fleet.execution.limits import (
     EARLY_SEED_BYTES,
+    RESERVED_FDS,
+    early_seed_workers,
+    plan_limits,
+    usable_cores,
+)
+from fleet.execution.workers import (
     FrameReader,
     SeedJob,
     SeedProcess,
@@ -23,7 +28,6 @@ from fleet.execution.workers import (
     frame,
     share_settings,
     spread,
-    start_seed_early,
     worker_count,
 )
 from fleet.models import Host, HostOutcome, ProbeResult
@@ -114,17 +118,13 @@ def test_the_seed_starts_early_only_where_workers_are_likely(tmp_path: Path) -> 
     small, big = tmp_path / "small.yaml", tmp_path / "big.yaml"
     small.write_text("hosts: {a: {}}\n")
     big.write_text("# notes\n" * (EARLY_SEED_BYTES // 8) + "hosts: {a: {}}\n")
-    assert start_seed_early(small, None, None) is None
-    assert start_seed_early(tmp_path / "missing.yaml", None, None) is None  # said where read
-    assert start_seed_early(big, "rack1", None) is None  # a --limit may select a few hosts
-    assert start_seed_early(big, None, 1) is None  # --workers 1: no worker at all
-    assert start_seed_early(None, None, None) is None  # this machine
-    seed = start_seed_early(big, None, 3)
-    assert seed is not None
-    try:
-        assert len(seed.pipes) == 3  # room for the workers asked for
-    finally:
-        seed.discard()
+    assert early_seed_workers(small, None, None) is None
+    assert early_seed_workers(tmp_path / "missing.yaml", None, None) is None  # said where read
+    assert early_seed_workers(big, "rack1", None) is None  # a --limit may select a few hosts
+    assert early_seed_workers(big, None, 1) is None  # --workers 1: no worker at all
+    assert early_seed_workers(None, None, None) is None  # this machine
+    assert early_seed_workers(big, None, 3) == 3  # room for the workers asked for
+    assert early_seed_workers(big, None, None) == usable_cores()
 
 
 def test_a_seed_not_needed_after_all_is_reaped_and_its_pipes_closed() -> None:

@@ -30,6 +30,7 @@ from fleet.analysis.across_hosts.diff import (
     list_delta,
 )
 from fleet.analysis.across_hosts.findings import CHECK, COHORT, HARDWARE, SOFTWARE
+from fleet.analysis.across_hosts.majority import rank
 from fleet.hostsets import compact_hosts
 from fleet.render.grouping import pair_rows, short
 from fleet.render.html.markup import clip, esc, folded, hosts_label, row, table
@@ -113,7 +114,9 @@ def divergence_row(
             shown = "no such device" if only is None else short(only)  # or its GPU's own value
             pairs.append((Cell("none", shown, f"{value_text(only)}\n\n{HARDWARE_NOTE}"), here))
             continue
-        split, typical = _typical(by_value)
+        ranking = rank(by_value, ordered=True)  # ordered: no sort of each value's hosts
+        split = ranking.split
+        typical = ranking.majority[0] if ranking.majority else None
         for value, hosts in by_value.items():  # one cell per value, shared by its hosts
             if split or value != typical:
                 peers = "no majority" if split else value_text(typical)
@@ -126,14 +129,6 @@ def divergence_row(
                 cell = Cell("maj", short(value), value_text(value))
             pairs.append((cell, hosts))
     return MapRow(fact or item.fact, note, blocks_of(pairs))
-
-
-def _typical(by_value: dict[object, list[str]]) -> tuple[bool, object]:
-    """(split, the majority value or None): majority.rank's, from the counts alone (rank
-    would sort each value's hosts)."""
-    ranked = sorted(by_value, key=lambda value: (-len(by_value[value]), repr(value)))
-    split = len(ranked) > 1 and len(by_value[ranked[0]]) == len(by_value[ranked[1]])
-    return split, (None if split else ranked[0])
 
 
 def _cohort_split(
@@ -246,9 +241,9 @@ def set_cells(item: SetDivergence, within: dict[str, SetDivergence]) -> dict[str
 def _names_by_host(
     items: Sequence[tuple[str, tuple[str, ...]]], mark: str
 ) -> dict[str, tuple[str, ...]]:
-    """host → the items it is listed under (each after `mark`), in the items' order. Items listed under the same
-    host tuple (one object: set_divergence_of shares them) are gathered a tuple at a time, and
-    each set of tuples a host is in gets its items once."""
+    """host → the items it is listed under (each after `mark`), in the items' order. Items
+    listed under the same host tuple (one object: set_divergence_of shares them) are gathered a
+    tuple at a time, and each set of tuples a host is in gets its items once."""
     tuples: dict[int, tuple[str, ...]] = {}
     for _, hosts in items:
         tuples.setdefault(id(hosts), hosts)
