@@ -241,3 +241,16 @@ def test_the_ssh_transport_loads_with_the_collector_paused_in_the_executable(
     )
     passes, enabled, frozen = done.stdout.split()
     assert (passes if passes == "0" else "collected", enabled, frozen) == tuple(expected.split())
+
+
+def test_a_small_inventory_file_starts_no_seed_and_loads_no_worker_module(tmp_path: Path) -> None:
+    """The README's `fleet probe -i inventory/local.yaml`: a file under EARLY_SEED_BYTES, so the
+    early-seed decision (a stat) loads no worker module, as the run without a file."""
+    modules = tmp_path / "modules.json"
+    argv = ["probe", "-i", "inventory/local.yaml", "-p", "system", "--no-save"]
+    done = subprocess.run(
+        [sys.executable, "-c", AS_THE_EXECUTABLE, str(modules), *argv],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "fleet.execution.workers" not in json.loads(modules.read_text())
