@@ -20,10 +20,15 @@ so the figure is the controller's), records that run once (one host, not measure
 default (or --workers N), `--rounds` times each, alternating. Per run: wall, and the controller's
 CPU: user+sys of the fleet process and every process under it (its seed and workers are reaped
 inside the tree, so wait4 on fleet counts them), its kernel part, and fleet's own process apart
-(/proc/PID/stat of the exited process before it is reaped). Prints each run, then the best wall
-of each, the least CPU per host (ms) of each, the wall ratio (target <= 0.3x) and CPU per host
-ratio (target <= 1.2x), and whether the run documents are equal apart from timings (started,
-finished, elapsed_s) and the file they name. Needs only what `pip install .` brings; no pytest, no sshd.
+(/proc/PID/stat of the exited process before it is reaped). Each round then runs the reference
+at the default's load (bench/workers_loaded.py: as many `--workers 1` copies at once as the default
+has workers, on the same CPUs, against the same rig), unless --no-loaded. Prints each run, then
+the best wall of each, the least CPU per host (ms) of each, the wall ratio (target <= 0.3x), the
+CPU per host ratio against --workers 1 alone and against it at the same load (target <= 1.2x:
+the verdict takes the latter, since the former also counts what the machine does to CPU time
+with its cores busy), one worker's own CPU per host in the default run, and whether the run
+documents are equal apart from timings (started, finished, elapsed_s) and the file they name.
+Needs only what `pip install .` brings; no pytest, no sshd.
 
 Where each run's wall went (bench/workers_timeline.py): the rig's CPU over the run, in all and per
 server process, and fleet's parent's, seed's and each worker's, each with a strip of ten digits
@@ -46,6 +51,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,6 +67,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from asyncssh_rig import Rig, host_name, start_rig
 from cpu_calibration import calibrate
 from cpu_sets import format_cpus, parse_cpus, split_cpus
+from workers_loaded import Together, least_median, run_together, worker_ms_per_host
 from workers_timeline import TICKS, Sampler, explain, fanout_cpu_s, load_timeline
 
 from fleet.execution.workers import worker_count
@@ -127,6 +134,7 @@ class Measure:
     details: tuple[str, ...] = ()  # where the wall went (workers_timeline.explain)
     switches: tuple[int, int] = (0, 0)  # the tree's sleeps, preemptions (context switches)
     fanout_cpu_s: float | None = None  # of `cpu_s`, the fan-outs' own (timeline; None: no rig)
+    worker_ms: float | None = None  # the median worker's own CPU per host (None: one process)
 
     def line(self) -> str:
         sleeps, preempted = self.switches
@@ -171,8 +179,9 @@ def run_fleet(
     switches = (usage.ru_nvcsw, usage.ru_nivcsw)
     code = process.returncode
     fanouts = fanout_cpu_s(records) if records else None
+    worker = worker_ms_per_host(records)
     return Measure(
-        label, wall, cpu, usage.ru_stime, own, code, out, tuple(details), switches, fanouts
+        label, wall, cpu, usage.ru_stime, own, code, out, tuple(details), switches, fanouts, worker
     )
 
 
@@ -188,12 +197,21 @@ def own_cpu_at_exit(pid: int) -> float | None:
     return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
 
+@dataclass(frozen=True)
+class Rounds:
+    """A configuration's runs: each round's --workers 1, default and (unless --no-loaded) the
+    --workers 1 copies at the default's load (workers_loaded.py)."""
+
+    runs: list[Measure]
+    loaded: list[Together]
+
+
 def measure(
     args: argparse.Namespace, workdir: Path, plan: CpuPlan, rounds: int, name: str = "rig"
-) -> list[Measure]:
-    """`rounds` of --workers 1 and the default, alternating, on one rig started for them."""
+) -> Rounds:
+    """`rounds` of --workers 1, the default and the loaded reference, in turn, on one rig."""
     procs = args.rig_procs or (len(plan.rig) if plan.rig else max(1, (os.cpu_count() or 2) // 2))
-    say_plan(args, plan, procs)
+    workers = say_plan(args, plan, procs)
     started = time.monotonic()
     with pinned(plan.rig):
         rig_started = start_rig(workdir / name, args.hosts, procs)
@@ -203,16 +221,22 @@ def measure(
         record = run_fleet(rig.inventory, workdir, f"{name}-record", first, plan.fleet)
         assert record.exit_code == 0, f"recording the rig's answer failed: exit {record.exit_code}"
         spread = ["--workers", str(args.workers)] if args.workers else []
-        runs = []
+        runs, loaded = [], []
         for round_ in range(rounds):
+            prefix = "" if name == "rig" else f"{name}-"
             for label, extra in (("one", ["--workers", "1"]), ("spread", spread)):
-                tag = f"{label}-{round_}" if name == "rig" else f"{label}-{name}-{round_}"
-                done = run_fleet(rig.inventory, workdir, tag, extra, plan.fleet, rig)
+                done = run_fleet(rig.inventory, workdir, f"{label}-{prefix}{round_}", extra,
+                                 plan.fleet, rig)  # fmt: skip
                 print(done.line(), flush=True)
                 runs.append(done)
+            if not args.no_loaded and workers > 1:
+                together = run_together(rig.inventory, workdir, f"loaded-{prefix}{round_}",
+                                        workers, plan.fleet)  # fmt: skip
+                print(together.line(args.hosts), flush=True)
+                loaded.append(together)
         if args.ctrl_c_after and name == "rig":
             interrupted_run(rig, workdir, spread, plan.fleet, args.ctrl_c_after)
-    return runs
+    return Rounds(runs, loaded)
 
 
 def interrupted_run(
@@ -263,19 +287,23 @@ def where(cpus: Collection[int] | None) -> str:
     return f"CPUs {format_cpus(cpus)}" if cpus else "every usable CPU"
 
 
-def say_plan(args: argparse.Namespace, plan: CpuPlan, procs: int) -> None:
-    """The CPU sets and worker counts, so that a figure says what it measured."""
+def say_plan(args: argparse.Namespace, plan: CpuPlan, procs: int) -> int:
+    """The CPU sets and worker counts, so that a figure says what it measured; the count."""
     fleet_cores = len(plan.fleet) if plan.fleet else len(os.sched_getaffinity(0))
     workers = args.workers or worker_count(None, args.hosts, cores=fleet_cores)
     print(f"CPU sets: {plan.note}")
     print(f"  fleet: {where(plan.fleet)} ({fleet_cores}); workers: 1 and "
           f"{workers} ({'--workers' if args.workers else 'the default'})")  # fmt: skip
     print(f"  rig:   {where(plan.rig)}; {procs} server processes")
+    return workers
 
 
-def report(runs: Sequence[Measure], hosts: int, spread_name: str) -> bool:
+def report(rounds: Rounds, hosts: int, spread_name: str) -> bool:
     """Best of the rounds, each figure apart: the least wall and the least CPU of each kind
-    (on a busy machine the quickest run is not always the one least slowed by others)."""
+    (on a busy machine the quickest run is not always the one least slowed by others). The CPU
+    verdict holds the default against --workers 1 at the same load where that ran (the plain
+    ratio against --workers 1 alone counts the machine's contention too: workers_loaded.py)."""
+    runs = rounds.runs
     ones = [r for r in runs if r.label.startswith("one")]
     spreads = [r for r in runs if r.label.startswith("spread")]
     one, spread = (min(kind, key=lambda r: r.wall_s) for kind in (ones, spreads))
@@ -285,12 +313,56 @@ def report(runs: Sequence[Measure], hosts: int, spread_name: str) -> bool:
     same = equal_documents(one.document, spread.document)
     print(f"{'--workers 1':13} wall {one.wall_s:.2f} s   controller CPU {cpu_one:.2f} ms/host")
     print(f"{spread_name:13} wall {spread.wall_s:.2f} s   controller CPU {cpu_spread:.2f} ms/host")
-    print(f"wall ratio {wall_ratio:.2f}x (target <= {WALL_TARGET}x)   "
-          f"CPU per host ratio {cpu_ratio:.2f}x (target <= {CPU_TARGET}x)")  # fmt: skip
+    print(f"wall ratio {wall_ratio:.2f}x (target <= {WALL_TARGET}x)   CPU per host ratio "
+          f"{cpu_ratio:.2f}x against --workers 1 alone")  # fmt: skip
     print(f"run documents equal apart from timings: {'yes' if same else 'NO'}")
     say_split(ones, spreads, hosts)
+    say_worker(spreads, cpu_spread)
+    if rounds.loaded:
+        cpu_ratio, same_loaded = say_loaded(rounds.loaded, one, cpu_spread, spreads, hosts)
+        same = same and same_loaded
+    print(f"verdict: wall {wall_ratio:.2f}x (<= {WALL_TARGET}x), CPU per host {cpu_ratio:.2f}x "
+          f"(<= {CPU_TARGET}x, against --workers 1 "
+          f"{'at the same load' if rounds.loaded else 'alone'})")  # fmt: skip
     codes_ok = all(r.exit_code == 0 for r in runs)
+    codes_ok &= all(code == 0 for t in rounds.loaded for code in t.exit_codes)
     return same and codes_ok and wall_ratio <= WALL_TARGET and cpu_ratio <= CPU_TARGET
+
+
+def say_worker(spreads: Sequence[Measure], cpu_spread: float) -> None:
+    """The controller's whole CPU per host against one of its own workers' in the same run."""
+    workers = [r.worker_ms for r in spreads if r.worker_ms is not None]
+    if workers:
+        worker = min(workers)
+        print(f"one worker's own CPU in the default run (the median worker, least of the rounds):"
+              f" {worker:.2f} ms/host; the whole controller's {cpu_spread:.2f} is "
+              f"{cpu_spread / worker:.2f}x that")  # fmt: skip
+
+
+def say_loaded(
+    loaded: Sequence[Together],
+    one: Measure,
+    cpu_spread: float,
+    spreads: Sequence[Measure],
+    hosts: int,
+) -> tuple[float, bool]:
+    """--workers 1 at the default's load: its CPU per host, the ratio held against it, and
+    whether every copy's document equals the single run's apart from timings."""
+    reference = least_median(loaded, hosts)
+    ratio = cpu_spread / reference
+    same = all(equal_documents(one.document, doc) for t in loaded for doc in t.documents)
+    copies = len(loaded[0].cpu_s)
+    print(f"--workers 1 at the default's load ({copies} at once, the median copy, least of the "
+          f"rounds): {reference:.2f} ms/host; CPU per host ratio {ratio:.2f}x "
+          f"(target <= {CPU_TARGET}x); their documents equal the single run's: "
+          f"{'yes' if same else 'NO'}")  # fmt: skip
+    fans = [1000 * statistics.median(t.fanouts_s) / hosts for t in loaded if t.fanouts_s]
+    spread_fans = [1000 * r.fanout_cpu_s / hosts for r in spreads if r.fanout_cpu_s is not None]
+    if fans and spread_fans:
+        print(f"  the fan-outs' own at the same load: {min(fans):.2f} (one process) and "
+              f"{min(spread_fans):.2f} ms/host (the workers), "
+              f"{min(spread_fans) / min(fans):.2f}x")  # fmt: skip
+    return ratio, same
 
 
 def say_split(ones: Sequence[Measure], spreads: Sequence[Measure], hosts: int) -> None:
@@ -343,6 +415,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="2 rounds (unless --rounds), then one round with the rig on 5/8 of "
                         "the cores (unless --more-rig): one device call")  # fmt: skip
+    parser.add_argument("--no-loaded", action="store_true",
+                        help="skip the --workers 1 copies at the default's load (workers_loaded.py)")  # fmt: skip
     parser.add_argument("--no-calibration", action="store_true",
                         help="skip bench/cpu_calibration.py's figures (pinned runs print them)")  # fmt: skip
     parser.add_argument("--ctrl-c-after", type=float, metavar="S", default=None,
@@ -364,8 +438,8 @@ def main(argv: Sequence[str]) -> int:
         plan = plan_cpus(args)
         if plan.fleet and plan.rig and not args.no_calibration:
             print("\n".join(calibrate(plan.fleet, plan.rig)), flush=True)
-        runs = measure(args, workdir, plan, args.rounds)
-        met = report(runs, args.hosts, spread_name)
+        rounds = measure(args, workdir, plan, args.rounds)
+        met = report(rounds, args.hosts, spread_name)
         more = more_rig_plan(args)
         if more is not None:
             print("\nthe same with the rig given more CPUs (one round; the verdict is the above):")
