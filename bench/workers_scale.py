@@ -356,6 +356,9 @@ def say_loaded(
           f"rounds): {reference:.2f} ms/host; CPU per host ratio {ratio:.2f}x "
           f"(target <= {CPU_TARGET}x); their documents equal the single run's: "
           f"{'yes' if same else 'NO'}")  # fmt: skip
+    by_round = [1000 * r.cpu_s / hosts / t.ms_per_host(hosts) for r, t in zip(spreads, loaded)]
+    print(f"  round by round (each default against its own copies): "
+          f"{', '.join(f'{x:.2f}x' for x in by_round)}; median {statistics.median(by_round):.2f}x")  # fmt: skip
     fans = [1000 * statistics.median(t.fanouts_s) / hosts for t in loaded if t.fanouts_s]
     spread_fans = [1000 * r.fanout_cpu_s / hosts for r in spreads if r.fanout_cpu_s is not None]
     if fans and spread_fans:
