@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
+from fleet.analysis.facts import Dump, dump_of
+
 Path = tuple[Any, ...]
 ANY = "*"
 ROOT: Path = ()
@@ -291,10 +293,12 @@ def _function(
     return set()
 
 
-def seen(data: Any, reads: Reads) -> str:
-    """What `reads` (relative to `data`, see Reads.under) see of `data`, as text: the value at
+def seen(data: Any, reads: Reads) -> Dump:
+    """What `reads` (relative to `data`, see Reads.under) see of `data`, as a key: the value at
     each consumed path and the shape at each shaped path, with the concrete keys each pattern
-    matched. Two payloads seen alike give the same answer to the expressions read so."""
+    matched, dumped as a masked payload is (facts.dump_of: marshal, a quarter of repr's time at
+    24,000 views a 20,000-host check). Two payloads seen alike give the same answer to the
+    expressions read so."""
     consumed, shaped = reads.ordered()
     found: list[Any] = []
     for path in consumed:
@@ -313,7 +317,7 @@ def seen(data: Any, reads: Reads) -> str:
         matched = []
         _matches(data, path, 0, (), matched)
         found.append([(at, _shape(value)) for at, value in matched])
-    return repr(found)
+    return dump_of(found)
 
 
 def _rows_field(data: Any, path: Path) -> tuple[Any, ...] | None:

@@ -19,7 +19,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.analysis.facts import FactCache, Mask, ProbeFacts, shared_or_own
+from fleet.analysis.facts import Dump, FactCache, Mask, ProbeFacts, shared_or_own
 from fleet.checks.documents import (
     argument_helpers,
     helpers,
@@ -93,7 +93,7 @@ class HostDocuments:
         self._documents: dict[tuple[str, frozenset[str] | None], dict[str, Any]] = {}
         self._helpers: dict[Any, Any] = {}  # helper values by the payloads they follow from
         self._helper_values: dict[tuple[Any, ...], Any] = {}  # … by helper and payloads
-        self._views: dict[tuple[Any, ...], str] = {}  # what some paths show of a payload
+        self._views: dict[tuple[Any, ...], Dump] = {}  # what some paths show of a payload
         self.built = 0  # host documents built: one per distinct answer searched
         self.searches = 0  # JMESPath searches made
         found: dict[Hashable, int] = {}
@@ -229,7 +229,7 @@ class HostDocuments:
                 counted.add(found)
         return found
 
-    def _seen_as(self, slot: tuple[Any, ...], data: Any, reads: Reads) -> str:
+    def _seen_as(self, slot: tuple[Any, ...], data: Any, reads: Reads) -> Dump:
         """seen(data, reads), once per payload and set of paths: rules that read the same
         paths of the allreduce rows (there are several) share what each host's rows show."""
         key = (slot, reads.key())
