@@ -48,9 +48,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cpu_calibration import ROUNDS, WORK
-
 ROOT = Path(__file__).resolve().parent.parent
 
 REAL_RUN = ROOT / "tests" / "probes" / "golden" / "real_run"
@@ -214,16 +211,6 @@ def measure(argv: list[str], out: Path) -> tuple[float, float, float, int]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, child.returncode
 
 
-def yardstick(tmp: Path) -> str:
-    """The machine's own speed beside the figures: a virtual machine quiet on its side (nothing
-    else running, load ~0) still runs the same work up to 1.6× slower at times (its host's other
-    guests), so each table says how fast the machine was: cpu_calibration.py's fixed Python work
-    (hashing, dicts, bytes), its CPU seconds, best of 2 fresh processes."""
-    code = WORK.replace("ROUNDS", str(ROUNDS))
-    best = min(measure([sys.executable, "-S", "-c", code], tmp)[1] for _ in range(2))
-    return f"machine speed: cpu_calibration.py's fixed work {best:.2f} s CPU (best of 2)"
-
-
 Row = tuple[str, str, int, str, float, float, float, int]  # kind, form, hosts, command, …
 
 
@@ -272,7 +259,6 @@ def main(argv: list[str]) -> int:
         base = args.keep or tmp
         floor = measure([sys.executable, "-c", "pass"], tmp)
         print(f"# floor: python -c pass, {floor[1]:.2f} s CPU, {floor[2]:.0f} MB", flush=True)
-        print(f"# {yardstick(tmp)} at the start", flush=True)
         rows: list[Row] = []
         for kind in kinds:
             for count in args.sizes:
@@ -293,7 +279,6 @@ def main(argv: list[str]) -> int:
                         )
         table(rows, args.sizes)
         print(f"\nload average (1 min) of this machine: {os.getloadavg()[0]:.1f}")
-        print(f"{yardstick(tmp)} at the end")
     return 0
 
 
