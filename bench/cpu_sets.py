@@ -3,7 +3,9 @@ read and written as taskset and /sys write them, and split in two by physical co
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import os
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 SIBLINGS = "/sys/devices/system/cpu/cpu{}/topology/thread_siblings_list"
@@ -55,3 +57,18 @@ def split_cpus(
         "in halves" if fleet_share == 0.5 else f"{cut} for fleet, {len(cores) - cut} for the rig"
     )
     return fleet, rig, f"{len(cores)} physical cores, {threads} thread(s) each, split {split}"
+
+
+@contextmanager
+def pinned(cpus: Collection[int] | None) -> Iterator[None]:
+    """This process on `cpus` while what it starts inherits them (children keep the affinity
+    they were forked with); back on its own CPUs after."""
+    if cpus is None:
+        yield
+        return
+    own = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, own)

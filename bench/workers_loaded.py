@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_sets import pinned
 from workers_timeline import fanout_cpu_s, load_timeline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,23 +67,16 @@ def run_together(
 ) -> Together:
     """`copies` single-process runs of the whole inventory at once on `cpus` (each may run on
     any of them, as the default run's workers may), each reaped with wait4 for its CPU."""
-    own = os.sched_getaffinity(0)
     started, processes, outs, timelines = time.monotonic(), [], [], []
-    try:
-        if cpus is not None:
-            os.sched_setaffinity(0, cpus)
+    with pinned(cpus):
         for copy in range(copies):
             out, timeline = workdir / f"{label}-{copy}.json", workdir / f"{label}-{copy}.timeline"
-            command = [sys.executable, "-m", "fleet", "probe", "-i", str(inventory), "-p",
-                       "system", "--no-save", "--json", str(out), "--workers", "1"]  # fmt: skip
-            env = {**os.environ, "XDG_STATE_HOME": str(workdir / f"state-{copy}"),
-                   "PYTHONPATH": str(ROOT), "FLEET_WORKER_TIMELINE": str(timeline)}  # fmt: skip
+            state = workdir / f"state-{copy}"
+            command, env = probe_command(inventory, out, ["--workers", "1"], state, timeline)
             processes.append(subprocess.Popen(command, env=env, cwd=workdir,
                                               stdout=subprocess.DEVNULL))  # fmt: skip
             outs.append(out)
             timelines.append(timeline)
-    finally:
-        os.sched_setaffinity(0, own)
     cpu, wall, codes = [], [], []
     for process in processes:
         _, status, usage = os.wait4(process.pid, 0)
@@ -92,6 +86,24 @@ def run_together(
         cpu.append(usage.ru_utime + usage.ru_stime)
     fanouts = tuple(fanout_cpu_s(load_timeline(path)) for path in timelines)
     return Together(label, tuple(cpu), tuple(wall), fanouts, tuple(codes), tuple(outs))
+
+
+def probe_command(
+    inventory: Path,
+    out: Path,
+    extra: Sequence[str],
+    state: Path,
+    timeline: Path | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """`fleet probe -p system` of `inventory` as the benches run it (this checkout's fleet, the
+    run to `out` and not saved, its state in `state`), and its environment; `timeline`: where
+    fleet writes its stamps (FLEET_WORKER_TIMELINE)."""
+    command = [sys.executable, "-m", "fleet", "probe", "-i", str(inventory), "-p", "system",
+               "--no-save", "--json", str(out), *extra]  # fmt: skip
+    env = {**os.environ, "XDG_STATE_HOME": str(state), "PYTHONPATH": str(ROOT)}
+    if timeline is not None:
+        env["FLEET_WORKER_TIMELINE"] = str(timeline)
+    return command, env
 
 
 def worker_ms_per_host(records: Sequence[Mapping[str, Any]]) -> float | None:

@@ -57,8 +57,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,14 +65,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from asyncssh_rig import Rig, host_name, start_rig
 from cpu_calibration import calibrate
-from cpu_sets import format_cpus, parse_cpus, split_cpus
-from workers_loaded import Together, least_median, run_together, worker_ms_per_host
+from cpu_sets import format_cpus, parse_cpus, pinned, split_cpus
+from workers_loaded import (
+    Together,
+    least_median,
+    probe_command,
+    run_together,
+    worker_ms_per_host,
+)
 from workers_timeline import TICKS, Sampler, explain, fanout_cpu_s, load_timeline
 
 from fleet.execution.workers import worker_count
 from tests.integration.fleet_runs import without_timings
 
-ROOT = Path(__file__).resolve().parents[1]
 WALL_TARGET, CPU_TARGET = 0.3, 1.2
 
 
@@ -102,21 +106,6 @@ def plan_cpus(args: argparse.Namespace) -> CpuPlan:
         raise SystemExit(f"fleet CPUs {format_cpus(fleet)} and rig CPUs {format_cpus(rig)} "
                          "must be non-empty and disjoint")  # fmt: skip
     return CpuPlan(fleet, rig, note)
-
-
-@contextmanager
-def pinned(cpus: Collection[int] | None) -> Iterator[None]:
-    """This process on `cpus` while what it starts inherits them (children keep the affinity
-    they were forked with); back on its own CPUs after."""
-    if cpus is None:
-        yield
-        return
-    own = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, cpus)
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, own)
 
 
 # ------------------------------------------------------------------------------ the runs
@@ -158,10 +147,7 @@ def run_fleet(
     """One `fleet probe` on `cpus`, reaped with wait4: its wall and its process tree's CPU; with
     `rig`, where the wall went (the rig's and fleet's processes sampled, fleet's timeline)."""
     out, timeline = workdir / f"{label}.json", workdir / f"{label}.timeline"
-    command = [sys.executable, "-m", "fleet", "probe", "-i", str(inventory), "-p", "system",
-               "--no-save", "--json", str(out), *extra]  # fmt: skip
-    env = {**os.environ, "XDG_STATE_HOME": str(workdir / "state"), "PYTHONPATH": str(ROOT),
-           "FLEET_WORKER_TIMELINE": str(timeline)}  # fmt: skip
+    command, env = probe_command(inventory, out, extra, workdir / "state", timeline)
     sampler = Sampler([server.pid for server in rig.servers] if rig else [])
     started = time.monotonic()
     with pinned(cpus):
@@ -245,9 +231,7 @@ def interrupted_run(
     """Ctrl-C (SIGINT to fleet, as its loop takes it) `after_s` into a run: its exit code (130),
     how long it took to end, its hosts' statuses, and any process of its tree still there."""
     out = workdir / "interrupted.json"
-    command = [sys.executable, "-m", "fleet", "probe", "-i", str(rig.inventory), "-p", "system",
-               "--no-save", "--json", str(out), *extra]  # fmt: skip
-    env = {**os.environ, "XDG_STATE_HOME": str(workdir / "state"), "PYTHONPATH": str(ROOT)}
+    command, env = probe_command(rig.inventory, out, extra, workdir / "state")
     with pinned(cpus):
         process = subprocess.Popen(command, env=env, cwd=workdir,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
