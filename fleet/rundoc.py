@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import IO, Any, NoReturn
 
 from fleet.collector import in_executable
-from fleet.jsontext import Members, write_indented
+from fleet.jsontext import EditedDecoder, Members, write_indented
 from fleet.models import HOST_STATUSES, HostOutcome, ProbeResult, Run
 from fleet.redact import mask_secrets, might_hold_secret
 
@@ -171,7 +171,9 @@ def _run_member(payloads: Payloads) -> Callable[[_Text, str], Any]:
                 text, lambda text, name: text.value(payloads.host(name), CHUNK >> 2)
             )
         if key == "payloads" and text.peek() == "{":  # a saved run's: a payload at a time
-            return _read_object(text, lambda text, digest: payloads.stored(digest, text.value()))
+            return _read_object(
+                text, lambda text, digest: payloads.stored(digest, text.value(payloads.in_table))
+            )
         return text.value()
 
     return member
@@ -217,6 +219,9 @@ class Payloads:
         self.earlier_refs = earlier.refs if earlier else {}
         # names, probe names and statuses: one string each (a handful, kept from one to the next)
         self.keys: dict[str, str] = earlier.keys if earlier else {}
+        # a payload decoded as an edit of an earlier one of its probe (fleet.jsontext): the
+        # earlier document's too, as for `earlier_seen`
+        self.edits: EditedDecoder = earlier.edits if earlier else EditedDecoder()
 
     def stored(self, ref: str, payload: Any) -> Any:
         """A saved run's payload (its table's member `ref`), the earlier document's object if
@@ -225,6 +230,19 @@ class Payloads:
         found = earlier if earlier is not None and earlier == payload else payload
         self.refs[ref] = found
         return found
+
+    def in_table(self, text: str, at: int) -> tuple[Any, int]:
+        """A payload of a saved run's table at text[at], decoded as an edit of an earlier one
+        like it where it can be (its text up to the next member's key, as fleet writes the table:
+        a span that is not one value there is decoded plainly)."""
+        after = NEXT_STORED.search(text, at)
+        if after is not None and text[at] in "{[":
+            piece = text[at : after.start()]
+            try:  # the kind of payload: its first keys
+                return self.edits.decode(piece, piece[:KIND_CHARACTERS]), after.start()
+            except ValueError:
+                pass
+        return SCAN(text, at)
 
     def _seen(self, digest: bytes) -> Any:
         """The payload whose text has SHA256 `digest`, from this document or the earlier one;
@@ -296,7 +314,7 @@ class Payloads:
         plain = text.startswith('"data": ', at)
         data: Any = None
         if plain:
-            data, at = self._payload(text, at + 8)
+            data, at = self._payload(text, at + 8, head[1])
         tail = (RESULT_TAIL if plain else SAVED_TAIL).match(text, at)
         if tail is None:
             return None
@@ -340,16 +358,22 @@ class Payloads:
             value = self.keys.setdefault(value, value)
         return value, end
 
-    def _payload(self, text: str, at: int) -> tuple[Any, int]:
+    def _payload(self, text: str, at: int, probe: str = "") -> tuple[Any, int]:
         """A result's "data": a payload seen before is found by its text without decoding it
-        again (where it ends is found as fleet writes a result: "error", then "elapsed_s")."""
+        again (where it ends is found as fleet writes a result: "error", then "elapsed_s"), one
+        not seen before decoded as an edit of an earlier one of probe `probe` where it can be."""
         known = _known_end(text, at)
         digest = b""
         if known > 0:
-            digest = hashlib.sha256(text[at:known].encode()).digest()
+            piece = text[at:known]
+            digest = hashlib.sha256(piece.encode()).digest()
             seen = self._seen(digest)
             if seen is not None:
                 return seen, known
+            try:
+                return self.seen.setdefault(digest, self.edits.decode(piece, probe)), known
+            except ValueError:
+                pass  # not one value up to there: where it ends is found by decoding it
         value, end = SCAN(text, at)
         if end != known:  # not where fleet's layout says: its own text's digest
             digest = hashlib.sha256(text[at:end].encode()).digest()
@@ -379,6 +403,9 @@ class Payloads:
             else:
                 return found, after.end()
 
+
+NEXT_STORED = re.compile(r', "[0-9a-f]{64}": ')  # a saved run's payload table: the next key
+KIND_CHARACTERS = 24  # of a stored payload's text, to tell its probe (`{"command_errors": {}, "`)
 
 HOST_MEMBERS = ("status", "error", "hint", "address", "elapsed_s", "python", "probes")
 # A host and its results as fleet writes them (HostOutcome.to_dict, ProbeResult.to_dict, then
