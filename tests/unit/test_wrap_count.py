@@ -26,6 +26,20 @@ def test_line_count_is_what_hanging_lines_makes() -> None:
         assert line_count(text.plain[:start], text.plain[start:], 6, width) == len(made)
 
 
+def test_a_count_past_the_most_asked_stops_the_walk_there() -> None:
+    """`most`: a cut that does not fit is known by its first lines (a fix naming 20,000 hosts is
+    tried hundreds of times); a count within it is the whole count."""
+    rng = random.Random(49)
+    for _ in range(2000):
+        body = " ".join(rng.choice(PIECES) for _ in range(rng.randint(0, 60)))
+        width, most = rng.randint(10, 80), rng.randint(0, 4)
+        whole = line_count("", body, 6, width)
+        early = line_count("", body, 6, width, most)
+        assert early == whole if whole <= most else most < early <= whole
+    long = " ".join(f"gpu-{n:05d}" for n in range(20000))
+    assert line_count("", long, 6, 80, 2) == 3
+
+
 def test_a_word_wider_than_the_line_stands_alone() -> None:
     assert line_count("", "to " + "x" * 30 + " go", 6, 20) == 3
     assert line_count("", "", 6, 20) == 0

@@ -95,7 +95,8 @@ def _fitted(
         shown = shorten(text, most)
         plain = _plain(lead, shown, tail)
         start = len(plain) - len(plain.lstrip(" "))
-        if most <= 16 or line_count(plain[:start], plain[start:], 6, console.width) <= MAX_LINES:
+        head, body = plain[:start], plain[start:]
+        if most <= 16 or line_count(head, body, 6, console.width, MAX_LINES) <= MAX_LINES:
             return shown
         most = min(most, len(shown)) - 6
 

@@ -62,10 +62,11 @@ def hanging_lines(head: Text, body: Text, indent: int, width: int) -> Iterator[T
         yield _whole(line)
 
 
-def line_count(head: str, body: str, indent: int, width: int) -> int:
+def line_count(head: str, body: str, indent: int, width: int, most: int | None = None) -> int:
     """How many lines hanging_lines makes of the plain texts `head` and `body`: the same walk
     on strings, without a Text per word and line (a finding's fix is fitted by trying shorter
-    and shorter cuts of a text that may name 1,000 hosts)."""
+    and shorter cuts of a text that may name 1,000 hosts). `most`: a count past it is returned
+    as soon as it is reached (the cut does not fit: the rest of the text is not walked)."""
     line = head
     alone = cell_len(line) >= width
     count = 0
@@ -78,6 +79,8 @@ def line_count(head: str, body: str, indent: int, width: int) -> int:
             continue
         if line.strip():
             count += 1
+            if most is not None and count > most:
+                return count
         line = " " * indent + word
         alone = False
     return count + 1 if line.strip() else count
