@@ -191,9 +191,11 @@ def _key(key: Any) -> str:
 
 # ---------------------------------------------------------------------------- reading: edits
 
-SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+# JSON read as the C decoder reads it (fleet/rundoc.py reads runs with these too)
+DECODER = json.JSONDecoder()
+SCAN: Callable[[str, int], tuple[Any, int]] = DECODER.scan_once  # type: ignore[attr-defined]
 SPACE = re.compile(r"[ \t\n\r]*")
-PLAIN_KEY = re.compile(r'"([^"\\\x00-\x1f]*)"[ \t\n\r]*:')  # a key without escapes, and its ':'
+KEY = re.compile(r'"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')  # a key without escapes, its ':'
 MAX_EDITS = 64  # scalars put in: past that, a plain decode is as quick
 MAX_MISSES = 2  # a text that never matched its length's reference this often: decoded plainly
 Path = tuple[Any, ...]  # keys and list indices down to a scalar
@@ -339,7 +341,7 @@ def _object_spans(text: str, at: int, path: Path, spans: list[Span]) -> int:
     keys: set[str] = set()
     at = SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
     while text[at] != "}":
-        key = PLAIN_KEY.match(text, at)
+        key = KEY.match(text, at)
         if key is None or key.group(1) in keys:
             raise ValueError("a key with escapes, or repeated")
         keys.add(key.group(1))

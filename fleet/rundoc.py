@@ -27,13 +27,11 @@ from dataclasses import replace
 from typing import IO, Any, NoReturn
 
 from fleet.collector import in_executable
-from fleet.jsontext import EditedDecoder, Members, write_indented
+from fleet.jsontext import DECODER, KEY, SCAN, SPACE, EditedDecoder, Members, write_indented
 from fleet.models import HOST_STATUSES, HostOutcome, ProbeResult, Run
 from fleet.redact import mask_secrets, might_hold_secret
 
 CHUNK = 1 << 20  # characters read at a time
-SPACE = re.compile(r"[ \t\n\r]*")
-DECODER = json.JSONDecoder()
 Parse = Callable[[str, int], tuple[Any, int]]
 
 
@@ -190,7 +188,6 @@ class StoredPayload:
         self.ref = ref
 
 
-SCAN: Parse = DECODER.scan_once  # type: ignore[attr-defined]  # the C scanner: (value, end)
 Member = Callable[[str, int, str], tuple[Any, int]]
 
 
@@ -235,8 +232,8 @@ class Payloads:
         """A payload of a saved run's table at text[at], decoded as an edit of an earlier one
         like it where it can be (its text up to the next member's key, as fleet writes the table:
         a span that is not one value there is decoded plainly)."""
-        after = NEXT_STORED.search(text, at)
-        if after is not None and text[at] in "{[":
+        after = NEXT_STORED.search(text, at) if text[at] in "{[" else None
+        if after is not None:
             piece = text[at : after.start()]
             try:  # the kind of payload: its first keys
                 return self.edits.decode(piece, piece[:KIND_CHARACTERS]), after.start()
@@ -442,7 +439,6 @@ def _number(literal: str) -> int | float:
     return float(literal) if "." in literal or "e" in literal or "E" in literal else int(literal)
 
 
-KEY = re.compile(r'"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')  # as json reads it: no controls
 MORE = re.compile(r'[ \t\n\r]*(?:,[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*|(}))')
 
 
