@@ -200,6 +200,10 @@ MAX_EDITS = 64  # scalars put in: past that, a plain decode is as quick
 MAX_MISSES = 2  # a text that never matched its length's reference this often: decoded plainly
 Path = tuple[Any, ...]  # keys and list indices down to a scalar
 Span = tuple[int, int, Path]  # where a scalar's text starts and ends, and its path
+# A value decoded as an edit: itself, the value it is an edit of, and the paths of the scalars
+# put in. Kept by the decoder (EditedDecoder.edits), by the value's id: the value is held too, so
+# the id stays its own.
+Edit = tuple[Any, Any, tuple[Path, ...]]
 
 
 class _Reference:
@@ -234,6 +238,10 @@ class EditedDecoder:
     def __init__(self) -> None:
         self.references: dict[tuple[str, int], _Reference] = {}
         self.room = MAX_REFERENCE_TEXT  # characters of reference text still to keep
+        # each value decoded as an edit, by its id: what it is an edit of and where (the fact
+        # cache classes it as that value where those paths are fields it leaves out anyway)
+        self.edits: dict[int, Edit] = {}
+        self._paths: dict[tuple[Path, ...], tuple[Path, ...]] = {}  # each set of paths, once
 
     def decode(self, text: str, kind: str) -> Any:
         """json.loads(text), a ValueError as it raises one: equal in value, type and key order."""
@@ -252,7 +260,11 @@ class EditedDecoder:
         found = _edited(reference, text) if reference.starts else None
         if found is not None:
             reference.hits += 1
-            return found[0]
+            value, paths = found
+            if paths:  # none: the reference's own value
+                paths = self._paths.setdefault(paths, paths)
+                self.edits[id(value)] = (value, reference.value, paths)
+            return value
         reference.misses += 1
         if reference.misses >= MAX_MISSES and not reference.hits:  # texts of this length vary
             reference.starts, reference.spans, reference.bits, reference.text = [], [], 0, ""
@@ -265,11 +277,12 @@ class EditedDecoder:
 MAX_REFERENCE_TEXT = 16 << 20
 
 
-def _edited(reference: _Reference, text: str) -> tuple[Any] | None:
-    """`text`'s value as the reference's with the scalars that differ put in, or None when a
-    difference is not inside one of its scalars (the text is then decoded plainly). The texts
-    are of one length and ASCII: XOR-ed as integers, each byte that differs is non-zero, marked
-    1 by a translation, so that each next difference is one bytes.find (C speed)."""
+def _edited(reference: _Reference, text: str) -> tuple[Any, tuple[Path, ...]] | None:
+    """`text`'s value as the reference's with the scalars that differ put in, and their paths;
+    None when a difference is not inside one of its scalars (the text is then decoded plainly).
+    The texts are of one length and ASCII: XOR-ed as integers, each byte that differs is
+    non-zero, marked 1 by a translation, so that each next difference is one bytes.find (C
+    speed)."""
     size = len(text)
     differ = int.from_bytes(text.encode(), "big") ^ reference.bits
     marks = differ.to_bytes(size, "big").translate(NONZERO_AS_ONE)
@@ -292,7 +305,9 @@ def _edited(reference: _Reference, text: str) -> tuple[Any] | None:
             return None  # another token there, not a scalar written in the same characters
         edits.append((path, scalar))
         at = marks.find(1, end)
-    return (_put_in(reference.value, edits) if edits else reference.value,)
+    if not edits:
+        return reference.value, ()
+    return _put_in(reference.value, edits), tuple(path for path, _ in edits)
 
 
 NONZERO_AS_ONE = bytes([0] + [1] * 255)

@@ -22,13 +22,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import IO, Any, NoReturn
 
 from fleet.collector import in_executable
 from fleet.jsontext import DECODER, KEY, SCAN, SPACE, EditedDecoder, Members, write_indented
-from fleet.models import HOST_STATUSES, HostOutcome, ProbeResult, Run
+from fleet.models import HOST_STATUSES, HostOutcome, PayloadEdit, ProbeResult, Run
 from fleet.redact import mask_secrets, might_hold_secret
 
 CHUNK = 1 << 20  # characters read at a time
@@ -111,14 +111,17 @@ def read_document(handle: IO[str]) -> Any:
     return _read(handle, Payloads(LAST_READ[0] if LAST_READ else None))
 
 
-def read_run_document(handle: IO[str]) -> tuple[Any, bool]:
+def read_run_document(handle: IO[str]) -> tuple[Any, bool, Mapping[int, PayloadEdit]]:
     """read_document's document, its hosts laid out as fleet writes them read straight into
     HostOutcome and ProbeResult objects (Run.from_dict takes them as they are; a host of a
-    status this fleet does not know stays a document, for from_dict to refuse in its turn),
-    and whether a result still waits for its payload from the "payloads" table (a saved run's,
-    or a host read member by member): fleet.store.expand_payloads puts them in."""
+    status this fleet does not know stays a document, for from_dict to refuse in its turn);
+    whether a result still waits for its payload from the "payloads" table (a saved run's,
+    or a host read member by member): fleet.store.expand_payloads puts them in; and, in the
+    executable, the payloads decoded as edits of others (Run.payload_edits: the fact cache
+    classes them by what they edit, which holds while no one changes them, as for LAST_READ)."""
     payloads = Payloads(LAST_READ[0] if LAST_READ else None, results=True)
-    return _read(handle, payloads), payloads.waiting
+    document = _read(handle, payloads)
+    return document, payloads.waiting, payloads.edits.edits if in_executable() else {}
 
 
 def _read(handle: IO[str], payloads: Payloads) -> Any:

@@ -14,14 +14,21 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
 from fleet.collector import paused
 from fleet.errors import StoreError, UsageError
 from fleet.files import ensure_private_dir
-from fleet.models import READABLE_RUN_SCHEMAS, RUN_SCHEMA, HostOutcome, ProbeResult, Run
+from fleet.models import (
+    READABLE_RUN_SCHEMAS,
+    RUN_SCHEMA,
+    HostOutcome,
+    PayloadEdit,
+    ProbeResult,
+    Run,
+)
 from fleet.redact import mask_secrets, might_hold_secret
 from fleet.rundoc import (
     StoredPayload,
@@ -111,7 +118,8 @@ def expand_payloads(document: dict[str, Any]) -> dict[str, Any]:
             if type(probe) is ProbeResult:
                 stored: Any = probe.data
                 if type(stored) is StoredPayload:  # made by the reader, seen by no one yet
-                    probe.__dict__["data"] = payloads[stored.ref] or {}  # as from_dict's data
+                    # as from_dict's data; frozen, but seen by no one yet
+                    object.__setattr__(probe, "data", payloads[stored.ref] or {})
             elif "data_ref" in probe:
                 probe["data"] = payloads[probe.pop("data_ref")]  # shared, not copied
     return document
@@ -364,13 +372,13 @@ def read_run_file(path: Path) -> Run:
     too). Anything else is a StoreError that names what the file is and what to do."""
     try:
         with paused(), path.open(encoding="utf-8") as handle:  # paused: fleet.collector
-            read, waiting = _json_of(handle, path)  # payloads shared: rundoc
+            read, waiting, edits = _json_of(handle, path)  # payloads shared: rundoc
             document = readable_run(read, path)
             if waiting:
                 expand_payloads(document)
             else:  # every payload in its result already
                 document.pop("payloads", None)
-            return Run.from_dict(document)
+            return Run.from_dict(document, edits)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StoreError(
             f"cannot read run {path}: {exc}", hint=f"is it a fleet run document ({RUN_SCHEMA})?"
@@ -413,9 +421,9 @@ def readable_run(document: Any, path: Path) -> dict[str, Any]:
 BASELINE_ID = re.compile(r"^schema:\s*['\"]?(fleet\.baseline/\d+)", re.MULTILINE)
 
 
-def _json_of(handle: TextIO, path: Path) -> tuple[Any, bool]:
+def _json_of(handle: TextIO, path: Path) -> tuple[Any, bool, Mapping[int, PayloadEdit]]:
     """The JSON in a run file, read a host at a time (fleet/rundoc.py read_run_document: with
-    whether its payloads are still to be put in); an empty file, or a baseline file (YAML)
+    whether its payloads are still to be put in, and those read as edits); an empty file, or a baseline file (YAML)
     handed where a run goes, is named as one, with the flag that takes it, rather than as the
     JSON parser's complaint."""
     try:

@@ -27,16 +27,15 @@ from __future__ import annotations
 import fnmatch
 import functools
 import json
-import marshal
 import re
 import statistics
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any
 
 from fleet.execution.bundle import available_probes, declared_literal, refuse_broken
-from fleet.models import HostOutcome, ProbeResult, Run
+from fleet.models import HostOutcome, Run
 from fleet.registry import part, parts
 from fleet.registry import version as units_version
 
@@ -268,6 +267,12 @@ def _walk(
         _mark_hardware(match, where, declared, facts)
 
 
+def walk_payload(data: Any, probe: str, declared: ProbeFacts, facts: HostFacts) -> None:
+    """Every field of probe `probe`'s payload `data` into `facts` (fleet.analysis.classes: the
+    fields it leaves out into facts.skipped, where that is a list)."""
+    _walk(data, "", probe, declared, facts)
+
+
 def _kind(match: str, declared: ProbeFacts) -> str:
     """What the probe declares the field at `match` to be; the runner's bookkeeping fields are
     volatile whatever it says (UNIVERSAL)."""
@@ -303,192 +308,6 @@ def _walk_list(
 def _mark_hardware(match: str, where: str, declared: ProbeFacts, facts: HostFacts) -> None:
     if match and declared.is_hardware(match):
         facts.hardware.add(where)
-
-
-class FactCache:
-    """Flattens each distinct probe payload once. Runs loaded from the store share one object per
-    identical payload, so in a big fleet most hosts cost a dictionary lookup, not a flatten.
-
-    Payloads that differ only in fields left out of the comparison (hostnames, GPU UUIDs, bus ids,
-    timings: identity, volatile, measure) are one payload too: each flatten records where it left
-    fields out (its mask: 2-GPU and 8-GPU hosts mask apart), and the next payload of that probe is
-    masked there and dumped (dump_of: marshal, C speed); the same dump is the same facts (plain JSON
-    data, the same keys in the same order; a payload whose keys come in another order is only
-    flattened again). Each distinct mask is kept once, with every dump seen through it, so the
-    work follows the distinct answers (and kinds of payload), not the hosts. Measurements are
-    still read from each payload."""
-
-    def __init__(self, declarations: Mapping[str, ProbeFacts], measure: bool = True) -> None:
-        self.declarations = declarations
-        self.measure = measure  # False: no measurements read (the checks only need classes)
-        self._parts: dict[tuple[str, str, int], tuple[int, HostFacts]] = {}
-        self._classes: dict[tuple[str, str, int], PayloadClass] = {}
-        self._masks: dict[str, dict[Mask, int]] = {}  # per probe: mask → its number
-        self._trees: list[MaskTree] = []  # by mask number
-        self._masked: dict[tuple[str, int, Dump], tuple[tuple[int, HostFacts], PayloadClass]] = {}
-        self._tried: dict[str, list[int]] = {}  # per probe, its masks' numbers, the last hit first
-        self.flattened = 0  # payloads flattened (walked field by field): the costly step
-
-    def part(self, probe: str, result: ProbeResult) -> tuple[int, HostFacts]:
-        """(content key, facts) of one probe's result; equal keys mean equal facts."""
-        payload = (probe, result.status, id(result.data))
-        found = self._parts.get(payload)
-        if found is None:
-            found = self._parts[payload] = self._flatten(probe, result, payload)
-        return found
-
-    def payload_class(self, probe: str, result: ProbeResult) -> PayloadClass:
-        """(class number, mask): results of one class have the same status and the same data
-        but at the fields of the mask (None: none left out, the class is one payload object)."""
-        payload = (probe, result.status, id(result.data))
-        found = self._classes.get(payload)
-        if found is None:
-            self.part(probe, result)
-            found = self._classes[payload]
-        return found
-
-    def _flatten(
-        self, probe: str, result: ProbeResult, payload: tuple[str, str, int]
-    ) -> tuple[int, HostFacts]:
-        order = self._tried.setdefault(probe, [])
-        for position, number in enumerate(order):
-            dump = masked_dump(result.data, self._trees[number])
-            if dump is None:
-                continue  # this mask's fields are not all there: another kind of payload
-            known = self._masked.get((result.status, number, dump))
-            if known is not None:
-                if position:
-                    order.insert(0, order.pop(position))  # the mask that fits, tried first next
-                (key, facts), self._classes[payload] = known
-                measures = self._measurements(probe, result.data)
-                if measures == facts.measures:  # none, or the same: the class's own facts
-                    return key, facts
-                return key, HostFacts(facts.values, facts.sets, measures, facts.hardware)
-        self.flattened += 1
-        facts = HostFacts(skipped=[])
-        facts.values[status_path(probe)] = result.status
-        _walk(result.data, "", probe, self.declarations.get(probe, ProbeFacts()), facts)
-        facts.measures.update(self._measurements(probe, result.data))
-        content = (probe, frozenset(facts.values.items()), frozenset(facts.sets.items()))
-        found = (hash(content), facts)
-        mask = tuple(facts.skipped or ())
-        facts.skipped = None
-        kind = self._remember(probe, result, mask, found)  # no mask: equal payloads are alike
-        if kind is None:  # a class of its own: this payload object (and hosts sharing it)
-            kind = (-1 - len(self._classes), None)
-        self._classes[payload] = kind
-        return found
-
-    def _measurements(self, probe: str, data: Mapping[str, Any]) -> dict[str, float]:
-        """measurements(probe, data); none when this cache reads none."""
-        return measurements(probe, data) if self.measure else {}
-
-    def _remember(
-        self, probe: str, result: ProbeResult, mask: Mask, found: tuple[int, HostFacts]
-    ) -> PayloadClass | None:
-        """Keep the masked dump of a payload just flattened, under its mask (kept once): the
-        payloads dumped alike from now on are of its class. None: not kept."""
-        masks = self._masks.setdefault(probe, {})
-        number = masks.get(mask)
-        if number is None:
-            if len(masks) >= MAX_MASKS:
-                return None
-            number = masks[mask] = len(self._trees)
-            self._trees.append(mask_tree(mask))
-            self._tried[probe].insert(0, number)
-        dump = masked_dump(result.data, self._trees[number])
-        if dump is None:
-            return None
-        kind: PayloadClass = (len(self._masked), mask)
-        self._masked[(result.status, number, dump)] = (found, kind)
-        return kind
-
-
-def shared_or_own(
-    cache: FactCache | None, declarations: Mapping[str, ProbeFacts], measure: bool = True
-) -> FactCache:
-    """`cache` where it flattens by `declarations` (and reads measurements where asked to),
-    else a cache of one's own: the diff, the drift and the rules' judging of one run class its
-    payloads once between them (a payload is classed by its masked dump: 60,000 of them at
-    20,000 hosts whose hostnames, GPU UUIDs and timings are their own)."""
-    usable = cache is not None and (cache.measure or not measure)
-    if usable and cache is not None and cache.declarations == declarations:
-        return cache
-    return FactCache(declarations, measure)
-
-
-MAX_MASKS = 16  # kinds of payload remembered per probe (2-GPU and 8-GPU hosts mask apart)
-Mask = tuple[tuple[Any, ...], ...]  # the fields left out of a payload: the keys down to each
-# A class of probe results: its number, and the fields its payloads may differ in (None: the
-# class is one payload object, which hosts may share).
-PayloadClass = tuple[int, Optional[Mask]]
-MASKED = "\x00fleet: left out"
-Dump = Union[bytes, str]  # a masked payload dumped (dump_of)
-# A mask as a tree: key → the tree below it, or None where the value is left out.
-MaskTree = dict[Any, Any]
-
-
-def mask_tree(mask: Sequence[tuple[Any, ...]]) -> MaskTree:
-    """The fields of `mask` (each the keys down to one) as a tree: each container on the way is
-    then copied once, and each key looked up once."""
-    root: MaskTree = {}
-    for keys in mask:
-        node = root
-        for key in keys[:-1]:
-            child = node.get(key)
-            if child is None:
-                child = node[key] = {}
-            node = child
-        node[keys[-1]] = None
-    return root
-
-
-def masked_dump(data: Any, tree: MaskTree) -> Dump | None:
-    """`data` with every field of the mask `tree` replaced, dumped (dump_of); None when one of
-    the fields is not there."""
-    root = _masked_copy(data, tree)
-    return None if root is None else dump_of(root)
-
-
-def dump_of(data: Any) -> Dump:
-    """`data` as a key that is equal only for data of the same types, values and order: marshal's
-    version 2 (C speed, 2-5× repr: floats are written as their 8 bytes, not formatted; no
-    back-references, so equal data is equal bytes whichever objects it shares), else its repr
-    (a type marshal does not write; bytes and text never equal: another class, never a wrong one)."""
-    try:
-        return marshal.dumps(data, MARSHAL_VERSION)
-    except ValueError:
-        return repr(data)
-
-
-MARSHAL_VERSION = 2  # the last without references (3 added them): equal data, equal bytes
-
-
-def _masked_copy(node: Any, tree: MaskTree) -> Any:
-    kind = type(node)
-    if kind is dict:
-        copy: Any = dict(node)
-    elif kind is list:
-        copy = list(node)
-    elif isinstance(node, Mapping):
-        copy = dict(node)
-    elif isinstance(node, (list, tuple)):
-        copy = list(node)
-    else:
-        return None
-    for key, below in tree.items():
-        try:
-            child = copy[key]
-        except (KeyError, IndexError, TypeError):
-            return None
-        if below is None:
-            copy[key] = MASKED
-        else:
-            masked = _masked_copy(child, below)
-            if masked is None:
-                return None
-            copy[key] = masked
-    return copy
 
 
 def hashable(value: Any) -> Value:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from fleet.analysis.across_hosts.diff import FleetDiff
 from fleet.analysis.across_hosts.findings import CHECK, DivergenceFinding
 from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE
-from fleet.analysis.facts import FactCache, run_declarations
+from fleet.analysis.classes import FactCache
+from fleet.analysis.facts import run_declarations
 from fleet.api.comparing import cross_host_diff, drift
 from fleet.api.judging import Judging as Judging
 from fleet.api.judging import Prepared as Prepared
@@ -44,6 +45,7 @@ def assess(
     it now (none for a saved run). The run's payloads are classed once, for the diff, the
     drift and the rules alike (`classes`)."""
     classes = FactCache(run_declarations([run], judging.probe_dirs))
+    classes.read_as_edits(run.payload_edits)
     diff = cross_host_diff(
         run, judging.tolerance, judging.probe_dirs, judging.cohort_by, classes=classes
     )

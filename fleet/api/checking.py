@@ -15,7 +15,7 @@ from fleet.execution.bundle import available_probes, refuse_broken
 from fleet.models import Run
 
 if TYPE_CHECKING:
-    from fleet.analysis.facts import FactCache
+    from fleet.analysis.classes import FactCache
     from fleet.checks import CheckReport, Probing, Rule
 
 __all__ = [

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet.analysis.across_hosts.diff import DEFAULT_TOLERANCE, FleetDiff, compare_hosts
-from fleet.analysis.facts import FactCache, run_declarations
+from fleet.analysis.classes import FactCache
+from fleet.analysis.facts import run_declarations
 from fleet.models import Run
 
 if TYPE_CHECKING:

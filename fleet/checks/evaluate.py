@@ -11,7 +11,8 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from fleet.analysis.facts import FactCache, declared_facts
+from fleet.analysis.classes import FactCache
+from fleet.analysis.facts import declared_facts
 from fleet.checks.documents import results_beside_probes
 from fleet.checks.fixes import with_fixes
 from fleet.checks.language import EvaluationError, truthy, unanswered

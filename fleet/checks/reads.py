@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from fleet.analysis.facts import Dump, dump_of
+from fleet.analysis.classes import Dump, dump_of
 
 Path = tuple[Any, ...]
 ANY = "*"
@@ -296,7 +296,7 @@ def _function(
 def seen(data: Any, reads: Reads) -> Dump:
     """What `reads` (relative to `data`, see Reads.under) see of `data`, as a key: the value at
     each consumed path and the shape at each shaped path, with the concrete keys each pattern
-    matched, dumped as a masked payload is (facts.dump_of: marshal, a quarter of repr's time at
+    matched, dumped as a masked payload is (classes.dump_of: marshal, a quarter of repr's time at
     24,000 views a 20,000-host check). Two payloads seen alike give the same answer to the
     expressions read so."""
     consumed, shaped = reads.ordered()

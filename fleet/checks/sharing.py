@@ -19,7 +19,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.analysis.facts import Dump, FactCache, Mask, ProbeFacts, shared_or_own
+from fleet.analysis.classes import Dump, FactCache, Mask, shared_or_own
+from fleet.analysis.facts import ProbeFacts
 from fleet.checks.documents import (
     argument_helpers,
     helpers,

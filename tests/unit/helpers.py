@@ -129,3 +129,18 @@ def calls() -> Iterator[Counter[str]]:
         yield counted
     finally:
         sys.setprofile(previous)
+
+
+def real_gpu_payload() -> dict[str, Any]:
+    run = json.loads((REAL_RUN / "mixed8_loopback.json").read_text())
+    data: dict[str, Any] = run["hosts"]["h01"]["probes"]["gpu"]["data"]
+    return data
+
+
+def with_identity(payload: dict[str, Any], host: int) -> dict[str, Any]:
+    """The payload as host number `host` reports it: its GPUs' own UUIDs and serials."""
+    own = copy.deepcopy(payload)
+    for gpu in own["gpus"]:
+        gpu["uuid"] = f"GPU-{host:06d}-{gpu['index']:02d}-4a1e"
+        gpu["serial"] = f"{1650000000000 + host * 16 + gpu['index']}"
+    return own

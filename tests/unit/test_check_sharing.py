@@ -10,7 +10,8 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-from fleet.analysis.facts import Dump, declared_facts, dump_of
+from fleet.analysis.classes import Dump, dump_of
+from fleet.analysis.facts import declared_facts
 from fleet.checks import HostDocuments, Reads, evaluate, load_rules, pack_path, parse_rules, seen
 from fleet.execution.bundle import available_probes
 from tests.unit.helpers import fleet_run

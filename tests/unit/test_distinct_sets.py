@@ -11,7 +11,8 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-from fleet.analysis.facts import FactCache, declared_facts, run_declarations
+from fleet.analysis.classes import FactCache
+from fleet.analysis.facts import declared_facts, run_declarations
 from fleet.api import cross_host_diff
 from fleet.checks import (
     UNJUDGED,

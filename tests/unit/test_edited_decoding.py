@@ -4,33 +4,16 @@ ValueError); the parts that did not change are the earlier value's objects, whic
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from fleet.jsontext import EditedDecoder
 from fleet.models import Run
 from fleet.store import read_run_file, write_run_json
-from tests.unit.helpers import REAL_RUN, fleet_run
-
-
-def real_gpu_payload() -> dict[str, Any]:
-    run = json.loads((REAL_RUN / "mixed8_loopback.json").read_text())
-    data: dict[str, Any] = run["hosts"]["h01"]["probes"]["gpu"]["data"]
-    return data
-
-
-def with_identity(payload: dict[str, Any], host: int) -> dict[str, Any]:
-    """The payload as host number `host` reports it: its GPUs' own UUIDs and serials."""
-    own = copy.deepcopy(payload)
-    for gpu in own["gpus"]:
-        gpu["uuid"] = f"GPU-{host:06d}-{gpu['index']:02d}-4a1e"
-        gpu["serial"] = f"{1650000000000 + host * 16 + gpu['index']}"
-    return own
+from tests.unit.helpers import fleet_run, real_gpu_payload, with_identity
 
 
 def as_json_reads(decoder: EditedDecoder, text: str, kind: str = "gpu") -> None:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from fleet import rundoc
-from fleet.analysis.facts import FactCache, ProbeFacts, dump_of
+from fleet.analysis.classes import FactCache, dump_of
+from fleet.analysis.facts import ProbeFacts
 from fleet.api import drift
 from fleet.errors import StoreError
 from fleet.models import ProbeResult, Run

@@ -44,16 +44,8 @@ from fleet.analysis.across_hosts.findings import CrossCohort as CrossCohort
 from fleet.analysis.across_hosts.findings import DivergenceFinding as DivergenceFinding
 from fleet.analysis.across_hosts.ranking import analyse
 from fleet.analysis.across_runs.tolerance import DEFAULT_TOLERANCE as DEFAULT_TOLERANCE
-from fleet.analysis.facts import (
-    FactCache,
-    HostFacts,
-    ProbeFacts,
-    Value,
-    median,
-    probe_of,
-    shared_or_own,
-    slowness,
-)
+from fleet.analysis.classes import FactCache, shared_or_own
+from fleet.analysis.facts import HostFacts, ProbeFacts, Value, median, probe_of, slowness
 from fleet.models import NOT_REACHED, HostOutcome
 
 COLLAPSE_AT = 4

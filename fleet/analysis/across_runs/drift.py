@@ -19,16 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.analysis.across_hosts.diff import DEFAULT_TOLERANCE
-from fleet.analysis.facts import (
-    FactCache,
-    HostFacts,
-    ProbeFacts,
-    Value,
-    probe_of,
-    shared_or_own,
-    slowness,
-    status_path,
-)
+from fleet.analysis.classes import FactCache, shared_or_own
+from fleet.analysis.facts import HostFacts, ProbeFacts, Value, probe_of, slowness, status_path
 from fleet.hostsets import compact_hosts
 from fleet.inventory.fleet_yaml import select_names
 from fleet.models import HostOutcome, ProbeResult, Run
@@ -127,6 +119,8 @@ def compare_runs(
     names) narrows both runs further. `cache`: payloads already flattened (the new run's, by
     the cross-host diff), used where its declarations are these."""
     cache = shared_or_own(cache, declarations)
+    cache.read_as_edits(new.payload_edits)
+    cache.read_as_edits(old.payload_edits)
     old_hosts, new_hosts, left_out, why = selected_by_both(old, new, limit)
     common = [h for h in new.hosts if h in old_hosts and h in new_hosts]
     old_probes, new_probes = probes_run(old), probes_run(new)

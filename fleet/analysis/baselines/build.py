@@ -18,7 +18,8 @@ from fleet.analysis.across_hosts.cohorts import default_key, find_cohorts
 from fleet.analysis.across_runs.bands import DEFAULT_FLOOR, DEFAULT_K, Band, make_band
 from fleet.analysis.across_runs.measured import Key, baseline_families, host_measured
 from fleet.analysis.baselines.identity import VERSIONS, gpu_identity, host_versions
-from fleet.analysis.facts import FactCache, HostFacts, ProbeFacts
+from fleet.analysis.classes import FactCache
+from fleet.analysis.facts import HostFacts, ProbeFacts
 from fleet.errors import UsageError
 from fleet.models import NOT_REACHED, HostOutcome, ProbeResult, Run
 from fleet.registry import declared
