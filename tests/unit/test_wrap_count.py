@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import random
 
+from rich.cells import cell_len
 from rich.markup import escape
 from rich.text import Text
 
 from fleet.render.terminal import findings
-from fleet.render.terminal.wrap import hanging_lines, line_count
+from fleet.render.terminal.wrap import hanging_lines, line_count, width_of
 
 PIECES = ["a", "bc", " ", "  ", "gpu-[0001,0002]", "é", "中", "\u00a0", "x" * 50, "`", "."]
 
@@ -55,3 +56,25 @@ def test_the_plain_text_read_in_parts_is_the_text_read_whole() -> None:
         lead, tail = rng.choice(leads), rng.choice(["", " [dim](+2 related)[/]", ":tail"])
         whole = Text.from_markup(f"{lead}{escape(shown)}{tail}", emoji=False).plain
         assert findings._plain(lead, shown, tail) == whole
+
+
+def test_a_width_is_what_rich_counts() -> None:
+    """Printable ASCII in C, anything else (controls, wide, combining, joined) as rich counts it."""
+    rng = random.Random(4)
+    alphabet = [chr(c) for c in range(0, 128)] + [
+        "é",
+        "中",
+        "\u00a0",
+        "\u200d",
+        "\ufe0f",
+        "👍",
+        "\u0301",
+    ]
+    texts = ["", " ", "gpu-00001", ",".join(f"gpu-{n:05d}" for n in range(2000))]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 700))) for _ in range(500)]
+    texts += [
+        "".join(rng.choice(alphabet[32:127]) for _ in range(rng.randint(0, 700)))
+        for _ in range(200)
+    ]
+    for text in texts:
+        assert width_of(text) == cell_len(text), repr(text[:40])
