@@ -91,12 +91,13 @@ def _fitted(
     console's width (the JSON keeps it whole). Lines are counted on the plain text
     (wrap.line_count: what hanging_lines, which `say` prints with, would make of it)."""
     most = len(text)
+    width = console.width  # asked once: rich works it out from the terminal each time
     while True:
         shown = shorten(text, most)
         plain = _plain(lead, shown, tail)
         start = len(plain) - len(plain.lstrip(" "))
         head, body = plain[:start], plain[start:]
-        if most <= 16 or line_count(head, body, 6, console.width, MAX_LINES) <= MAX_LINES:
+        if most <= 16 or line_count(head, body, 6, width, MAX_LINES) <= MAX_LINES:
             return shown
         most = min(most, len(shown)) - 6
 
