@@ -118,8 +118,7 @@ def expand_payloads(document: dict[str, Any]) -> dict[str, Any]:
             if type(probe) is ProbeResult:
                 stored: Any = probe.data
                 if type(stored) is StoredPayload:  # made by the reader, seen by no one yet
-                    # as from_dict's data; frozen, but seen by no one yet
-                    object.__setattr__(probe, "data", payloads[stored.ref] or {})
+                    object.__setattr__(probe, "data", payloads[stored.ref] or {})  # as from_dict
             elif "data_ref" in probe:
                 probe["data"] = payloads[probe.pop("data_ref")]  # shared, not copied
     return document
@@ -423,9 +422,9 @@ BASELINE_ID = re.compile(r"^schema:\s*['\"]?(fleet\.baseline/\d+)", re.MULTILINE
 
 def _json_of(handle: TextIO, path: Path) -> tuple[Any, bool, Mapping[int, PayloadEdit]]:
     """The JSON in a run file, read a host at a time (fleet/rundoc.py read_run_document: with
-    whether its payloads are still to be put in, and those read as edits); an empty file, or a baseline file (YAML)
-    handed where a run goes, is named as one, with the flag that takes it, rather than as the
-    JSON parser's complaint."""
+    whether its payloads are still to be put in, and those read as edits); an empty file, or a
+    baseline file (YAML) handed where a run goes, is named as one, with the flag that takes it,
+    rather than as the JSON parser's complaint."""
     try:
         return read_run_document(handle)
     except ValueError as exc:

@@ -91,10 +91,7 @@ class FactCache:
                 if position:
                     order.insert(0, order.pop(position))  # the mask that fits, tried first next
                 (key, facts), self._classes[payload] = known
-                measures = self._measurements(probe, result.data)
-                if measures == facts.measures:  # none, or the same: the class's own facts
-                    return key, facts
-                return key, HostFacts(facts.values, facts.sets, measures, facts.hardware)
+                return key, self._with_own_measures(probe, result, facts)
         self.flattened += 1
         facts = HostFacts(skipped=[])
         facts.values[status_path(probe)] = result.status
@@ -129,10 +126,7 @@ class FactCache:
             return None
         key, facts = self._parts[earlier]
         self._classes[payload] = kind
-        measures = self._measurements(probe, result.data)
-        if measures == facts.measures:
-            return key, facts
-        return key, HostFacts(facts.values, facts.sets, measures, facts.hardware)
+        return key, self._with_own_measures(probe, result, facts)
 
     def _covers(self, probe: str, mask: Mask, paths: tuple[tuple[Any, ...], ...]) -> bool:
         """Whether every path is at or below a field `mask` leaves out; asked once per mask and
@@ -143,6 +137,14 @@ class FactCache:
         if found is None:
             found = self._covered[key] = all(_left_out(self._trees[number], p) for p in paths)
         return found
+
+    def _with_own_measures(self, probe: str, result: ProbeResult, facts: HostFacts) -> HostFacts:
+        """A class's facts with this result's own measurements (the class's own facts where
+        they are the same, or there are none)."""
+        measures = self._measurements(probe, result.data)
+        if measures == facts.measures:
+            return facts
+        return HostFacts(facts.values, facts.sets, measures, facts.hardware)
 
     def _measurements(self, probe: str, data: Mapping[str, Any]) -> dict[str, float]:
         """measurements(probe, data); none when this cache reads none."""

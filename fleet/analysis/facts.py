@@ -225,7 +225,7 @@ def host_facts(outcome: HostOutcome, declarations: Mapping[str, ProbeFacts]) -> 
     for probe, result in outcome.probes.items():
         facts.values[status_path(probe)] = result.status
         declared = declarations.get(probe, ProbeFacts())
-        _walk(result.data, "", probe, declared, facts)
+        walk_payload(result.data, probe, declared, facts)
         for name, value in measurements(probe, result.data).items():
             facts.measures[name] = value
     return facts
