@@ -11,7 +11,8 @@
 #   4. nothing left behind: no fleet process, no GPU memory held by one.
 #
 # Each command: its first 15 lines at 80 columns, exit code and wall time, in $OUT/acceptance.txt
-# (and on stdout). The full outputs and the runs' JSON go to $OUT too (at most 8 files).
+# (and on stdout). The full outputs and the runs' JSON go to $OUT too (at most 8 files). The last
+# line is the verdict; the script exits 1 when a step failed or something was left behind.
 #
 #   OUT=/tmp/out bash bench/device_acceptance.sh
 #
@@ -23,7 +24,14 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export COLUMNS=80 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-if [ -d .whl ]; then export PIP_NO_INDEX=1 PIP_FIND_LINKS=$REPO/.whl; fi
+if [ -d .whl ]; then
+    export PIP_NO_INDEX=1 PIP_FIND_LINKS=$REPO/.whl
+    # `pip install .` builds fleet in an isolated environment, which needs the build backend too
+    if ! compgen -G ".whl/setuptools-*.whl" >/dev/null; then
+        echo "warning: .whl/ has no setuptools wheel; pip cannot build fleet offline." \
+            "Add it: pip download -d .whl 'setuptools>=64' wheel" >&2
+    fi
+fi
 OUT=${OUT:-/tmp/fleet-acceptance}
 mkdir -p "$OUT"
 REPORT=$OUT/acceptance.txt
@@ -32,6 +40,7 @@ FULL=$OUT/outputs.txt
 : >"$FULL"
 LIMIT_S=240  # one command's wall limit: the whole script stays well under 5 minutes
 
+FAILED=()  # the labels of the steps that did not exit 0
 say() { echo "$*" | tee -a "$REPORT"; }
 
 # step LABEL COMMAND...: run it (bounded), keep its whole output, show its head and how it ended
@@ -49,6 +58,7 @@ step() {
     local from
     from=$(grep -n -e '^Successfully installed' "$log" | tail -1 | cut -d: -f1)
     tail -n +"$(( ${from:-0} + 1 ))" "$log" | head -n 15 | tee -a "$REPORT"
+    [ "$code" -eq 0 ] || FAILED+=("$label (exit $code)")
     say "--- exit $code, wall $(python3 -c "print(f'{$ended - $started:.2f}')") s, $(wc -l <"$log") lines"
     say ""
     { echo "=== $label"; echo "\$ $*"; cat "$log"; echo "--- exit $code"; echo; } >>"$FULL"
@@ -74,11 +84,15 @@ rm -rf "$SITE"
 
 # 1b. fleet installed into the torch environment (its console script beside that python3)
 TORCH_BIN=$(dirname "$(command -v python3)")
-if python3 -m pip install -q "$REPO" >/dev/null 2>&1; then
+PIP_LOG=$(mktemp)
+if python3 -m pip install -q "$REPO" >"$PIP_LOG" 2>&1; then
     step "1b torch env: fleet probe (installed console script)" "$TORCH_BIN/fleet" probe
 else
-    say "=== 1b: fleet could not be installed into $(command -v python3)'s environment"
+    say "=== 1b: fleet could not be installed into $(command -v python3)'s environment; pip said:"
+    grep -v '^WARNING' "$PIP_LOG" | tail -n 5 | tee -a "$REPORT"
+    FAILED+=("1b: pip install into the torch environment")
 fi
+rm -f "$PIP_LOG"
 
 # 2. the README's first command, exactly as written, in a clean copy of the checkout
 CLONE=$(mktemp -d)/fleet
@@ -86,8 +100,9 @@ cp -r "$REPO" "$CLONE"
 rm -rf "$CLONE/.venv" "$CLONE/.whl"
 readme_first=$(awk '/^## Set-up/{s=1} s && /^```bash/{getline; print; exit}' README.md)
 say "README's first command: $readme_first"
-(cd "$CLONE" && step "2 fleet's own fresh environment: the README's first command" \
-    bash -c "$readme_first")
+cd "$CLONE"  # not in a subshell: a failed step is counted in FAILED
+step "2 fleet's own fresh environment: the README's first command" bash -c "$readme_first"
+cd "$REPO"
 
 # 3. the verdicts and the report, with the console script installed in 1b
 FLEET="$TORCH_BIN/fleet"
@@ -105,3 +120,14 @@ say "=== 4 left behind"
 say "processes: ${left:-none}"
 say "GPU memory held by processes: ${held:-none}"
 rm -rf "$(dirname "$CLONE")" "$HOME"
+[ -z "$left" ] || FAILED+=("4: fleet processes left running")
+[ -z "$held" ] || FAILED+=("4: GPU memory still held")
+
+say ""
+if [ ${#FAILED[@]} -eq 0 ]; then
+    say "verdict: every step exited 0 and nothing was left behind"
+else
+    say "verdict: FAILED: ${#FAILED[@]} step(s)"
+    printf '  - %s\n' "${FAILED[@]}" | tee -a "$REPORT"
+    exit 1
+fi
